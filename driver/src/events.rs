@@ -1,0 +1,110 @@
+//! The messages into and out of the scheduler's event loop.
+//!
+//! Into the loop: [`SchedulerEvent`]s (jobs submitted, task statuses, executors coming
+//! and going). Out of the loop: [`JobEvent`]s streamed to the job's client, and task
+//! launches through the [`TaskLauncher`] of the deployment (local threads or remote
+//! executors).
+
+use ember_proto::{AccumulatorUpdate, Plan, TaskDescription, TaskMetrics, TaskStatus};
+
+/// What a deployment provides to run tasks.
+pub trait TaskLauncher: Send + 'static {
+    /// Starts `task` on `executor_id`; its status must come back as
+    /// [`SchedulerEvent::TaskFinished`].
+    fn launch(&mut self, executor_id: &str, task: TaskDescription);
+    /// Asks `executor_id` to stop running `task_id` (best effort).
+    fn kill(&mut self, executor_id: &str, task_id: u64);
+}
+
+/// Input to the scheduler event loop.
+pub enum SchedulerEvent {
+    /// A client submits a job; its events go to `events`.
+    SubmitJob {
+        plan: Box<Plan>,
+        broadcasts: std::collections::HashMap<u64, Vec<u8>>,
+        events: crossbeam_channel::Sender<JobEvent>,
+    },
+    /// The client gave up on a job (dropped it or disconnected).
+    CancelJob { job_id: u64, reason: String },
+    /// A task attempt ended.
+    TaskFinished(Box<TaskStatus>),
+    /// An executor offers `slots` task slots.
+    ExecutorAdded {
+        executor_id: String,
+        slots: u32,
+        shuffle_address: String,
+    },
+    /// An executor is gone: its running tasks, map outputs and cached blocks are lost.
+    ExecutorLost { executor_id: String, reason: String },
+    /// Forget cached blocks of an RDD (unpersist).
+    Unpersist { rdd_id: u32 },
+    /// Stop the event loop.
+    Shutdown,
+}
+
+/// Why a job failed, typed so that callers can tell user errors from cancellations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobFailure {
+    /// A task failed its last allowed attempt.
+    TaskFailed {
+        stage_id: u32,
+        stage_name: String,
+        partition: u32,
+        executor_id: String,
+        message: String,
+    },
+    /// A stage kept losing its inputs.
+    StageFailed {
+        stage_id: u32,
+        stage_name: String,
+        message: String,
+    },
+    /// The job was cancelled.
+    Cancelled(String),
+    /// The plan could not be scheduled.
+    InvalidPlan(String),
+}
+
+/// Description of a stage for progress reporting and summaries.
+#[derive(Debug, Clone)]
+pub struct StageInfo {
+    pub stage_id: u32,
+    pub name: String,
+    pub num_tasks: u32,
+    /// Tasks launched in this attempt (missing partitions only).
+    pub tasks_to_run: u32,
+    pub attempt: u32,
+}
+
+/// Output of the scheduler to a job's client, in order.
+#[derive(Debug, Clone)]
+pub enum JobEvent {
+    /// The job got an id.
+    Started { job_id: u64, num_stages: u32 },
+    /// A stage's result was already available (shuffle output of an earlier job).
+    StageSkipped(StageInfo),
+    /// A stage (attempt) started.
+    StageSubmitted(StageInfo),
+    /// A task started.
+    TaskStarted { stage_id: u32, partition: u32 },
+    /// A task attempt ended; `counted` is false for stale or failed attempts.
+    TaskEnded {
+        stage_id: u32,
+        partition: u32,
+        executor_id: String,
+        metrics: TaskMetrics,
+        succeeded: bool,
+        /// The first successful attempt of this partition in this stage for this job:
+        /// its accumulator updates are the ones that count.
+        counted: bool,
+        accumulators: Vec<AccumulatorUpdate>,
+    },
+    /// A stage finished all its partitions.
+    StageCompleted { stage_id: u32 },
+    /// The result of one partition of the final RDD (first successful attempt only).
+    TaskResult { partition: u32, result: Vec<u8> },
+    /// All partitions delivered.
+    JobSucceeded { job_id: u64 },
+    /// The job failed.
+    JobFailed { job_id: u64, failure: JobFailure },
+}

@@ -1,0 +1,123 @@
+//! The map-output tracker: for each shuffle, where each map partition's output lives.
+//!
+//! Invariant: an entry exists only for a map task that finished successfully on an
+//! executor that has not been declared lost since. Outputs survive across jobs, which
+//! is what lets a later job skip a stage whose shuffle output still exists.
+
+use std::collections::HashMap;
+
+use ember_proto::MapLocation;
+
+/// Shuffle id -> one slot per map partition.
+#[derive(Debug, Default)]
+pub struct MapOutputTracker {
+    shuffles: HashMap<u32, Vec<Option<MapLocation>>>,
+}
+
+impl MapOutputTracker {
+    /// Makes sure the shuffle is known with `num_maps` map partitions.
+    pub fn register_shuffle(&mut self, shuffle_id: u32, num_maps: u32) {
+        self.shuffles
+            .entry(shuffle_id)
+            .or_insert_with(|| vec![None; num_maps as usize]);
+    }
+
+    /// Records a finished map task's output.
+    pub fn register_output(&mut self, shuffle_id: u32, loc: MapLocation) {
+        if let Some(slots) = self.shuffles.get_mut(&shuffle_id) {
+            if let Some(slot) = slots.get_mut(loc.map_partition as usize) {
+                *slot = Some(loc);
+            }
+        }
+    }
+
+    /// Forgets one output (a fetch failure named it), if it lives on `executor_id`.
+    pub fn unregister_output(&mut self, shuffle_id: u32, map_partition: u32, executor_id: &str) -> bool {
+        if let Some(slot) = self
+            .shuffles
+            .get_mut(&shuffle_id)
+            .and_then(|s| s.get_mut(map_partition as usize))
+        {
+            if slot.as_ref().is_some_and(|l| l.executor_id == executor_id) {
+                *slot = None;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Forgets every output on a lost executor; returns the shuffles that lost any.
+    pub fn remove_executor(&mut self, executor_id: &str) -> Vec<u32> {
+        let mut hit = Vec::new();
+        for (sid, slots) in &mut self.shuffles {
+            for slot in slots.iter_mut() {
+                if slot.as_ref().is_some_and(|l| l.executor_id == executor_id) {
+                    *slot = None;
+                    if !hit.contains(sid) {
+                        hit.push(*sid);
+                    }
+                }
+            }
+        }
+        hit
+    }
+
+    /// Map partitions of the shuffle that have no output.
+    pub fn missing(&self, shuffle_id: u32) -> Vec<u32> {
+        match self.shuffles.get(&shuffle_id) {
+            Some(slots) => (0..slots.len() as u32)
+                .filter(|&i| slots[i as usize].is_none())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// True when the shuffle is known and every map output exists.
+    pub fn is_available(&self, shuffle_id: u32) -> bool {
+        self.shuffles
+            .get(&shuffle_id)
+            .is_some_and(|s| s.iter().all(Option::is_some))
+    }
+
+    /// The known outputs of a shuffle, for a reducer's task description.
+    pub fn locations(&self, shuffle_id: u32) -> Vec<MapLocation> {
+        self.shuffles
+            .get(&shuffle_id)
+            .map(|s| s.iter().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets a shuffle entirely.
+    pub fn remove_shuffle(&mut self, shuffle_id: u32) {
+        self.shuffles.remove(&shuffle_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(m: u32, e: &str) -> MapLocation {
+        MapLocation {
+            map_partition: m,
+            executor_id: e.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tracks_missing_outputs_and_executor_loss() {
+        let mut t = MapOutputTracker::default();
+        t.register_shuffle(7, 3);
+        assert_eq!(t.missing(7), vec![0, 1, 2]);
+        t.register_output(7, loc(0, "a"));
+        t.register_output(7, loc(1, "b"));
+        t.register_output(7, loc(2, "a"));
+        assert!(t.is_available(7));
+        assert_eq!(t.remove_executor("a"), vec![7]);
+        assert_eq!(t.missing(7), vec![0, 2]);
+        assert!(!t.unregister_output(7, 1, "a"), "output 1 lives on b");
+        assert!(t.unregister_output(7, 1, "b"));
+        assert_eq!(t.missing(7), vec![0, 1, 2]);
+    }
+}

@@ -1,0 +1,341 @@
+//! How the scheduler reacts to task outcomes and lost executors: registering map
+//! outputs, delivering results, retrying failed tasks, rerunning lost map outputs after
+//! fetch failures, and failing jobs when attempts run out.
+
+use std::collections::HashSet;
+
+use ember_proto::{task_failure, task_status, task_success, MapLocation, TaskFailure, TaskMetrics, TaskStatus, TaskSuccess};
+use tracing::{debug, info, warn};
+
+use super::{Pending, Scheduler, StageKind, TaskRun};
+use crate::events::{JobEvent, JobFailure};
+
+impl Scheduler {
+    pub(super) fn task_finished(&mut self, status: TaskStatus) {
+        if let Some(executor_id) = self.abandoned.remove(&status.task_id) {
+            self.free_slot(&executor_id);
+            debug!(task = status.task_id, "ignoring status of an abandoned attempt");
+            return;
+        }
+        let Some(run) = self.running.remove(&status.task_id) else {
+            debug!(task = status.task_id, "ignoring status of an unknown attempt");
+            return;
+        };
+        self.free_slot(&run.executor_id);
+        let metrics = status.metrics.unwrap_or_default();
+        match status.outcome {
+            Some(task_status::Outcome::Success(s)) => self.task_succeeded(run, s, metrics),
+            Some(task_status::Outcome::Failure(f)) => self.task_failed(run, f, metrics),
+            None => self.task_failed(
+                run,
+                TaskFailure {
+                    reason: Some(task_failure::Reason::UserError("task reported no outcome".into())),
+                },
+                metrics,
+            ),
+        }
+    }
+
+    fn free_slot(&mut self, executor_id: &str) {
+        if let Some(ex) = self.executors.get_mut(executor_id) {
+            ex.free = (ex.free + 1).min(ex.slots);
+        }
+    }
+
+    /// Sends a task-ended event to every job that uses the stage; only the first job
+    /// (and only the first successful attempt per partition) gets `counted`.
+    fn report_task_end(&mut self, run: &TaskRun, metrics: TaskMetrics, success: Option<&TaskSuccess>) {
+        let mut job_ids: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| j.stages.contains(&run.stage_id))
+            .map(|j| j.id)
+            .collect();
+        job_ids.sort_unstable();
+        for (i, jid) in job_ids.into_iter().enumerate() {
+            let job = self.jobs.get_mut(&jid).expect("job");
+            let counted = success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
+            let _ = job.events.send(JobEvent::TaskEnded {
+                stage_id: run.stage_id,
+                partition: run.partition,
+                executor_id: run.executor_id.clone(),
+                metrics,
+                succeeded: success.is_some(),
+                counted,
+                accumulators: if counted {
+                    success.map(|s| s.accumulators.clone()).unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+    }
+
+    fn task_succeeded(&mut self, run: TaskRun, success: TaskSuccess, metrics: TaskMetrics) {
+        for b in &success.cached {
+            let holders = self.cache.entry((b.rdd_id, b.partition)).or_default();
+            if !holders.contains(&run.executor_id) {
+                holders.push(run.executor_id.clone());
+            }
+        }
+        if !self.stages.contains_key(&run.stage_id) {
+            return;
+        }
+        self.report_task_end(&run, metrics, Some(&success));
+        let kind = self.stages[&run.stage_id].kind;
+        match (kind, success.output) {
+            (StageKind::ShuffleMap(sid), Some(task_success::Output::MapStatus(ms))) => {
+                let shuffle_address = self
+                    .executors
+                    .get(&run.executor_id)
+                    .map(|e| e.shuffle_address.clone())
+                    .unwrap_or_default();
+                self.tracker.register_output(
+                    sid,
+                    MapLocation {
+                        map_partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        shuffle_address,
+                        block_sizes: ms.block_sizes,
+                    },
+                );
+                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                st.pending.remove(&run.partition);
+                if st.pending.is_empty() && st.running {
+                    st.running = false;
+                    self.map_stage_finished(run.stage_id, sid);
+                }
+            }
+            (StageKind::Result(job_id), Some(task_success::Output::Result(bytes))) => {
+                if let Some(st) = self.stages.get_mut(&run.stage_id) {
+                    st.pending.remove(&run.partition);
+                }
+                let Some(job) = self.jobs.get_mut(&job_id) else { return };
+                if !job.done.insert(run.partition) {
+                    return;
+                }
+                let _ = job.events.send(JobEvent::TaskResult {
+                    partition: run.partition,
+                    result: bytes,
+                });
+                if job.done.len() == job.partitions.len() {
+                    let _ = job.events.send(JobEvent::StageCompleted {
+                        stage_id: run.stage_id,
+                    });
+                    let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+                    info!(job = job_id, "job succeeded");
+                    self.finish_job(job_id);
+                }
+            }
+            (_, _) => {
+                let failure = TaskFailure {
+                    reason: Some(task_failure::Reason::UserError(
+                        "task returned an output of the wrong kind for its stage".into(),
+                    )),
+                };
+                self.task_failed(run, failure, TaskMetrics::default());
+            }
+        }
+    }
+
+    fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
+        if !self.tracker.is_available(shuffle_id) {
+            // Some outputs were lost while the stage ran: run the missing ones again.
+            let jobs: Vec<u64> = self.jobs_using(stage_id);
+            if let Some(&job) = jobs.first() {
+                self.submit_tasks(job, stage_id);
+            }
+            return;
+        }
+        if let Some(st) = self.stages.get_mut(&stage_id) {
+            st.failed_attempts = 0;
+        }
+        debug!(stage = stage_id, shuffle = shuffle_id, "shuffle-map stage finished");
+        for jid in self.jobs_using(stage_id) {
+            let job = self.jobs.get_mut(&jid).expect("job");
+            let _ = job.events.send(JobEvent::StageCompleted { stage_id });
+            let waiting: Vec<u32> = job.waiting.iter().copied().collect();
+            for w in waiting {
+                if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.running) && self.missing_parents(w).is_empty()
+                {
+                    self.submit_stage(jid, w);
+                }
+            }
+            if let Some(job) = self.jobs.get_mut(&jid) {
+                job.waiting.remove(&stage_id);
+            }
+        }
+    }
+
+    fn jobs_using(&self, stage_id: u32) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| j.stages.contains(&stage_id))
+            .map(|j| j.id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn task_failed(&mut self, run: TaskRun, failure: TaskFailure, metrics: TaskMetrics) {
+        if !self.stages.contains_key(&run.stage_id) {
+            return;
+        }
+        self.report_task_end(&run, metrics, None);
+        match failure.reason {
+            Some(task_failure::Reason::FetchFailed(ff)) => {
+                warn!(
+                    stage = run.stage_id,
+                    partition = run.partition,
+                    shuffle = ff.shuffle_id,
+                    map = ff.map_partition,
+                    executor = %ff.executor_id,
+                    "fetch failure: {}", ff.message
+                );
+                self.tracker
+                    .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id);
+                let max = self.config.max_stage_attempts;
+                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                if run.stage_attempt != st.attempt {
+                    return; // this attempt already failed over
+                }
+                st.failed_attempts += 1;
+                st.running = false;
+                st.pending.clear();
+                if st.failed_attempts >= max {
+                    let failure = JobFailure::StageFailed {
+                        stage_id: st.id,
+                        stage_name: st.name.clone(),
+                        message: format!(
+                            "stage failed {} consecutive attempts; last fetch failure: shuffle {} map {} on executor {}: {}",
+                            st.failed_attempts, ff.shuffle_id, ff.map_partition, ff.executor_id, ff.message
+                        ),
+                    };
+                    for jid in self.jobs_using(run.stage_id) {
+                        self.fail_job(jid, failure.clone());
+                    }
+                    return;
+                }
+                for jid in self.jobs_using(run.stage_id) {
+                    self.submit_stage(jid, run.stage_id);
+                }
+            }
+            Some(task_failure::Reason::Killed(_)) => {}
+            Some(task_failure::Reason::ExecutorLost(msg)) => {
+                debug!(task_stage = run.stage_id, "task lost with its executor: {msg}");
+                self.requeue(run, false);
+            }
+            Some(task_failure::Reason::UserError(message)) => {
+                let max = self.config.max_task_attempts;
+                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                let n = st.task_failures.entry(run.partition).or_insert(0);
+                *n += 1;
+                warn!(
+                    stage = run.stage_id,
+                    partition = run.partition,
+                    attempt = run.attempt,
+                    executor = %run.executor_id,
+                    "task failed: {message}"
+                );
+                if *n >= max {
+                    let failure = JobFailure::TaskFailed {
+                        stage_id: st.id,
+                        stage_name: st.name.clone(),
+                        partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        message,
+                    };
+                    for jid in self.jobs_using(run.stage_id) {
+                        self.fail_job(jid, failure.clone());
+                    }
+                } else {
+                    self.requeue(run, true);
+                }
+            }
+            None => self.requeue(run, true),
+        }
+    }
+
+    /// Queues another attempt of a task whose partition is still pending.
+    fn requeue(&mut self, run: TaskRun, exclude_executor: bool) {
+        let Some(st) = self.stages.get(&run.stage_id) else { return };
+        if !st.running || !st.pending.contains(&run.partition) {
+            return;
+        }
+        let mut excluded = run.excluded;
+        if exclude_executor && !excluded.contains(&run.executor_id) {
+            excluded.push(run.executor_id.clone());
+        }
+        self.queue.push_back(Pending {
+            stage_id: run.stage_id,
+            stage_attempt: st.attempt,
+            partition: run.partition,
+            attempt: run.attempt + 1,
+            preferred: Vec::new(),
+            excluded,
+        });
+    }
+
+    pub(super) fn executor_lost(&mut self, executor_id: &str, reason: &str) {
+        if self.executors.remove(executor_id).is_none() {
+            return;
+        }
+        warn!(executor = %executor_id, "executor lost: {reason}");
+        let lost: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.executor_id == executor_id)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in lost {
+            let run = self.running.remove(&id).expect("running");
+            let failure = TaskFailure {
+                reason: Some(task_failure::Reason::ExecutorLost(format!("executor {executor_id} lost: {reason}"))),
+            };
+            self.task_failed(run, failure, TaskMetrics::default());
+        }
+        self.abandoned.retain(|_, e| e != executor_id);
+        let shuffles = self.tracker.remove_executor(executor_id);
+        if !shuffles.is_empty() {
+            info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
+        }
+        for holders in self.cache.values_mut() {
+            holders.retain(|e| e != executor_id);
+        }
+        self.cache.retain(|_, h| !h.is_empty());
+    }
+
+    /// Fails a job: tells its client, stops its tasks, forgets its state.
+    pub(super) fn fail_job(&mut self, job_id: u64, failure: JobFailure) {
+        let Some(job) = self.jobs.get(&job_id) else { return };
+        let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
+        self.finish_job(job_id);
+    }
+
+    fn finish_job(&mut self, job_id: u64) {
+        let Some(job) = self.jobs.remove(&job_id) else { return };
+        let still_used: HashSet<u32> = self.jobs.values().flat_map(|j| j.stages.iter().copied()).collect();
+        let orphaned: HashSet<u32> = job.stages.iter().copied().filter(|s| !still_used.contains(s)).collect();
+        self.queue.retain(|p| !orphaned.contains(&p.stage_id));
+        let to_kill: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| orphaned.contains(&r.stage_id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in to_kill {
+            let run = self.running.remove(&id).expect("running");
+            self.launcher.kill(&run.executor_id, id);
+            self.abandoned.insert(id, run.executor_id);
+        }
+        for s in &orphaned {
+            if let Some(st) = self.stages.get_mut(s) {
+                st.running = false;
+                st.pending.clear();
+                st.task_failures.clear();
+            }
+        }
+        self.stages.remove(&job.result_stage);
+    }
+}

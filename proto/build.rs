@@ -1,0 +1,14 @@
+//! Compiles `proto/ember.proto` with the vendored `protoc`, so a fresh machine needs no
+//! system protobuf install.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc);
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_with_config(config, &["proto/ember.proto"], &["proto"])?;
+    Ok(())
+}

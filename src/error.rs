@@ -1,0 +1,94 @@
+//! The library's error type. Every failure a job can meet is a variant here with the
+//! facts a user needs to act on it (which file, which line, which stage and partition,
+//! which executor). Failures the scheduler must act on (fetch failures, lost executors)
+//! are typed variants, never formatted strings.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout ember.
+pub type Result<T, E = EmberError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in ember.
+#[derive(Debug, thiserror::Error)]
+pub enum EmberError {
+    /// An input path named by the job does not exist or matches no file.
+    #[error("input path does not exist: {path}")]
+    InputNotFound { path: String },
+
+    /// Reading or writing a file failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The job's output directory already exists and overwrite was not requested.
+    #[error("output directory already exists: {path} (remove it or ask for overwrite)")]
+    OutputExists { path: PathBuf },
+
+    /// A shuffle block could not be read: the scheduler reruns the map task.
+    #[error(
+        "fetch failed: shuffle {shuffle_id} map {map_partition} reduce {reduce_partition} \
+         on executor {executor_id}: {message}"
+    )]
+    FetchFailed {
+        executor_id: String,
+        shuffle_id: u32,
+        map_partition: u32,
+        reduce_partition: u32,
+        message: String,
+    },
+
+    /// Data on disk or on the wire did not decode (checksum mismatch, truncated frame).
+    #[error("corrupt data in {what}: {message}")]
+    Corrupt { what: String, message: String },
+
+    /// Serialising or deserialising a record or operator state failed.
+    #[error("serialization error ({what}): {message}")]
+    Serialization { what: String, message: String },
+
+    /// A task failed: a panic or error in user code, with where it happened.
+    #[error("job aborted: stage {stage_id} ({stage_name}), partition {partition}, executor {executor_id}: {message}")]
+    TaskFailed {
+        stage_id: u32,
+        stage_name: String,
+        partition: u32,
+        executor_id: String,
+        message: String,
+    },
+
+    /// The job was cancelled or the context shut down while it ran.
+    #[error("job cancelled: {0}")]
+    Cancelled(String),
+
+    /// Configuration (master URL, memory size, flags) could not be understood.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// A plan could not be executed (unknown node, wrong binary, ...).
+    #[error("invalid plan: {0}")]
+    Plan(String),
+
+    /// An action that needs at least one element met an empty RDD.
+    #[error("{0} of an empty RDD")]
+    EmptyRdd(&'static str),
+}
+
+impl EmberError {
+    /// Wraps an `io::Error` with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EmberError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A serialization error about `what`.
+    pub fn ser(what: impl Into<String>, e: impl std::fmt::Display) -> Self {
+        EmberError::Serialization {
+            what: what.into(),
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Operator references: how a plan names a monomorphised function of the job binary.
+//!
+//! Closures cannot be serialised, so a plan names each operator by the address of its
+//! monomorphised compute function relative to [`anchor`]. In every process that runs
+//! the same binary this offset is the same number (ASLR moves the whole image, not the
+//! distance between two functions), so a worker resolves it back to the function.
+//!
+//! Invariants:
+//! - An offset is only resolved in a process whose binary hash equals the plan's
+//!   `binary_hash` (checked by the task runtime before anything is resolved).
+//! - Closures handed to operators are zero-sized (they capture nothing), so a worker can
+//!   conjure the closure value from its type alone ([`conjure`]).
+
+/// The fixed point that operator offsets are measured from.
+#[inline(never)]
+pub fn anchor() -> u64 {
+    0x656d_6265_72 // "ember"
+}
+
+/// The offset of a function address from the anchor.
+pub(crate) fn offset_of(addr: usize) -> i64 {
+    (addr as i64).wrapping_sub(anchor as usize as i64)
+}
+
+/// The address an offset points to in this process.
+pub(crate) fn address_of(offset: i64) -> usize {
+    (anchor as usize as i64).wrapping_add(offset) as usize
+}
+
+/// Declares a function-pointer kind that can be turned into an offset and back.
+macro_rules! op_kind {
+    ($(#[$m:meta])* $name:ident = $ty:ty) => {
+        $(#[$m])*
+        pub(crate) type $name = $ty;
+        impl $crate::plan::op::OpRef for $ty {
+            fn to_offset(self) -> i64 {
+                $crate::plan::op::offset_of(self as usize)
+            }
+            unsafe fn from_offset(offset: i64) -> Self {
+                // SAFETY: the caller guarantees that the offset was produced by
+                // `to_offset` on a function of this exact type in the same binary.
+                unsafe { std::mem::transmute::<usize, $ty>($crate::plan::op::address_of(offset)) }
+            }
+        }
+    };
+}
+pub(crate) use op_kind;
+
+/// A function pointer type that can travel in a plan as an offset.
+pub(crate) trait OpRef: Sized + Copy {
+    fn to_offset(self) -> i64;
+    /// # Safety
+    /// `offset` must come from `to_offset` of a function of the same type in a process
+    /// running the same binary.
+    unsafe fn from_offset(offset: i64) -> Self;
+}
+
+/// Produces the value of a zero-sized closure type from the type alone.
+///
+/// The compile-time assertion is the check that closures passed to operators capture
+/// nothing: a capturing closure fails the build with this message.
+#[inline(always)]
+pub(crate) fn conjure<F>() -> F {
+    const {
+        assert!(
+            std::mem::size_of::<F>() == 0,
+            "ember: a closure passed to an RDD operator must not capture variables. \
+             Pass state through the `*_with(state, f)` variant of the operator or a broadcast variable."
+        )
+    };
+    // SAFETY: `F` is zero-sized (asserted above at compile time) and, being the type of a
+    // closure or fn item value the user handed us, inhabited; a ZST has no bytes to
+    // initialise, so this produces a valid value.
+    unsafe { std::mem::MaybeUninit::<F>::uninit().assume_init() }
+}
+
+/// Compile-time check, called where the user hands a closure to an operator, so the
+/// error points at the operator call.
+#[inline(always)]
+pub(crate) fn assert_stateless<F>(_f: &F) {
+    let _ = conjure::<F>;
+    const {
+        assert!(
+            std::mem::size_of::<F>() == 0,
+            "ember: a closure passed to an RDD operator must not capture variables. \
+             Pass state through the `*_with(state, f)` variant of the operator or a broadcast variable."
+        )
+    };
+}
