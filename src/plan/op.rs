@@ -19,12 +19,12 @@ pub fn anchor() -> u64 {
 
 /// The offset of a function address from the anchor.
 pub(crate) fn offset_of(addr: usize) -> i64 {
-    (addr as i64).wrapping_sub(anchor as usize as i64)
+    (addr as i64).wrapping_sub(anchor as fn() -> u64 as usize as i64)
 }
 
 /// The address an offset points to in this process.
 pub(crate) fn address_of(offset: i64) -> usize {
-    (anchor as usize as i64).wrapping_add(offset) as usize
+    (anchor as fn() -> u64 as usize as i64).wrapping_add(offset) as usize
 }
 
 /// Declares a function-pointer kind that can be turned into an offset and back.

@@ -123,7 +123,7 @@ impl Scheduler {
                         stage_id: run.stage_id,
                     });
                     let _ = job.events.send(JobEvent::JobSucceeded { job_id });
-                    info!(job = job_id, "job succeeded");
+                    debug!(job = job_id, "job succeeded");
                     self.finish_job(job_id);
                 }
             }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::{Plan, ShuffleInput, TaskDescription};
-use tracing::{debug, info};
+use tracing::debug;
 
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
@@ -216,7 +216,7 @@ impl Scheduler {
                 slots,
                 shuffle_address,
             } => {
-                info!(executor = %executor_id, slots, "executor added");
+                debug!(executor = %executor_id, slots, "executor added");
                 self.executors.insert(
                     executor_id,
                     Executor {
@@ -280,7 +280,7 @@ impl Scheduler {
         };
         let num_stages = 1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
         let _ = job.events.send(JobEvent::Started { job_id, num_stages });
-        info!(job = job_id, stages = num_stages, "job submitted: {}", plan.description);
+        debug!(job = job_id, stages = num_stages, "job submitted: {}", plan.description);
         if partitions.is_empty() {
             let _ = job.events.send(JobEvent::JobSucceeded { job_id });
             self.stages.remove(&result_stage);

@@ -1,0 +1,173 @@
+//! Job configuration: which master to use and how much memory an executor may use,
+//! from the command line (`--master`) and the environment (`EMBER_MASTER`,
+//! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`).
+
+use std::path::PathBuf;
+
+use crate::error::{EmberError, Result};
+use crate::memory::parse_memory_size;
+
+/// Where jobs run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Master {
+    /// In-process: `threads` task slots, `max_failures` attempts per task
+    /// (`local[N]` is `max_failures` 1, as in Spark; `local[N,F]` sets it).
+    Local { threads: usize, max_failures: u32 },
+    /// A cluster driver at this URL (`http://host:7077`).
+    Cluster(String),
+}
+
+impl Master {
+    /// Parses `local`, `local[N]`, `local[*]`, `local[N,F]` or `http(s)://host:port`.
+    pub fn parse(s: &str) -> Result<Master> {
+        let cores = || std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let bad = || {
+            EmberError::Config(format!(
+                "unknown master {s:?}: expected local, local[N], local[*], local[N,F] or http://host:port"
+            ))
+        };
+        if s == "local" {
+            return Ok(Master::Local {
+                threads: 1,
+                max_failures: 1,
+            });
+        }
+        if let Some(inner) = s.strip_prefix("local[").and_then(|r| r.strip_suffix(']')) {
+            let mut parts = inner.split(',');
+            let n = parts.next().ok_or_else(bad)?.trim();
+            let threads = if n == "*" { cores() } else { n.parse().map_err(|_| bad())? };
+            let max_failures = match parts.next() {
+                Some(f) => f.trim().parse().map_err(|_| bad())?,
+                None => 1,
+            };
+            if threads == 0 || max_failures == 0 || parts.next().is_some() {
+                return Err(bad());
+            }
+            return Ok(Master::Local { threads, max_failures });
+        }
+        if s.starts_with("http://") || s.starts_with("https://") {
+            return Ok(Master::Cluster(s.to_string()));
+        }
+        Err(bad())
+    }
+}
+
+/// A context's settings.
+#[derive(Debug, Clone)]
+pub struct Conf {
+    pub master: Master,
+    /// Memory shared by the running tasks of one executor, in bytes.
+    pub executor_memory: u64,
+    /// Parent directory of local mode's work dir (default: the system temp dir).
+    pub local_dir: Option<PathBuf>,
+    /// Show the console progress bar (only ever on a terminal).
+    pub progress: bool,
+}
+
+/// Default executor memory.
+pub const DEFAULT_EXECUTOR_MEMORY: u64 = 1 << 30;
+
+impl Conf {
+    /// Settings from the environment only; master defaults to `local[cores]`.
+    pub fn from_env_vars() -> Result<Conf> {
+        let master = match std::env::var("EMBER_MASTER") {
+            Ok(m) if !m.is_empty() => Master::parse(&m)?,
+            _ => Master::parse("local[*]")?,
+        };
+        let executor_memory = match std::env::var("EMBER_EXECUTOR_MEMORY") {
+            Ok(m) if !m.is_empty() => parse_memory_size(&m)
+                .map_err(|e| EmberError::Config(format!("EMBER_EXECUTOR_MEMORY: {e}")))?,
+            _ => DEFAULT_EXECUTOR_MEMORY,
+        };
+        Ok(Conf {
+            master,
+            executor_memory,
+            local_dir: std::env::var_os("EMBER_LOCAL_DIR").map(PathBuf::from),
+            progress: std::env::var("EMBER_PROGRESS").map(|v| v != "0").unwrap_or(true),
+        })
+    }
+
+    /// Settings from the environment, with `--master M` / `--master=M` on the command
+    /// line taking precedence over `EMBER_MASTER`.
+    pub fn from_env() -> Result<Conf> {
+        let mut conf = Conf::from_env_vars()?;
+        let args: Vec<String> = std::env::args().collect();
+        if let Some(m) = master_from_args(&args) {
+            conf.master = Master::parse(&m)?;
+        }
+        Ok(conf)
+    }
+
+    /// Local mode with `threads` slots and an explicit memory limit (handy in tests).
+    pub fn local(threads: usize, executor_memory: u64) -> Conf {
+        Conf {
+            master: Master::Local {
+                threads,
+                max_failures: 1,
+            },
+            executor_memory,
+            local_dir: None,
+            progress: true,
+        }
+    }
+
+    /// Number of task slots (local threads).
+    pub fn default_parallelism(&self) -> usize {
+        match self.master {
+            Master::Local { threads, .. } => threads,
+            Master::Cluster(_) => 2,
+        }
+    }
+}
+
+fn master_from_args(args: &[String]) -> Option<String> {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--master" {
+            return it.next().cloned();
+        }
+        if let Some(m) = a.strip_prefix("--master=") {
+            return Some(m.to_string());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_masters() {
+        assert_eq!(
+            Master::parse("local[3]").unwrap(),
+            Master::Local {
+                threads: 3,
+                max_failures: 1
+            }
+        );
+        assert_eq!(
+            Master::parse("local[2,4]").unwrap(),
+            Master::Local {
+                threads: 2,
+                max_failures: 4
+            }
+        );
+        assert!(matches!(Master::parse("local[*]").unwrap(), Master::Local { .. }));
+        assert_eq!(
+            Master::parse("http://h:7077").unwrap(),
+            Master::Cluster("http://h:7077".into())
+        );
+        let e = Master::parse("yarn").unwrap_err().to_string();
+        assert!(e.contains("\"yarn\""), "{e}");
+        assert!(Master::parse("local[0]").is_err());
+    }
+
+    #[test]
+    fn master_flag_forms() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(master_from_args(&a(&["prog", "--master", "local[2]", "x"])), Some("local[2]".into()));
+        assert_eq!(master_from_args(&a(&["prog", "--master=local"])), Some("local".into()));
+        assert_eq!(master_from_args(&a(&["prog", "in", "out"])), None);
+    }
+}

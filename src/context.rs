@@ -1,0 +1,231 @@
+//! `Context`: the entry point of a job (Spark's `SparkContext`). It owns the
+//! connection to the scheduler (an in-process local cluster, or a remote driver in
+//! cluster mode), hands out RDD, shuffle, broadcast and accumulator ids, creates source
+//! RDDs, and runs jobs for actions.
+//!
+//! Invariant: ids are unique for the context's lifetime; dropping the last handle
+//! shuts the local cluster down and removes its work directory.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ember_driver::{SchedulerConfig, SchedulerEvent, SchedulerHandle};
+use ember_proto::StorageLevel as ProtoLevel;
+use parking_lot::Mutex;
+
+use crate::accumulator::{Accumulator, AccumulatorSlot, AccumulatorValue};
+use crate::broadcast::Broadcast;
+use crate::conf::{Conf, Master};
+use crate::data::Data;
+use crate::error::{EmberError, Result};
+use crate::io::text_input::{list_input_files, plan_splits};
+use crate::local::LocalCluster;
+use crate::plan::op::OpRef;
+use crate::plan::LineageNode;
+use crate::rdd::source::{
+    parallelize_compute, range_compute, text_file_compute, text_file_positions_compute, whole_text_files_compute,
+    LinePosition,
+};
+use crate::rdd::{encode, op_name, Rdd};
+use crate::task::ComputeFn;
+
+/// The handle through which a job creates RDDs and runs actions. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+pub(crate) struct ContextInner {
+    pub conf: Conf,
+    pub scheduler: SchedulerHandle,
+    pub local: Option<LocalCluster>,
+    pub binary_id: String,
+    next_rdd: AtomicU32,
+    next_shuffle: AtomicU32,
+    next_broadcast: AtomicU64,
+    next_accumulator: AtomicU64,
+    pub broadcasts: Mutex<HashMap<u64, Vec<u8>>>,
+    pub accumulators: Mutex<HashMap<u64, Box<dyn AccumulatorSlot>>>,
+    pub last_job: Mutex<Option<crate::job::JobMetrics>>,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        self.scheduler.send(SchedulerEvent::Shutdown);
+        if let Some(local) = self.local.take() {
+            local.shutdown();
+        }
+    }
+}
+
+impl Context {
+    /// A context configured from the command line (`--master M`) and the environment
+    /// (`EMBER_MASTER`, `EMBER_EXECUTOR_MEMORY`); the default master is `local[N]` with N
+    /// the number of available cores.
+    pub fn from_env() -> Result<Context> {
+        Context::with_conf(Conf::from_env()?)
+    }
+
+    /// A local-mode context with `threads` task slots.
+    pub fn local(threads: usize) -> Result<Context> {
+        let mut conf = Conf::from_env_vars()?;
+        conf.master = Master::Local {
+            threads: threads.max(1),
+            max_failures: 1,
+        };
+        Context::with_conf(conf)
+    }
+
+    /// A context from an explicit configuration.
+    pub fn with_conf(conf: Conf) -> Result<Context> {
+        crate::logging::init();
+        match conf.master.clone() {
+            Master::Local { threads, max_failures } => {
+                let binary_id = format!("local-{}-{:x}", std::process::id(), rand::random::<u64>());
+                let (local, launcher) = LocalCluster::create(&conf, &binary_id, threads)?;
+                let scheduler = SchedulerHandle::start(
+                    SchedulerConfig {
+                        max_task_attempts: max_failures.max(1),
+                        ..SchedulerConfig::default()
+                    },
+                    launcher,
+                );
+                local.start_workers(&scheduler, threads);
+                Ok(Context {
+                    inner: Arc::new(ContextInner {
+                        conf,
+                        scheduler,
+                        local: Some(local),
+                        binary_id,
+                        next_rdd: AtomicU32::new(0),
+                        next_shuffle: AtomicU32::new(0),
+                        next_broadcast: AtomicU64::new(0),
+                        next_accumulator: AtomicU64::new(0),
+                        broadcasts: Mutex::new(HashMap::new()),
+                        accumulators: Mutex::new(HashMap::new()),
+                        last_job: Mutex::new(None),
+                    }),
+                })
+            }
+            Master::Cluster(url) => Err(EmberError::Config(format!(
+                "cluster master {url}: cluster mode is not available in this build yet; use --master local[N]"
+            ))),
+        }
+    }
+
+    /// The configuration this context runs with.
+    pub fn conf(&self) -> &Conf {
+        &self.inner.conf
+    }
+
+    /// Default number of partitions for sources and shuffles (the number of task slots).
+    pub fn default_parallelism(&self) -> usize {
+        self.inner.conf.default_parallelism()
+    }
+
+    pub(crate) fn next_rdd_id(&self) -> u32 {
+        self.inner.next_rdd.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn next_shuffle_id(&self) -> u32 {
+        self.inner.next_shuffle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn unpersist(&self, rdd_id: u32) {
+        self.inner.scheduler.send(SchedulerEvent::Unpersist { rdd_id });
+        if let Some(local) = &self.inner.local {
+            local.env.blocks.remove_rdd(rdd_id);
+        }
+    }
+
+    fn source<T: Data>(&self, op: &str, at: &Location<'_>, partitions: u32, compute: ComputeFn, payload: Vec<u8>) -> Rdd<T> {
+        let node = LineageNode {
+            id: self.next_rdd_id(),
+            num_partitions: partitions,
+            deps: Vec::new(),
+            compute_fn: compute.to_offset(),
+            payload,
+            name: op_name(op, at),
+            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+        };
+        Rdd::from_node(self.clone(), Arc::new(node))
+    }
+
+    /// An RDD of the given records cut into `partitions` even slices.
+    #[track_caller]
+    pub fn parallelize<T: Data>(&self, data: Vec<T>, partitions: usize) -> Rdd<T> {
+        let n = partitions.max(1);
+        let len = data.len();
+        let mut slices = Vec::with_capacity(n);
+        let mut it = data.into_iter();
+        for i in 0..n {
+            let take = (i + 1) * len / n - i * len / n;
+            let slice: Vec<T> = it.by_ref().take(take).collect();
+            slices.push(encode("parallelize", &slice));
+        }
+        let compute: ComputeFn = parallelize_compute::<T>;
+        self.source("parallelize", Location::caller(), n as u32, compute, encode("parallelize", &slices))
+    }
+
+    /// The numbers `start..end` in `partitions` contiguous ranges.
+    #[track_caller]
+    pub fn range(&self, start: i64, end: i64, partitions: usize) -> Rdd<i64> {
+        let compute: ComputeFn = range_compute;
+        self.source("range", Location::caller(), partitions.max(1) as u32, compute, encode("range", &(start, end)))
+    }
+
+    /// The lines of a text file, a directory of files or a glob, split into at least
+    /// `min_partitions` byte ranges. Fails at once if the path matches nothing.
+    #[track_caller]
+    pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
+        let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
+        let compute: ComputeFn = text_file_compute;
+        Ok(self.source(&format!("text_file({path})"), Location::caller(), splits.len() as u32, compute, encode("text_file", &splits)))
+    }
+
+    /// Like [`text_file`](Self::text_file), with each line's file and byte offset, so
+    /// errors can name `file:line`.
+    #[track_caller]
+    pub fn text_file_with_positions(&self, path: &str, min_partitions: usize) -> Result<Rdd<(LinePosition, String)>> {
+        let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
+        let compute: ComputeFn = text_file_positions_compute;
+        Ok(self.source(&format!("text_file({path})"), Location::caller(), splits.len() as u32, compute, encode("text_file", &splits)))
+    }
+
+    /// Each file as one record `(path, contents)`.
+    #[track_caller]
+    pub fn whole_text_files(&self, path: &str, min_partitions: usize) -> Result<Rdd<(String, String)>> {
+        let files = list_input_files(path)?;
+        let n = min_partitions.clamp(1, files.len().max(1));
+        let groups: Vec<Vec<PathBuf>> = (0..n)
+            .map(|i| files[i * files.len() / n..(i + 1) * files.len() / n].to_vec())
+            .collect();
+        let compute: ComputeFn = whole_text_files_compute;
+        Ok(self.source(&format!("whole_text_files({path})"), Location::caller(), n as u32, compute, encode("whole_text_files", &groups)))
+    }
+
+    /// An empty RDD.
+    #[track_caller]
+    pub fn empty<T: Data>(&self) -> Rdd<T> {
+        self.parallelize(Vec::new(), 1)
+    }
+
+    /// Ships `value` to every executor once per job; read it in tasks with
+    /// [`Broadcast::value`].
+    pub fn broadcast<T: Data>(&self, value: T) -> Broadcast<T> {
+        let id = self.inner.next_broadcast.fetch_add(1, Ordering::Relaxed);
+        self.inner.broadcasts.lock().insert(id, encode("broadcast", &value));
+        Broadcast::new(id, Arc::new(value))
+    }
+
+    /// A named accumulator starting at the value type's default (zero).
+    pub fn accumulator<A: AccumulatorValue>(&self, name: &str) -> Accumulator<A> {
+        let id = self.inner.next_accumulator.fetch_add(1, Ordering::Relaxed);
+        let (acc, slot) = Accumulator::new(id, name);
+        self.inner.accumulators.lock().insert(id, slot);
+        acc
+    }
+}

@@ -1,0 +1,226 @@
+//! Running a job from the client side: submit the plan of an action, follow its
+//! events (progress bar, accumulator updates, per-stage metrics), gather the result of
+//! each partition, and turn a failure into an [`EmberError`] that names stage,
+//! partition and executor.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ember_driver::{JobEvent, JobFailure, SchedulerEvent};
+use ember_proto::TaskMetrics;
+use tracing::info;
+
+use crate::context::Context;
+use crate::error::{EmberError, Result};
+use crate::plan::build_plan;
+use crate::plan::op::OpRef;
+use crate::plan::LineageNode;
+use crate::progress::ProgressBar;
+use crate::task::ResultFn;
+
+#[derive(Default)]
+struct StageSummary {
+    name: String,
+    tasks: u32,
+    failed: u32,
+    metrics: TaskMetrics,
+    started: Option<Instant>,
+    elapsed: Duration,
+    skipped: bool,
+}
+
+fn add(m: &mut TaskMetrics, t: &TaskMetrics) {
+    m.records_in += t.records_in;
+    m.records_out += t.records_out;
+    m.shuffle_bytes_written += t.shuffle_bytes_written;
+    m.shuffle_bytes_read += t.shuffle_bytes_read;
+    m.shuffle_records_written += t.shuffle_records_written;
+    m.shuffle_records_read += t.shuffle_records_read;
+    m.bytes_spilled += t.bytes_spilled;
+    m.spill_count += t.spill_count;
+    m.run_time_micros += t.run_time_micros;
+}
+
+/// Totals of a finished job, for tests and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct JobMetrics {
+    pub stages_run: u32,
+    pub stages_skipped: u32,
+    pub tasks: u32,
+    pub totals: TaskMetrics,
+}
+
+impl Context {
+    /// Runs `result_fn` on `partitions` (all if `None`) of `node`; returns each
+    /// partition's serialised result, in partition order.
+    pub(crate) fn run_job(
+        &self,
+        node: &std::sync::Arc<LineageNode>,
+        result_fn: ResultFn,
+        payload: Vec<u8>,
+        partitions: Option<Vec<u32>>,
+        action: &str,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
+        let description = format!("{action} of {}", node.name);
+        let plan = build_plan(
+            node,
+            result_fn.to_offset(),
+            payload,
+            partitions.unwrap_or_default(),
+            description.clone(),
+            self.inner.binary_id.clone(),
+        );
+        let broadcasts = self.inner.broadcasts.lock().clone();
+        let events = self.inner.scheduler.submit(plan, broadcasts);
+        let mut progress = ProgressBar::new(self.inner.conf.progress);
+        let mut stages: BTreeMap<u32, StageSummary> = BTreeMap::new();
+        let mut results: Vec<(u32, Vec<u8>)> = Vec::new();
+        let started = Instant::now();
+        let mut job = 0;
+        let outcome = loop {
+            let Ok(ev) = events.recv() else {
+                break Err(EmberError::Cancelled("the scheduler stopped".into()));
+            };
+            match ev {
+                JobEvent::Started { job_id, .. } => job = job_id,
+                JobEvent::StageSkipped(info) => {
+                    let s = stages.entry(info.stage_id).or_default();
+                    s.name = info.name;
+                    s.skipped = true;
+                }
+                JobEvent::StageSubmitted(info) => {
+                    let s = stages.entry(info.stage_id).or_default();
+                    s.name = info.name.clone();
+                    s.skipped = false;
+                    s.started.get_or_insert_with(Instant::now);
+                    progress.stage_submitted(info.stage_id, info.tasks_to_run);
+                }
+                JobEvent::TaskStarted { stage_id, .. } => progress.task_started(stage_id),
+                JobEvent::TaskEnded {
+                    stage_id,
+                    metrics,
+                    succeeded,
+                    counted,
+                    accumulators,
+                    ..
+                } => {
+                    progress.task_ended(stage_id, succeeded);
+                    let s = stages.entry(stage_id).or_default();
+                    if succeeded {
+                        s.tasks += 1;
+                        add(&mut s.metrics, &metrics);
+                    } else {
+                        s.failed += 1;
+                    }
+                    if counted {
+                        let accs = self.inner.accumulators.lock();
+                        for u in accumulators {
+                            if let Some(slot) = accs.get(&u.id) {
+                                slot.merge_encoded(&u.value);
+                            }
+                        }
+                    }
+                }
+                JobEvent::StageCompleted { stage_id } => {
+                    if let Some(s) = stages.get_mut(&stage_id) {
+                        if let Some(t) = s.started {
+                            s.elapsed = t.elapsed();
+                        }
+                    }
+                    progress.stage_completed(stage_id);
+                }
+                JobEvent::TaskResult { partition, result } => results.push((partition, result)),
+                JobEvent::JobSucceeded { .. } => break Ok(()),
+                JobEvent::JobFailed { failure, .. } => break Err(failure_to_error(failure)),
+            }
+        };
+        progress.finish();
+        let elapsed = started.elapsed();
+        let mut totals = JobMetrics::default();
+        for (id, s) in &stages {
+            if s.skipped {
+                totals.stages_skipped += 1;
+                info!("job {job} stage {id} ({}): skipped, its shuffle output exists", s.name);
+                continue;
+            }
+            totals.stages_run += 1;
+            totals.tasks += s.tasks;
+            add(&mut totals.totals, &s.metrics);
+            let m = &s.metrics;
+            info!(
+                "job {job} stage {id} ({}): {} tasks{}, records in {} out {}, shuffle written {} B ({} records), read {} B ({} records), spilled {} B in {} spills, {:.3} s",
+                s.name,
+                s.tasks,
+                if s.failed > 0 { format!(" ({} failed attempts)", s.failed) } else { String::new() },
+                m.records_in,
+                m.records_out,
+                m.shuffle_bytes_written,
+                m.shuffle_records_written,
+                m.shuffle_bytes_read,
+                m.shuffle_records_read,
+                m.bytes_spilled,
+                m.spill_count,
+                s.elapsed.as_secs_f64()
+            );
+        }
+        *self.inner.last_job.lock() = Some(totals);
+        match outcome {
+            Ok(()) => {
+                info!("job {job} ({description}) finished in {:.3} s", elapsed.as_secs_f64());
+                results.sort_unstable_by_key(|(p, _)| *p);
+                Ok(results)
+            }
+            Err(e) => {
+                self.inner.scheduler.send(SchedulerEvent::CancelJob {
+                    job_id: job,
+                    reason: "job failed".into(),
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Metrics of the most recent job run by this context.
+    pub fn last_job_metrics(&self) -> Option<JobMetrics> {
+        self.inner.last_job.lock().clone()
+    }
+}
+
+fn failure_to_error(f: JobFailure) -> EmberError {
+    match f {
+        JobFailure::TaskFailed {
+            stage_id,
+            stage_name,
+            partition,
+            executor_id,
+            message,
+        } => EmberError::TaskFailed {
+            stage_id,
+            stage_name,
+            partition,
+            executor_id,
+            message,
+        },
+        JobFailure::StageFailed {
+            stage_id,
+            stage_name,
+            message,
+        } => EmberError::TaskFailed {
+            stage_id,
+            stage_name,
+            partition: u32::MAX,
+            executor_id: "-".into(),
+            message,
+        },
+        JobFailure::Cancelled(m) => EmberError::Cancelled(m),
+        JobFailure::InvalidPlan(m) => EmberError::Plan(m),
+    }
+}
+
+/// Decodes per-partition results.
+pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(parts: Vec<(u32, Vec<u8>)>) -> Result<Vec<R>> {
+    parts
+        .into_iter()
+        .map(|(p, bytes)| postcard::from_bytes(&bytes).map_err(|e| EmberError::ser(format!("result of partition {p}"), e)))
+        .collect()
+}

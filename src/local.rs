@@ -1,0 +1,119 @@
+//! Local mode: one in-process executor with N task slots on N threads, fed by the same
+//! scheduler and the same serialised task descriptions as a cluster.
+//!
+//! Invariants: the work directory (shuffle files, spills, disk-cached blocks) is a
+//! temporary directory owned by the cluster and removed when the context drops;
+//! every launched task produces exactly one status back to the scheduler.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use ember_driver::{SchedulerEvent, SchedulerHandle, TaskLauncher};
+use ember_proto::TaskDescription;
+use parking_lot::Mutex;
+use prost::Message;
+
+use crate::conf::Conf;
+use crate::env::ExecutorEnv;
+use crate::error::{EmberError, Result};
+use crate::task::run_encoded_task;
+
+/// Id of the in-process executor.
+pub(crate) const LOCAL_EXECUTOR: &str = "local";
+
+/// The in-process executor of local mode.
+pub(crate) struct LocalCluster {
+    pub env: Arc<ExecutorEnv>,
+    tasks: Receiver<Vec<u8>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    work_dir: Option<tempfile::TempDir>,
+}
+
+/// Hands tasks to the worker threads.
+struct LocalLauncher {
+    tasks: Sender<Vec<u8>>,
+}
+
+impl TaskLauncher for LocalLauncher {
+    fn launch(&mut self, _executor_id: &str, task: TaskDescription) {
+        // Tasks run from their serialised form, exactly as on a remote worker.
+        let _ = self.tasks.send(task.encode_to_vec());
+    }
+
+    fn kill(&mut self, _executor_id: &str, _task_id: u64) {
+        // Local tasks run to completion; their late statuses are ignored by the scheduler.
+    }
+}
+
+impl LocalCluster {
+    pub(crate) fn create(conf: &Conf, binary_id: &str, _threads: usize) -> Result<(LocalCluster, Box<dyn TaskLauncher>)> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("ember-local-");
+        let dir = match &conf.local_dir {
+            Some(parent) => {
+                std::fs::create_dir_all(parent).map_err(|e| EmberError::io(parent, e))?;
+                builder.tempdir_in(parent)
+            }
+            None => builder.tempdir(),
+        }
+        .map_err(|e| EmberError::io(std::env::temp_dir(), e))?;
+        let env = ExecutorEnv::new(
+            LOCAL_EXECUTOR.to_string(),
+            binary_id.to_string(),
+            dir.path().to_path_buf(),
+            conf.executor_memory,
+        )
+        .map_err(|e| EmberError::io(dir.path(), e))?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Ok((
+            LocalCluster {
+                env: Arc::new(env),
+                tasks: rx,
+                workers: Mutex::new(Vec::new()),
+                work_dir: Some(dir),
+            },
+            Box::new(LocalLauncher { tasks: tx }),
+        ))
+    }
+
+    /// Starts the task threads and offers their slots to the scheduler.
+    pub(crate) fn start_workers(&self, scheduler: &SchedulerHandle, threads: usize) {
+        let mut workers = self.workers.lock();
+        for i in 0..threads {
+            let rx = self.tasks.clone();
+            let env = self.env.clone();
+            let status_tx = scheduler.sender();
+            let handle = std::thread::Builder::new()
+                .name(format!("ember-task-{i}"))
+                .spawn(move || {
+                    while let Ok(bytes) = rx.recv() {
+                        let status = run_encoded_task(&env, &bytes);
+                        if status_tx.send(SchedulerEvent::TaskFinished(Box::new(status))).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .expect("spawn task thread");
+            workers.push(handle);
+        }
+        scheduler.send(SchedulerEvent::ExecutorAdded {
+            executor_id: LOCAL_EXECUTOR.to_string(),
+            slots: threads as u32,
+            shuffle_address: String::new(),
+        });
+    }
+
+    /// Waits for the task threads (the scheduler has dropped the launcher) and removes
+    /// the work directory.
+    pub(crate) fn shutdown(mut self) {
+        let workers = std::mem::take(&mut *self.workers.lock());
+        drop(self.tasks);
+        for w in workers {
+            let _ = w.join();
+        }
+        if let Some(dir) = self.work_dir.take() {
+            let _ = dir.close();
+        }
+    }
+}

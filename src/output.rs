@@ -1,0 +1,54 @@
+//! The output commit protocol of `save_as_text_file`.
+//!
+//! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>`. After the
+//! job succeeds, exactly one attempt per partition (the one whose result the scheduler
+//! delivered) is renamed to `OUT/part-NNNNN`, `_temporary` is removed, and `_SUCCESS`
+//! is written last. A directory without `_SUCCESS` is never a complete output; a job
+//! that fails removes the directory it created.
+
+use std::path::Path;
+
+use crate::data::Data;
+use crate::error::{EmberError, Result};
+use crate::rdd::{Rdd, SaveOptions};
+
+pub(crate) fn save_text<T: Data>(
+    rdd: &Rdd<T>,
+    out: &Path,
+    opts: SaveOptions,
+    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
+) -> Result<()> {
+    if out.exists() {
+        if !opts.overwrite {
+            return Err(EmberError::OutputExists { path: out.to_path_buf() });
+        }
+        let removed = if out.is_dir() {
+            std::fs::remove_dir_all(out)
+        } else {
+            std::fs::remove_file(out)
+        };
+        removed.map_err(|e| EmberError::io(out, e))?;
+    }
+    let tmp = out
+        .join("_temporary")
+        .join(format!("{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
+    let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts));
+    if let Err(e) = committed {
+        let _ = std::fs::remove_dir_all(out);
+        return Err(e);
+    }
+    Ok(())
+}
+
+fn commit(out: &Path, parts: Vec<String>) -> Result<()> {
+    for (i, attempt) in parts.iter().enumerate() {
+        let dest = out.join(format!("part-{i:05}"));
+        std::fs::rename(attempt, &dest).map_err(|e| EmberError::io(&dest, e))?;
+    }
+    let tmp = out.join("_temporary");
+    std::fs::remove_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
+    let success = out.join("_SUCCESS");
+    std::fs::write(&success, b"").map_err(|e| EmberError::io(&success, e))?;
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! Lineage and plans: the in-memory lineage graph that `Rdd<T>` handles point into,
+//! and its translation into the serialisable [`Plan`](ember_proto::Plan) an action
+//! submits.
+//!
+//! Invariants:
+//! - Node and shuffle ids are unique within a [`Context`](crate::Context) and stable for
+//!   its lifetime, so a later job can find shuffle outputs and cached blocks of an
+//!   earlier one.
+//! - A plan lists every node reachable from its final node exactly once, parents first.
+
+pub(crate) mod op;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use ember_proto::{dependency, Dependency, NarrowDependency, Plan, RddNode, ShuffleDependency};
+
+/// A node of the lineage graph.
+pub(crate) struct LineageNode {
+    pub id: u32,
+    pub num_partitions: u32,
+    pub deps: Vec<LineageDep>,
+    pub compute_fn: i64,
+    pub payload: Vec<u8>,
+    pub name: String,
+    /// A [`ember_proto::StorageLevel`] value; changed by persist/unpersist.
+    pub storage: AtomicI32,
+}
+
+/// How a node reads its parent.
+pub(crate) enum LineageDep {
+    /// Partition-local: the child's task computes the parent's partitions itself.
+    Narrow(Arc<LineageNode>),
+    /// Across a shuffle: the parent's output is written by a map stage.
+    Shuffle(Arc<ShuffleSpec>),
+}
+
+/// The map side of a shuffle.
+pub(crate) struct ShuffleSpec {
+    pub shuffle_id: u32,
+    pub parent: Arc<LineageNode>,
+    pub num_reduce_partitions: u32,
+    pub write_fn: i64,
+    pub write_payload: Vec<u8>,
+}
+
+impl LineageNode {
+    fn to_proto(&self) -> RddNode {
+        RddNode {
+            id: self.id,
+            num_partitions: self.num_partitions,
+            deps: self
+                .deps
+                .iter()
+                .map(|d| Dependency {
+                    kind: Some(match d {
+                        LineageDep::Narrow(p) => dependency::Kind::Narrow(NarrowDependency { parent: p.id }),
+                        LineageDep::Shuffle(s) => dependency::Kind::Shuffle(ShuffleDependency {
+                            shuffle_id: s.shuffle_id,
+                            parent: s.parent.id,
+                            num_reduce_partitions: s.num_reduce_partitions,
+                            write_fn: s.write_fn,
+                            write_payload: s.write_payload.clone(),
+                        }),
+                    }),
+                })
+                .collect(),
+            compute_fn: self.compute_fn,
+            payload: self.payload.clone(),
+            name: self.name.clone(),
+            storage: self.storage.load(Ordering::Relaxed),
+        }
+    }
+
+    fn parents(&self) -> impl Iterator<Item = &Arc<LineageNode>> {
+        self.deps.iter().map(|d| match d {
+            LineageDep::Narrow(p) => p,
+            LineageDep::Shuffle(s) => &s.parent,
+        })
+    }
+}
+
+/// Builds the plan for running `result_fn` over `partitions` of `root`.
+pub(crate) fn build_plan(
+    root: &Arc<LineageNode>,
+    result_fn: i64,
+    result_payload: Vec<u8>,
+    partitions: Vec<u32>,
+    description: String,
+    binary_hash: String,
+) -> Plan {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    // Iterative post-order DFS: parents before children.
+    let mut stack: Vec<(Arc<LineageNode>, bool)> = vec![(root.clone(), false)];
+    while let Some((node, expanded)) = stack.pop() {
+        if expanded {
+            order.push(node.to_proto());
+            continue;
+        }
+        if !seen.insert(node.id) {
+            continue;
+        }
+        stack.push((node.clone(), true));
+        for p in node.parents() {
+            if !seen.contains(&p.id) {
+                stack.push((p.clone(), false));
+            }
+        }
+    }
+    Plan {
+        nodes: order,
+        final_rdd: root.id,
+        result_fn,
+        result_payload,
+        partitions,
+        description,
+        binary_hash,
+    }
+}

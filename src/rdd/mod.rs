@@ -1,0 +1,177 @@
+//! `Rdd<T>`: a typed handle on a node of the lineage graph, and the operator families
+//! that extend it (one file per family).
+//!
+//! Every operator takes closures that capture nothing (checked at compile time) and
+//! records a lineage node naming its monomorphised compute function by offset, so that
+//! any process running this binary can execute it. Nothing runs until an action.
+
+mod actions;
+mod join;
+mod narrow;
+mod ops;
+mod shuffle_ops;
+mod pair;
+mod sort;
+pub(crate) mod source;
+
+use std::marker::PhantomData;
+use std::panic::Location;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use ember_proto::StorageLevel as ProtoLevel;
+
+use crate::context::Context;
+use crate::data::Data;
+use crate::plan::op::OpRef;
+use crate::plan::{LineageDep, LineageNode, ShuffleSpec};
+use crate::task::{ComputeFn, ShuffleWriteFn};
+
+pub use actions::SaveOptions;
+pub use ops::Records;
+
+/// A resilient distributed dataset of `T` records: partitioned, immutable, and
+/// recomputable from its lineage.
+pub struct Rdd<T> {
+    pub(crate) ctx: Context,
+    pub(crate) node: Arc<LineageNode>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Rdd<T> {
+    fn clone(&self) -> Self {
+        Rdd {
+            ctx: self.ctx.clone(),
+            node: self.node.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// Where a persisted RDD keeps its partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageLevel {
+    /// Deserialised records in executor memory.
+    Memory,
+    /// Compressed serialised records in the executor's work dir.
+    Disk,
+}
+
+impl<T: Data> Rdd<T> {
+    pub(crate) fn from_node(ctx: Context, node: Arc<LineageNode>) -> Self {
+        Rdd {
+            ctx,
+            node,
+            _t: PhantomData,
+        }
+    }
+
+    /// Unique id of this RDD within its context.
+    pub fn id(&self) -> u32 {
+        self.node.id
+    }
+
+    /// Number of partitions.
+    pub fn num_partitions(&self) -> usize {
+        self.node.num_partitions as usize
+    }
+
+    /// The context this RDD belongs to.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The operator and call site that made this RDD, e.g. `map at src/main.rs:12`.
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+
+    /// Creates a child node with narrow dependencies on `parents`.
+    pub(crate) fn narrow_child<U: Data>(
+        &self,
+        op: &str,
+        at: &Location<'_>,
+        parents: Vec<Arc<LineageNode>>,
+        num_partitions: u32,
+        compute: ComputeFn,
+        payload: Vec<u8>,
+    ) -> Rdd<U> {
+        let node = LineageNode {
+            id: self.ctx.next_rdd_id(),
+            num_partitions,
+            deps: parents.into_iter().map(LineageDep::Narrow).collect(),
+            compute_fn: compute.to_offset(),
+            payload,
+            name: op_name(op, at),
+            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+        };
+        Rdd::from_node(self.ctx.clone(), Arc::new(node))
+    }
+
+    /// Creates a node that reads a new shuffle of this RDD.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn shuffle_child<U: Data>(
+        &self,
+        op: &str,
+        at: &Location<'_>,
+        num_partitions: u32,
+        write: ShuffleWriteFn,
+        write_payload: Vec<u8>,
+        read: ComputeFn,
+        read_payload: Vec<u8>,
+    ) -> Rdd<U> {
+        let spec = ShuffleSpec {
+            shuffle_id: self.ctx.next_shuffle_id(),
+            parent: self.node.clone(),
+            num_reduce_partitions: num_partitions,
+            write_fn: write.to_offset(),
+            write_payload,
+        };
+        let node = LineageNode {
+            id: self.ctx.next_rdd_id(),
+            num_partitions,
+            deps: vec![LineageDep::Shuffle(Arc::new(spec))],
+            compute_fn: read.to_offset(),
+            payload: read_payload,
+            name: op_name(op, at),
+            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+        };
+        Rdd::from_node(self.ctx.clone(), Arc::new(node))
+    }
+
+    /// Keeps computed partitions in executor memory after the first action.
+    pub fn cache(&self) -> Self {
+        self.persist(StorageLevel::Memory)
+    }
+
+    /// Keeps computed partitions at `level` after the first action that computes them.
+    pub fn persist(&self, level: StorageLevel) -> Self {
+        let l = match level {
+            StorageLevel::Memory => ProtoLevel::StorageMemory,
+            StorageLevel::Disk => ProtoLevel::StorageDisk,
+        };
+        self.node.storage.store(l as i32, Ordering::Relaxed);
+        self.clone()
+    }
+
+    /// Drops cached partitions and stops caching.
+    pub fn unpersist(&self) -> Self {
+        self.node
+            .storage
+            .store(ProtoLevel::StorageNone as i32, Ordering::Relaxed);
+        self.ctx.unpersist(self.node.id);
+        self.clone()
+    }
+}
+
+pub(crate) fn op_name(op: &str, at: &Location<'_>) -> String {
+    format!("{op} at {}:{}", at.file(), at.line())
+}
+
+pub(crate) fn encode<S: serde::Serialize>(what: &str, s: &S) -> Vec<u8> {
+    postcard::to_allocvec(s).unwrap_or_else(|e| panic!("ember: cannot serialise the state of {what}: {e}"))
+}
+
+pub(crate) fn decode<S: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> crate::error::Result<S> {
+    postcard::from_bytes(bytes).map_err(|e| crate::error::EmberError::ser(what, e))
+}

@@ -1,0 +1,291 @@
+//! Key-value transformations on `Rdd<(K, V)>`: value mapping, the key-wise
+//! aggregations (combine_by_key and everything built on it: reduce_by_key,
+//! fold_by_key, aggregate_by_key, group_by_key), hash repartitioning, distinct, and the
+//! key-wise actions (count_by_key, collect_as_map).
+//!
+//! Aggregations combine map-side where that shrinks data (everything but
+//! group_by_key, as in Spark) and spill on both sides when memory runs short.
+
+use std::collections::HashMap;
+use std::panic::Location;
+
+use super::ops::{Records, State};
+use super::shuffle_ops::{read_combined, read_plain, write_combined, write_plain, AggFns, FnAgg, HashPartitioning, WritePayload};
+use super::{encode, Rdd};
+use crate::data::{Data, Key};
+use crate::error::Result;
+use crate::plan::op::{assert_stateless, conjure};
+use crate::task::{ComputeFn, ShuffleWriteFn};
+
+impl<K: Data, V: Data> Rdd<(K, V)> {
+    /// Applies `f` to each value, keeping keys (and partitioning).
+    #[track_caller]
+    pub fn map_values<U: Data, F: Fn(V) -> U + Copy + 'static>(&self, f: F) -> Rdd<(K, U)> {
+        assert_stateless(&f);
+        self.map_with((), move |_: &(), (k, v): (K, V)| (k, conjure::<F>()(v)))
+    }
+
+    /// Maps each value to zero or more values, keeping the key.
+    #[track_caller]
+    pub fn flat_map_values<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(V) -> I + Copy + 'static>(
+        &self,
+        f: F,
+    ) -> Rdd<(K, U)> {
+        assert_stateless(&f);
+        self.flat_map_with((), move |_: &(), (k, v): (K, V)| {
+            conjure::<F>()(v).into_iter().map(move |u| (k.clone(), u)).collect::<Vec<_>>()
+        })
+    }
+
+    /// The keys.
+    #[track_caller]
+    pub fn keys(&self) -> Rdd<K> {
+        self.map(|(k, _): (K, V)| k)
+    }
+
+    /// The values.
+    #[track_caller]
+    pub fn values(&self) -> Rdd<V> {
+        self.map(|(_, v): (K, V)| v)
+    }
+
+}
+
+impl<K: Key, V: Data> Rdd<(K, V)> {
+    /// The shuffle behind every key-wise aggregation.
+    fn aggregate_shuffle<G: AggFns<V = V>, const MAP_SIDE: bool>(
+        &self,
+        op: &str,
+        at: &'static Location<'static>,
+        state: G::S,
+        partitions: usize,
+    ) -> Rdd<(K, G::C)> {
+        let n = partitions.max(1) as u32;
+        let write: ShuffleWriteFn = if MAP_SIDE {
+            write_combined::<K, G>
+        } else {
+            write_plain::<K, V, HashPartitioning>
+        };
+        let read: ComputeFn = read_combined::<K, G, MAP_SIDE>;
+        let state_bytes = encode(op, &state);
+        let payload = WritePayload {
+            partitioner: Vec::new(),
+            state: state_bytes.clone(),
+        };
+        self.shuffle_child(op, at, n, write, encode(op, &payload), read, state_bytes)
+    }
+
+    /// Spark's `combineByKeyWithClassTag` with state: per key, `create(&state, v)` starts a
+    /// combiner, `merge_value` folds values into it, `merge_combiners` merges combiners
+    /// (map-side combine on), into `partitions` hash partitions.
+    #[track_caller]
+    pub fn combine_by_key_with<S, C, Fc, Fm, Fmc>(&self, state: S, create: Fc, merge_value: Fm, merge_combiners: Fmc, partitions: usize) -> Rdd<(K, C)>
+    where
+        S: State + Send + Sync,
+        C: Data,
+        Fc: Fn(&S, V) -> C + Copy + 'static,
+        Fm: Fn(&S, C, V) -> C + Copy + 'static,
+        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+    {
+        assert_stateless(&create);
+        assert_stateless(&merge_value);
+        assert_stateless(&merge_combiners);
+        self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>("combine_by_key", Location::caller(), state, partitions)
+    }
+
+    /// Per key: `create(v)` for the first value, `merge_value(c, v)` for the others,
+    /// `merge_combiners(c1, c2)` across partitions.
+    #[track_caller]
+    pub fn combine_by_key<C: Data, Fc, Fm, Fmc>(&self, create: Fc, merge_value: Fm, merge_combiners: Fmc) -> Rdd<(K, C)>
+    where
+        Fc: Fn(V) -> C + Copy + 'static,
+        Fm: Fn(C, V) -> C + Copy + 'static,
+        Fmc: Fn(C, C) -> C + Copy + 'static,
+    {
+        assert_stateless(&create);
+        assert_stateless(&merge_value);
+        assert_stateless(&merge_combiners);
+        self.combine_by_key_with(
+            (),
+            move |_: &(), v: V| conjure::<Fc>()(v),
+            move |_: &(), c: C, v: V| conjure::<Fm>()(c, v),
+            move |_: &(), a: C, b: C| conjure::<Fmc>()(a, b),
+            self.num_partitions(),
+        )
+    }
+
+    /// Merges the values of each key with an associative, commutative `f`.
+    #[track_caller]
+    pub fn reduce_by_key<F: Fn(V, V) -> V + Copy + 'static>(&self, f: F) -> Rdd<(K, V)> {
+        self.reduce_by_key_into(f, self.num_partitions())
+    }
+
+    /// [`reduce_by_key`](Self::reduce_by_key) into `partitions` partitions.
+    #[track_caller]
+    pub fn reduce_by_key_into<F: Fn(V, V) -> V + Copy + 'static>(&self, f: F, partitions: usize) -> Rdd<(K, V)> {
+        assert_stateless(&f);
+        let at = Location::caller();
+        let mut rdd = self.combine_by_key_with(
+            (),
+            |_: &(), v: V| v,
+            move |_: &(), a: V, b: V| conjure::<F>()(a, b),
+            move |_: &(), a: V, b: V| conjure::<F>()(a, b),
+            partitions,
+        );
+        rename(&mut rdd, "reduce_by_key", at);
+        rdd
+    }
+
+    /// Merges the values of each key with `f`, starting from `zero` in each partition.
+    #[track_caller]
+    pub fn fold_by_key<F: Fn(V, V) -> V + Copy + 'static>(&self, zero: V, f: F) -> Rdd<(K, V)>
+    where
+        V: State + Send + Sync,
+    {
+        assert_stateless(&f);
+        let at = Location::caller();
+        let mut rdd = self.combine_by_key_with(
+            zero,
+            move |z: &V, v: V| conjure::<F>()(z.clone(), v),
+            move |_: &V, a: V, b: V| conjure::<F>()(a, b),
+            move |_: &V, a: V, b: V| conjure::<F>()(a, b),
+            self.num_partitions(),
+        );
+        rename(&mut rdd, "fold_by_key", at);
+        rdd
+    }
+
+    /// Per key: folds values into a `U` with `seq` starting from `zero`, merges partial
+    /// results with `comb`.
+    #[track_caller]
+    pub fn aggregate_by_key<U, Seq, Comb>(&self, zero: U, seq: Seq, comb: Comb) -> Rdd<(K, U)>
+    where
+        U: Data,
+        Seq: Fn(U, V) -> U + Copy + 'static,
+        Comb: Fn(U, U) -> U + Copy + 'static,
+    {
+        assert_stateless(&seq);
+        assert_stateless(&comb);
+        let at = Location::caller();
+        let mut rdd = self.combine_by_key_with(
+            zero,
+            move |z: &U, v: V| conjure::<Seq>()(z.clone(), v),
+            move |_: &U, a: U, v: V| conjure::<Seq>()(a, v),
+            move |_: &U, a: U, b: U| conjure::<Comb>()(a, b),
+            self.num_partitions(),
+        );
+        rename(&mut rdd, "aggregate_by_key", at);
+        rdd
+    }
+
+    /// All values of each key (no map-side combine: it would not shrink the data).
+    #[track_caller]
+    pub fn group_by_key(&self) -> Rdd<(K, Vec<V>)> {
+        self.group_by_key_into(self.num_partitions())
+    }
+
+    /// [`group_by_key`](Self::group_by_key) into `partitions` partitions.
+    #[track_caller]
+    pub fn group_by_key_into(&self, partitions: usize) -> Rdd<(K, Vec<V>)> {
+        self.group_values(Location::caller(), partitions)
+    }
+
+    fn group_values(&self, at: &'static Location<'static>, partitions: usize) -> Rdd<(K, Vec<V>)> {
+        let create = |_: &(), v: V| vec![v];
+        let merge = |_: &(), mut c: Vec<V>, v: V| {
+            c.push(v);
+            c
+        };
+        let combine = |_: &(), mut a: Vec<V>, mut b: Vec<V>| {
+            if a.len() < b.len() {
+                std::mem::swap(&mut a, &mut b);
+            }
+            a.extend(b);
+            a
+        };
+        fn typed<S, V, C, Fc, Fm, Fmc>(_: &Fc, _: &Fm, _: &Fmc) -> std::marker::PhantomData<FnAgg<S, V, C, Fc, Fm, Fmc>> {
+            std::marker::PhantomData
+        }
+        let marker = typed::<(), V, Vec<V>, _, _, _>(&create, &merge, &combine);
+        self.group_with_marker(marker, at, partitions)
+    }
+
+    fn group_with_marker<G: AggFns<V = V, S = (), C = Vec<V>>>(
+        &self,
+        _: std::marker::PhantomData<G>,
+        at: &'static Location<'static>,
+        partitions: usize,
+    ) -> Rdd<(K, Vec<V>)> {
+        self.aggregate_shuffle::<G, false>("group_by_key", at, (), partitions)
+    }
+
+    /// Redistributes the records into `partitions` hash partitions by key.
+    #[track_caller]
+    pub fn partition_by(&self, partitions: usize) -> Rdd<(K, V)> {
+        let n = partitions.max(1) as u32;
+        let write: ShuffleWriteFn = write_plain::<K, V, HashPartitioning>;
+        let read: ComputeFn = read_plain::<K, V>;
+        self.shuffle_child(
+            "partition_by",
+            Location::caller(),
+            n,
+            write,
+            encode("partition_by", &WritePayload::default()),
+            read,
+            Vec::new(),
+        )
+    }
+
+    /// Number of records per key, brought to the driver.
+    pub fn count_by_key(&self) -> Result<HashMap<K, u64>> {
+        Ok(self
+            .map_values(|_: V| 1u64)
+            .reduce_by_key(|a: u64, b: u64| a + b)
+            .collect()?
+            .into_iter()
+            .collect())
+    }
+
+    /// The records as a map (for duplicate keys, one of the values is kept).
+    pub fn collect_as_map(&self) -> Result<HashMap<K, V>> {
+        Ok(self.collect()?.into_iter().collect())
+    }
+
+    /// All values for `key`.
+    pub fn lookup(&self, key: K) -> Result<Vec<V>> {
+        self.filter_with(key, |k: &K, (x, _): &(K, V)| x == k).values().collect()
+    }
+}
+
+impl<T: Key> Rdd<T> {
+    /// The distinct records.
+    #[track_caller]
+    pub fn distinct(&self) -> Rdd<T> {
+        let at = Location::caller();
+        let mut rdd = self.map(|x: T| (x, ())).reduce_by_key(|_: (), _: ()| ());
+        rename(&mut rdd, "distinct", at);
+        rdd.keys()
+    }
+}
+
+impl<T: Data> Rdd<T> {
+    /// Exactly `partitions` partitions of roughly equal size, through a shuffle.
+    #[track_caller]
+    pub fn repartition(&self, partitions: usize) -> Rdd<T> {
+        let at = Location::caller();
+        let keyed = self.map_partitions_with_index(|i: u32, it: Records<T>| {
+            let base = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            it.enumerate().map(move |(j, x)| (base.wrapping_add(j as u64), x))
+        });
+        let mut shuffled = keyed.partition_by(partitions);
+        rename(&mut shuffled, "repartition", at);
+        shuffled.values()
+    }
+}
+
+/// Renames a freshly made node (it has no other handle yet) to the public operator.
+fn rename<T>(rdd: &mut Rdd<T>, op: &str, at: &Location<'_>) {
+    if let Some(node) = std::sync::Arc::get_mut(&mut rdd.node) {
+        node.name = super::op_name(op, at);
+    }
+}

@@ -1,0 +1,73 @@
+//! Global sorts: `sort_by_key` and `sort_by`. As in Spark, a sampling job first picks
+//! range bounds from a sample of the keys, so that each output partition holds a
+//! contiguous key range of similar size; each reducer then sorts its range (spilling
+//! sorted runs under memory pressure), so reading the partitions in order yields all
+//! records in key order.
+
+use std::panic::Location;
+
+use rand::{Rng, SeedableRng};
+
+use super::ops::Records;
+use super::shuffle_ops::{read_sorted, write_plain, WritePayload};
+use super::{encode, Rdd};
+use crate::data::Data;
+use crate::error::Result;
+use crate::plan::op::{assert_stateless, conjure};
+use crate::shuffle::RangePartitioner;
+use crate::task::{ComputeFn, ShuffleWriteFn};
+
+impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
+    /// All records sorted by key into `partitions` range partitions (ascending or not).
+    /// Runs a sampling job right away to choose the ranges, as Spark does.
+    #[track_caller]
+    pub fn sort_by_key(&self, ascending: bool, partitions: usize) -> Result<Rdd<(K, V)>> {
+        let at = Location::caller();
+        let n = partitions.max(1) as u32;
+        let per_partition = (60 * n as usize / self.num_partitions().max(1)).clamp(20, 10_000);
+        let sample: Vec<K> = self
+            .map_partitions_with_index_with(per_partition, |&size: &usize, i: u32, it: Records<(K, V)>| {
+                reservoir(it.map(|(k, _)| k), size, u64::from(i))
+            })
+            .collect()?;
+        let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
+        let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
+        let read: ComputeFn = if ascending {
+            read_sorted::<K, V, false>
+        } else {
+            read_sorted::<K, V, true>
+        };
+        let payload = WritePayload {
+            partitioner: encode("sort_by_key", &partitioner),
+            state: Vec::new(),
+        };
+        Ok(self.shuffle_child("sort_by_key", at, n, write, encode("sort_by_key", &payload), read, Vec::new()))
+    }
+}
+
+impl<T: Data> Rdd<T> {
+    /// All records sorted by the key `f` computes, into `partitions` partitions.
+    #[track_caller]
+    pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + Copy + 'static>(&self, f: F, ascending: bool, partitions: usize) -> Result<Rdd<T>> {
+        assert_stateless(&f);
+        let keyed = self.map(move |x: T| (conjure::<F>()(&x), x));
+        Ok(keyed.sort_by_key(ascending, partitions)?.values())
+    }
+}
+
+/// Uniform reservoir sample of at most `size` items (Algorithm R, seeded).
+fn reservoir<K>(it: impl Iterator<Item = K>, size: usize, seed: u64) -> Vec<K> {
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x5eed_5a3b_1e00_0000);
+    let mut out = Vec::with_capacity(size);
+    for (i, k) in it.enumerate() {
+        if i < size {
+            out.push(k);
+        } else {
+            let j = rng.gen_range(0..=i);
+            if j < size {
+                out[j] = k;
+            }
+        }
+    }
+    out
+}

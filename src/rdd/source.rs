@@ -1,0 +1,150 @@
+//! Source RDDs: in-memory collections, number ranges, and text files cut into
+//! byte-range splits (see [`crate::io::text_input`]).
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use ember_proto::RddNode;
+use serde::{Deserialize, Serialize};
+
+use super::ops::batches_of;
+use super::decode;
+use crate::data::{Data, BATCH};
+use crate::error::Result;
+use crate::io::text_input::{line_number_at, read_whole_file, FileSplit, LineReader};
+use crate::task::{Batches, Erased, TaskContext};
+
+/// Where a line of a text file starts: the file and the byte offset of the line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LinePosition {
+    pub file: Arc<str>,
+    pub offset: u64,
+}
+
+impl LinePosition {
+    /// The 1-based line number (reads the file up to the line; meant for error messages).
+    pub fn line_number(&self) -> Result<u64> {
+        line_number_at(std::path::Path::new(&*self.file), self.offset)
+    }
+}
+
+impl std::fmt::Display for LinePosition {
+    /// `file:line`, or `file at byte offset N` if the file cannot be read again.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line_number() {
+            Ok(n) => write!(f, "{}:{}", self.file, n),
+            Err(_) => write!(f, "{} at byte offset {}", self.file, self.offset),
+        }
+    }
+}
+
+fn count_in(tc: &Rc<TaskContext>, n: usize) {
+    tc.with_metrics(|m| m.records_in += n as u64);
+}
+
+pub(crate) fn parallelize_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let slices: Vec<Vec<u8>> = decode("parallelize", &node.payload)?;
+    let slice: Vec<T> = match slices.get(part as usize) {
+        Some(bytes) => decode("parallelize slice", bytes)?,
+        None => Vec::new(),
+    };
+    count_in(tc, slice.len());
+    let out: Batches<T> = batches_of(slice);
+    Ok(Box::new(out))
+}
+
+/// Range bounds of partition `part` of `[start, end)` cut into `n` even pieces.
+pub(crate) fn range_bounds(start: i64, end: i64, n: u32, part: u32) -> (i64, i64) {
+    let len = (end as i128 - start as i128).max(0);
+    let lo = start as i128 + len * part as i128 / n as i128;
+    let hi = start as i128 + len * (part as i128 + 1) / n as i128;
+    (lo as i64, hi as i64)
+}
+
+pub(crate) fn range_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let (start, end): (i64, i64) = decode("range", &node.payload)?;
+    let (lo, hi) = range_bounds(start, end, node.num_partitions, part);
+    count_in(tc, (hi - lo) as usize);
+    let mut next = lo;
+    let out: Batches<i64> = Box::new(std::iter::from_fn(move || {
+        if next >= hi {
+            return None;
+        }
+        let stop = (next + BATCH as i64).min(hi);
+        let b: Vec<i64> = (next..stop).collect();
+        next = stop;
+        Some(Ok(b))
+    }));
+    Ok(Box::new(out))
+}
+
+fn split_of(node: &RddNode, part: u32) -> Result<FileSplit> {
+    let splits: Vec<FileSplit> = decode("text_file", &node.payload)?;
+    splits
+        .into_iter()
+        .nth(part as usize)
+        .ok_or_else(|| crate::error::EmberError::Plan(format!("text_file has no split {part}")))
+}
+
+pub(crate) fn text_file_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let mut reader = LineReader::open(&split_of(node, part)?)?;
+    let tc = tc.clone();
+    let out: Batches<String> = Box::new(std::iter::from_fn(move || {
+        let mut batch = Vec::with_capacity(BATCH);
+        match reader.next_batch(BATCH, &mut batch) {
+            Ok(()) if batch.is_empty() => None,
+            Ok(()) => {
+                count_in(&tc, batch.len());
+                Some(Ok(batch))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }));
+    Ok(Box::new(out))
+}
+
+pub(crate) fn text_file_positions_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let split = split_of(node, part)?;
+    let file: Arc<str> = Arc::from(split.path.to_string_lossy().as_ref());
+    let mut reader = LineReader::open(&split)?;
+    let tc = tc.clone();
+    let mut raw = Vec::with_capacity(BATCH);
+    let out: Batches<(LinePosition, String)> = Box::new(std::iter::from_fn(move || {
+        raw.clear();
+        match reader.next_batch_with_offsets(BATCH, &mut raw) {
+            Ok(()) if raw.is_empty() => None,
+            Ok(()) => {
+                count_in(&tc, raw.len());
+                let batch = raw
+                    .drain(..)
+                    .map(|(offset, line)| {
+                        (
+                            LinePosition {
+                                file: file.clone(),
+                                offset,
+                            },
+                            line,
+                        )
+                    })
+                    .collect();
+                Some(Ok(batch))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }));
+    Ok(Box::new(out))
+}
+
+pub(crate) fn whole_text_files_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let groups: Vec<Vec<PathBuf>> = decode("whole_text_files", &node.payload)?;
+    let files = groups.get(part as usize).cloned().unwrap_or_default();
+    let tc = tc.clone();
+    let mut it = files.into_iter();
+    let out: Batches<(String, String)> = Box::new(std::iter::from_fn(move || {
+        let path = it.next()?;
+        count_in(&tc, 1);
+        Some(read_whole_file(&path).map(|text| vec![(path.to_string_lossy().into_owned(), text)]))
+    }));
+    Ok(Box::new(out))
+}

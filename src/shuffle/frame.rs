@@ -1,0 +1,386 @@
+//! The record/frame codec shared by the shuffle writer and reader.
+//!
+//! Records are postcard-serialised back to back into a reusable buffer. When that buffer
+//! reaches [`FRAME_TARGET_BYTES`] it is compressed (lz4 block format) into one frame:
+//!
+//! ```text
+//! frame := [u32 LE uncompressed_len][u32 LE compressed_len][compressed_len bytes of lz4 block]
+//! block := frame*            (zero frames = empty block)
+//! ```
+//!
+//! Invariants:
+//! * A record never spans two frames, so a frame decodes on its own; a frame holds at least
+//!   one record, and a frame bigger than the target holds exactly one (large) record.
+//! * Every record serialises to at least one byte (zero-sized records are rejected at write
+//!   time: postcard gives them no bytes, so they could not be counted back out).
+//! * A frame's uncompressed length is at most [`MAX_FRAME_BYTES`]; its compressed length is
+//!   at most `lz4_flex::block::get_maximum_output_size(uncompressed_len)`. The decoder
+//!   checks both before allocating, so a corrupt header cannot make it allocate gigabytes.
+//! * The decoder holds one frame in memory at a time (compressed + uncompressed buffers,
+//!   reused) and pops records with `postcard::take_from_bytes`; it never loads a block.
+//!
+//! Frames carry no checksum: integrity is per block (crc32 in the index, see `index.rs`).
+//! lz4_flex is used with its default `safe-decode`, so corrupt input is an error, never UB.
+
+use std::io::{self, Read};
+
+use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
+use postcard::ser_flavors::Flavor;
+use serde::{de::DeserializeOwned, Serialize};
+
+use crate::error::{EmberError, Result};
+
+/// Uncompressed size at which the pending records become a frame.
+pub const FRAME_TARGET_BYTES: usize = 64 * 1024;
+/// Bytes of a frame header: uncompressed length, compressed length.
+pub const FRAME_HEADER_BYTES: usize = 8;
+/// Largest uncompressed frame accepted by encoder and decoder (so one record < 1 GiB).
+pub const MAX_FRAME_BYTES: usize = 1 << 30;
+/// Capacity the encoder reserves for its pending buffer (target plus room for the record
+/// that crosses the target). A buffer grown far past this by a huge record is shrunk back.
+const PENDING_CAPACITY: usize = FRAME_TARGET_BYTES + 4 * 1024;
+
+/// Accumulates serialised records and emits them as compressed frames into a sink.
+#[derive(Debug, Default)]
+pub struct FrameEncoder {
+    pending: Vec<u8>,
+}
+
+/// postcard flavor appending into a borrowed `Vec` (`to_extend` takes the Vec by value and
+/// would drop every pending record along with it on a serialisation error).
+struct AppendFlavor<'a>(&'a mut Vec<u8>);
+
+impl Flavor for AppendFlavor<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    #[inline]
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+impl FrameEncoder {
+    /// An encoder with nothing pending (allocates on first push).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serialises `record` into the pending buffer; if the buffer reaches the frame target,
+    /// compresses it as one frame appended to `sink`. No allocation per record.
+    #[inline]
+    pub fn push<T: Serialize + ?Sized>(&mut self, record: &T, sink: &mut Vec<u8>) -> Result<()> {
+        if self.pending.capacity() == 0 {
+            self.pending.reserve_exact(PENDING_CAPACITY);
+        }
+        let start = self.pending.len();
+        if let Err(e) = postcard::serialize_with_flavor(record, AppendFlavor(&mut self.pending)) {
+            self.pending.truncate(start);
+            return Err(EmberError::ser("shuffle record", e));
+        }
+        if self.pending.len() == start {
+            return Err(EmberError::ser(
+                "shuffle record",
+                "record serialises to zero bytes; zero-sized records cannot be shuffled",
+            ));
+        }
+        if self.pending.len() >= FRAME_TARGET_BYTES {
+            self.flush(sink)?;
+        }
+        Ok(())
+    }
+
+    /// Compresses whatever is pending (if anything) as one frame appended to `sink`.
+    pub fn flush(&mut self, sink: &mut Vec<u8>) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        encode_frame(&self.pending, sink)?;
+        self.pending.clear();
+        if self.pending.capacity() > 2 * PENDING_CAPACITY {
+            self.pending.shrink_to(PENDING_CAPACITY);
+        }
+        Ok(())
+    }
+
+    /// Uncompressed bytes waiting to become a frame.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Memory held by the pending buffer (its capacity), for memory accounting.
+    pub fn buffer_capacity(&self) -> usize {
+        self.pending.capacity()
+    }
+
+    /// Frees the pending buffer's memory. Call after [`flush`](Self::flush); anything still
+    /// pending is a caller bug and is kept (debug builds assert).
+    pub fn release(&mut self) {
+        debug_assert!(self.pending.is_empty(), "release() with pending records");
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+        }
+    }
+}
+
+/// Compresses `raw` as one frame appended to `sink`; returns the frame's size in bytes.
+pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
+    if raw.len() > MAX_FRAME_BYTES {
+        return Err(EmberError::ser(
+            "shuffle frame",
+            format!(
+                "frame of {} bytes exceeds the {MAX_FRAME_BYTES} byte limit (a record that large cannot be shuffled)",
+                raw.len()
+            ),
+        ));
+    }
+    let start = sink.len();
+    let body = start + FRAME_HEADER_BYTES;
+    sink.resize(body + get_maximum_output_size(raw.len()), 0);
+    let compressed = match compress_into(raw, &mut sink[body..]) {
+        Ok(n) => n,
+        Err(e) => {
+            sink.truncate(start);
+            return Err(EmberError::ser("shuffle frame", e));
+        }
+    };
+    sink[start..start + 4].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+    sink[start + 4..body].copy_from_slice(&(compressed as u32).to_le_bytes());
+    sink.truncate(body + compressed);
+    Ok(FRAME_HEADER_BYTES + compressed)
+}
+
+/// Decodes records one at a time from a stream of frames, one frame in memory at a time.
+///
+/// Reads exactly two `read` calls' worth per frame (header, body), so wrapping a `File` in
+/// a `BufReader` is unnecessary. Errors are `EmberError::Corrupt` (what = "shuffle frame
+/// stream") naming the frame number and byte offset; after an error the decoder should be
+/// dropped.
+#[derive(Debug)]
+pub struct FrameDecoder<R> {
+    src: R,
+    compressed: Vec<u8>,
+    raw: Vec<u8>,
+    pos: usize,
+    frames: u64,
+    offset: u64,
+}
+
+impl<R: Read> FrameDecoder<R> {
+    /// A decoder reading frames from `src` until it reports end of stream.
+    pub fn new(src: R) -> Self {
+        FrameDecoder {
+            src,
+            compressed: Vec::new(),
+            raw: Vec::new(),
+            pos: 0,
+            frames: 0,
+            offset: 0,
+        }
+    }
+
+    /// The next record, or `None` at a clean end of stream (on a frame boundary).
+    pub fn next_record<T: DeserializeOwned>(&mut self) -> Result<Option<T>> {
+        while self.pos >= self.raw.len() {
+            if !self.next_frame()? {
+                return Ok(None);
+            }
+        }
+        let available = self.raw.len() - self.pos;
+        match postcard::take_from_bytes::<T>(&self.raw[self.pos..]) {
+            Ok((record, rest)) if rest.len() < available => {
+                self.pos = self.raw.len() - rest.len();
+                Ok(Some(record))
+            }
+            Ok(_) => Err(self.corrupt(format!(
+                "record at byte {} of the frame consumed no bytes (wrong record type?)",
+                self.pos
+            ))),
+            Err(e) => Err(self.corrupt(format!(
+                "undecodable record at byte {} of the frame: {e}",
+                self.pos
+            ))),
+        }
+    }
+
+    /// Frames fully read so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames
+    }
+
+    /// The underlying reader.
+    pub fn get_ref(&self) -> &R {
+        &self.src
+    }
+
+    /// Reads and decompresses the next frame; `false` at a clean end of stream.
+    fn next_frame(&mut self) -> Result<bool> {
+        let mut header = [0u8; FRAME_HEADER_BYTES];
+        let got = read_full(&mut self.src, &mut header).map_err(|e| self.io_error(e))?;
+        if got == 0 {
+            return Ok(false);
+        }
+        if got < FRAME_HEADER_BYTES {
+            return Err(self.corrupt(format!("truncated frame header ({got} of 8 bytes)")));
+        }
+        let raw_len = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
+        let comp_len = u32::from_le_bytes(header[4..].try_into().unwrap()) as usize;
+        if raw_len > MAX_FRAME_BYTES || comp_len > get_maximum_output_size(raw_len) {
+            return Err(self.corrupt(format!(
+                "implausible frame header: uncompressed {raw_len} bytes, compressed {comp_len} bytes"
+            )));
+        }
+        self.compressed.resize(comp_len, 0);
+        if let Err(e) = self.src.read_exact(&mut self.compressed) {
+            return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
+                self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
+            } else {
+                self.io_error(e)
+            });
+        }
+        self.raw.resize(raw_len, 0);
+        match decompress_into(&self.compressed, &mut self.raw) {
+            Ok(n) if n == raw_len => {}
+            Ok(n) => {
+                return Err(self.corrupt(format!(
+                    "frame decompressed to {n} bytes, header says {raw_len}"
+                )))
+            }
+            Err(e) => return Err(self.corrupt(format!("lz4 decompression failed: {e}"))),
+        }
+        self.pos = 0;
+        self.frames += 1;
+        self.offset += (FRAME_HEADER_BYTES + comp_len) as u64;
+        Ok(true)
+    }
+
+    fn corrupt(&self, message: String) -> EmberError {
+        EmberError::Corrupt {
+            what: "shuffle frame stream".into(),
+            message: format!("frame {} at byte {}: {message}", self.frames, self.offset),
+        }
+    }
+
+    fn io_error(&self, e: io::Error) -> EmberError {
+        self.corrupt(format!("read failed: {e}"))
+    }
+}
+
+/// Reads until `buf` is full or end of stream; returns the bytes read.
+fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match src.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode_all<T: Serialize>(records: &[T]) -> Vec<u8> {
+        let mut enc = FrameEncoder::new();
+        let mut sink = Vec::new();
+        for r in records {
+            enc.push(r, &mut sink).unwrap();
+        }
+        enc.flush(&mut sink).unwrap();
+        sink
+    }
+
+    fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>> {
+        let mut dec = FrameDecoder::new(bytes);
+        let mut out = Vec::new();
+        while let Some(r) = dec.next_record()? {
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn round_trips_many_frames() {
+        let records: Vec<(u64, String)> = (0..50_000).map(|i| (i, format!("v{i}"))).collect();
+        let bytes = encode_all(&records);
+        let mut dec = FrameDecoder::new(&bytes[..]);
+        let mut back = Vec::new();
+        while let Some(r) = dec.next_record::<(u64, String)>().unwrap() {
+            back.push(r);
+        }
+        assert_eq!(back, records);
+        assert!(dec.frames_read() > 5, "expected several frames");
+        assert!(bytes.len() < 50_000 * 10, "expected compression");
+    }
+
+    #[test]
+    fn empty_stream_has_no_records() {
+        assert!(decode_all::<u32>(&[]).unwrap().is_empty());
+        assert!(encode_all::<u32>(&[]).is_empty());
+    }
+
+    #[test]
+    fn record_larger_than_a_frame() {
+        let big = "x".repeat(200 * 1024);
+        let records = vec![("a".to_string(), 1u8), (big, 2), ("b".to_string(), 3)];
+        let bytes = encode_all(&records);
+        assert_eq!(decode_all::<(String, u8)>(&bytes).unwrap(), records);
+    }
+
+    #[test]
+    fn truncated_and_garbled_streams_are_errors() {
+        let records: Vec<u64> = (0..20_000).collect();
+        let bytes = encode_all(&records);
+        for cut in [3, 8, 20, bytes.len() - 1] {
+            let err = decode_all::<u64>(&bytes[..cut]).unwrap_err();
+            assert!(matches!(err, EmberError::Corrupt { .. }), "{err}");
+            assert!(err.to_string().contains("truncated"), "{err}");
+        }
+        let mut huge = bytes.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let err = decode_all::<u64>(&huge).unwrap_err();
+        assert!(err.to_string().contains("implausible"), "{err}");
+    }
+
+    #[test]
+    fn zero_sized_records_are_rejected_and_mismatched_types_do_not_loop() {
+        let mut enc = FrameEncoder::new();
+        let mut sink = Vec::new();
+        assert!(enc.push(&(), &mut sink).is_err());
+        enc.push(&7u32, &mut sink).unwrap();
+        assert_eq!(
+            enc.pending_bytes(),
+            1,
+            "failed push must leave nothing behind"
+        );
+        let bytes = encode_all(&[1u32, 2, 3]);
+        let err = decode_all::<()>(&bytes).unwrap_err();
+        assert!(err.to_string().contains("consumed no bytes"), "{err}");
+    }
+
+    #[test]
+    fn flush_shrinks_and_release_frees() {
+        let mut enc = FrameEncoder::new();
+        let mut sink = Vec::new();
+        enc.push(&vec![0u8; 1 << 20], &mut sink).unwrap();
+        assert_eq!(enc.pending_bytes(), 0);
+        assert!(enc.buffer_capacity() <= PENDING_CAPACITY);
+        enc.release();
+        assert_eq!(enc.buffer_capacity(), 0);
+    }
+}

@@ -1,0 +1,55 @@
+//! Sort-shuffle storage: how map output is laid out on disk and read back.
+//!
+//! Every map task of a shuffle writes exactly one data file and one index file into a
+//! shuffle directory (see [`index`] for the byte layout of both):
+//!
+//! * `shuffle_{shuffle_id}_{map_partition}.data`: one block per reduce partition, blocks
+//!   contiguous and in reduce-partition order; a block is a sequence of lz4 frames of
+//!   postcard records ([`frame`]).
+//! * `shuffle_{shuffle_id}_{map_partition}.index`: offset, length and crc32 of every block.
+//!
+//! Modules: [`frame`] (record/frame codec shared by both sides), [`writer`] (map side,
+//! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
+//! decoding; every failure is a typed `FetchFailed`), [`index`] (index file format),
+//! [`partitioner`] (hash and range partitioning of keys to reducers).
+//!
+//! Invariants: both files are written under temporary names and renamed into place, data
+//! first, index last, so the presence of an index file means the map output is complete.
+//! Only this module knows these file names; callers go through [`data_path`] and
+//! [`index_path`].
+
+pub mod frame;
+pub mod index;
+pub mod partitioner;
+pub mod reader;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+
+pub use frame::{FrameDecoder, FrameEncoder, FRAME_TARGET_BYTES};
+pub use index::{BlockEntry, IndexFile};
+pub use partitioner::{hash_partition, RangePartitioner};
+pub use reader::{open_block_records, read_local_block, BlockId, BlockRecords};
+pub use writer::{MapOutput, ShuffleWriter};
+
+/// Path of the data file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
+pub fn data_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
+    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.data"))
+}
+
+/// Path of the index file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
+pub fn index_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
+    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.index"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_follow_the_naming_scheme() {
+        let dir = Path::new("/tmp/x");
+        assert_eq!(data_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.data"));
+        assert_eq!(index_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.index"));
+    }
+}

@@ -1,0 +1,419 @@
+//! Reduce-side block reading: locating a block through the index, reading and verifying
+//! its bytes, and decoding its records frame by frame.
+//!
+//! Invariant: every failure while opening, reading, verifying or decoding a block (missing
+//! index or data file, bad index, short read, checksum mismatch, undecodable frame or
+//! record) surfaces as `EmberError::FetchFailed` carrying the [`BlockId`] and a message
+//! naming the file and what went wrong, because the scheduler answers that error by
+//! rerunning the map task. Nothing here panics on bad input.
+//!
+//! Checksums: a local block is read whole into memory and its crc32 checked before any
+//! record is decoded ([`read_local_block`]; blocks are bounded by map output size / number
+//! of reducers). A block arriving as a stream can instead be decoded as it arrives with a
+//! running crc ([`BlockRecords::from_stream`]); then a mismatch is reported as the
+//! iterator's last item, after records decoded from the bad bytes were already yielded,
+//! so the consumer must treat the whole block's records as void on any error (a reduce
+//! task does: it fails with `FetchFailed` and its partial output is discarded).
+
+use std::fs::File;
+use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::iter::FusedIterator;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EmberError, Result};
+use crate::shuffle::frame::FrameDecoder;
+use crate::shuffle::index::{BlockEntry, IndexFile};
+use crate::shuffle::{data_path, index_path};
+
+/// Names one block: the output of one map task for one reducer, and who holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BlockId {
+    pub executor_id: String,
+    pub shuffle_id: u32,
+    pub map_partition: u32,
+    pub reduce_partition: u32,
+}
+
+impl BlockId {
+    /// The `FetchFailed` error for this block, with `message` saying what went wrong.
+    pub fn fetch_failed(&self, message: impl Into<String>) -> EmberError {
+        EmberError::FetchFailed {
+            executor_id: self.executor_id.clone(),
+            shuffle_id: self.shuffle_id,
+            map_partition: self.map_partition,
+            reduce_partition: self.reduce_partition,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads and validates the index of `id`'s map output in `dir`; returns the data file's
+/// path, the block's entry, and the data file length the index implies.
+pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(PathBuf, BlockEntry, u64)> {
+    let index_file = index_path(dir, id.shuffle_id, id.map_partition);
+    let index = IndexFile::read(&index_file).map_err(|e| match e {
+        EmberError::Io { path, source } => id.fetch_failed(format!(
+            "cannot read shuffle index {}: {source}",
+            path.display()
+        )),
+        other => id.fetch_failed(other.to_string()),
+    })?;
+    let entry = index.entry(id.reduce_partition).ok_or_else(|| {
+        id.fetch_failed(format!(
+            "shuffle index {} has {} reduce partitions, block {} does not exist",
+            index_file.display(),
+            index.num_reduce(),
+            id.reduce_partition
+        ))
+    })?;
+    Ok((
+        data_path(dir, id.shuffle_id, id.map_partition),
+        entry,
+        index.data_len(),
+    ))
+}
+
+/// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
+pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
+    let (path, entry, data_len) = locate_local_block(dir, id)?;
+    if entry.len == 0 {
+        return Ok(Vec::new());
+    }
+    let failed = |what: &str, e: io::Error| {
+        id.fetch_failed(format!("{what} shuffle data file {}: {e}", path.display()))
+    };
+    let mut file = File::open(&path).map_err(|e| failed("cannot open", e))?;
+    let file_len = file.metadata().map_err(|e| failed("cannot stat", e))?.len();
+    if file_len != data_len {
+        return Err(id.fetch_failed(format!(
+            "short or mismatched shuffle data file {}: {file_len} bytes, its index says {data_len}",
+            path.display()
+        )));
+    }
+    let len = usize::try_from(entry.len)
+        .map_err(|_| id.fetch_failed(format!("block of {} bytes is too large", entry.len)))?;
+    let mut bytes = vec![0u8; len];
+    file.seek(SeekFrom::Start(entry.offset))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| failed("short read of", e))?;
+    verify_block(id, &path.display().to_string(), &bytes, entry.crc)?;
+    Ok(bytes)
+}
+
+/// Checks `bytes` against `expected_crc`; `source` names where they came from.
+pub fn verify_block(id: &BlockId, source: &str, bytes: &[u8], expected_crc: u32) -> Result<()> {
+    let actual = crc32fast::hash(bytes);
+    if actual != expected_crc {
+        return Err(id.fetch_failed(format!(
+            "checksum mismatch in {source} block {}: expected {expected_crc:08x} got {actual:08x}",
+            id.reduce_partition
+        )));
+    }
+    Ok(())
+}
+
+/// Reads and verifies local block `id`, then decodes its records lazily.
+pub fn open_block_records<T: DeserializeOwned>(
+    dir: &Path,
+    id: &BlockId,
+) -> Result<BlockRecords<T>> {
+    let bytes = read_local_block(dir, id)?;
+    Ok(BlockRecords::from_bytes(id.clone(), bytes))
+}
+
+/// The records of one block, decoded one frame at a time. Yields `Err(FetchFailed)` at
+/// most once, as its last item.
+pub struct BlockRecords<T, R = Cursor<Vec<u8>>> {
+    id: BlockId,
+    decoder: FrameDecoder<Checked<R>>,
+    done: bool,
+    _record: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> BlockRecords<T> {
+    /// Decodes a block already in memory (and already verified, as by [`read_local_block`]).
+    pub fn from_bytes(id: BlockId, bytes: Vec<u8>) -> Self {
+        Self::from_reader(id, Cursor::new(bytes))
+    }
+}
+
+impl<T: DeserializeOwned, R: Read> BlockRecords<T, R> {
+    /// Decodes a block from `reader` until its end, without checksum verification (the
+    /// caller verified the bytes, or the source cannot be corrupted).
+    pub fn from_reader(id: BlockId, reader: R) -> Self {
+        Self::new(
+            id,
+            Checked {
+                inner: reader,
+                expect: None,
+            },
+        )
+    }
+
+    /// Decodes a block of `entry.len` bytes from `reader` (reading no further), checking
+    /// length and crc as the bytes go by; a mismatch is the last item (see module docs).
+    pub fn from_stream(id: BlockId, reader: R, entry: BlockEntry) -> Self {
+        let expect = Expect {
+            len: entry.len,
+            crc: entry.crc,
+            seen: 0,
+            hasher: crc32fast::Hasher::new(),
+        };
+        Self::new(
+            id,
+            Checked {
+                inner: reader,
+                expect: Some(expect),
+            },
+        )
+    }
+
+    fn new(id: BlockId, source: Checked<R>) -> Self {
+        BlockRecords {
+            id,
+            decoder: FrameDecoder::new(source),
+            done: false,
+            _record: PhantomData,
+        }
+    }
+
+    /// The block these records come from.
+    pub fn block_id(&self) -> &BlockId {
+        &self.id
+    }
+
+    /// At a clean end of stream: for a verified stream, checks length and crc.
+    fn check_end(&self) -> Result<()> {
+        let Some(x) = &self.decoder.get_ref().expect else {
+            return Ok(());
+        };
+        if x.seen != x.len {
+            return Err(self.id.fetch_failed(format!(
+                "block stream from executor {} ended after {} of {} bytes",
+                self.id.executor_id, x.seen, x.len
+            )));
+        }
+        let actual = x.hasher.clone().finalize();
+        if actual != x.crc {
+            return Err(self.id.fetch_failed(format!(
+                "checksum mismatch in block {} streamed from executor {}: expected {:08x} got {actual:08x}",
+                self.id.reduce_partition, self.id.executor_id, x.crc
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<T: DeserializeOwned, R: Read> Iterator for BlockRecords<T, R> {
+    type Item = Result<T>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<T>> {
+        if self.done {
+            return None;
+        }
+        match self.decoder.next_record::<T>() {
+            Ok(Some(record)) => Some(Ok(record)),
+            Ok(None) => {
+                self.done = true;
+                self.check_end().err().map(Err)
+            }
+            Err(e) => {
+                self.done = true;
+                let message = format!("undecodable shuffle block: {e}");
+                Some(Err(self.id.fetch_failed(message)))
+            }
+        }
+    }
+}
+
+impl<T: DeserializeOwned, R: Read> FusedIterator for BlockRecords<T, R> {}
+
+/// A reader that, when given an expected length and crc, stops at that length and hashes
+/// what passes through.
+struct Checked<R> {
+    inner: R,
+    expect: Option<Expect>,
+}
+
+struct Expect {
+    len: u64,
+    crc: u32,
+    seen: u64,
+    hasher: crc32fast::Hasher,
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(x) = &mut self.expect else {
+            return self.inner.read(buf);
+        };
+        let left = x.len - x.seen;
+        let cap = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if cap == 0 {
+            return Ok(0);
+        }
+        let n = self.inner.read(&mut buf[..cap])?;
+        x.hasher.update(&buf[..n]);
+        x.seen += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shuffle::writer::ShuffleWriter;
+
+    const N: u32 = 4;
+
+    fn id(reduce: u32) -> BlockId {
+        BlockId {
+            executor_id: "exec-7".into(),
+            shuffle_id: 3,
+            map_partition: 1,
+            reduce_partition: reduce,
+        }
+    }
+
+    /// Writes map output 3/1 with 4 reducers (reducer 3 empty); returns records per reducer.
+    fn setup(dir: &Path) -> Vec<Vec<(u32, String)>> {
+        let mut w = ShuffleWriter::<(u32, String)>::new(dir, 3, 1, N);
+        let mut want = vec![Vec::new(); N as usize];
+        for i in 0..40_000u32 {
+            let rec = (i, format!("record {i}"));
+            let r = i % 3;
+            w.write(r, &rec).unwrap();
+            want[r as usize].push(rec);
+        }
+        w.finish().unwrap();
+        want
+    }
+
+    fn expect_fetch_failed(err: EmberError, reduce: u32, needles: &[&str]) {
+        let msg = err.to_string();
+        match err {
+            EmberError::FetchFailed {
+                executor_id,
+                shuffle_id: 3,
+                map_partition: 1,
+                reduce_partition,
+                message,
+            } => {
+                assert_eq!((executor_id.as_str(), reduce_partition), ("exec-7", reduce));
+                for n in needles {
+                    assert!(message.contains(n), "{message:?} lacks {n:?}");
+                }
+            }
+            _ => panic!("expected FetchFailed, got {msg}"),
+        }
+    }
+
+    fn collect(dir: &Path, reduce: u32) -> Result<Vec<(u32, String)>> {
+        open_block_records(dir, &id(reduce))?.collect()
+    }
+
+    #[test]
+    fn reads_back_verified_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = setup(dir.path());
+        for r in 0..N {
+            assert_eq!(collect(dir.path(), r).unwrap(), want[r as usize]);
+        }
+        assert!(read_local_block(dir.path(), &id(3)).unwrap().is_empty());
+        let err = read_local_block(dir.path(), &id(N)).unwrap_err();
+        expect_fetch_failed(err, N, &["has 4 reduce partitions"]);
+    }
+
+    #[test]
+    fn flipped_data_byte_is_a_checksum_fetch_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        let path = data_path(dir.path(), 3, 1);
+        let (_, entry, _) = locate_local_block(dir.path(), &id(1)).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[(entry.offset + entry.len / 2) as usize] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let shown = path.display().to_string();
+        let err = collect(dir.path(), 1).unwrap_err();
+        expect_fetch_failed(err, 1, &["checksum mismatch", &shown, "block 1"]);
+        // Other blocks of the same file are intact.
+        assert!(collect(dir.path(), 0).is_ok());
+    }
+
+    #[test]
+    fn missing_or_damaged_files_are_fetch_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        let index = index_path(dir.path(), 3, 1);
+        let data = data_path(dir.path(), 3, 1);
+        let index_bytes = std::fs::read(&index).unwrap();
+
+        std::fs::write(&index, &index_bytes[..index_bytes.len() - 7]).unwrap();
+        let err = read_local_block(dir.path(), &id(0)).unwrap_err();
+        expect_fetch_failed(err, 0, &["truncated", &index.display().to_string()]);
+
+        std::fs::remove_file(&index).unwrap();
+        let err = collect(dir.path(), 0).unwrap_err();
+        expect_fetch_failed(err, 0, &["shuffle_3_1.index", "No such file"]);
+
+        std::fs::write(&index, &index_bytes).unwrap();
+        let data_bytes = std::fs::read(&data).unwrap();
+        std::fs::write(&data, &data_bytes[..data_bytes.len() - 1]).unwrap();
+        let err = read_local_block(dir.path(), &id(0)).unwrap_err();
+        expect_fetch_failed(err, 0, &["short", "shuffle_3_1.data"]);
+
+        std::fs::remove_file(&data).unwrap();
+        let err = read_local_block(dir.path(), &id(2)).unwrap_err();
+        expect_fetch_failed(err, 2, &["cannot open", "shuffle_3_1.data"]);
+    }
+
+    #[test]
+    fn undecodable_block_is_a_fetch_failure() {
+        let bytes = vec![0xff; 64];
+        let mut recs = BlockRecords::<u32>::from_bytes(id(2), bytes);
+        expect_fetch_failed(
+            recs.next().unwrap().unwrap_err(),
+            2,
+            &["undecodable", "frame 0"],
+        );
+        assert!(recs.next().is_none(), "one error, then the end");
+    }
+
+    #[test]
+    fn streamed_blocks_are_verified_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = setup(dir.path());
+        let (path, entry, _) = locate_local_block(dir.path(), &id(2)).unwrap();
+        let file = std::fs::read(path).unwrap();
+        let mut stream = file[entry.offset as usize..].to_vec(); // runs past the block
+        let got: Result<Vec<(u32, String)>> =
+            BlockRecords::from_stream(id(2), &stream[..], entry).collect();
+        assert_eq!(got.unwrap(), want[2]);
+
+        // Cut at a frame boundary: decodes cleanly but is short.
+        let first_frame = 8 + u32::from_le_bytes(stream[4..8].try_into().unwrap()) as usize;
+        let got: Result<Vec<(u32, String)>> =
+            BlockRecords::from_stream(id(2), &stream[..first_frame], entry).collect();
+        expect_fetch_failed(got.unwrap_err(), 2, &["ended after", "exec-7"]);
+
+        // A flipped byte in the second frame: lz4/postcard reject it, or the crc does.
+        stream[first_frame + 9] ^= 0x01;
+        let results: Vec<Result<(u32, String)>> =
+            BlockRecords::from_stream(id(2), &stream[..], entry).collect();
+        let err = results.into_iter().find_map(|r| r.err()).expect("an error");
+        let msg = err.to_string();
+        assert!(matches!(err, EmberError::FetchFailed { .. }), "{msg}");
+    }
+
+    #[test]
+    fn empty_block_from_reader() {
+        let mut recs = BlockRecords::<u8, _>::from_reader(id(0), std::io::empty());
+        assert!(recs.next().is_none());
+        assert_eq!(recs.block_id(), &id(0));
+    }
+}

@@ -1,0 +1,502 @@
+//! Map-side shuffle writer: routes records to reduce partitions, buffers them as compressed
+//! frames, spills those frames to disk on demand, and commits one data file + one index
+//! file per map task (format in `index.rs`).
+//!
+//! Invariants:
+//! * Per reducer, records are decoded back in the order they were written.
+//! * Memory held by the writer is exactly what [`ShuffleWriter::buffered_bytes`] reports
+//!   (capacity of the per-reducer pending and frame buffers, kept up to date on every
+//!   write in O(1)), apart from fixed-size I/O buffers (256 KiB while spilled).
+//! * After [`ShuffleWriter::spill_buffers`] the writer holds no record data in memory:
+//!   partial frames are flushed as (short) frames too. Spilling never changes the records a
+//!   reducer reads, only how they are framed; all spills go to one unnamed temporary file
+//!   in the shuffle directory (removed by the OS when the writer is dropped, even on crash).
+//! * [`ShuffleWriter::finish`] writes each reducer's block contiguously, in reducer order
+//!   (spilled frames first, in spill order, then in-memory ones), computes its crc32 on the
+//!   way out, and commits: old index removed, data renamed into place, index written and
+//!   renamed last. A failed or dropped writer leaves no `shuffle_*` file behind (temps are
+//!   deleted), except a data file without index if the final index write fails.
+//! * Hot path: `write` serialises straight into the reducer's pending buffer: no allocation
+//!   and no syscall per record.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{EmberError, Result};
+use crate::shuffle::frame::FrameEncoder;
+use crate::shuffle::index::{BlockEntry, IndexFile};
+use crate::shuffle::{data_path, index_path};
+
+/// Size of the buffered writers for the data and spill files.
+pub const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// What a finished map task reports to the map-output tracker.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MapOutput {
+    /// Bytes of each reducer's block (0 for an empty block), in reducer order.
+    pub block_sizes: Vec<u64>,
+    /// Records written, over all reducers.
+    pub records_written: u64,
+    /// Bytes of the data file (sum of `block_sizes`).
+    pub bytes_written: u64,
+}
+
+/// One reducer's in-memory state: records not yet framed, and finished frames.
+#[derive(Debug, Default)]
+struct Bucket {
+    encoder: FrameEncoder,
+    frames: Vec<u8>,
+}
+
+impl Bucket {
+    fn memory(&self) -> u64 {
+        (self.encoder.buffer_capacity() + self.frames.capacity()) as u64
+    }
+}
+
+/// The spill file: frames moved out of memory, as (offset, len) segments per reducer.
+struct Spill {
+    out: BufWriter<File>,
+    len: u64,
+    segments: Vec<Vec<(u64, u64)>>,
+}
+
+/// Writes one map task's output of a shuffle. See the module docs.
+pub struct ShuffleWriter<T: ?Sized> {
+    dir: PathBuf,
+    shuffle_id: u32,
+    map_partition: u32,
+    buckets: Vec<Bucket>,
+    spill: Option<Spill>,
+    records: u64,
+    buffered: u64,
+    spilled: u64,
+    _record: PhantomData<fn(&T)>,
+}
+
+impl<T: Serialize + ?Sized> ShuffleWriter<T> {
+    /// A writer for map task `map_partition` of shuffle `shuffle_id`, with `num_reduce`
+    /// reduce partitions, committing into `dir` (which must exist). Touches no file yet.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        shuffle_id: u32,
+        map_partition: u32,
+        num_reduce: u32,
+    ) -> Self {
+        ShuffleWriter {
+            dir: dir.into(),
+            shuffle_id,
+            map_partition,
+            buckets: (0..num_reduce).map(|_| Bucket::default()).collect(),
+            spill: None,
+            records: 0,
+            buffered: 0,
+            spilled: 0,
+            _record: PhantomData,
+        }
+    }
+
+    /// Appends `record` to reduce partition `reduce_partition`'s block.
+    #[inline]
+    pub fn write(&mut self, reduce_partition: u32, record: &T) -> Result<()> {
+        let Some(bucket) = self.buckets.get_mut(reduce_partition as usize) else {
+            return Err(self.out_of_range(reduce_partition));
+        };
+        let before = bucket.memory();
+        bucket.encoder.push(record, &mut bucket.frames)?;
+        self.buffered = self.buffered + bucket.memory() - before;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Bytes of memory the writer's buffers hold now (capacity, not just contents): what
+    /// the caller should hold in its memory reservation.
+    #[inline]
+    pub fn buffered_bytes(&self) -> u64 {
+        self.buffered
+    }
+
+    /// Records written so far.
+    pub fn records_written(&self) -> u64 {
+        self.records
+    }
+
+    /// Bytes moved to the spill file so far (for metrics).
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spilled
+    }
+
+    /// Moves every reducer's frames (completed ones and the partial one) to the spill file
+    /// and frees their memory. Returns the bytes of memory freed (the previous
+    /// [`buffered_bytes`](Self::buffered_bytes), which is 0 afterwards).
+    pub fn spill_buffers(&mut self) -> Result<u64> {
+        let num_reduce = self.buckets.len();
+        let mut moved = 0u64;
+        for (r, bucket) in self.buckets.iter_mut().enumerate() {
+            bucket.encoder.flush(&mut bucket.frames)?;
+            if !bucket.frames.is_empty() {
+                let spill = match &mut self.spill {
+                    Some(s) => s,
+                    None => self.spill.insert(Spill {
+                        out: BufWriter::with_capacity(
+                            WRITE_BUFFER_BYTES,
+                            tempfile::tempfile_in(&self.dir)
+                                .map_err(|e| EmberError::io(&self.dir, e))?,
+                        ),
+                        len: 0,
+                        segments: vec![Vec::new(); num_reduce],
+                    }),
+                };
+                let n = bucket.frames.len() as u64;
+                spill
+                    .out
+                    .write_all(&bucket.frames)
+                    .map_err(|e| EmberError::io(&self.dir, e))?;
+                spill.segments[r].push((spill.len, n));
+                spill.len += n;
+                moved += n;
+            }
+            bucket.frames = Vec::new();
+            bucket.encoder.release();
+        }
+        if let Some(spill) = &mut self.spill {
+            spill
+                .out
+                .flush()
+                .map_err(|e| EmberError::io(&self.dir, e))?;
+        }
+        let freed = std::mem::take(&mut self.buffered);
+        self.spilled += moved;
+        tracing::debug!(
+            shuffle_id = self.shuffle_id,
+            map_partition = self.map_partition,
+            spilled_bytes = moved,
+            freed_bytes = freed,
+            "shuffle writer spilled its buffers"
+        );
+        Ok(freed)
+    }
+
+    /// Writes the data file and the index and commits them (see module docs).
+    pub fn finish(mut self) -> Result<MapOutput> {
+        let (s, m) = (self.shuffle_id, self.map_partition);
+        let data_final = data_path(&self.dir, s, m);
+        let index_final = index_path(&self.dir, s, m);
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".shuffle_{s}_{m}.data."))
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .map_err(|e| EmberError::io(&self.dir, e))?;
+        let tmp_path = tmp.path().to_path_buf();
+        let io_err = |e| EmberError::io(&tmp_path, e);
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
+
+        let mut spill = match self.spill.take() {
+            Some(sp) => {
+                let file = sp
+                    .out
+                    .into_inner()
+                    .map_err(|e| EmberError::io(&self.dir, e.into_error()))?;
+                Some((file, sp.segments))
+            }
+            None => None,
+        };
+        let mut copy_buf = Vec::new();
+        let mut entries = Vec::with_capacity(self.buckets.len());
+        let mut offset = 0u64;
+        for (r, bucket) in self.buckets.iter_mut().enumerate() {
+            bucket.encoder.flush(&mut bucket.frames)?;
+            let mut crc = crc32fast::Hasher::new();
+            let mut len = 0u64;
+            if let Some((file, segments)) = &mut spill {
+                for &(at, n) in &segments[r] {
+                    copy_segment(
+                        file,
+                        at,
+                        n,
+                        &mut out,
+                        &mut crc,
+                        &mut copy_buf,
+                        &self.dir,
+                        &tmp_path,
+                    )?;
+                    len += n;
+                }
+            }
+            crc.update(&bucket.frames);
+            out.write_all(&bucket.frames).map_err(io_err)?;
+            len += bucket.frames.len() as u64;
+            *bucket = Bucket::default();
+            entries.push(BlockEntry {
+                offset,
+                len,
+                crc: crc.finalize(), // crc32 of no bytes is 0
+            });
+            offset += len;
+        }
+        drop(spill);
+        let tmp = out.into_inner().map_err(|e| io_err(e.into_error()))?;
+
+        match std::fs::remove_file(&index_final) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(EmberError::io(&index_final, e)),
+        }
+        tmp.persist(&data_final)
+            .map_err(|e| EmberError::io(&data_final, e.error))?;
+        IndexFile::write(&index_final, &entries)?;
+        tracing::debug!(
+            shuffle_id = s,
+            map_partition = m,
+            records = self.records,
+            bytes = offset,
+            spilled_bytes = self.spilled,
+            "shuffle map output committed"
+        );
+        Ok(MapOutput {
+            block_sizes: entries.iter().map(|e| e.len).collect(),
+            records_written: self.records,
+            bytes_written: offset,
+        })
+    }
+
+    fn out_of_range(&self, reduce_partition: u32) -> EmberError {
+        EmberError::Plan(format!(
+            "shuffle {} map {}: record routed to reduce partition {reduce_partition}, but there are only {}",
+            self.shuffle_id,
+            self.map_partition,
+            self.buckets.len()
+        ))
+    }
+}
+
+/// Copies `len` bytes at `at` of the spill file into `out`, feeding `crc`.
+#[allow(clippy::too_many_arguments)]
+fn copy_segment(
+    spill: &mut File,
+    at: u64,
+    len: u64,
+    out: &mut impl Write,
+    crc: &mut crc32fast::Hasher,
+    buf: &mut Vec<u8>,
+    dir: &Path,
+    out_path: &Path,
+) -> Result<()> {
+    if buf.is_empty() {
+        buf.resize(WRITE_BUFFER_BYTES, 0);
+    }
+    spill
+        .seek(SeekFrom::Start(at))
+        .map_err(|e| EmberError::io(dir, e))?;
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        spill
+            .read_exact(&mut buf[..n])
+            .map_err(|e| EmberError::io(dir, e))?;
+        crc.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .map_err(|e| EmberError::io(out_path, e))?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shuffle::partitioner::hash_partition;
+    use crate::shuffle::reader::{open_block_records, BlockId};
+    use proptest::prelude::*;
+
+    type Rec = (u64, String);
+
+    fn block(shuffle_id: u32, map: u32, reduce: u32) -> BlockId {
+        BlockId {
+            executor_id: "exec-1".into(),
+            shuffle_id,
+            map_partition: map,
+            reduce_partition: reduce,
+        }
+    }
+
+    /// Reads back every reducer's records of one map output.
+    fn read_all(dir: &Path, shuffle_id: u32, map: u32, n: u32) -> Vec<Vec<Rec>> {
+        (0..n)
+            .map(|r| {
+                open_block_records::<Rec>(dir, &block(shuffle_id, map, r))
+                    .unwrap()
+                    .collect::<Result<Vec<_>>>()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Records routed to `n` reducers, leaving reducer 1 empty (when n > 2), with a few
+    /// records larger than a frame.
+    fn routed(n: u32, count: u64) -> Vec<(u32, Rec)> {
+        (0..count)
+            .map(|i| {
+                let value = if i % 4999 == 17 {
+                    "big".repeat(70 * 1024) // ~210 KiB: bigger than a frame
+                } else {
+                    format!("value-{}", i * 31)
+                };
+                let mut r = hash_partition(&i, n);
+                if n > 2 && r == 1 {
+                    r = 0;
+                }
+                (r, (i, value))
+            })
+            .collect()
+    }
+
+    fn write_out(
+        dir: &Path,
+        map: u32,
+        n: u32,
+        input: &[(u32, Rec)],
+        spill_at: &[usize],
+    ) -> MapOutput {
+        let mut w = ShuffleWriter::<Rec>::new(dir, 3, map, n);
+        for (i, (r, rec)) in input.iter().enumerate() {
+            if spill_at.contains(&i) {
+                let before = w.buffered_bytes();
+                assert_eq!(w.spill_buffers().unwrap(), before);
+                assert_eq!(w.buffered_bytes(), 0);
+            }
+            w.write(*r, rec).unwrap();
+        }
+        assert_eq!(w.records_written(), input.len() as u64);
+        w.finish().unwrap()
+    }
+
+    fn model(n: u32, input: &[(u32, Rec)]) -> Vec<Vec<Rec>> {
+        let mut want = vec![Vec::new(); n as usize];
+        for (r, rec) in input {
+            want[*r as usize].push(rec.clone());
+        }
+        want
+    }
+
+    #[test]
+    fn round_trip_1_to_17_reducers() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=17u32 {
+            let input = routed(n, 12_000);
+            let out = write_out(dir.path(), n, n, &input, &[]);
+            let want = model(n, &input);
+            assert_eq!(read_all(dir.path(), 3, n, n), want, "n={n}");
+            assert_eq!(out.records_written, input.len() as u64);
+            assert_eq!(out.block_sizes.len(), n as usize);
+            assert_eq!(out.block_sizes.iter().sum::<u64>(), out.bytes_written);
+            for (r, recs) in want.iter().enumerate() {
+                assert_eq!(out.block_sizes[r] == 0, recs.is_empty(), "n={n} r={r}");
+            }
+            let data_len = std::fs::metadata(data_path(dir.path(), 3, n))
+                .unwrap()
+                .len();
+            assert_eq!(data_len, out.bytes_written);
+            let index = IndexFile::read(&index_path(dir.path(), 3, n)).unwrap();
+            assert_eq!(index.num_reduce(), n);
+            assert_eq!(index.data_len(), data_len);
+            let sizes: Vec<u64> = index.entries().iter().map(|e| e.len).collect();
+            assert_eq!(sizes, out.block_sizes);
+        }
+        // Only committed files remain: no temporaries, no spill files.
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            assert!(name.starts_with("shuffle_3_"), "stray file {name}");
+        }
+    }
+
+    #[test]
+    fn spilling_midway_gives_identical_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 7;
+        let input = routed(n, 30_000);
+        let plain = write_out(dir.path(), 0, n, &input, &[]);
+        let spilled = write_out(dir.path(), 1, n, &input, &[1, 5_000, 5_001, 20_000]);
+        let want = model(n, &input);
+        assert_eq!(read_all(dir.path(), 3, 0, n), want);
+        assert_eq!(read_all(dir.path(), 3, 1, n), want);
+        assert_eq!(plain.records_written, spilled.records_written);
+        // Spilling only adds frame boundaries: sizes stay within a few frames' overhead.
+        let diff = plain.bytes_written.abs_diff(spilled.bytes_written);
+        assert!(diff < plain.bytes_written / 10, "{plain:?} vs {spilled:?}");
+    }
+
+    #[test]
+    fn buffered_bytes_tracks_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ShuffleWriter::<Rec>::new(dir.path(), 0, 0, 4);
+        assert_eq!(w.buffered_bytes(), 0);
+        w.write(2, &(1, "x".into())).unwrap();
+        let one = w.buffered_bytes();
+        assert!(
+            one >= 64 * 1024,
+            "pending buffer is reserved on first write: {one}"
+        );
+        for i in 0..100_000 {
+            w.write((i % 4) as u32, &(i, format!("{i:020}"))).unwrap();
+        }
+        let expected: u64 = w.buckets.iter().map(Bucket::memory).sum();
+        assert_eq!(w.buffered_bytes(), expected);
+        assert!(w.spill_buffers().unwrap() == expected && w.spilled_bytes() > 0);
+        assert!(w.buckets.iter().all(|b| b.memory() == 0));
+        w.write(3, &(9, "after spill".into())).unwrap();
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn empty_output_and_out_of_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ShuffleWriter::<u32>::new(dir.path(), 1, 2, 3);
+        let err = w.write(3, &5).unwrap_err();
+        assert!(err.to_string().contains("reduce partition 3"), "{err}");
+        assert_eq!(w.spill_buffers().unwrap(), 0);
+        let out = w.finish().unwrap();
+        assert_eq!(
+            out,
+            MapOutput {
+                block_sizes: vec![0, 0, 0],
+                records_written: 0,
+                bytes_written: 0
+            }
+        );
+        let recs: Vec<u32> = open_block_records(dir.path(), &block(1, 2, 1))
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert!(recs.is_empty());
+    }
+
+    #[test]
+    fn a_second_attempt_replaces_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = routed(3, 1000);
+        write_out(dir.path(), 0, 3, &first, &[]);
+        let second = routed(3, 10);
+        write_out(dir.path(), 0, 3, &second, &[]);
+        assert_eq!(read_all(dir.path(), 3, 0, 3), model(3, &second));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn any_records_any_spills(
+            n in 1u32..=17,
+            input in prop::collection::vec((0u32..17, any::<u64>(), ".{0,40}"), 0..3000),
+            spills in prop::collection::vec(0usize..3000, 0..4),
+        ) {
+            let input: Vec<(u32, Rec)> = input.into_iter().map(|(r, k, v)| (r % n, (k, v))).collect();
+            let dir = tempfile::tempdir().unwrap();
+            write_out(dir.path(), 0, n, &input, &spills);
+            prop_assert_eq!(read_all(dir.path(), 3, 0, n), model(n, &input));
+        }
+    }
+}

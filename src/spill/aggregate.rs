@@ -1,0 +1,555 @@
+//! The external aggregation map (Spark's `ExternalAppendOnlyMap`): combines values by key
+//! in a hash table and spills it to disk as hash-sorted runs when the memory pool says no.
+//!
+//! Invariants:
+//! * The in-memory table is a `hashbrown::HashTable<(hash, K, C)>`. The hash is computed
+//!   once per insert with the aggregator's `BuildHasher` (default: foldhash's deterministic
+//!   `FixedState`). Storing it makes resizing and spill sorting free of rehashing.
+//!   Inserting into an existing key does not allocate.
+//! * Keys in the table are unique. A spill writes every entry as `(K, C)` in ascending hash
+//!   order, so within a run keys are unique and sorted by hash. Hashes are not stored on
+//!   disk: they are recomputed with the same hasher when a run is read.
+//! * Reading back k-way merges the runs and the hash-sorted in-memory table by hash. It
+//!   takes every entry with the smallest hash from all sources, groups them by key
+//!   equality (hash collisions are handled, not assumed away), merges the combiners, and
+//!   yields each key exactly once. Without spills the table is drained directly and not
+//!   sorted.
+//! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
+//!   After any `Err` the aggregator must be dropped: a failed spill loses the table.
+
+use std::cmp::Ordering;
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::run::RunFile;
+use super::size::SizeEstimator;
+use super::{KMerge, Reserved, Source, SpillMetrics, Spiller};
+use crate::error::Result;
+use crate::memory::Reservation;
+
+/// How values of type `V` combine into combiners of type `C` per key `K`
+/// (Spark's `createCombiner` / `mergeValue` / `mergeCombiners`).
+pub trait Aggregate<K, V, C>: Send + Sync + 'static {
+    /// A combiner for the first value of a key.
+    fn create(&self, key: &K, v: V) -> C;
+    /// Folds another value into a combiner.
+    fn merge_value(&self, c: &mut C, v: V);
+    /// Folds another combiner for the same key into a combiner.
+    fn merge_combiners(&self, c: &mut C, other: C);
+}
+
+type Entry<K, C> = (u64, K, C);
+type HashCmp<K, C> = fn(&Entry<K, C>, &Entry<K, C>) -> Ordering;
+
+/// A hash aggregation map that spills to disk under memory pressure.
+pub struct ExternalAggregator<K, V, C, A, S = FixedState> {
+    agg: A,
+    hasher: S,
+    table: HashTable<Entry<K, C>>,
+    estimator: SizeEstimator,
+    spiller: Spiller,
+    _values: PhantomData<fn(V)>,
+}
+
+impl<K, V, C, A> ExternalAggregator<K, V, C, A, FixedState>
+where
+    K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
+    V: 'static,
+    C: Serialize + DeserializeOwned + Send + 'static,
+    A: Aggregate<K, V, C>,
+{
+    /// An empty aggregator that charges its memory to `reservation` and spills into
+    /// `spill_dir` (created if missing).
+    pub fn new(agg: A, reservation: Reservation, spill_dir: PathBuf) -> Self {
+        Self::with_hasher(agg, reservation, spill_dir, FixedState::default())
+    }
+}
+
+impl<K, V, C, A, S> ExternalAggregator<K, V, C, A, S>
+where
+    K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
+    V: 'static,
+    C: Serialize + DeserializeOwned + Send + 'static,
+    A: Aggregate<K, V, C>,
+    S: BuildHasher + Clone + Send + 'static,
+{
+    /// Like [`new`](ExternalAggregator::new) with an explicit hasher. It must be
+    /// deterministic for the aggregator's lifetime, since runs are ordered by its hashes.
+    pub fn with_hasher(agg: A, reservation: Reservation, spill_dir: PathBuf, hasher: S) -> Self {
+        ExternalAggregator {
+            agg,
+            hasher,
+            table: HashTable::new(),
+            // One control byte per slot.
+            estimator: SizeEstimator::new::<Entry<K, C>>(1),
+            spiller: Spiller::new(reservation, spill_dir),
+            _values: PhantomData,
+        }
+    }
+
+    /// Do not spill before holding `entries` keys or an estimated `bytes` (defaults
+    /// [`MIN_SPILL_ENTRIES`](super::MIN_SPILL_ENTRIES), [`MIN_SPILL_BYTES`](super::MIN_SPILL_BYTES)).
+    pub fn with_min_spill(mut self, entries: usize, bytes: u64) -> Self {
+        self.spiller.min_spill_entries = entries;
+        self.spiller.min_spill_bytes = bytes;
+        self
+    }
+
+    /// Merge at most `fan_in` (at least 2) sources at once when reading back.
+    pub fn with_merge_fan_in(mut self, fan_in: usize) -> Self {
+        self.spiller.fan_in = fan_in.max(2);
+        self
+    }
+
+    /// Folds a value into its key's combiner (creating it for a new key).
+    pub fn insert(&mut self, k: K, v: V) -> Result<()> {
+        let hash = self.hasher.hash_one(&k);
+        if let Some(e) = self.table.find_mut(hash, |e| e.1 == k) {
+            self.agg.merge_value(&mut e.2, v);
+            self.estimator.update(&(&e.1, &e.2));
+        } else {
+            let c = self.agg.create(&k, v);
+            let e = self.table.insert_unique(hash, (hash, k, c), |e| e.0);
+            let e = e.get();
+            self.estimator.update(&(&e.1, &e.2));
+        }
+        self.after_insert()
+    }
+
+    /// Folds a combiner (for example a map-side partial aggregate) into its key's combiner.
+    pub fn insert_combiner(&mut self, k: K, c: C) -> Result<()> {
+        let hash = self.hasher.hash_one(&k);
+        if let Some(e) = self.table.find_mut(hash, |e| e.1 == k) {
+            self.agg.merge_combiners(&mut e.2, c);
+            self.estimator.update(&(&e.1, &e.2));
+        } else {
+            let e = self.table.insert_unique(hash, (hash, k, c), |e| e.0);
+            let e = e.get();
+            self.estimator.update(&(&e.1, &e.2));
+        }
+        self.after_insert()
+    }
+
+    /// Spills so far.
+    pub fn metrics(&self) -> SpillMetrics {
+        self.spiller.metrics
+    }
+
+    /// Keys currently held in memory.
+    pub fn in_memory_len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Estimated bytes of the in-memory table: sampled entries plus empty slots.
+    pub fn estimated_bytes(&self) -> u64 {
+        let len = self.table.len() as u64;
+        let cap = self.table.capacity() as u64;
+        // hashbrown keeps 1/8 of its buckets empty.
+        let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).max(len) };
+        self.estimator.estimate(len) + (buckets - len) * self.estimator.fixed_bytes()
+    }
+
+    #[inline]
+    fn after_insert(&mut self) -> Result<()> {
+        if self.spiller.tick()
+            && self
+                .spiller
+                .must_spill(self.estimated_bytes(), self.table.len())
+        {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> Result<()> {
+        let mut entries: Vec<Entry<K, C>> = std::mem::take(&mut self.table).into_iter().collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        self.spiller
+            .spill(entries.into_iter().map(|(_, k, c)| (k, c)))
+    }
+
+    /// Consumes the aggregator: yields every key exactly once with its fully merged
+    /// combiner, in no particular order. Streams from disk if anything was spilled. The
+    /// iterator keeps the reservation and the spill files until it is dropped.
+    // Named as the engine's API asks. It returns a `Result`, so it cannot be `IntoIterator`.
+    #[allow(clippy::type_complexity, clippy::should_implement_trait)]
+    pub fn into_iter(self) -> Result<Box<dyn Iterator<Item = Result<(K, C)>> + Send>> {
+        let ExternalAggregator {
+            agg,
+            hasher,
+            table,
+            mut spiller,
+            ..
+        } = self;
+        if spiller.runs.is_empty() {
+            return Ok(Box::new(Reserved {
+                inner: table.into_iter().map(|(_, k, c)| Ok((k, c))),
+                _reservation: spiller.reservation,
+            }));
+        }
+        let agg = Arc::new(agg);
+        let merge_runs = |runs: Vec<RunFile>,
+                          first: Option<Source<Entry<K, C>>>|
+         -> Result<AggMerge<K, V, C, A>> {
+            let mut sources: Vec<Source<Entry<K, C>>> = first.into_iter().collect();
+            for run in runs {
+                let h = hasher.clone();
+                let reader = run.reader::<(K, C)>()?;
+                sources.push(Box::new(
+                    reader.map(move |r| r.map(|(k, c)| (h.hash_one(&k), k, c))),
+                ));
+            }
+            Ok(AggMerge::<K, V, C, A> {
+                merge: KMerge::new(sources, by_hash::<K, C> as HashCmp<K, C>)?,
+                agg: Arc::clone(&agg),
+                group: Vec::new(),
+                _values: PhantomData,
+            })
+        };
+        spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, C)>))?;
+        let mut mem: Vec<Entry<K, C>> = table.into_iter().collect();
+        mem.sort_unstable_by_key(|e| e.0);
+        let runs = std::mem::take(&mut spiller.runs);
+        let merged = merge_runs(runs, Some(Box::new(mem.into_iter().map(Ok))))?;
+        Ok(Box::new(Reserved {
+            inner: merged,
+            _reservation: spiller.reservation,
+        }))
+    }
+}
+
+fn by_hash<K, C>(a: &Entry<K, C>, b: &Entry<K, C>) -> Ordering {
+    a.0.cmp(&b.0)
+}
+
+/// Merges hash-sorted sources, combining entries whose keys are equal.
+struct AggMerge<K, V, C, A> {
+    merge: KMerge<Entry<K, C>, HashCmp<K, C>>,
+    agg: Arc<A>,
+    /// Distinct keys sharing the current hash, fully merged, waiting to be yielded.
+    group: Vec<(K, C)>,
+    _values: PhantomData<fn(V)>,
+}
+
+impl<K: Eq + 'static, V, C: 'static, A: Aggregate<K, V, C>> Iterator for AggMerge<K, V, C, A> {
+    type Item = Result<(K, C)>;
+
+    fn next(&mut self) -> Option<Result<(K, C)>> {
+        if let Some(kc) = self.group.pop() {
+            return Some(Ok(kc));
+        }
+        let (hash, k, c) = match self.merge.next()? {
+            Ok(e) => e,
+            Err(e) => return Some(Err(e)),
+        };
+        self.group.push((k, c));
+        while self.merge.peek().is_some_and(|e| e.0 == hash) {
+            let (_, k, c) = match self.merge.next()? {
+                Ok(e) => e,
+                Err(e) => {
+                    self.group.clear();
+                    return Some(Err(e));
+                }
+            };
+            match self.group.iter_mut().find(|g| g.0 == k) {
+                Some(g) => self.agg.merge_combiners(&mut g.1, c),
+                None => self.group.push((k, c)),
+            }
+        }
+        self.group.pop().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::EmberError;
+    use crate::memory::MemoryPool;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+    use std::hash::Hasher;
+    use std::path::Path;
+
+    /// Counts values and sums their lengths.
+    struct CountLen;
+    impl<K: 'static> Aggregate<K, String, (u64, u64)> for CountLen {
+        fn create(&self, _: &K, v: String) -> (u64, u64) {
+            (1, v.len() as u64)
+        }
+        fn merge_value(&self, c: &mut (u64, u64), v: String) {
+            c.0 += 1;
+            c.1 += v.len() as u64;
+        }
+        fn merge_combiners(&self, c: &mut (u64, u64), o: (u64, u64)) {
+            c.0 += o.0;
+            c.1 += o.1;
+        }
+    }
+
+    /// Collects values (groupByKey); the combiner grows.
+    struct Collect;
+    impl<K: 'static, V: Send + Sync + 'static> Aggregate<K, V, Vec<V>> for Collect {
+        fn create(&self, _: &K, v: V) -> Vec<V> {
+            vec![v]
+        }
+        fn merge_value(&self, c: &mut Vec<V>, v: V) {
+            c.push(v);
+        }
+        fn merge_combiners(&self, c: &mut Vec<V>, o: Vec<V>) {
+            c.extend(o);
+        }
+    }
+
+    /// Sends every key to one of `n` hashes.
+    #[derive(Clone, Default)]
+    struct FewHashes<const N: u64>;
+    struct FewHasher<const N: u64>(u64);
+    impl<const N: u64> Hasher for FewHasher<N> {
+        fn finish(&self) -> u64 {
+            self.0 % N
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = self.0.wrapping_mul(31).wrapping_add(*b as u64);
+            }
+        }
+    }
+    impl<const N: u64> BuildHasher for FewHashes<N> {
+        type Hasher = FewHasher<N>;
+        fn build_hasher(&self) -> FewHasher<N> {
+            FewHasher(0)
+        }
+    }
+
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `n` records: random u64 keys drawn from `distinct` random keys, String values.
+    fn records(n: usize, distinct: usize, seed: u64) -> Vec<(u64, String)> {
+        let mut s = seed;
+        let keys: Vec<u64> = (0..distinct).map(|_| splitmix(&mut s)).collect();
+        (0..n)
+            .map(|_| {
+                let r = splitmix(&mut s);
+                let k = keys[(r % distinct as u64) as usize];
+                (k, format!("v{}", r % 100_000))
+            })
+            .collect()
+    }
+
+    fn files_in(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+    }
+
+    fn expected_counts(recs: &[(u64, String)]) -> HashMap<u64, (u64, u64)> {
+        let mut m = HashMap::new();
+        for (k, v) in recs {
+            let e = m.entry(*k).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += v.len() as u64;
+        }
+        m
+    }
+
+    fn collect_unique<K: Hash + Eq + std::fmt::Debug, C>(
+        it: Box<dyn Iterator<Item = Result<(K, C)>> + Send>,
+    ) -> HashMap<K, C> {
+        let mut out = HashMap::new();
+        for r in it {
+            let (k, c) = r.unwrap();
+            let key = format!("{k:?}");
+            assert!(out.insert(k, c).is_none(), "key {key} yielded twice");
+        }
+        out
+    }
+
+    #[test]
+    fn large_limit_does_not_spill() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(1 << 30);
+        let recs = records(50_000, 5_000, 1);
+        let mut agg = ExternalAggregator::new(CountLen, pool.reservation("agg"), dir.path().into());
+        for (k, v) in recs.iter().cloned() {
+            agg.insert(k, v).unwrap();
+        }
+        assert_eq!(agg.metrics(), SpillMetrics::default());
+        assert!(
+            pool.used() > 5_000 * 40,
+            "map is accounted: {}",
+            pool.used()
+        );
+        let got = collect_unique(agg.into_iter().unwrap());
+        assert_eq!(got, expected_counts(&recs));
+        assert_eq!(pool.used(), 0);
+        assert_eq!(files_in(dir.path()), 0);
+    }
+
+    #[test]
+    fn tiny_limit_spills_and_merges_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill_dir = dir.path().join("spill");
+        let pool = MemoryPool::new(64 << 10);
+        let recs = records(200_000, 10_000, 2);
+        let mut agg = ExternalAggregator::new(CountLen, pool.reservation("agg"), spill_dir.clone());
+        for (k, v) in recs.iter().cloned() {
+            agg.insert(k, v).unwrap();
+        }
+        let m = agg.metrics();
+        assert!(m.spill_count > 0 && m.bytes_spilled > 0, "{m:?}");
+        // More runs than the default fan-in (64), so intermediate merges happen too.
+        assert!(m.spill_count > 64, "{m:?}");
+        assert_eq!(files_in(&spill_dir) as u64, m.spill_count);
+        let it = agg.into_iter().unwrap();
+        assert!(pool.used() <= pool.limit());
+        let got = collect_unique(it);
+        assert_eq!(got, expected_counts(&recs));
+        assert_eq!(pool.used(), 0);
+        assert_eq!(files_in(&spill_dir), 0);
+    }
+
+    #[test]
+    fn growing_combiners_and_insert_combiner() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(256 << 10);
+        let recs = records(30_000, 2_000, 3);
+        // Map side: two partial aggregations, each spilling.
+        let mut partials = Vec::new();
+        for (i, half) in recs.chunks(recs.len() / 2).enumerate() {
+            let res = pool.reservation(&format!("map{i}"));
+            let mut agg = ExternalAggregator::new(Collect, res, dir.path().into());
+            for (k, v) in half.iter().cloned() {
+                agg.insert(k, v).unwrap();
+            }
+            assert!(agg.metrics().spill_count > 0);
+            partials.extend(agg.into_iter().unwrap().map(Result::unwrap));
+        }
+        // Reduce side merges the combiners.
+        let mut reduce =
+            ExternalAggregator::new(Collect, pool.reservation("reduce"), dir.path().into())
+                .with_min_spill(200, 1 << 20)
+                .with_merge_fan_in(3);
+        for (k, c) in partials {
+            reduce.insert_combiner(k, c).unwrap();
+        }
+        assert!(reduce.metrics().spill_count > 3);
+        let mut got = collect_unique(reduce.into_iter().unwrap());
+        let mut expected: HashMap<u64, Vec<String>> = HashMap::new();
+        for (k, v) in recs {
+            expected.entry(k).or_default().push(v);
+        }
+        for v in got.values_mut().chain(expected.values_mut()) {
+            v.sort_unstable();
+        }
+        assert_eq!(got, expected);
+        assert_eq!(files_in(dir.path()), 0);
+    }
+
+    #[test]
+    fn hash_collisions_are_merged_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(4 << 10);
+        let recs = records(20_000, 700, 4);
+        let mut agg = ExternalAggregator::with_hasher(
+            CountLen,
+            pool.reservation("agg"),
+            dir.path().into(),
+            FewHashes::<3>,
+        )
+        .with_min_spill(100, 1 << 20)
+        .with_merge_fan_in(4);
+        for (k, v) in recs.iter().cloned() {
+            agg.insert(k, v).unwrap();
+        }
+        assert!(agg.metrics().spill_count > 10);
+        assert_eq!(
+            collect_unique(agg.into_iter().unwrap()),
+            expected_counts(&recs)
+        );
+
+        // String keys, all with the same hash, no spill.
+        let mut agg = ExternalAggregator::with_hasher(
+            CountLen,
+            MemoryPool::new(1 << 30).reservation("agg"),
+            dir.path().into(),
+            FewHashes::<1>,
+        );
+        for i in 0..300 {
+            agg.insert(format!("k{}", i % 50), "ab".to_string())
+                .unwrap();
+        }
+        let got = collect_unique(agg.into_iter().unwrap());
+        assert_eq!(got.len(), 50);
+        assert!(got.values().all(|c| *c == (6, 12)));
+    }
+
+    #[test]
+    fn corrupt_spill_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(16 << 10);
+        let mut agg = ExternalAggregator::new(CountLen, pool.reservation("agg"), dir.path().into());
+        for (k, v) in records(20_000, 5_000, 5) {
+            agg.insert(k, v).unwrap();
+        }
+        assert!(agg.metrics().spill_count > 0);
+        let victim = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let mut bytes = std::fs::read(&victim).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x01;
+        std::fs::write(&victim, bytes).unwrap();
+        let err = agg
+            .into_iter()
+            .and_then(|it| it.collect::<Result<Vec<_>>>())
+            .unwrap_err();
+        assert!(matches!(err, EmberError::Corrupt { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&victim.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(files_in(dir.path()), 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn matches_hashmap(
+            recs in prop::collection::vec((0u16..300, "[a-z]{0,12}"), 0..3000),
+            fan_in in 2usize..6,
+            min_spill in 1usize..200,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let pool = MemoryPool::new(2 << 10);
+            let mut agg = ExternalAggregator::with_hasher(
+                CountLen, pool.reservation("agg"), dir.path().into(), FewHashes::<64>,
+            )
+            .with_min_spill(min_spill, u64::MAX)
+            .with_merge_fan_in(fan_in);
+            let mut expected: HashMap<u16, (u64, u64)> = HashMap::new();
+            for (k, v) in recs {
+                let e = expected.entry(k).or_default();
+                e.0 += 1;
+                e.1 += v.len() as u64;
+                agg.insert(k, v).unwrap();
+            }
+            prop_assert_eq!(collect_unique(agg.into_iter().unwrap()), expected);
+            prop_assert_eq!(files_in(dir.path()), 0);
+            prop_assert_eq!(pool.used(), 0);
+        }
+    }
+}

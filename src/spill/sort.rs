@@ -1,0 +1,282 @@
+//! The external sorter behind `sort_by_key`: buffers `(K, V)` pairs in a `Vec`, spills
+//! sorted runs when the memory pool says no, and k-way merges them when read back.
+//!
+//! Invariants:
+//! * Every run, and the buffer at read-back time, is sorted by key in the requested
+//!   direction (`sort_unstable_by`). Records with equal keys may come out in any order.
+//! * Memory charged to the reservation is `capacity * size_of::<(K, V)>()` plus the sampled
+//!   encoded size of the records held. A spill drops the buffer's allocation and frees the
+//!   reservation.
+//! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
+//!   After any `Err` the sorter must be dropped: a failed spill loses the buffer.
+
+use std::cmp::Ordering;
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::run::RunFile;
+use super::size::SizeEstimator;
+use super::{KMerge, Reserved, Source, SpillMetrics, Spiller};
+use crate::error::Result;
+use crate::memory::Reservation;
+
+type KeyCmp<K, V> = fn(&(K, V), &(K, V)) -> Ordering;
+
+/// Sorts `(K, V)` pairs by key, spilling to disk under memory pressure.
+pub struct ExternalSorter<K, V> {
+    buf: Vec<(K, V)>,
+    cmp: KeyCmp<K, V>,
+    estimator: SizeEstimator,
+    spiller: Spiller,
+}
+
+impl<K, V> ExternalSorter<K, V>
+where
+    K: Ord + Serialize + DeserializeOwned + Send + 'static,
+    V: Serialize + DeserializeOwned + Send + 'static,
+{
+    /// An empty sorter that charges its memory to `reservation` and spills into `spill_dir`
+    /// (created if missing). `descending` reverses the key order.
+    pub fn new(reservation: Reservation, spill_dir: PathBuf, descending: bool) -> Self {
+        let cmp: KeyCmp<K, V> = if descending {
+            |a, b| b.0.cmp(&a.0)
+        } else {
+            |a, b| a.0.cmp(&b.0)
+        };
+        ExternalSorter {
+            buf: Vec::new(),
+            cmp,
+            estimator: SizeEstimator::new::<(K, V)>(0),
+            spiller: Spiller::new(reservation, spill_dir),
+        }
+    }
+
+    /// Do not spill before holding `entries` records or an estimated `bytes` (defaults
+    /// [`MIN_SPILL_ENTRIES`](super::MIN_SPILL_ENTRIES), [`MIN_SPILL_BYTES`](super::MIN_SPILL_BYTES)).
+    pub fn with_min_spill(mut self, entries: usize, bytes: u64) -> Self {
+        self.spiller.min_spill_entries = entries;
+        self.spiller.min_spill_bytes = bytes;
+        self
+    }
+
+    /// Merge at most `fan_in` (at least 2) sources at once when reading back.
+    pub fn with_merge_fan_in(mut self, fan_in: usize) -> Self {
+        self.spiller.fan_in = fan_in.max(2);
+        self
+    }
+
+    /// Adds a record.
+    pub fn insert(&mut self, k: K, v: V) -> Result<()> {
+        self.buf.push((k, v));
+        if let Some(last) = self.buf.last() {
+            self.estimator.update(last);
+        }
+        if self.spiller.tick()
+            && self
+                .spiller
+                .must_spill(self.estimated_bytes(), self.buf.len())
+        {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Spills so far.
+    pub fn metrics(&self) -> SpillMetrics {
+        self.spiller.metrics
+    }
+
+    /// Records currently buffered in memory.
+    pub fn in_memory_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Estimated bytes of the buffer: sampled records plus unused capacity.
+    pub fn estimated_bytes(&self) -> u64 {
+        let len = self.buf.len() as u64;
+        let spare = (self.buf.capacity() as u64 - len) * std::mem::size_of::<(K, V)>() as u64;
+        self.estimator.estimate(len) + spare
+    }
+
+    fn spill(&mut self) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.sort_unstable_by(self.cmp);
+        self.spiller.spill(buf.into_iter())
+    }
+
+    /// Consumes the sorter and yields all records in key order. Streams from disk if
+    /// anything was spilled. The iterator keeps the reservation and the spill files until
+    /// it is dropped.
+    #[allow(clippy::type_complexity)]
+    pub fn into_sorted_iter(self) -> Result<Box<dyn Iterator<Item = Result<(K, V)>> + Send>> {
+        let ExternalSorter {
+            mut buf,
+            cmp,
+            mut spiller,
+            ..
+        } = self;
+        buf.sort_unstable_by(cmp);
+        if spiller.runs.is_empty() {
+            return Ok(Box::new(Reserved {
+                inner: buf.into_iter().map(Ok),
+                _reservation: spiller.reservation,
+            }));
+        }
+        let merge_runs =
+            |runs: Vec<RunFile>, first: Option<Source<(K, V)>>| -> Result<KMerge<_, _>> {
+                let mut sources: Vec<Source<(K, V)>> = first.into_iter().collect();
+                for run in runs {
+                    sources.push(Box::new(run.reader::<(K, V)>()?));
+                }
+                KMerge::new(sources, cmp)
+            };
+        spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, V)>))?;
+        let runs = std::mem::take(&mut spiller.runs);
+        let merged = merge_runs(runs, Some(Box::new(buf.into_iter().map(Ok))))?;
+        Ok(Box::new(Reserved {
+            inner: merged,
+            _reservation: spiller.reservation,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryPool;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn records(n: usize, distinct: usize, seed: u64) -> Vec<(u64, String)> {
+        let mut s = seed;
+        let keys: Vec<u64> = (0..distinct).map(|_| splitmix(&mut s)).collect();
+        (0..n)
+            .map(|_| {
+                let r = splitmix(&mut s);
+                (
+                    keys[(r % distinct as u64) as usize],
+                    format!("v{}", r % 100_000),
+                )
+            })
+            .collect()
+    }
+
+    fn files_in(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+    }
+
+    /// Checks `got` is ordered by key and holds exactly the records of `input`.
+    fn check_sorted<K: Ord + Clone + std::fmt::Debug, V: Ord + Clone + std::fmt::Debug>(
+        got: Vec<(K, V)>,
+        mut input: Vec<(K, V)>,
+        descending: bool,
+    ) {
+        assert!(got.windows(2).all(|w| if descending {
+            w[0].0 >= w[1].0
+        } else {
+            w[0].0 <= w[1].0
+        }));
+        let mut got = got;
+        got.sort_unstable();
+        input.sort_unstable();
+        assert_eq!(got, input);
+    }
+
+    fn sort_all(
+        recs: &[(u64, String)],
+        pool: &std::sync::Arc<MemoryPool>,
+        dir: &Path,
+        descending: bool,
+    ) -> (Vec<(u64, String)>, SpillMetrics) {
+        let mut s = ExternalSorter::new(pool.reservation("sort"), dir.into(), descending);
+        for (k, v) in recs.iter().cloned() {
+            s.insert(k, v).unwrap();
+        }
+        let m = s.metrics();
+        let got = s
+            .into_sorted_iter()
+            .unwrap()
+            .collect::<Result<Vec<_>>>()
+            .unwrap();
+        (got, m)
+    }
+
+    #[test]
+    fn large_limit_does_not_spill() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(1 << 30);
+        let recs = records(50_000, 5_000, 7);
+        for descending in [false, true] {
+            let (got, m) = sort_all(&recs, &pool, dir.path(), descending);
+            assert_eq!(m, SpillMetrics::default());
+            check_sorted(got, recs.clone(), descending);
+        }
+        assert_eq!(pool.used(), 0);
+        assert_eq!(files_in(dir.path()), 0);
+    }
+
+    #[test]
+    fn tiny_limit_spills_and_merges_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(64 << 10);
+        let recs = records(200_000, 10_000, 8);
+        for descending in [false, true] {
+            let (got, m) = sort_all(&recs, &pool, dir.path(), descending);
+            assert!(m.spill_count > 64 && m.bytes_spilled > 0, "{m:?}");
+            check_sorted(got, recs.clone(), descending);
+            assert_eq!(files_in(dir.path()), 0);
+        }
+        assert_eq!(pool.used(), 0);
+    }
+
+    #[test]
+    fn dropping_a_partly_read_iterator_removes_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = MemoryPool::new(8 << 10);
+        let mut s = ExternalSorter::new(pool.reservation("sort"), dir.path().into(), false)
+            .with_min_spill(500, u64::MAX);
+        for (k, v) in records(10_000, 10_000, 9) {
+            s.insert(k, v).unwrap();
+        }
+        assert!(s.metrics().spill_count >= 10);
+        let mut it = s.into_sorted_iter().unwrap();
+        it.next().unwrap().unwrap();
+        assert!(files_in(dir.path()) > 0);
+        drop(it);
+        assert_eq!(files_in(dir.path()), 0);
+        assert_eq!(pool.used(), 0);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn matches_sorted_vec(
+            recs in prop::collection::vec((any::<i16>(), "[a-z]{0,8}"), 0..2000),
+            fan_in in 2usize..6,
+            min_spill in 1usize..300,
+            descending in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let pool = MemoryPool::new(1 << 10);
+            let mut s = ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
+                .with_min_spill(min_spill, u64::MAX)
+                .with_merge_fan_in(fan_in);
+            for (k, v) in recs.iter().cloned() {
+                s.insert(k, v).unwrap();
+            }
+            let got = s.into_sorted_iter().unwrap().collect::<Result<Vec<_>>>().unwrap();
+            check_sorted(got, recs, descending);
+            prop_assert_eq!(files_in(dir.path()), 0);
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The state of one running task: its decoded plan, shuffle inputs, metrics,
+//! accumulator updates and cached blocks, and the typed entry point
+//! [`TaskContext::compute`] through which operators pull their parents' partitions.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use ember_proto::{
+    dependency, AccumulatorUpdate, CachedBlock, MapLocation, MapStatus, Plan, RddNode, ShuffleDependency,
+    StorageLevel, TaskDescription, TaskMetrics,
+};
+
+use crate::data::Data;
+use crate::env::ExecutorEnv;
+use crate::error::{EmberError, Result};
+use crate::plan::op::{op_kind, OpRef};
+
+/// A partition flowing through a pipeline: batches of records.
+pub(crate) type Batches<T> = Box<dyn Iterator<Item = Result<Vec<T>>>>;
+/// A type-erased `Batches<T>`, as returned by compute functions.
+pub(crate) type Erased = Box<dyn Any>;
+
+op_kind!(
+    /// Computes one partition of a node.
+    ComputeFn = fn(&Rc<TaskContext>, &RddNode, u32) -> Result<Erased>
+);
+op_kind!(
+    /// Writes one map partition of a shuffle.
+    ShuffleWriteFn = fn(&Rc<TaskContext>, &ShuffleDependency, u32) -> Result<MapStatus>
+);
+op_kind!(
+    /// Runs an action on one partition of the final node: (node id, partition, payload).
+    ResultFn = fn(&Rc<TaskContext>, u32, u32, &[u8]) -> Result<Vec<u8>>
+);
+
+/// One running task.
+pub(crate) struct TaskContext {
+    pub env: Arc<ExecutorEnv>,
+    plan: Plan,
+    nodes: HashMap<u32, RddNode>,
+    shuffles: HashMap<u32, ShuffleDependency>,
+    shuffle_inputs: HashMap<u32, Vec<MapLocation>>,
+    broadcasts: HashMap<u64, Vec<u8>>,
+    pub stage_id: u32,
+    pub partition: u32,
+    pub attempt: u32,
+    pub shuffle_id: Option<u32>,
+    metrics: RefCell<TaskMetrics>,
+    accumulators: RefCell<HashMap<u64, Box<dyn crate::accumulator::TaskAccumulator>>>,
+    cached: RefCell<Vec<CachedBlock>>,
+}
+
+impl TaskContext {
+    pub(crate) fn new(env: Arc<ExecutorEnv>, desc: TaskDescription) -> Result<Self> {
+        let mut plan = desc
+            .plan
+            .ok_or_else(|| EmberError::Plan("task description without a plan".into()))?;
+        if plan.binary_hash != env.binary_id {
+            return Err(EmberError::Plan(format!(
+                "plan was built by binary {} but this worker runs {}; refusing to run it",
+                plan.binary_hash, env.binary_id
+            )));
+        }
+        let mut shuffles = HashMap::new();
+        for n in &plan.nodes {
+            for d in &n.deps {
+                if let Some(dependency::Kind::Shuffle(s)) = &d.kind {
+                    shuffles.insert(s.shuffle_id, s.clone());
+                }
+            }
+        }
+        let nodes = std::mem::take(&mut plan.nodes).into_iter().map(|n| (n.id, n)).collect();
+        Ok(TaskContext {
+            env,
+            plan,
+            nodes,
+            shuffles,
+            shuffle_inputs: desc.shuffle_inputs.into_iter().map(|s| (s.shuffle_id, s.maps)).collect(),
+            broadcasts: desc.broadcasts,
+            stage_id: desc.stage_id,
+            partition: desc.partition,
+            attempt: desc.attempt,
+            shuffle_id: desc.shuffle_id,
+            metrics: RefCell::new(TaskMetrics::default()),
+            accumulators: RefCell::new(HashMap::new()),
+            cached: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// The plan (its nodes are held separately, see [`TaskContext::node`]).
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    pub(crate) fn node(&self, id: u32) -> Result<&RddNode> {
+        self.nodes
+            .get(&id)
+            .ok_or_else(|| EmberError::Plan(format!("node {id} is not in the plan")))
+    }
+
+    pub(crate) fn shuffle_dependency(&self, shuffle_id: u32) -> Result<&ShuffleDependency> {
+        self.shuffles
+            .get(&shuffle_id)
+            .ok_or_else(|| EmberError::Plan(format!("shuffle {shuffle_id} is not in the plan")))
+    }
+
+    /// Known map outputs of a shuffle this task reads.
+    pub(crate) fn map_locations(&self, shuffle_id: u32) -> &[MapLocation] {
+        self.shuffle_inputs.get(&shuffle_id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Serialized broadcast value shipped with the task.
+    pub(crate) fn broadcast_bytes(&self, id: u64) -> Option<&[u8]> {
+        self.broadcasts.get(&id).map(Vec::as_slice)
+    }
+
+    /// The parent node id of a node's `i`-th dependency.
+    pub(crate) fn dep_parent(node: &RddNode, i: usize) -> Result<u32> {
+        match node.deps.get(i).and_then(|d| d.kind.as_ref()) {
+            Some(dependency::Kind::Narrow(n)) => Ok(n.parent),
+            Some(dependency::Kind::Shuffle(s)) => Ok(s.parent),
+            None => Err(EmberError::Plan(format!("node {} has no dependency {i}", node.id))),
+        }
+    }
+
+    /// Computes partition `part` of node `id` as batches of `T`, reading the cache when
+    /// the node is persisted.
+    pub(crate) fn compute<T: Data>(self: &Rc<Self>, id: u32, part: u32) -> Result<Batches<T>> {
+        let node = self.node(id)?;
+        if node.storage != StorageLevel::StorageNone as i32 {
+            return crate::cache::compute_cached::<T>(self, node, part);
+        }
+        self.compute_uncached(node, part)
+    }
+
+    /// Runs the node's compute function, ignoring any cache.
+    pub(crate) fn compute_uncached<T: Data>(self: &Rc<Self>, node: &RddNode, part: u32) -> Result<Batches<T>> {
+        // SAFETY: `TaskContext::new` checked that the plan was built by this binary.
+        let f: ComputeFn = unsafe { ComputeFn::from_offset(node.compute_fn) };
+        let erased = f(self, node, part)?;
+        erased.downcast::<Batches<T>>().map(|b| *b).map_err(|_| {
+            EmberError::Plan(format!(
+                "node {} ({}) does not produce records of type {}",
+                node.id,
+                node.name,
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    pub(crate) fn note_cached(&self, rdd_id: u32, partition: u32) {
+        self.cached.borrow_mut().push(CachedBlock { rdd_id, partition });
+    }
+
+    pub(crate) fn take_cached_blocks(&self) -> Vec<CachedBlock> {
+        std::mem::take(&mut self.cached.borrow_mut())
+    }
+
+    /// Updates the task's metrics.
+    pub(crate) fn with_metrics(&self, f: impl FnOnce(&mut TaskMetrics)) {
+        f(&mut self.metrics.borrow_mut())
+    }
+
+    pub(crate) fn metrics(&self) -> TaskMetrics {
+        *self.metrics.borrow()
+    }
+
+    /// Adds to this task's partial value of an accumulator.
+    pub(crate) fn accumulate<A: crate::accumulator::AccumulatorValue>(&self, id: u64, v: A) {
+        let mut accs = self.accumulators.borrow_mut();
+        let slot = accs
+            .entry(id)
+            .or_insert_with(|| Box::new(crate::accumulator::Partial::<A>::default()));
+        slot.add_any(Box::new(v));
+    }
+
+    pub(crate) fn take_accumulator_updates(&self) -> Vec<AccumulatorUpdate> {
+        self.accumulators
+            .borrow_mut()
+            .drain()
+            .map(|(id, acc)| AccumulatorUpdate { id, value: acc.encode() })
+            .collect()
+    }
+
+    /// A fresh memory reservation from the executor's pool.
+    pub(crate) fn reservation(&self, consumer: &str) -> crate::memory::Reservation {
+        self.env.memory.reservation(consumer)
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<TaskContext>>> = const { RefCell::new(None) };
+}
+
+/// Marks the task running on this thread (for broadcasts and accumulators used inside
+/// user closures); cleared on drop.
+pub(crate) struct CurrentTask(());
+
+impl CurrentTask {
+    pub(crate) fn enter(tc: &Rc<TaskContext>) -> CurrentTask {
+        CURRENT.with(|c| *c.borrow_mut() = Some(tc.clone()));
+        CurrentTask(())
+    }
+
+    /// Runs `f` with the task running on this thread, if any.
+    pub(crate) fn with<R>(f: impl FnOnce(Option<&Rc<TaskContext>>) -> R) -> R {
+        let tc = CURRENT.with(|c| c.borrow().clone());
+        f(tc.as_ref())
+    }
+}
+
+impl Drop for CurrentTask {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}
