@@ -3,11 +3,14 @@
 //! Words are maximal runs of non-whitespace; OUTPUT gets `word<TAB>count` lines in
 //! `part-NNNNN` files.
 
-use anyhow::{bail, Context as _};
+#[path = "support/args.rs"]
+mod args;
+
+use anyhow::Context as _;
 
 fn main() -> anyhow::Result<()> {
     let ctx = ember::Context::from_env()?;
-    let args = Args::parse()?;
+    let args = args::Args::parse("wordcount", &[])?;
     let lines = ctx
         .text_file(&args.input, args.partitions.unwrap_or(ctx.default_parallelism()))
         .with_context(|| format!("reading {}", args.input))?;
@@ -20,36 +23,4 @@ fn main() -> anyhow::Result<()> {
         .save_as_text_file(&args.output)
         .with_context(|| format!("writing {}", args.output))?;
     Ok(())
-}
-
-struct Args {
-    partitions: Option<usize>,
-    input: String,
-    output: String,
-}
-
-impl Args {
-    fn parse() -> anyhow::Result<Args> {
-        let mut partitions = None;
-        let mut positional = Vec::new();
-        let mut it = std::env::args().skip(1);
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--master" => {
-                    it.next();
-                }
-                "--partitions" => {
-                    let p = it.next().context("--partitions needs a value")?;
-                    partitions = Some(p.parse().with_context(|| format!("bad --partitions {p:?}"))?);
-                }
-                s if s.starts_with("--master=") => {}
-                s if s.starts_with("--") => bail!("unknown flag {s}; usage: wordcount [--master M] [--partitions P] INPUT OUTPUT"),
-                _ => positional.push(a),
-            }
-        }
-        let [input, output]: [String; 2] = positional
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("usage: wordcount [--master M] [--partitions P] INPUT OUTPUT"))?;
-        Ok(Args { partitions, input, output })
-    }
 }

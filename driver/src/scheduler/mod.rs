@@ -287,6 +287,18 @@ impl Scheduler {
             return;
         }
         job.stages.insert(result_stage);
+        // Stages whose shuffle output already exists (from an earlier job) are skipped.
+        let mut skipped: Vec<u32> = job
+            .stages
+            .iter()
+            .copied()
+            .filter(|s| self.stage_available(*s))
+            .collect();
+        skipped.sort_unstable();
+        for s in skipped {
+            job.reported_skipped.insert(s);
+            let _ = job.events.send(JobEvent::StageSkipped(stage_info(&self.stages[&s], 0)));
+        }
         self.jobs.insert(job_id, job);
         self.submit_stage(job_id, result_stage);
     }
@@ -587,3 +599,6 @@ fn stage_info(st: &Stage, tasks_to_run: u32) -> StageInfo {
         attempt: st.attempt,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,277 @@
+//! Scheduler tests with a fake launcher: the test plays the executors, answering each
+//! launched task with a status, and checks what the scheduler launches and reports.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use ember_proto::{
+    dependency::Kind, task_failure, task_status, task_success, Dependency, FetchFailure, MapStatus, Plan, RddNode,
+    ShuffleDependency, TaskDescription, TaskFailure, TaskStatus, TaskSuccess,
+};
+
+use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
+
+struct FakeLauncher(Sender<(String, TaskDescription)>);
+impl TaskLauncher for FakeLauncher {
+    fn launch(&mut self, executor_id: &str, task: TaskDescription) {
+        let _ = self.0.send((executor_id.to_string(), task));
+    }
+    fn kill(&mut self, _: &str, _: u64) {}
+}
+
+struct Harness {
+    sched: SchedulerHandle,
+    launched: Receiver<(String, TaskDescription)>,
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+impl Harness {
+    fn new(executors: &[(&str, u32)], config: SchedulerConfig) -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx)));
+        for (id, slots) in executors {
+            sched.send(SchedulerEvent::ExecutorAdded {
+                executor_id: id.to_string(),
+                slots: *slots,
+                shuffle_address: String::new(),
+            });
+        }
+        Harness { sched, launched: rx }
+    }
+
+    fn next_task(&self) -> (String, TaskDescription) {
+        self.launched.recv_timeout(WAIT).expect("a task launch")
+    }
+
+    fn no_more_tasks(&self) {
+        assert!(
+            self.launched.recv_timeout(Duration::from_millis(100)).is_err(),
+            "no further launch expected"
+        );
+    }
+
+    fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
+        self.sched.send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+            task_id: task.task_id,
+            executor_id: exec.to_string(),
+            metrics: Some(Default::default()),
+            outcome: Some(outcome),
+        })));
+    }
+
+    fn succeed(&self, exec: &str, task: &TaskDescription) {
+        let output = match task.shuffle_id {
+            Some(sid) => task_success::Output::MapStatus(MapStatus {
+                shuffle_id: sid,
+                map_partition: task.partition,
+                block_sizes: vec![1, 1],
+            }),
+            None => task_success::Output::Result(vec![task.partition as u8]),
+        };
+        self.reply(
+            exec,
+            task,
+            task_status::Outcome::Success(TaskSuccess {
+                output: Some(output),
+                ..Default::default()
+            }),
+        );
+    }
+
+    fn fail(&self, exec: &str, task: &TaskDescription, reason: task_failure::Reason) {
+        self.reply(exec, task, task_status::Outcome::Failure(TaskFailure { reason: Some(reason) }));
+    }
+}
+
+/// source(2 partitions) --shuffle 0--> final(2 partitions)
+fn two_stage_plan() -> Plan {
+    Plan {
+        nodes: vec![
+            RddNode {
+                id: 0,
+                num_partitions: 2,
+                name: "source".into(),
+                ..Default::default()
+            },
+            RddNode {
+                id: 1,
+                num_partitions: 2,
+                name: "reduce".into(),
+                deps: vec![Dependency {
+                    kind: Some(Kind::Shuffle(ShuffleDependency {
+                        shuffle_id: 0,
+                        parent: 0,
+                        num_reduce_partitions: 2,
+                        ..Default::default()
+                    })),
+                }],
+                ..Default::default()
+            },
+        ],
+        final_rdd: 1,
+        ..Default::default()
+    }
+}
+
+fn drain_until_end(events: &Receiver<JobEvent>) -> (HashMap<u32, Vec<u8>>, Result<(), JobFailure>, u32) {
+    let mut results = HashMap::new();
+    let mut skipped = 0;
+    loop {
+        match events.recv_timeout(WAIT).expect("job event") {
+            JobEvent::TaskResult { partition, result } => {
+                assert!(results.insert(partition, result).is_none(), "partition delivered twice");
+            }
+            JobEvent::StageSkipped(_) => skipped += 1,
+            JobEvent::JobSucceeded { .. } => return (results, Ok(()), skipped),
+            JobEvent::JobFailed { failure, .. } => return (results, Err(failure), skipped),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn runs_map_stage_then_result_stage_and_skips_it_next_time() {
+    let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        assert_eq!(t.shuffle_id, Some(0), "map tasks first");
+        h.succeed(&ex, &t);
+    }
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        assert_eq!(t.shuffle_id, None);
+        assert_eq!(t.shuffle_inputs[0].maps.len(), 2, "reducers see both map outputs");
+        h.succeed(&ex, &t);
+    }
+    let (results, outcome, skipped) = drain_until_end(&events);
+    assert!(outcome.is_ok());
+    assert_eq!(results.len(), 2);
+    assert_eq!(skipped, 0);
+
+    // Same lineage again: the shuffle output exists, only the result stage runs.
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        assert_eq!(t.shuffle_id, None, "map stage must be skipped");
+        h.succeed(&ex, &t);
+    }
+    let (_, outcome, skipped) = drain_until_end(&events);
+    assert!(outcome.is_ok());
+    assert_eq!(skipped, 1);
+}
+
+#[test]
+fn fetch_failure_reruns_only_the_lost_map_output() {
+    let h = Harness::new(&[("e1", 1), ("e2", 1)], SchedulerConfig::default());
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let mut map_exec = HashMap::new();
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        map_exec.insert(t.partition, ex.clone());
+        h.succeed(&ex, &t);
+    }
+    let (ex_a, ta) = h.next_task();
+    let (ex_b, tb) = h.next_task();
+    // Reducer a finishes; reducer b cannot read map 1.
+    h.succeed(&ex_a, &ta);
+    h.fail(
+        &ex_b,
+        &tb,
+        task_failure::Reason::FetchFailed(FetchFailure {
+            executor_id: map_exec[&1].clone(),
+            shuffle_id: 0,
+            map_partition: 1,
+            reduce_partition: tb.partition,
+            message: "gone".into(),
+        }),
+    );
+    let (ex, t) = h.next_task();
+    assert_eq!((t.shuffle_id, t.partition), (Some(0), 1), "only map 1 reruns");
+    h.succeed(&ex, &t);
+    let (ex, t) = h.next_task();
+    assert_eq!((t.shuffle_id, t.partition), (None, tb.partition), "only the failed reducer reruns");
+    h.succeed(&ex, &t);
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(results.len(), 2);
+    h.no_more_tasks();
+}
+
+#[test]
+fn task_failing_every_attempt_fails_the_job_with_its_message() {
+    let h = Harness::new(
+        &[("e1", 1), ("e2", 1)],
+        SchedulerConfig {
+            max_task_attempts: 3,
+            ..Default::default()
+        },
+    );
+    let plan = Plan {
+        nodes: vec![RddNode {
+            id: 0,
+            num_partitions: 1,
+            name: "source".into(),
+            ..Default::default()
+        }],
+        final_rdd: 0,
+        ..Default::default()
+    };
+    let events = h.sched.submit(plan, HashMap::new());
+    let mut execs = Vec::new();
+    for attempt in 0..3 {
+        let (ex, t) = h.next_task();
+        assert_eq!(t.attempt, attempt);
+        execs.push(ex.clone());
+        h.fail(&ex, &t, task_failure::Reason::UserError(format!("boom {attempt}")));
+    }
+    assert_ne!(execs[0], execs[1], "a retry goes to another executor when there is one");
+    let (_, outcome, _) = drain_until_end(&events);
+    match outcome {
+        Err(JobFailure::TaskFailed { message, partition, .. }) => {
+            assert_eq!(message, "boom 2");
+            assert_eq!(partition, 0);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn stale_status_is_ignored_and_lost_executor_outputs_rerun() {
+    let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let (ex, m0) = h.next_task();
+    let (_, m1) = h.next_task();
+    h.succeed(&ex, &m0);
+    // e1 dies while m1 runs; a new executor joins.
+    h.sched.send(SchedulerEvent::ExecutorLost {
+        executor_id: "e1".into(),
+        reason: "killed".into(),
+    });
+    h.sched.send(SchedulerEvent::ExecutorAdded {
+        executor_id: "e2".into(),
+        slots: 2,
+        shuffle_address: String::new(),
+    });
+    // The late status of the lost attempt must not count.
+    h.succeed("e1", &m1);
+    let mut seen = Vec::new();
+    loop {
+        let (ex, t) = h.next_task();
+        assert_eq!(ex, "e2");
+        seen.push((t.shuffle_id, t.partition));
+        h.succeed(&ex, &t);
+        if t.shuffle_id.is_none() && seen.iter().filter(|s| s.0.is_none()).count() == 2 {
+            break;
+        }
+    }
+    let maps: Vec<u32> = seen.iter().filter(|s| s.0.is_some()).map(|s| s.1).collect();
+    let mut sorted = maps.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 1], "both map outputs recomputed on e2: {seen:?}");
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok());
+    assert_eq!(results.len(), 2);
+}
