@@ -44,12 +44,6 @@ impl BlockStore {
     pub(crate) fn remove_rdd(&self, rdd_id: u32) {
         self.blocks.retain(|(r, _), _| *r != rdd_id);
     }
-
-    /// Number of cached partitions (for tests and metrics).
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn len(&self) -> usize {
-        self.blocks.len()
-    }
 }
 
 /// Reads a persisted partition from the block store, or computes and stores it.

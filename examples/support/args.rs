@@ -20,23 +20,26 @@ pub struct Args {
     pub partitions: Option<usize>,
     /// Values of the example-specific flags, by flag name (`"--iterations"`).
     extra: HashMap<&'static str, String>,
+    usage: String,
     pub input: String,
     pub output: String,
 }
 
 impl Args {
     /// Parses `std::env::args()` for example `name`, which also accepts the flags in
-    /// `extra` (each takes one value), e.g. `&[("--iterations", "N")]`.
-    pub fn parse(name: &str, extra: &[(&'static str, &str)]) -> anyhow::Result<Args> {
+    /// `extra` (each takes one value), e.g. `&[("--iterations", "N")]`. `None` means
+    /// `--help` was asked for and the usage has been printed: return from `main` (rather
+    /// than `process::exit`) so that the context is dropped and cleans up.
+    pub fn parse(name: &str, extra: &[(&'static str, &str)]) -> anyhow::Result<Option<Args>> {
         Args::parse_from(name, extra, std::env::args().skip(1))
     }
 
-    /// Parses `args` (without the program name).
+    /// Parses `args` (without the program name); see [`Args::parse`].
     pub fn parse_from(
         name: &str,
         extra: &[(&'static str, &str)],
         args: impl IntoIterator<Item = String>,
-    ) -> anyhow::Result<Args> {
+    ) -> anyhow::Result<Option<Args>> {
         let usage = usage(name, extra);
         let mut partitions = None;
         let mut extra_values = HashMap::new();
@@ -49,7 +52,7 @@ impl Args {
             }
             if arg == "-h" || arg == "--help" {
                 println!("{usage}");
-                std::process::exit(0);
+                return Ok(None);
             }
             if !arg.starts_with("--") || arg.len() == 2 {
                 positional.push(arg);
@@ -73,13 +76,9 @@ impl Args {
                 }
                 "--partitions" => {
                     let p = value("P")?;
-                    let n: usize = p
-                        .parse()
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .with_context(|| {
-                            format!("bad --partitions {p:?}: expected a positive integer\n{usage}")
-                        })?;
+                    let n: usize = p.parse().ok().filter(|&n| n > 0).with_context(|| {
+                        format!("bad --partitions {p:?}: expected a positive integer\n{usage}")
+                    })?;
                     partitions = Some(n);
                 }
                 f => match extra.iter().find(|(name, _)| *name == f) {
@@ -91,14 +90,18 @@ impl Args {
             }
         }
         let [input, output]: [String; 2] = positional.try_into().map_err(|p: Vec<String>| {
-            anyhow!("expected INPUT and OUTPUT, got {} argument(s)\n{usage}", p.len())
+            anyhow!(
+                "expected INPUT and OUTPUT, got {} argument(s)\n{usage}",
+                p.len()
+            )
         })?;
-        Ok(Args {
+        Ok(Some(Args {
             partitions,
             extra: extra_values,
+            usage,
             input,
             output,
-        })
+        }))
     }
 
     /// The value of example-specific flag `name` parsed as `T`, or `default`.
@@ -108,7 +111,9 @@ impl Args {
         T::Err: std::fmt::Display,
     {
         match self.extra.get(name) {
-            Some(v) => v.parse().map_err(|e| anyhow!("bad {name} {v:?}: {e}")),
+            Some(v) => v
+                .parse()
+                .map_err(|e| anyhow!("bad {name} {v:?}: {e}\n{}", self.usage)),
             None => Ok(default),
         }
     }

@@ -2,10 +2,10 @@
 //! in a hash table and spills it to disk as hash-sorted runs when the memory pool says no.
 //!
 //! Invariants:
-//! * The in-memory table is a `hashbrown::HashTable<(hash, K, C)>`. The hash is computed
-//!   once per insert with the aggregator's `BuildHasher` (default: foldhash's deterministic
-//!   `FixedState`). Storing it makes resizing and spill sorting free of rehashing.
-//!   Inserting into an existing key does not allocate.
+//! * The in-memory table is a `hashbrown::HashTable<(K, C)>`, hashed with the aggregator's
+//!   `BuildHasher` (default: foldhash's deterministic `FixedState`). Hashes are not stored
+//!   in the table, which keeps entries small and cache-friendly. They are recomputed when
+//!   the table grows and when it spills. Inserting into an existing key does not allocate.
 //! * Keys in the table are unique. A spill writes every entry as `(K, C)` in ascending hash
 //!   order, so within a run keys are unique and sorted by hash. Hashes are not stored on
 //!   disk: they are recomputed with the same hasher when a run is read.
@@ -15,6 +15,8 @@
 //!   yields each key exactly once. Without spills the table is drained directly and not
 //!   sorted.
 //! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
+//!   A spill briefly needs about twice the table's memory (the table plus the hash-sorted
+//!   vector it is drained into); that transient is not charged to the pool.
 //!   After any `Err` the aggregator must be dropped: a failed spill loses the table.
 
 use std::cmp::Ordering;
@@ -52,7 +54,7 @@ type HashCmp<K, C> = fn(&Entry<K, C>, &Entry<K, C>) -> Ordering;
 pub struct ExternalAggregator<K, V, C, A, S = FixedState> {
     agg: A,
     hasher: S,
-    table: HashTable<Entry<K, C>>,
+    table: HashTable<(K, C)>,
     estimator: SizeEstimator,
     spiller: Spiller,
     _values: PhantomData<fn(V)>,
@@ -88,7 +90,7 @@ where
             hasher,
             table: HashTable::new(),
             // One control byte per slot.
-            estimator: SizeEstimator::new::<Entry<K, C>>(1),
+            estimator: SizeEstimator::new::<(K, C)>(1),
             spiller: Spiller::new(reservation, spill_dir),
             _values: PhantomData,
         }
@@ -111,14 +113,16 @@ where
     /// Folds a value into its key's combiner (creating it for a new key).
     pub fn insert(&mut self, k: K, v: V) -> Result<()> {
         let hash = self.hasher.hash_one(&k);
-        if let Some(e) = self.table.find_mut(hash, |e| e.1 == k) {
-            self.agg.merge_value(&mut e.2, v);
-            self.estimator.update(&(&e.1, &e.2));
+        if let Some(e) = self.table.find_mut(hash, |e| e.0 == k) {
+            self.agg.merge_value(&mut e.1, v);
+            self.estimator.update(&*e);
         } else {
             let c = self.agg.create(&k, v);
-            let e = self.table.insert_unique(hash, (hash, k, c), |e| e.0);
-            let e = e.get();
-            self.estimator.update(&(&e.1, &e.2));
+            let hasher = &self.hasher;
+            let e = self
+                .table
+                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
+            self.estimator.update(e.get());
         }
         self.after_insert()
     }
@@ -126,13 +130,15 @@ where
     /// Folds a combiner (for example a map-side partial aggregate) into its key's combiner.
     pub fn insert_combiner(&mut self, k: K, c: C) -> Result<()> {
         let hash = self.hasher.hash_one(&k);
-        if let Some(e) = self.table.find_mut(hash, |e| e.1 == k) {
-            self.agg.merge_combiners(&mut e.2, c);
-            self.estimator.update(&(&e.1, &e.2));
+        if let Some(e) = self.table.find_mut(hash, |e| e.0 == k) {
+            self.agg.merge_combiners(&mut e.1, c);
+            self.estimator.update(&*e);
         } else {
-            let e = self.table.insert_unique(hash, (hash, k, c), |e| e.0);
-            let e = e.get();
-            self.estimator.update(&(&e.1, &e.2));
+            let hasher = &self.hasher;
+            let e = self
+                .table
+                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
+            self.estimator.update(e.get());
         }
         self.after_insert()
     }
@@ -169,14 +175,14 @@ where
     }
 
     fn spill(&mut self) -> Result<()> {
-        let mut entries: Vec<Entry<K, C>> = std::mem::take(&mut self.table).into_iter().collect();
-        entries.sort_unstable_by_key(|e| e.0);
+        let entries = sorted_by_hash(std::mem::take(&mut self.table), &self.hasher);
         self.spiller
             .spill(entries.into_iter().map(|(_, k, c)| (k, c)))
     }
 
     /// Consumes the aggregator: yields every key exactly once with its fully merged
-    /// combiner, in no particular order. Streams from disk if anything was spilled. The
+    /// combiner, in no particular order. Streams from disk if anything was spilled. With more
+    /// runs than the merge fan-in, intermediate merge passes run here before returning. The
     /// iterator keeps the reservation and the spill files until it is dropped.
     // Named as the engine's API asks. It returns a `Result`, so it cannot be `IntoIterator`.
     #[allow(clippy::type_complexity, clippy::should_implement_trait)]
@@ -190,7 +196,7 @@ where
         } = self;
         if spiller.runs.is_empty() {
             return Ok(Box::new(Reserved {
-                inner: table.into_iter().map(|(_, k, c)| Ok((k, c))),
+                inner: table.into_iter().map(Ok),
                 _reservation: spiller.reservation,
             }));
         }
@@ -214,8 +220,7 @@ where
             })
         };
         spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, C)>))?;
-        let mut mem: Vec<Entry<K, C>> = table.into_iter().collect();
-        mem.sort_unstable_by_key(|e| e.0);
+        let mem = sorted_by_hash(table, &hasher);
         let runs = std::mem::take(&mut spiller.runs);
         let merged = merge_runs(runs, Some(Box::new(mem.into_iter().map(Ok))))?;
         Ok(Box::new(Reserved {
@@ -223,6 +228,17 @@ where
             _reservation: spiller.reservation,
         }))
     }
+}
+
+/// Drains `table` into a vector of `(hash, key, combiner)` sorted by hash.
+fn sorted_by_hash<K: Hash, C, S: BuildHasher>(
+    table: HashTable<(K, C)>,
+    hasher: &S,
+) -> Vec<Entry<K, C>> {
+    let mut entries: Vec<Entry<K, C>> = Vec::with_capacity(table.len());
+    entries.extend(table.into_iter().map(|(k, c)| (hasher.hash_one(&k), k, c)));
+    entries.sort_unstable_by_key(|e| e.0);
+    entries
 }
 
 fn by_hash<K, C>(a: &Entry<K, C>, b: &Entry<K, C>) -> Ordering {
@@ -525,8 +541,21 @@ mod tests {
         assert_eq!(files_in(dir.path()), 0);
     }
 
+    #[test]
+    fn is_send() {
+        fn send<T: Send>(_: &T) {}
+        let dir = tempfile::tempdir().unwrap();
+        let agg: ExternalAggregator<u64, String, (u64, u64), CountLen> = ExternalAggregator::new(
+            CountLen,
+            MemoryPool::new(1).reservation("a"),
+            dir.path().into(),
+        );
+        send(&agg);
+        send(&agg.into_iter().unwrap());
+    }
+
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
         fn matches_hashmap(
             recs in prop::collection::vec((0u16..300, "[a-z]{0,12}"), 0..3000),

@@ -19,8 +19,9 @@
 //!
 //! Invariants:
 //! * The file is created with `tempfile` in the given spill directory. The [`RunFile`] owns
-//!   its `TempPath`, and so does the [`RunReader`] made from it. Whichever of them is
-//!   dropped last deletes the file. A writer dropped before `finish` deletes it too.
+//!   its `TempPath`. A [`RunReader`] holds the `RunFile` (shared through an `Arc` when it
+//!   was opened with [`RunReader::open_shared`]), so the file is deleted when the last
+//!   handle on it drops. A writer dropped before `finish` deletes the file too.
 //! * Any damage is reported as [`EmberError::Corrupt`] naming the file: a bad magic, a CRC
 //!   mismatch, a truncated frame, a record that does not decode, or a record count that
 //!   differs from what the writer wrote. After an error the reader yields nothing more.
@@ -367,6 +368,19 @@ mod tests {
 
         let w = RunWriter::<u8>::create(dir.path()).unwrap();
         drop(w); // abandoned writer
+        assert_eq!(files_in(dir.path()), 0);
+    }
+
+    #[test]
+    fn shared_run_is_read_many_times_and_deleted_with_the_last_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = std::sync::Arc::new(write(dir.path(), 30_000));
+        let a = RunReader::<(u64, String)>::open_shared(run.clone()).unwrap();
+        let b = RunReader::<(u64, String)>::open_shared(run.clone()).unwrap();
+        drop(run);
+        assert_eq!(a.count(), 30_000); // a is dropped here
+        assert_eq!(files_in(dir.path()), 1);
+        assert_eq!(b.map(Result::unwrap).last().unwrap().0, 29_999);
         assert_eq!(files_in(dir.path()), 0);
     }
 

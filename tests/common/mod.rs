@@ -39,11 +39,11 @@ pub fn sorted_groups<K: Ord, V: Ord>(v: Vec<(K, Vec<V>)>) -> Vec<(K, Vec<V>)> {
 }
 
 /// A tiny deterministic generator (splitmix64), so tests need no extra dependency.
-pub struct Rng(u64);
+pub struct SplitMix(u64);
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+impl SplitMix {
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed)
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -62,7 +62,7 @@ impl Rng {
 
 /// `n` pairs with keys in `0..keys` and values in `-1000..1000`.
 pub fn random_pairs(seed: u64, n: usize, keys: u64) -> Vec<(u64, i64)> {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix::new(seed);
     (0..n)
         .map(|_| (rng.below(keys), rng.below(2000) as i64 - 1000))
         .collect()
@@ -71,10 +71,14 @@ pub fn random_pairs(seed: u64, n: usize, keys: u64) -> Vec<(u64, i64)> {
 /// `n` pairs where key 0 holds about 90% of the records and the rest spread over
 /// `1..keys`.
 pub fn skewed_pairs(seed: u64, n: usize, keys: u64) -> Vec<(u64, i64)> {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix::new(seed);
     (0..n)
         .map(|_| {
-            let k = if rng.below(10) < 9 { 0 } else { 1 + rng.below(keys.max(2) - 1) };
+            let k = if rng.below(10) < 9 {
+                0
+            } else {
+                1 + rng.below(keys.max(2) - 1)
+            };
             (k, rng.below(2000) as i64 - 1000)
         })
         .collect()
@@ -107,7 +111,10 @@ pub fn ref_reduce<K: Ord + Clone, V: Clone>(data: &[(K, V)], f: impl Fn(V, V) ->
 }
 
 /// Reference inner join by nested loops, sorted.
-pub fn ref_join<K: Ord + Clone, V: Ord + Clone, W: Ord + Clone>(l: &[(K, V)], r: &[(K, W)]) -> Vec<(K, (V, W))> {
+pub fn ref_join<K: Ord + Clone, V: Ord + Clone, W: Ord + Clone>(
+    l: &[(K, V)],
+    r: &[(K, W)],
+) -> Vec<(K, (V, W))> {
     let mut out = Vec::new();
     for (k, v) in l {
         for (k2, w) in r {
@@ -180,7 +187,12 @@ pub fn ref_full_join<K: Ord + Clone, V: Ord + Clone, W: Ord + Clone>(
 
 /// Reference `subtract_by_key`, sorted.
 pub fn ref_subtract<K: Ord + Clone, V: Ord + Clone, W>(l: &[(K, V)], r: &[(K, W)]) -> Vec<(K, V)> {
-    sorted(l.iter().filter(|(k, _)| !r.iter().any(|(k2, _)| k2 == k)).cloned().collect())
+    sorted(
+        l.iter()
+            .filter(|(k, _)| !r.iter().any(|(k2, _)| k2 == k))
+            .cloned()
+            .collect(),
+    )
 }
 
 /// Occurrences of each item.
@@ -201,10 +213,18 @@ pub fn ref_distinct<T: Ord + Clone>(items: &[T]) -> Vec<T> {
 }
 
 /// Asserts that `v` is sorted ascending (or descending) by `key`.
-pub fn assert_sorted_by<T: std::fmt::Debug, K: Ord>(v: &[T], key: impl Fn(&T) -> K, ascending: bool) {
+pub fn assert_sorted_by<T: std::fmt::Debug, K: Ord>(
+    v: &[T],
+    key: impl Fn(&T) -> K,
+    ascending: bool,
+) {
     for (i, w) in v.windows(2).enumerate() {
         let (a, b) = (key(&w[0]), key(&w[1]));
         let ok = if ascending { a <= b } else { a >= b };
-        assert!(ok, "not sorted (ascending={ascending}) at {i}: {:?} then {:?}", w[0], w[1]);
+        assert!(
+            ok,
+            "not sorted (ascending={ascending}) at {i}: {:?} then {:?}",
+            w[0], w[1]
+        );
     }
 }

@@ -231,14 +231,9 @@ impl Scheduler {
                 let st = self.stages.get_mut(&run.stage_id).expect("stage");
                 let n = st.task_failures.entry(run.partition).or_insert(0);
                 *n += 1;
-                warn!(
-                    stage = run.stage_id,
-                    partition = run.partition,
-                    attempt = run.attempt,
-                    executor = %run.executor_id,
-                    "task failed: {message}"
-                );
                 if *n >= max {
+                    // The job's error carries this message; logging it too would print it twice.
+                    debug!(stage = run.stage_id, partition = run.partition, "task failed its last attempt: {message}");
                     let failure = JobFailure::TaskFailed {
                         stage_id: st.id,
                         stage_name: st.name.clone(),
@@ -250,6 +245,13 @@ impl Scheduler {
                         self.fail_job(jid, failure.clone());
                     }
                 } else {
+                    warn!(
+                        stage = run.stage_id,
+                        partition = run.partition,
+                        attempt = run.attempt,
+                        executor = %run.executor_id,
+                        "task failed, retrying: {message}"
+                    );
                     self.requeue(run, true);
                 }
             }

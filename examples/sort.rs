@@ -1,0 +1,54 @@
+//! Sort by numeric key: `sort [--master M] [--partitions P] INPUT OUTPUT`.
+//!
+//! INPUT lines are `key,value` with `key` an unsigned integer (u64) and `value` any
+//! text. OUTPUT gets every input line exactly once (its original text), ordered by
+//! key when the `part-NNNNN` files are read in order. A line without a comma or with
+//! a key that is not a u64 fails the job with its `file:line`.
+
+#[path = "support/args.rs"]
+mod args;
+
+use anyhow::{bail, Context as _};
+use ember::LinePosition;
+
+fn main() -> anyhow::Result<()> {
+    let ctx = ember::Context::from_env()?;
+    let Some(args) = args::Args::parse("sort", &[])? else {
+        return Ok(()); // --help
+    };
+    // sort_by_key runs a sampling job at once: refuse an existing output before that.
+    if std::path::Path::new(&args.output).exists() {
+        bail!(
+            "output directory already exists: {} (remove it first)",
+            args.output
+        );
+    }
+    let parts = args.partitions.unwrap_or(ctx.default_parallelism());
+    let lines = ctx
+        .text_file_with_positions(&args.input, parts)
+        .with_context(|| format!("reading {}", args.input))?;
+    let keyed = lines.map(
+        |(pos, line): (LinePosition, String)| match parse_key(&line) {
+            Some(k) => (k, line),
+            None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
+        },
+    );
+    let sorted = keyed
+        .sort_by_key(true, parts)
+        .with_context(|| format!("sampling keys of {}", args.input))?;
+    sorted
+        .values()
+        .save_as_text_file(&args.output)
+        .with_context(|| format!("writing {}", args.output))?;
+    Ok(())
+}
+
+/// The u64 key before the first comma (spaces around it allowed); `None` if malformed.
+fn parse_key(line: &str) -> Option<u64> {
+    let (k, _) = line.split_once(',')?;
+    let k = k.trim();
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    k.parse().ok()
+}

@@ -1,0 +1,648 @@
+//! Key-value transformations, each checked against a plain-Rust reference (nested loops
+//! for joins), with duplicate keys, keys on one side only, skewed keys, a single
+//! partition and empty partitions.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::*;
+use proptest::prelude::*;
+
+#[test]
+fn map_values_flat_map_values_keys_values() {
+    let c = ctx(2);
+    let input = random_pairs(1, 2000, 50);
+    let rdd = c.parallelize(input.clone(), 4);
+
+    let mv = rdd.map_values(|v: i64| v * 10).collect().unwrap();
+    assert_eq!(
+        mv,
+        input.iter().map(|&(k, v)| (k, v * 10)).collect::<Vec<_>>()
+    );
+
+    let fmv = rdd
+        .flat_map_values(|v: i64| (0..v.rem_euclid(3)).map(move |i| v + i).collect::<Vec<_>>())
+        .collect()
+        .unwrap();
+    let expected: Vec<(u64, i64)> = input
+        .iter()
+        .flat_map(|&(k, v)| (0..v.rem_euclid(3)).map(move |i| (k, v + i)))
+        .collect();
+    assert_eq!(fmv, expected);
+
+    assert_eq!(
+        rdd.keys().collect().unwrap(),
+        input.iter().map(|p| p.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        rdd.values().collect().unwrap(),
+        input.iter().map(|p| p.1).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn reduce_by_key_matches_reference() {
+    let c = ctx(2);
+    for (parts, data) in [
+        (4, random_pairs(2, 5000, 100)),
+        (1, random_pairs(3, 3000, 30)),
+        (6, skewed_pairs(4, 8000, 50)),
+        (8, random_pairs(5, 5, 3)), // empty partitions
+        (3, Vec::new()),
+    ] {
+        let rdd = c.parallelize(data.clone(), parts);
+        let got = sorted(rdd.reduce_by_key(|a, b| a + b).collect().unwrap());
+        assert_eq!(got, ref_reduce(&data, |a, b| a + b), "parts={parts}");
+        let max = sorted(
+            rdd.reduce_by_key(|a: i64, b: i64| a.max(b))
+                .collect()
+                .unwrap(),
+        );
+        assert_eq!(max, ref_reduce(&data, |a: i64, b: i64| a.max(b)));
+
+        let into = rdd.reduce_by_key_into(|a, b| a + b, 3);
+        assert_eq!(into.num_partitions(), 3);
+        assert_eq!(
+            sorted(into.collect().unwrap()),
+            ref_reduce(&data, |a, b| a + b)
+        );
+    }
+}
+
+#[test]
+fn reduce_by_key_with_string_keys_and_values() {
+    let c = ctx(2);
+    let mut rng = SplitMix::new(11);
+    let data: Vec<(String, String)> = (0..3000)
+        .map(|_| (format!("k{}", rng.below(200)), format!("{}", rng.below(10))))
+        .collect();
+    // Concatenation of sorted characters is commutative only after sorting; use max/min.
+    let got = sorted(
+        c.parallelize(data.clone(), 5)
+            .reduce_by_key(|a: String, b: String| if a >= b { a } else { b })
+            .collect()
+            .unwrap(),
+    );
+    assert_eq!(
+        got,
+        ref_reduce(&data, |a: String, b: String| if a >= b { a } else { b })
+    );
+}
+
+#[test]
+fn combine_by_key_and_with_state() {
+    let c = ctx(2);
+    let data = random_pairs(6, 4000, 80);
+    let rdd = c.parallelize(data.clone(), 5);
+    // (sum, count) per key.
+    let got = sorted(
+        rdd.combine_by_key(
+            |v: i64| (v, 1u64),
+            |(s, n): (i64, u64), v: i64| (s + v, n + 1),
+            |(s1, n1): (i64, u64), (s2, n2): (i64, u64)| (s1 + s2, n1 + n2),
+        )
+        .collect()
+        .unwrap(),
+    );
+    let expected: Vec<(u64, (i64, u64))> = ref_group(&data)
+        .into_iter()
+        .map(|(k, vs)| (k, (vs.iter().sum(), vs.len() as u64)))
+        .collect();
+    assert_eq!(got, expected);
+
+    // Combiners that collect the values: the full multiset per key.
+    let lists = rdd
+        .combine_by_key(
+            |v: i64| vec![v],
+            |mut c: Vec<i64>, v: i64| {
+                c.push(v);
+                c
+            },
+            |mut a: Vec<i64>, b: Vec<i64>| {
+                a.extend(b);
+                a
+            },
+        )
+        .collect()
+        .unwrap();
+    assert_eq!(sorted_groups(lists), ref_group_sorted(&data));
+
+    // With state and an explicit partition count.
+    let with = rdd.combine_by_key_with(
+        3i64,
+        |m: &i64, v: i64| v * m,
+        |m: &i64, c: i64, v: i64| c + v * m,
+        |_: &i64, a: i64, b: i64| a + b,
+        7,
+    );
+    assert_eq!(with.num_partitions(), 7);
+    let expected: Vec<(u64, i64)> = ref_reduce(&data, |a, b| a + b)
+        .into_iter()
+        .map(|(k, s)| (k, 3 * s))
+        .collect();
+    assert_eq!(sorted(with.collect().unwrap()), expected);
+}
+
+#[test]
+fn fold_by_key_and_aggregate_by_key() {
+    let c = ctx(2);
+    let data = skewed_pairs(7, 5000, 40);
+    let rdd = c.parallelize(data.clone(), 4);
+    let folded = sorted(rdd.fold_by_key(0i64, |a, b| a + b).collect().unwrap());
+    assert_eq!(folded, ref_reduce(&data, |a, b| a + b));
+    let maxed = sorted(
+        rdd.fold_by_key(i64::MIN, |a: i64, b: i64| a.max(b))
+            .collect()
+            .unwrap(),
+    );
+    assert_eq!(maxed, ref_reduce(&data, |a: i64, b: i64| a.max(b)));
+
+    let agg = sorted(
+        rdd.aggregate_by_key(
+            (0i64, 0u64, i64::MAX),
+            |(s, n, m): (i64, u64, i64), v: i64| (s + v, n + 1, m.min(v)),
+            |a: (i64, u64, i64), b: (i64, u64, i64)| (a.0 + b.0, a.1 + b.1, a.2.min(b.2)),
+        )
+        .collect()
+        .unwrap(),
+    );
+    let expected: Vec<(u64, (i64, u64, i64))> = ref_group(&data)
+        .into_iter()
+        .map(|(k, vs)| {
+            (
+                k,
+                (vs.iter().sum(), vs.len() as u64, *vs.iter().min().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(agg, expected);
+
+    // aggregate_by_key to a different type: distinct values per key as a sorted list.
+    let distinct_vals = rdd
+        .aggregate_by_key(
+            Vec::<i64>::new(),
+            |mut a: Vec<i64>, v: i64| {
+                if let Err(i) = a.binary_search(&v) {
+                    a.insert(i, v);
+                }
+                a
+            },
+            |a: Vec<i64>, b: Vec<i64>| {
+                let mut m = a;
+                m.extend(b);
+                m.sort();
+                m.dedup();
+                m
+            },
+        )
+        .collect()
+        .unwrap();
+    let expected: Vec<(u64, Vec<i64>)> = ref_group(&data)
+        .into_iter()
+        .map(|(k, vs)| (k, ref_distinct(&vs)))
+        .collect();
+    assert_eq!(sorted(distinct_vals), expected);
+}
+
+#[test]
+fn group_by_key_matches_reference() {
+    let c = ctx(2);
+    for (parts, data) in [
+        (4, random_pairs(8, 5000, 60)),
+        (1, random_pairs(9, 1000, 10)),
+        (5, skewed_pairs(10, 6000, 30)),
+        (7, random_pairs(11, 4, 2)),
+        (2, Vec::new()),
+    ] {
+        let rdd = c.parallelize(data.clone(), parts);
+        let g = rdd.group_by_key();
+        assert_eq!(g.num_partitions(), parts);
+        assert_eq!(
+            sorted_groups(g.collect().unwrap()),
+            ref_group_sorted(&data),
+            "parts={parts}"
+        );
+        let g3 = rdd.group_by_key_into(3);
+        assert_eq!(g3.num_partitions(), 3);
+        let got = g3.collect().unwrap();
+        // Each key exactly once.
+        let keys: Vec<u64> = got.iter().map(|(k, _)| *k).collect();
+        assert_eq!(sorted(keys.clone()), ref_distinct(&keys));
+        assert_eq!(sorted_groups(got), ref_group_sorted(&data));
+    }
+}
+
+#[test]
+fn partition_by_puts_each_key_in_exactly_one_partition() {
+    let c = ctx(2);
+    let data = skewed_pairs(12, 4000, 200);
+    for n in [1usize, 3, 8] {
+        let p = c.parallelize(data.clone(), 5).partition_by(n);
+        assert_eq!(p.num_partitions(), n);
+        let parts = p.glom().collect().unwrap();
+        assert_eq!(parts.len(), n);
+        let mut home: HashMap<u64, usize> = HashMap::new();
+        for (i, part) in parts.iter().enumerate() {
+            for (k, _) in part {
+                let h = *home.entry(*k).or_insert(i);
+                assert_eq!(h, i, "key {k} in partitions {h} and {i}");
+            }
+        }
+        assert_eq!(sorted(parts.concat()), sorted(data.clone()));
+    }
+}
+
+#[test]
+fn distinct_matches_reference() {
+    let c = ctx(2);
+    let mut rng = SplitMix::new(13);
+    let nums: Vec<u32> = (0..5000).map(|_| rng.below(300) as u32).collect();
+    assert_eq!(
+        sorted(c.parallelize(nums.clone(), 4).distinct().collect().unwrap()),
+        ref_distinct(&nums)
+    );
+    let words: Vec<String> = nums.iter().map(|n| format!("w{}", n % 37)).collect();
+    assert_eq!(
+        sorted(
+            c.parallelize(words.clone(), 3)
+                .distinct()
+                .collect()
+                .unwrap()
+        ),
+        ref_distinct(&words)
+    );
+    assert_eq!(
+        c.parallelize(vec![5u8; 1000], 6)
+            .distinct()
+            .collect()
+            .unwrap(),
+        vec![5]
+    );
+    assert!(c
+        .parallelize(Vec::<u8>::new(), 2)
+        .distinct()
+        .collect()
+        .unwrap()
+        .is_empty());
+    let pairs = random_pairs(14, 3000, 5);
+    let pairs: Vec<(u64, i64)> = pairs.into_iter().map(|(k, v)| (k, v % 4)).collect();
+    assert_eq!(
+        sorted(
+            c.parallelize(pairs.clone(), 4)
+                .distinct()
+                .collect()
+                .unwrap()
+        ),
+        ref_distinct(&pairs)
+    );
+}
+
+#[test]
+fn repartition_preserves_records_and_yields_n_partitions() {
+    let c = ctx(2);
+    let input: Vec<String> = (0..10_000).map(|i| format!("rec{}", i % 2500)).collect();
+    let rdd = c.parallelize(input.clone(), 3);
+    for n in [1usize, 2, 5, 11] {
+        let r = rdd.repartition(n);
+        assert_eq!(r.num_partitions(), n);
+        let parts = r.glom().collect().unwrap();
+        assert_eq!(parts.len(), n);
+        assert_eq!(sorted(parts.concat()), sorted(input.clone()), "n={n}");
+        // Roughly equal sizes.
+        let avg = input.len() / n;
+        for (i, p) in parts.iter().enumerate() {
+            assert!(
+                p.len() > avg / 2 && p.len() < avg * 3 / 2,
+                "n={n}: partition {i} has {} records, mean {avg}",
+                p.len()
+            );
+        }
+    }
+    // From partitions with skew and empty partitions.
+    let few = c.parallelize(vec![1i32, 2, 3], 6).repartition(4);
+    assert_eq!(few.glom().collect().unwrap().len(), 4);
+    assert_eq!(sorted(few.collect().unwrap()), vec![1, 2, 3]);
+}
+
+#[test]
+fn cogroup_matches_reference() {
+    let c = ctx(2);
+    // Keys 0..30 on the left, 20..50 on the right: some on one side only.
+    let left: Vec<(u64, i64)> = random_pairs(15, 600, 30);
+    let right: Vec<(u64, String)> = random_pairs(16, 400, 30)
+        .into_iter()
+        .map(|(k, v)| (k + 20, format!("r{v}")))
+        .collect();
+    let got = c
+        .parallelize(left.clone(), 3)
+        .cogroup(&c.parallelize(right.clone(), 4))
+        .collect()
+        .unwrap();
+    let mut expected: BTreeMap<u64, (Vec<i64>, Vec<String>)> = BTreeMap::new();
+    for (k, v) in &left {
+        expected.entry(*k).or_default().0.push(*v);
+    }
+    for (k, w) in &right {
+        expected.entry(*k).or_default().1.push(w.clone());
+    }
+    let expected: Vec<(u64, (Vec<i64>, Vec<String>))> = expected
+        .into_iter()
+        .map(|(k, (a, b))| (k, (sorted(a), sorted(b))))
+        .collect();
+    let got: Vec<(u64, (Vec<i64>, Vec<String>))> = sorted(
+        got.into_iter()
+            .map(|(k, (a, b))| (k, (sorted(a), sorted(b))))
+            .collect(),
+    );
+    assert_eq!(got, expected);
+}
+
+fn join_inputs(seed: u64) -> (Vec<(u64, i64)>, Vec<(u64, String)>) {
+    // Left keys 0..40, right keys 25..70; duplicates on both sides.
+    let left = random_pairs(seed, 500, 40);
+    let right = random_pairs(seed + 1, 300, 45)
+        .into_iter()
+        .map(|(k, v)| (k + 25, format!("w{v}")))
+        .collect();
+    (left, right)
+}
+
+#[test]
+fn joins_match_nested_loop_reference() {
+    let c = ctx(2);
+    for (lp, rp, seed) in [(3, 4, 20), (1, 1, 21), (8, 2, 22)] {
+        let (l, r) = join_inputs(seed);
+        let left = c.parallelize(l.clone(), lp);
+        let right = c.parallelize(r.clone(), rp);
+        assert_eq!(
+            sorted(left.join(&right).collect().unwrap()),
+            ref_join(&l, &r),
+            "join {lp}/{rp}"
+        );
+        assert_eq!(
+            sorted(left.left_outer_join(&right).collect().unwrap()),
+            ref_left_join(&l, &r),
+            "left join"
+        );
+        assert_eq!(
+            sorted(left.right_outer_join(&right).collect().unwrap()),
+            ref_right_join(&l, &r),
+            "right join"
+        );
+        assert_eq!(
+            sorted(left.full_outer_join(&right).collect().unwrap()),
+            ref_full_join(&l, &r),
+            "full join"
+        );
+        assert_eq!(
+            sorted(left.subtract_by_key(&right).collect().unwrap()),
+            ref_subtract(&l, &r),
+            "subtract_by_key"
+        );
+    }
+}
+
+#[test]
+fn joins_with_empty_sides_and_skew() {
+    let c = ctx(2);
+    let l = skewed_pairs(30, 2000, 10);
+    let r: Vec<(u64, i64)> = vec![(0, 1), (0, 2), (3, 3), (99, 4)];
+    let left = c.parallelize(l.clone(), 4);
+    let right = c.parallelize(r.clone(), 2);
+    assert_eq!(
+        sorted(left.join(&right).collect().unwrap()),
+        ref_join(&l, &r)
+    );
+    assert_eq!(
+        sorted(left.full_outer_join(&right).collect().unwrap()),
+        ref_full_join(&l, &r)
+    );
+    assert_eq!(
+        sorted(right.left_outer_join(&left).collect().unwrap()),
+        ref_left_join(&r, &l)
+    );
+
+    let empty = c.parallelize(Vec::<(u64, i64)>::new(), 3);
+    assert!(left.join(&empty).collect().unwrap().is_empty());
+    assert!(empty.join(&left).collect().unwrap().is_empty());
+    assert_eq!(
+        sorted(left.left_outer_join(&empty).collect().unwrap()),
+        ref_left_join(&l, &[] as &[(u64, i64)])
+    );
+    assert_eq!(
+        sorted(empty.right_outer_join(&left).collect().unwrap()),
+        ref_right_join(&[] as &[(u64, i64)], &l)
+    );
+    assert_eq!(
+        sorted(left.subtract_by_key(&empty).collect().unwrap()),
+        sorted(l.clone())
+    );
+    assert!(empty.full_outer_join(&empty).collect().unwrap().is_empty());
+}
+
+#[test]
+fn sort_by_key_ascending_and_descending() {
+    let c = ctx(2);
+    let mut rng = SplitMix::new(40);
+    let data: Vec<(i64, u32)> = (0..5000)
+        .map(|i| (rng.below(1000) as i64 - 500, i))
+        .collect();
+    for parts in [1usize, 3, 8] {
+        for ascending in [true, false] {
+            let s = c
+                .parallelize(data.clone(), 4)
+                .sort_by_key(ascending, parts)
+                .unwrap();
+            assert_eq!(s.num_partitions(), parts);
+            let got = s.collect().unwrap();
+            assert_sorted_by(&got, |p| p.0, ascending);
+            assert_eq!(
+                sorted(got),
+                sorted(data.clone()),
+                "parts={parts} asc={ascending}"
+            );
+        }
+    }
+    // Partitions hold contiguous, ordered ranges.
+    let parts = c
+        .parallelize(data.clone(), 4)
+        .sort_by_key(true, 4)
+        .unwrap()
+        .glom()
+        .collect()
+        .unwrap();
+    assert_eq!(parts.len(), 4);
+    let nonempty = parts.iter().filter(|p| !p.is_empty()).count();
+    assert!(
+        nonempty >= 3,
+        "range partitioning left {nonempty} of 4 partitions used"
+    );
+}
+
+#[test]
+fn sort_by_key_edge_cases() {
+    let c = ctx(2);
+    // All keys equal, heavily skewed, empty, empty partitions.
+    let same: Vec<(u8, u32)> = (0..3000).map(|i| (7, i)).collect();
+    let got = c
+        .parallelize(same.clone(), 3)
+        .sort_by_key(true, 4)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(sorted(got), same);
+
+    let skew = skewed_pairs(41, 6000, 100);
+    for asc in [true, false] {
+        let got = c
+            .parallelize(skew.clone(), 5)
+            .sort_by_key(asc, 6)
+            .unwrap()
+            .collect()
+            .unwrap();
+        assert_sorted_by(&got, |p| p.0, asc);
+        assert_eq!(sorted(got), sorted(skew.clone()));
+    }
+
+    let empty = c
+        .parallelize(Vec::<(i32, i32)>::new(), 3)
+        .sort_by_key(false, 2)
+        .unwrap();
+    assert!(empty.collect().unwrap().is_empty());
+
+    let sparse = vec![(3, 'c'), (1, 'a'), (2, 'b')];
+    let got = c
+        .parallelize(sparse, 9)
+        .sort_by_key(false, 5)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(got, vec![(3, 'c'), (2, 'b'), (1, 'a')]);
+
+    let strings: Vec<(String, usize)> = (0..2000)
+        .map(|i| (format!("{:x}", (i * 7919) % 2003), i))
+        .collect();
+    let got = c
+        .parallelize(strings.clone(), 3)
+        .sort_by_key(true, 3)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_sorted_by(&got, |p| p.0.clone(), true);
+    assert_eq!(sorted(got), sorted(strings));
+}
+
+#[test]
+fn sort_by_computed_key() {
+    let c = ctx(2);
+    let words: Vec<String> = (0..3000)
+        .map(|i| "z".repeat(i % 17) + &format!("{}", i % 101))
+        .collect();
+    for asc in [true, false] {
+        let s = c
+            .parallelize(words.clone(), 4)
+            .sort_by(|w: &String| w.len(), asc, 3)
+            .unwrap();
+        assert_eq!(s.num_partitions(), 3);
+        let got = s.collect().unwrap();
+        assert_sorted_by(&got, |w| w.len(), asc);
+        assert_eq!(sorted(got), sorted(words.clone()));
+    }
+    let nums: Vec<i64> = (0..1000).map(|i| (i * 37) % 1000 - 500).collect();
+    let got = c
+        .parallelize(nums.clone(), 3)
+        .sort_by(|x: &i64| x.abs(), true, 2)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_sorted_by(&got, |x| x.abs(), true);
+    assert_eq!(sorted(got), sorted(nums));
+}
+
+#[test]
+fn shuffles_chain() {
+    // reduce_by_key -> join -> sort_by_key -> group_by_key: several shuffles in one job.
+    let c = ctx(2);
+    let a = random_pairs(50, 3000, 100);
+    let b = random_pairs(51, 200, 150);
+    let sums = c.parallelize(a.clone(), 4).reduce_by_key(|x, y| x + y);
+    let joined = sums.join(&c.parallelize(b.clone(), 3));
+    let resorted = joined
+        .map(|(k, (s, w)): (u64, (i64, i64))| (s + w, k))
+        .sort_by_key(true, 3)
+        .unwrap();
+    let got = resorted.collect().unwrap();
+    let ref_sums = ref_reduce(&a, |x, y| x + y);
+    let expected: Vec<(i64, u64)> = ref_join(&ref_sums, &b)
+        .into_iter()
+        .map(|(k, (s, w))| (s + w, k))
+        .collect();
+    assert_sorted_by(&got, |p| p.0, true);
+    assert_eq!(sorted(got), sorted(expected.clone()));
+    let grouped = resorted
+        .map(|(s, k): (i64, u64)| (k, s))
+        .group_by_key()
+        .collect()
+        .unwrap();
+    let expected_groups =
+        ref_group_sorted(&expected.iter().map(|&(s, k)| (k, s)).collect::<Vec<_>>());
+    assert_eq!(sorted_groups(grouped), expected_groups);
+    assert!(c.last_job_metrics().unwrap().stages_run >= 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    #[test]
+    fn prop_reduce_by_key(data in prop::collection::vec((0u8..20, -100i64..100), 0..400), parts in 1usize..8) {
+        let c = ctx(2);
+        let got = sorted(c.parallelize(data.clone(), parts).reduce_by_key(|a, b| a + b).collect().unwrap());
+        prop_assert_eq!(got, ref_reduce(&data, |a, b| a + b));
+    }
+
+    #[test]
+    fn prop_group_by_key_and_distinct(data in prop::collection::vec((0u8..10, 0u8..5), 0..300), parts in 1usize..8) {
+        let c = ctx(2);
+        let rdd = c.parallelize(data.clone(), parts);
+        prop_assert_eq!(sorted_groups(rdd.group_by_key().collect().unwrap()), ref_group_sorted(&data));
+        prop_assert_eq!(sorted(rdd.distinct().collect().unwrap()), ref_distinct(&data));
+    }
+
+    #[test]
+    fn prop_joins(
+        l in prop::collection::vec((0u8..15, -50i32..50), 0..120),
+        r in prop::collection::vec((5u8..20, any::<bool>()), 0..120),
+        lp in 1usize..8,
+        rp in 1usize..8,
+    ) {
+        let c = ctx(2);
+        let left = c.parallelize(l.clone(), lp);
+        let right = c.parallelize(r.clone(), rp);
+        prop_assert_eq!(sorted(left.join(&right).collect().unwrap()), ref_join(&l, &r));
+        prop_assert_eq!(sorted(left.full_outer_join(&right).collect().unwrap()), ref_full_join(&l, &r));
+        prop_assert_eq!(sorted(left.subtract_by_key(&right).collect().unwrap()), ref_subtract(&l, &r));
+    }
+
+    #[test]
+    fn prop_sort_by_key(data in prop::collection::vec((any::<i16>(), any::<u8>()), 0..500), parts in 1usize..8, out in 1usize..8, asc in any::<bool>()) {
+        let c = ctx(2);
+        let got = c.parallelize(data.clone(), parts).sort_by_key(asc, out).unwrap().collect().unwrap();
+        let keys: Vec<i16> = got.iter().map(|p| p.0).collect();
+        let mut expected_keys: Vec<i16> = data.iter().map(|p| p.0).collect();
+        expected_keys.sort();
+        if !asc {
+            expected_keys.reverse();
+        }
+        prop_assert_eq!(keys, expected_keys);
+        prop_assert_eq!(sorted(got), sorted(data));
+    }
+
+    #[test]
+    fn prop_repartition(data in prop::collection::vec(any::<u16>(), 0..300), parts in 1usize..8, n in 1usize..8) {
+        let c = ctx(2);
+        let parts_out = c.parallelize(data.clone(), parts).repartition(n).glom().collect().unwrap();
+        prop_assert_eq!(parts_out.len(), n);
+        prop_assert_eq!(sorted(parts_out.concat()), sorted(data));
+    }
+}
