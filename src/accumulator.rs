@@ -102,7 +102,9 @@ impl<A: AccumulatorValue> Clone for Accumulator<A> {
 impl<A: AccumulatorValue> Accumulator<A> {
     pub(crate) fn new(id: u64, name: &str) -> (Self, Box<dyn AccumulatorSlot>) {
         let value = Arc::new(Mutex::new(A::default()));
-        let slot = Box::new(Slot { value: value.clone() });
+        let slot = Box::new(Slot {
+            value: value.clone(),
+        });
         (
             Accumulator {
                 id,
@@ -133,7 +135,10 @@ impl<A: AccumulatorValue> Accumulator<A> {
 
     /// The merged value of every counted task so far (read it in the driver program).
     pub fn value(&self) -> A {
-        self.value.as_ref().map(|v| v.lock().clone()).unwrap_or_default()
+        self.value
+            .as_ref()
+            .map(|v| v.lock().clone())
+            .unwrap_or_default()
     }
 
     /// The accumulator's name.

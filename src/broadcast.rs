@@ -63,13 +63,16 @@ impl<T: Data> Broadcast<T> {
                     return v;
                 }
             }
-            let bytes = tc
-                .broadcast_bytes(self.id)
-                .unwrap_or_else(|| panic!("ember: broadcast {} was not shipped with this task", self.id));
-            let v: Arc<T> = Arc::new(
-                postcard::from_bytes(bytes)
-                    .unwrap_or_else(|e| panic!("ember: broadcast {} does not decode: {e}", self.id)),
-            );
+            let bytes = tc.broadcast_bytes(self.id).unwrap_or_else(|| {
+                panic!(
+                    "ember: broadcast {} was not shipped with this task",
+                    self.id
+                )
+            });
+            let v: Arc<T> =
+                Arc::new(postcard::from_bytes(bytes).unwrap_or_else(|e| {
+                    panic!("ember: broadcast {} does not decode: {e}", self.id)
+                }));
             tc.env.broadcasts.insert(self.id, v.clone());
             v
         });

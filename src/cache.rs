@@ -47,7 +47,11 @@ impl BlockStore {
 }
 
 /// Reads a persisted partition from the block store, or computes and stores it.
-pub(crate) fn compute_cached<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Batches<T>> {
+pub(crate) fn compute_cached<T: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Batches<T>> {
     let key = (node.id, part);
     let store = &tc.env.blocks;
     let found = store.blocks.get(&key).map(|b| match b.value() {
@@ -61,12 +65,8 @@ pub(crate) fn compute_cached<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part
             }
         }
         Some(Block::Disk(file)) => {
-            let reader = RunReader::<Vec<T>>::open_shared(file.clone())?;
-            // Keep the run file alive while it is read.
-            return Ok(Box::new(reader.map(move |r| {
-                let _keep = &file;
-                r
-            })));
+            // The reader holds the run file alive while it reads.
+            return Ok(Box::new(RunReader::<Vec<T>>::open_shared(file)?));
         }
         None => {}
     }

@@ -20,7 +20,11 @@ pub enum Master {
 impl Master {
     /// Parses `local`, `local[N]`, `local[*]`, `local[N,F]` or `http(s)://host:port`.
     pub fn parse(s: &str) -> Result<Master> {
-        let cores = || std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cores = || {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        };
         let bad = || {
             EmberError::Config(format!(
                 "unknown master {s:?}: expected local, local[N], local[*], local[N,F] or http://host:port"
@@ -35,7 +39,11 @@ impl Master {
         if let Some(inner) = s.strip_prefix("local[").and_then(|r| r.strip_suffix(']')) {
             let mut parts = inner.split(',');
             let n = parts.next().ok_or_else(bad)?.trim();
-            let threads = if n == "*" { cores() } else { n.parse().map_err(|_| bad())? };
+            let threads = if n == "*" {
+                cores()
+            } else {
+                n.parse().map_err(|_| bad())?
+            };
             let max_failures = match parts.next() {
                 Some(f) => f.trim().parse().map_err(|_| bad())?,
                 None => 1,
@@ -43,7 +51,10 @@ impl Master {
             if threads == 0 || max_failures == 0 || parts.next().is_some() {
                 return Err(bad());
             }
-            return Ok(Master::Local { threads, max_failures });
+            return Ok(Master::Local {
+                threads,
+                max_failures,
+            });
         }
         if s.starts_with("http://") || s.starts_with("https://") {
             return Ok(Master::Cluster(s.to_string()));
@@ -83,7 +94,9 @@ impl Conf {
             master,
             executor_memory,
             local_dir: std::env::var_os("EMBER_LOCAL_DIR").map(PathBuf::from),
-            progress: std::env::var("EMBER_PROGRESS").map(|v| v != "0").unwrap_or(true),
+            progress: std::env::var("EMBER_PROGRESS")
+                .map(|v| v != "0")
+                .unwrap_or(true),
         })
     }
 
@@ -153,7 +166,10 @@ mod tests {
                 max_failures: 4
             }
         );
-        assert!(matches!(Master::parse("local[*]").unwrap(), Master::Local { .. }));
+        assert!(matches!(
+            Master::parse("local[*]").unwrap(),
+            Master::Local { .. }
+        ));
         assert_eq!(
             Master::parse("http://h:7077").unwrap(),
             Master::Cluster("http://h:7077".into())
@@ -166,8 +182,14 @@ mod tests {
     #[test]
     fn master_flag_forms() {
         let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(master_from_args(&a(&["prog", "--master", "local[2]", "x"])), Some("local[2]".into()));
-        assert_eq!(master_from_args(&a(&["prog", "--master=local"])), Some("local".into()));
+        assert_eq!(
+            master_from_args(&a(&["prog", "--master", "local[2]", "x"])),
+            Some("local[2]".into())
+        );
+        assert_eq!(
+            master_from_args(&a(&["prog", "--master=local"])),
+            Some("local".into())
+        );
         assert_eq!(master_from_args(&a(&["prog", "in", "out"])), None);
     }
 }

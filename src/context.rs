@@ -26,8 +26,8 @@ use crate::local::LocalCluster;
 use crate::plan::op::OpRef;
 use crate::plan::LineageNode;
 use crate::rdd::source::{
-    parallelize_compute, range_compute, text_file_compute, text_file_positions_compute, whole_text_files_compute,
-    LinePosition,
+    parallelize_compute, range_compute, text_file_compute, text_file_positions_compute,
+    whole_text_files_compute, LinePosition,
 };
 use crate::rdd::{encode, op_name, Rdd};
 use crate::task::ComputeFn;
@@ -135,13 +135,22 @@ impl Context {
     }
 
     pub(crate) fn unpersist(&self, rdd_id: u32) {
-        self.inner.scheduler.send(SchedulerEvent::Unpersist { rdd_id });
+        self.inner
+            .scheduler
+            .send(SchedulerEvent::Unpersist { rdd_id });
         if let Some(local) = &self.inner.local {
             local.env.blocks.remove_rdd(rdd_id);
         }
     }
 
-    fn source<T: Data>(&self, op: &str, at: &Location<'_>, partitions: u32, compute: ComputeFn, payload: Vec<u8>) -> Rdd<T> {
+    fn source<T: Data>(
+        &self,
+        op: &str,
+        at: &Location<'_>,
+        partitions: u32,
+        compute: ComputeFn,
+        payload: Vec<u8>,
+    ) -> Rdd<T> {
         let node = LineageNode {
             id: self.next_rdd_id(),
             num_partitions: partitions,
@@ -167,14 +176,26 @@ impl Context {
             slices.push(encode("parallelize", &slice));
         }
         let compute: ComputeFn = parallelize_compute::<T>;
-        self.source("parallelize", Location::caller(), n as u32, compute, encode("parallelize", &slices))
+        self.source(
+            "parallelize",
+            Location::caller(),
+            n as u32,
+            compute,
+            encode("parallelize", &slices),
+        )
     }
 
     /// The numbers `start..end` in `partitions` contiguous ranges.
     #[track_caller]
     pub fn range(&self, start: i64, end: i64, partitions: usize) -> Rdd<i64> {
         let compute: ComputeFn = range_compute;
-        self.source("range", Location::caller(), partitions.max(1) as u32, compute, encode("range", &(start, end)))
+        self.source(
+            "range",
+            Location::caller(),
+            partitions.max(1) as u32,
+            compute,
+            encode("range", &(start, end)),
+        )
     }
 
     /// The lines of a text file, a directory of files or a glob, split into at least
@@ -183,28 +204,54 @@ impl Context {
     pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
         let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
         let compute: ComputeFn = text_file_compute;
-        Ok(self.source(&format!("text_file({path})"), Location::caller(), splits.len() as u32, compute, encode("text_file", &splits)))
+        Ok(self.source(
+            &format!("text_file({path})"),
+            Location::caller(),
+            splits.len() as u32,
+            compute,
+            encode("text_file", &splits),
+        ))
     }
 
     /// Like [`text_file`](Self::text_file), with each line's file and byte offset, so
     /// errors can name `file:line`.
     #[track_caller]
-    pub fn text_file_with_positions(&self, path: &str, min_partitions: usize) -> Result<Rdd<(LinePosition, String)>> {
+    pub fn text_file_with_positions(
+        &self,
+        path: &str,
+        min_partitions: usize,
+    ) -> Result<Rdd<(LinePosition, String)>> {
         let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
         let compute: ComputeFn = text_file_positions_compute;
-        Ok(self.source(&format!("text_file({path})"), Location::caller(), splits.len() as u32, compute, encode("text_file", &splits)))
+        Ok(self.source(
+            &format!("text_file({path})"),
+            Location::caller(),
+            splits.len() as u32,
+            compute,
+            encode("text_file", &splits),
+        ))
     }
 
     /// Each file as one record `(path, contents)`.
     #[track_caller]
-    pub fn whole_text_files(&self, path: &str, min_partitions: usize) -> Result<Rdd<(String, String)>> {
+    pub fn whole_text_files(
+        &self,
+        path: &str,
+        min_partitions: usize,
+    ) -> Result<Rdd<(String, String)>> {
         let files = list_input_files(path)?;
         let n = min_partitions.clamp(1, files.len().max(1));
         let groups: Vec<Vec<PathBuf>> = (0..n)
             .map(|i| files[i * files.len() / n..(i + 1) * files.len() / n].to_vec())
             .collect();
         let compute: ComputeFn = whole_text_files_compute;
-        Ok(self.source(&format!("whole_text_files({path})"), Location::caller(), n as u32, compute, encode("whole_text_files", &groups)))
+        Ok(self.source(
+            &format!("whole_text_files({path})"),
+            Location::caller(),
+            n as u32,
+            compute,
+            encode("whole_text_files", &groups),
+        ))
     }
 
     /// An empty RDD.
@@ -217,7 +264,10 @@ impl Context {
     /// [`Broadcast::value`].
     pub fn broadcast<T: Data>(&self, value: T) -> Broadcast<T> {
         let id = self.inner.next_broadcast.fetch_add(1, Ordering::Relaxed);
-        self.inner.broadcasts.lock().insert(id, encode("broadcast", &value));
+        self.inner
+            .broadcasts
+            .lock()
+            .insert(id, encode("broadcast", &value));
         Broadcast::new(id, Arc::new(value))
     }
 

@@ -28,7 +28,12 @@ pub(crate) struct ExecutorEnv {
 }
 
 impl ExecutorEnv {
-    pub(crate) fn new(executor_id: String, binary_id: String, work_dir: PathBuf, memory_limit: u64) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        executor_id: String,
+        binary_id: String,
+        work_dir: PathBuf,
+        memory_limit: u64,
+    ) -> std::io::Result<Self> {
         std::fs::create_dir_all(work_dir.join("shuffle"))?;
         std::fs::create_dir_all(work_dir.join("spill"))?;
         std::fs::create_dir_all(work_dir.join("blocks"))?;

@@ -140,7 +140,10 @@ impl Context {
         for (id, s) in &stages {
             if s.skipped {
                 totals.stages_skipped += 1;
-                info!("job {job} stage {id} ({}): skipped, its shuffle output exists", s.name);
+                info!(
+                    "job {job} stage {id} ({}): skipped, its shuffle output exists",
+                    s.name
+                );
                 continue;
             }
             totals.stages_run += 1;
@@ -166,7 +169,10 @@ impl Context {
         *self.inner.last_job.lock() = Some(totals);
         match outcome {
             Ok(()) => {
-                info!("job {job} ({description}) finished in {:.3} s", elapsed.as_secs_f64());
+                info!(
+                    "job {job} ({description}) finished in {:.3} s",
+                    elapsed.as_secs_f64()
+                );
                 results.sort_unstable_by_key(|(p, _)| *p);
                 Ok(results)
             }
@@ -218,9 +224,14 @@ fn failure_to_error(f: JobFailure) -> EmberError {
 }
 
 /// Decodes per-partition results.
-pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(parts: Vec<(u32, Vec<u8>)>) -> Result<Vec<R>> {
+pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(
+    parts: Vec<(u32, Vec<u8>)>,
+) -> Result<Vec<R>> {
     parts
         .into_iter()
-        .map(|(p, bytes)| postcard::from_bytes(&bytes).map_err(|e| EmberError::ser(format!("result of partition {p}"), e)))
+        .map(|(p, bytes)| {
+            postcard::from_bytes(&bytes)
+                .map_err(|e| EmberError::ser(format!("result of partition {p}"), e))
+        })
         .collect()
 }

@@ -47,7 +47,11 @@ impl TaskLauncher for LocalLauncher {
 }
 
 impl LocalCluster {
-    pub(crate) fn create(conf: &Conf, binary_id: &str, _threads: usize) -> Result<(LocalCluster, Box<dyn TaskLauncher>)> {
+    pub(crate) fn create(
+        conf: &Conf,
+        binary_id: &str,
+        _threads: usize,
+    ) -> Result<(LocalCluster, Box<dyn TaskLauncher>)> {
         let mut builder = tempfile::Builder::new();
         builder.prefix("ember-local-");
         let dir = match &conf.local_dir {
@@ -89,7 +93,10 @@ impl LocalCluster {
                 .spawn(move || {
                     while let Ok(bytes) = rx.recv() {
                         let status = run_encoded_task(&env, &bytes);
-                        if status_tx.send(SchedulerEvent::TaskFinished(Box::new(status))).is_err() {
+                        if status_tx
+                            .send(SchedulerEvent::TaskFinished(Box::new(status)))
+                            .is_err()
+                        {
                             break;
                         }
                     }

@@ -20,7 +20,9 @@ pub(crate) fn save_text<T: Data>(
 ) -> Result<()> {
     if out.exists() {
         if !opts.overwrite {
-            return Err(EmberError::OutputExists { path: out.to_path_buf() });
+            return Err(EmberError::OutputExists {
+                path: out.to_path_buf(),
+            });
         }
         let removed = if out.is_dir() {
             std::fs::remove_dir_all(out)
@@ -29,9 +31,11 @@ pub(crate) fn save_text<T: Data>(
         };
         removed.map_err(|e| EmberError::io(out, e))?;
     }
-    let tmp = out
-        .join("_temporary")
-        .join(format!("{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    let tmp = out.join("_temporary").join(format!(
+        "{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
     let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts));
     if let Err(e) = committed {

@@ -71,7 +71,11 @@ impl ProgressBar {
             return;
         }
         let now = Instant::now();
-        if !force && self.last_draw.is_some_and(|t| now - t < Duration::from_millis(100)) {
+        if !force
+            && self
+                .last_draw
+                .is_some_and(|t| now - t < Duration::from_millis(100))
+        {
             return;
         }
         self.last_draw = Some(now);

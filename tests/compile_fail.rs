@@ -30,7 +30,10 @@ fn build(dir: &Path) -> (bool, String) {
         .env("CARGO_PROFILE_DEV_DEBUG", "0")
         .output()
         .expect("run cargo");
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -49,7 +52,10 @@ fn capturing_closure_is_a_compile_error_and_stateless_one_builds() {
         stderr.contains("a closure passed to an RDD operator must not capture variables"),
         "unexpected compiler output:\n{stderr}"
     );
-    assert!(stderr.contains("src/main.rs:4"), "the error should point at the user's closure:\n{stderr}");
+    assert!(
+        stderr.contains("src/main.rs:4"),
+        "the error should point at the user's closure:\n{stderr}"
+    );
 
     let good = tmp.path().join("good");
     write_job(

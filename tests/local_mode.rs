@@ -7,7 +7,10 @@ use ember::{Conf, Context, Master};
 
 fn conf_in(dir: &std::path::Path, threads: usize, max_failures: u32) -> Conf {
     let mut conf = Conf::local(threads, 64 << 20);
-    conf.master = Master::Local { threads, max_failures };
+    conf.master = Master::Local {
+        threads,
+        max_failures,
+    };
     conf.local_dir = Some(dir.to_path_buf());
     conf.progress = false;
     conf
@@ -29,12 +32,22 @@ fn work_dir_holds_shuffle_files_and_is_removed_on_drop() {
             .unwrap()
             .map(|e| e.unwrap().path())
             .collect();
-        assert_eq!(work.len(), 1, "one work dir while the context lives: {work:?}");
+        assert_eq!(
+            work.len(),
+            1,
+            "one work dir while the context lives: {work:?}"
+        );
         let shuffle_files = std::fs::read_dir(work[0].join("shuffle")).unwrap().count();
-        assert!(shuffle_files >= 8, "4 map tasks write a data and an index file each, found {shuffle_files}");
+        assert!(
+            shuffle_files >= 8,
+            "4 map tasks write a data and an index file each, found {shuffle_files}"
+        );
     }
     let left = std::fs::read_dir(parent.path()).unwrap().count();
-    assert_eq!(left, 0, "the work dir must be removed when the context drops");
+    assert_eq!(
+        left, 0,
+        "the work dir must be removed when the context drops"
+    );
 }
 
 #[test]
@@ -46,18 +59,31 @@ fn task_failing_once_is_retried_and_its_accumulator_update_discarded() {
     let state = (seen.clone(), marker.to_string_lossy().into_owned());
     let out = ctx
         .range(0, 100, 4)
-        .map_with(state, |(acc, marker): &(ember::Accumulator<u64>, String), x: i64| {
-            acc.add(1);
-            if x == 42 && std::fs::OpenOptions::new().write(true).create_new(true).open(marker).is_ok() {
-                panic!("first attempt of the partition holding 42 fails");
-            }
-            x * 2
-        })
+        .map_with(
+            state,
+            |(acc, marker): &(ember::Accumulator<u64>, String), x: i64| {
+                acc.add(1);
+                if x == 42
+                    && std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(marker)
+                        .is_ok()
+                {
+                    panic!("first attempt of the partition holding 42 fails");
+                }
+                x * 2
+            },
+        )
         .collect()
         .unwrap();
     assert_eq!(out, (0..100).map(|x| x * 2).collect::<Vec<_>>());
     assert!(marker.exists(), "the failing attempt ran");
-    assert_eq!(seen.value(), 100, "the failed attempt's additions must not count");
+    assert_eq!(
+        seen.value(),
+        100,
+        "the failed attempt's additions must not count"
+    );
 }
 
 #[test]

@@ -9,6 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use common::*;
 use proptest::prelude::*;
 
+type Cogrouped = Vec<(u64, (Vec<i64>, Vec<String>))>;
+type Pairs<V> = Vec<(u64, V)>;
+
 #[test]
 fn map_values_flat_map_values_keys_values() {
     let c = ctx(2);
@@ -346,11 +349,11 @@ fn cogroup_matches_reference() {
     for (k, w) in &right {
         expected.entry(*k).or_default().1.push(w.clone());
     }
-    let expected: Vec<(u64, (Vec<i64>, Vec<String>))> = expected
+    let expected: Cogrouped = expected
         .into_iter()
         .map(|(k, (a, b))| (k, (sorted(a), sorted(b))))
         .collect();
-    let got: Vec<(u64, (Vec<i64>, Vec<String>))> = sorted(
+    let got: Cogrouped = sorted(
         got.into_iter()
             .map(|(k, (a, b))| (k, (sorted(a), sorted(b))))
             .collect(),
@@ -358,7 +361,7 @@ fn cogroup_matches_reference() {
     assert_eq!(got, expected);
 }
 
-fn join_inputs(seed: u64) -> (Vec<(u64, i64)>, Vec<(u64, String)>) {
+fn join_inputs(seed: u64) -> (Pairs<i64>, Pairs<String>) {
     // Left keys 0..40, right keys 25..70; duplicates on both sides.
     let left = random_pairs(seed, 500, 40);
     let right = random_pairs(seed + 1, 300, 45)
@@ -644,5 +647,111 @@ proptest! {
         let parts_out = c.parallelize(data.clone(), parts).repartition(n).glom().collect().unwrap();
         prop_assert_eq!(parts_out.len(), n);
         prop_assert_eq!(sorted(parts_out.concat()), sorted(data));
+    }
+}
+
+#[test]
+fn self_join_and_diamond_over_one_shuffle() {
+    let c = ctx(2);
+    let data = random_pairs(60, 400, 30);
+    let rdd = c.parallelize(data.clone(), 3);
+    assert_eq!(
+        sorted(rdd.join(&rdd).collect().unwrap()),
+        ref_join(&data, &data)
+    );
+
+    // The same shuffled RDD on both sides of a join (one shuffle read twice in a job).
+    let sums = rdd.reduce_by_key(|a, b| a + b);
+    let ref_sums = ref_reduce(&data, |a, b| a + b);
+    assert_eq!(
+        sorted(sums.join(&sums).collect().unwrap()),
+        ref_join(&ref_sums, &ref_sums)
+    );
+    let both = sums
+        .union(&sums.map_values(|v: i64| -v))
+        .reduce_by_key(|a, b| a + b);
+    let zeros: Vec<(u64, i64)> = ref_sums.iter().map(|&(k, _)| (k, 0)).collect();
+    assert_eq!(sorted(both.collect().unwrap()), zeros);
+}
+
+#[test]
+fn narrow_operators_over_shuffled_rdds() {
+    let c = ctx(2);
+    let data = random_pairs(61, 3000, 200);
+    let sums = c
+        .parallelize(data.clone(), 4)
+        .reduce_by_key_into(|a, b| a + b, 5);
+    let ref_sums = ref_reduce(&data, |a, b| a + b);
+
+    // coalesce, glom, zip_with_index, take, union and sample over a shuffle output.
+    let co = sums.coalesce(2);
+    assert_eq!(co.num_partitions(), 2);
+    assert_eq!(sorted(co.collect().unwrap()), ref_sums);
+    assert_eq!(co.glom().collect().unwrap().len(), 2);
+
+    let all = sums.collect().unwrap();
+    let zipped = sums.zip_with_index().collect().unwrap();
+    assert_eq!(zipped, all.iter().cloned().zip(0u64..).collect::<Vec<_>>());
+    assert_eq!(sums.take(37).unwrap(), all[..37]);
+    assert_eq!(sums.first().unwrap(), all[0]);
+
+    let u = sums.union(&c.parallelize(data.clone(), 2));
+    assert_eq!(u.num_partitions(), 7);
+    assert_eq!(
+        sorted(u.collect().unwrap()),
+        sorted([ref_sums.clone(), data.clone()].concat())
+    );
+
+    let s1 = sums.sample(false, 0.5, 3).collect().unwrap();
+    assert_eq!(s1, sums.sample(false, 0.5, 3).collect().unwrap());
+    assert!(s1.iter().all(|p| all.contains(p)));
+
+    // Cached shuffle output feeding further shuffles.
+    let cached = sums.cache();
+    let sorted_sums = cached
+        .map(|(k, v): (u64, i64)| (v, k))
+        .sort_by_key(false, 3)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_sorted_by(&sorted_sums, |p| p.0, false);
+    assert_eq!(
+        sorted(sorted_sums),
+        sorted(ref_sums.iter().map(|&(k, v)| (v, k)).collect())
+    );
+    assert_eq!(cached.count().unwrap(), ref_sums.len() as u64);
+    cached.unpersist();
+    assert_eq!(sorted(cached.collect().unwrap()), ref_sums);
+}
+
+#[test]
+fn partition_counts_of_shuffle_operators() {
+    let c = ctx(2);
+    let data = random_pairs(62, 500, 40);
+    let a = c.parallelize(data.clone(), 3);
+    let b = c.parallelize(data.clone(), 6);
+    assert_eq!(a.reduce_by_key(|x, y| x + y).num_partitions(), 3);
+    assert_eq!(a.group_by_key().num_partitions(), 3);
+    assert_eq!(a.distinct().num_partitions(), 3);
+    assert_eq!(a.cogroup(&b).num_partitions(), 6);
+    assert_eq!(b.join(&a).num_partitions(), 6);
+    assert_eq!(a.cogroup_into(&b, 2).num_partitions(), 2);
+    assert_eq!(a.group_by_key_into(0).num_partitions(), 1);
+    assert_eq!(a.partition_by(0).num_partitions(), 1);
+    let g = a.cogroup_into(&b, 4).collect().unwrap();
+    let keys: Vec<u64> = g.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        sorted(keys),
+        ref_distinct(&data.iter().map(|p| p.0).collect::<Vec<_>>())
+    );
+    for (k, (vs, ws)) in g {
+        let expected = sorted(
+            data.iter()
+                .filter(|p| p.0 == k)
+                .map(|p| p.1)
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(sorted(vs), expected);
+        assert_eq!(sorted(ws), expected);
     }
 }

@@ -7,19 +7,24 @@ use common::*;
 use ember::Context;
 
 const MEMORY: u64 = 256 * 1024;
+/// The full-size job (reduce_by_key): ~200k records over ~20k keys.
 const RECORDS: usize = 200_000;
 const KEYS: u64 = 20_000;
+/// The other jobs use a smaller input (still many times the memory limit) so that the
+/// suite stays fast in a debug build, where a 200k-record shuffle takes several seconds.
+const SMALL_RECORDS: usize = 60_000;
+const SMALL_KEYS: u64 = 6_000;
 
 fn small_ctx() -> Context {
     ctx_mem(2, MEMORY)
 }
 
-/// ~200k `(key, value)` records over ~20k string keys with string values.
-fn string_pairs(seed: u64) -> Vec<(String, String)> {
+/// `n` `(key, value)` records over about `keys` string keys with string values.
+fn string_pairs(seed: u64, n: usize, keys: u64) -> Vec<(String, String)> {
     let mut rng = SplitMix::new(seed);
-    (0..RECORDS)
+    (0..n)
         .map(|_| {
-            let k = rng.below(KEYS);
+            let k = rng.below(keys);
             (
                 format!("key-{k:05}"),
                 format!("value-{}", rng.below(1_000_000)),
@@ -49,7 +54,7 @@ fn max_string(a: String, b: String) -> String {
 #[test]
 fn reduce_by_key_spills_and_is_correct() {
     let c = small_ctx();
-    let data = string_pairs(1);
+    let data = string_pairs(1, RECORDS, KEYS);
     let got = c
         .parallelize(data.clone(), 4)
         .reduce_by_key(max_string)
@@ -58,6 +63,7 @@ fn reduce_by_key_spills_and_is_correct() {
     assert_spilled(&c, "reduce_by_key");
     let got = sorted(got);
     let expected = ref_reduce(&data, max_string);
+    assert!(expected.len() > 19_000, "test data should have ~20k keys");
     assert_eq!(got.len(), expected.len());
     assert_eq!(got, expected);
 }
@@ -65,7 +71,7 @@ fn reduce_by_key_spills_and_is_correct() {
 #[test]
 fn count_by_string_key_spills_and_is_correct() {
     let c = small_ctx();
-    let data = string_pairs(2);
+    let data = string_pairs(2, SMALL_RECORDS, SMALL_KEYS);
     let got = c
         .parallelize(data.clone(), 4)
         .map_values(|v: String| v.len() as u64)
@@ -83,7 +89,7 @@ fn count_by_string_key_spills_and_is_correct() {
 #[test]
 fn group_by_key_spills_and_is_correct() {
     let c = small_ctx();
-    let data = string_pairs(3);
+    let data = string_pairs(3, SMALL_RECORDS, SMALL_KEYS);
     let got = c
         .parallelize(data.clone(), 4)
         .group_by_key()
@@ -97,7 +103,7 @@ fn group_by_key_spills_and_is_correct() {
 fn group_by_key_with_skewed_key_spills_and_is_correct() {
     let c = small_ctx();
     // Half of the records under one key.
-    let mut data = string_pairs(4);
+    let mut data = string_pairs(4, SMALL_RECORDS, SMALL_KEYS);
     for (i, rec) in data.iter_mut().enumerate() {
         if i % 2 == 0 {
             rec.0 = "hot".to_string();
@@ -115,10 +121,10 @@ fn group_by_key_with_skewed_key_spills_and_is_correct() {
 #[test]
 fn join_spills_and_is_correct() {
     let c = small_ctx();
-    let left = string_pairs(5);
+    let left = string_pairs(5, SMALL_RECORDS, SMALL_KEYS);
     // One right value for every other key, two for every tenth: keys on one side only
     // and duplicates on both sides.
-    let right: Vec<(String, u64)> = (0..KEYS)
+    let right: Vec<(String, u64)> = (0..SMALL_KEYS)
         .filter(|k| k % 2 == 0)
         .flat_map(|k| {
             let n = if k % 10 == 0 { 2 } else { 1 };
@@ -149,7 +155,7 @@ fn join_spills_and_is_correct() {
 #[test]
 fn sort_by_key_spills_and_is_correct() {
     let c = small_ctx();
-    let data: Vec<(String, u32)> = string_pairs(6)
+    let data: Vec<(String, u32)> = string_pairs(6, SMALL_RECORDS, SMALL_KEYS)
         .into_iter()
         .zip(0u32..)
         .map(|((_, v), i)| (v, i))
@@ -170,8 +176,47 @@ fn sort_by_key_spills_and_is_correct() {
 #[test]
 fn distinct_spills_and_is_correct() {
     let c = small_ctx();
-    let data: Vec<String> = string_pairs(7).into_iter().map(|(k, _)| k).collect();
+    let data: Vec<String> = string_pairs(7, SMALL_RECORDS, SMALL_KEYS)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     let got = c.parallelize(data.clone(), 4).distinct().collect().unwrap();
     assert_spilled(&c, "distinct");
     assert_eq!(sorted(got), ref_distinct(&data));
+}
+
+#[test]
+fn records_larger_than_the_memory_limit() {
+    // Single records bigger than the whole executor memory must still go through a
+    // shuffle, an aggregation and a sort.
+    let c = small_ctx();
+    let big: Vec<(u32, String)> = (0..12u32)
+        .map(|i| (i % 4, format!("{i:02}").repeat(200 * 1024)))
+        .collect();
+    let lens = sorted(
+        c.parallelize(big.clone(), 3)
+            .reduce_by_key(max_string)
+            .map_values(|v: String| v.len())
+            .collect()
+            .unwrap(),
+    );
+    let expected: Vec<(u32, usize)> = ref_reduce(&big, max_string)
+        .into_iter()
+        .map(|(k, v)| (k, v.len()))
+        .collect();
+    assert_eq!(lens, expected);
+    let grouped = c
+        .parallelize(big.clone(), 3)
+        .group_by_key()
+        .collect()
+        .unwrap();
+    assert_eq!(sorted_groups(grouped), ref_group_sorted(&big));
+    let sorted_big = c
+        .parallelize(big.clone(), 3)
+        .sort_by_key(false, 2)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_sorted_by(&sorted_big, |p| p.0, false);
+    assert_eq!(sorted(sorted_big), sorted(big));
 }

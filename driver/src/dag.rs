@@ -27,11 +27,17 @@ impl PlanIndex {
             for d in &n.deps {
                 match &d.kind {
                     Some(Kind::Narrow(nd)) if !nodes.contains_key(&nd.parent) => {
-                        return Err(format!("node {} depends on unknown node {}", n.id, nd.parent))
+                        return Err(format!(
+                            "node {} depends on unknown node {}",
+                            n.id, nd.parent
+                        ))
                     }
                     Some(Kind::Shuffle(sd)) => {
                         if !nodes.contains_key(&sd.parent) {
-                            return Err(format!("shuffle {} reads unknown node {}", sd.shuffle_id, sd.parent));
+                            return Err(format!(
+                                "shuffle {} reads unknown node {}",
+                                sd.shuffle_id, sd.parent
+                            ));
                         }
                         shuffles.insert(sd.shuffle_id, sd.clone());
                     }
@@ -62,7 +68,11 @@ impl PlanIndex {
     /// The shuffles read by the stage ending at `rdd_id`: the shuffle dependencies
     /// reachable through narrow dependencies, not looking behind RDDs for which
     /// `fully_cached` is true.
-    pub fn parent_shuffles(&self, rdd_id: u32, fully_cached: &dyn Fn(&RddNode) -> bool) -> Vec<u32> {
+    pub fn parent_shuffles(
+        &self,
+        rdd_id: u32,
+        fully_cached: &dyn Fn(&RddNode) -> bool,
+    ) -> Vec<u32> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let mut stack = vec![rdd_id];
@@ -70,23 +80,22 @@ impl PlanIndex {
             if !seen.insert(id) {
                 continue;
             }
-            let Some(node) = self.nodes.get(&id) else { continue };
+            let Some(node) = self.nodes.get(&id) else {
+                continue;
+            };
             if fully_cached(node) {
                 continue;
             }
             for d in &node.deps {
                 match &d.kind {
                     Some(Kind::Narrow(nd)) => stack.push(nd.parent),
-                    Some(Kind::Shuffle(sd)) => {
-                        if !out.contains(&sd.shuffle_id) {
-                            out.push(sd.shuffle_id)
-                        }
-                    }
+                    Some(Kind::Shuffle(sd)) => out.push(sd.shuffle_id),
                     None => {}
                 }
             }
         }
         out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -105,7 +114,9 @@ impl PlanIndex {
             if !seen.insert(id) {
                 continue;
             }
-            let Some(node) = self.nodes.get(&id) else { continue };
+            let Some(node) = self.nodes.get(&id) else {
+                continue;
+            };
             if node.storage != 0 {
                 out.push(node);
             }

@@ -32,7 +32,12 @@ impl MapOutputTracker {
     }
 
     /// Forgets one output (a fetch failure named it), if it lives on `executor_id`.
-    pub fn unregister_output(&mut self, shuffle_id: u32, map_partition: u32, executor_id: &str) -> bool {
+    pub fn unregister_output(
+        &mut self,
+        shuffle_id: u32,
+        map_partition: u32,
+        executor_id: &str,
+    ) -> bool {
         if let Some(slot) = self
             .shuffles
             .get_mut(&shuffle_id)

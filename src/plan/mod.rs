@@ -55,7 +55,9 @@ impl LineageNode {
                 .iter()
                 .map(|d| Dependency {
                     kind: Some(match d {
-                        LineageDep::Narrow(p) => dependency::Kind::Narrow(NarrowDependency { parent: p.id }),
+                        LineageDep::Narrow(p) => {
+                            dependency::Kind::Narrow(NarrowDependency { parent: p.id })
+                        }
                         LineageDep::Shuffle(s) => dependency::Kind::Shuffle(ShuffleDependency {
                             shuffle_id: s.shuffle_id,
                             parent: s.parent.id,

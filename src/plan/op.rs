@@ -14,7 +14,7 @@
 /// The fixed point that operator offsets are measured from.
 #[inline(never)]
 pub fn anchor() -> u64 {
-    0x656d_6265_72 // "ember"
+    0x0065_6d62_6572 // "ember"
 }
 
 /// The offset of a function address from the anchor.
@@ -69,9 +69,9 @@ pub(crate) fn conjure<F>() -> F {
         )
     };
     // SAFETY: `F` is zero-sized (asserted above at compile time) and, being the type of a
-    // closure or fn item value the user handed us, inhabited; a ZST has no bytes to
-    // initialise, so this produces a valid value.
-    unsafe { std::mem::MaybeUninit::<F>::uninit().assume_init() }
+    // closure or fn item value the user handed us, inhabited. Reading a zero-sized value
+    // through a dangling, well-aligned pointer reads no bytes and is valid.
+    unsafe { std::ptr::NonNull::<F>::dangling().as_ptr().read() }
 }
 
 /// Compile-time check, called where the user hands a closure to an operator, so the

@@ -27,11 +27,21 @@ use crate::task::{Batches, ResultFn, TaskContext};
 pub(crate) trait ResultOp: 'static {
     type In: Data;
     type Out: Serialize + DeserializeOwned;
-    fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<Self::In>) -> Result<Self::Out>;
+    fn run(
+        tc: &Rc<TaskContext>,
+        payload: &[u8],
+        part: u32,
+        input: Batches<Self::In>,
+    ) -> Result<Self::Out>;
 }
 
 /// Result function of action `R`.
-pub(crate) fn result_compute<R: ResultOp>(tc: &Rc<TaskContext>, node: u32, part: u32, payload: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn result_compute<R: ResultOp>(
+    tc: &Rc<TaskContext>,
+    node: u32,
+    part: u32,
+    payload: &[u8],
+) -> Result<Vec<u8>> {
     let input = tc.compute::<R::In>(node, part)?;
     let out = R::run(tc, payload, part, input)?;
     postcard::to_allocvec(&out).map_err(|e| EmberError::ser("action result", e))
@@ -118,7 +128,9 @@ impl<T: Data, F: Fn(T, T) -> T + 'static> ResultOp for Fold<(), T, F> {
 }
 
 struct Aggregate<T, U, Seq, Comb>(PhantomData<fn(T, U, Seq, Comb)>);
-impl<T: Data, U: Data, Seq: Fn(U, T) -> U + 'static, Comb: 'static> ResultOp for Aggregate<T, U, Seq, Comb> {
+impl<T: Data, U: Data, Seq: Fn(U, T) -> U + 'static, Comb: 'static> ResultOp
+    for Aggregate<T, U, Seq, Comb>
+{
     type In = T;
     type Out = U;
     fn run(_: &Rc<TaskContext>, payload: &[u8], _: u32, input: Batches<T>) -> Result<U> {
@@ -211,9 +223,16 @@ pub struct SaveOptions {
 }
 
 impl<T: Data> Rdd<T> {
-    fn run_action<R: ResultOp>(&self, payload: Vec<u8>, partitions: Option<Vec<u32>>, action: &str) -> Result<Vec<R::Out>> {
+    fn run_action<R: ResultOp>(
+        &self,
+        payload: Vec<u8>,
+        partitions: Option<Vec<u32>>,
+        action: &str,
+    ) -> Result<Vec<R::Out>> {
         let f: ResultFn = result_compute::<R>;
-        let parts = self.ctx.run_job(&self.node, f, payload, partitions, action)?;
+        let parts = self
+            .ctx
+            .run_job(&self.node, f, payload, partitions, action)?;
         decode_results(parts)
     }
 
@@ -225,7 +244,10 @@ impl<T: Data> Rdd<T> {
 
     /// Number of records.
     pub fn count(&self) -> Result<u64> {
-        Ok(self.run_action::<Count<T>>(Vec::new(), None, "count")?.into_iter().sum())
+        Ok(self
+            .run_action::<Count<T>>(Vec::new(), None, "count")?
+            .into_iter()
+            .sum())
     }
 
     /// The first `n` records in partition order, scanning as few partitions as it can
@@ -238,7 +260,11 @@ impl<T: Data> Rdd<T> {
         while out.len() < n && scanned < total {
             let upto = (scanned + batch).min(total);
             let want = (n - out.len()) as u64;
-            let parts = self.run_action::<Take<T>>(encode("take", &want), Some((scanned..upto).collect()), "take")?;
+            let parts = self.run_action::<Take<T>>(
+                encode("take", &want),
+                Some((scanned..upto).collect()),
+                "take",
+            )?;
             for p in parts {
                 let room = n - out.len();
                 out.extend(p.into_iter().take(room));
@@ -251,7 +277,10 @@ impl<T: Data> Rdd<T> {
 
     /// The first record; an error for an empty RDD.
     pub fn first(&self) -> Result<T> {
-        self.take(1)?.into_iter().next().ok_or(EmberError::EmptyRdd("first"))
+        self.take(1)?
+            .into_iter()
+            .next()
+            .ok_or(EmberError::EmptyRdd("first"))
     }
 
     /// Combines all records with an associative, commutative `f`; an error for an
@@ -271,13 +300,18 @@ impl<T: Data> Rdd<T> {
     /// starting from `zero` (as Spark does, so `zero` must be neutral for `f`).
     pub fn fold<F: Fn(T, T) -> T + Copy + 'static>(&self, zero: T, f: F) -> Result<T> {
         assert_stateless(&f);
-        let parts = self.run_action::<Fold<(), T, F>>(encode("fold", &Some(zero.clone())), None, "fold")?;
+        let parts =
+            self.run_action::<Fold<(), T, F>>(encode("fold", &Some(zero.clone())), None, "fold")?;
         Ok(parts.into_iter().flatten().fold(zero, f))
     }
 
     /// Aggregates each partition with `seq` from `zero`, then merges the partition
     /// results with `comb` from `zero`.
-    pub fn aggregate<U: Data, Seq: Fn(U, T) -> U + Copy + 'static, Comb: Fn(U, U) -> U + Copy + 'static>(
+    pub fn aggregate<
+        U: Data,
+        Seq: Fn(U, T) -> U + Copy + 'static,
+        Comb: Fn(U, U) -> U + Copy + 'static,
+    >(
         &self,
         zero: U,
         seq: Seq,
@@ -285,7 +319,11 @@ impl<T: Data> Rdd<T> {
     ) -> Result<U> {
         assert_stateless(&seq);
         assert_stateless(&comb);
-        let parts = self.run_action::<Aggregate<T, U, Seq, Comb>>(encode("aggregate", &zero), None, "aggregate")?;
+        let parts = self.run_action::<Aggregate<T, U, Seq, Comb>>(
+            encode("aggregate", &zero),
+            None,
+            "aggregate",
+        )?;
         Ok(parts.into_iter().fold(zero, comb))
     }
 
@@ -296,7 +334,11 @@ impl<T: Data> Rdd<T> {
     }
 
     /// Runs `f(&state, record)` on every record, on the executors.
-    pub fn foreach_with<S: State, F: Fn(&S, T) + Copy + 'static>(&self, state: S, f: F) -> Result<()> {
+    pub fn foreach_with<S: State, F: Fn(&S, T) + Copy + 'static>(
+        &self,
+        state: S,
+        f: F,
+    ) -> Result<()> {
         assert_stateless(&f);
         self.run_action::<Foreach<S, T, F>>(encode("foreach", &state), None, "foreach")?;
         Ok(())
@@ -321,7 +363,11 @@ impl<T: Data> Rdd<T> {
     where
         T: Ord,
     {
-        let parts = self.run_action::<TakeOrdered<T, false>>(encode("take_ordered", &(n as u64)), None, "take_ordered")?;
+        let parts = self.run_action::<TakeOrdered<T, false>>(
+            encode("take_ordered", &(n as u64)),
+            None,
+            "take_ordered",
+        )?;
         let mut all: Vec<T> = parts.into_iter().flatten().collect();
         keep_best::<T, false>(&mut all, n);
         Ok(all)
@@ -332,7 +378,8 @@ impl<T: Data> Rdd<T> {
     where
         T: Ord,
     {
-        let parts = self.run_action::<TakeOrdered<T, true>>(encode("top", &(n as u64)), None, "top")?;
+        let parts =
+            self.run_action::<TakeOrdered<T, true>>(encode("top", &(n as u64)), None, "top")?;
         let mut all: Vec<T> = parts.into_iter().flatten().collect();
         keep_best::<T, true>(&mut all, n);
         Ok(all)
@@ -359,7 +406,11 @@ impl<T: Data> Rdd<T> {
         T: Display,
     {
         crate::output::save_text(self, path.as_ref(), opts, |rdd, tmp| {
-            rdd.run_action::<SaveText<T>>(encode("save_as_text_file", &tmp.to_path_buf()), None, "save_as_text_file")
+            rdd.run_action::<SaveText<T>>(
+                encode("save_as_text_file", &tmp.to_path_buf()),
+                None,
+                "save_as_text_file",
+            )
         })
     }
 }

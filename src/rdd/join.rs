@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::Rdd;
 use crate::data::{Data, Key};
 
+/// The values of one key on each side of a cogroup.
+pub type Groups<V, W> = (Vec<V>, Vec<W>);
+/// A full outer join's pair: either side may be missing.
+pub type OuterPair<V, W> = (Option<V>, Option<W>);
+
 /// A value from the left or the right side of a cogroup.
 #[derive(Clone, Serialize, Deserialize)]
 enum Side<V, W> {
@@ -19,13 +24,17 @@ enum Side<V, W> {
 impl<K: Key, V: Data> Rdd<(K, V)> {
     /// For each key in either RDD, all its values on each side.
     #[track_caller]
-    pub fn cogroup<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (Vec<V>, Vec<W>))> {
+    pub fn cogroup<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, Groups<V, W>)> {
         self.cogroup_into(other, self.num_partitions().max(other.num_partitions()))
     }
 
     /// [`cogroup`](Self::cogroup) into `partitions` partitions.
     #[track_caller]
-    pub fn cogroup_into<W: Data>(&self, other: &Rdd<(K, W)>, partitions: usize) -> Rdd<(K, (Vec<V>, Vec<W>))> {
+    pub fn cogroup_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, Groups<V, W>)> {
         let at = Location::caller();
         let left = self.map_values(Side::<V, W>::Left);
         let right = other.map_values(Side::<V, W>::Right);
@@ -49,80 +58,87 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Pairs of values for keys present in both RDDs.
     #[track_caller]
     pub fn join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, W))> {
-        self.cogroup(other).flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-            let mut out = Vec::with_capacity(vs.len() * ws.len());
-            for v in &vs {
-                for w in &ws {
-                    out.push((k.clone(), (v.clone(), w.clone())));
+        self.cogroup(other)
+            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+                let mut out = Vec::with_capacity(vs.len() * ws.len());
+                for v in &vs {
+                    for w in &ws {
+                        out.push((k.clone(), (v.clone(), w.clone())));
+                    }
                 }
-            }
-            out
-        })
+                out
+            })
     }
 
     /// Every left record, with each matching right value or `None`.
     #[track_caller]
     pub fn left_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, Option<W>))> {
-        self.cogroup(other).flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-            let mut out = Vec::new();
-            for v in &vs {
-                if ws.is_empty() {
-                    out.push((k.clone(), (v.clone(), None)));
+        self.cogroup(other)
+            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+                let mut out = Vec::new();
+                for v in &vs {
+                    if ws.is_empty() {
+                        out.push((k.clone(), (v.clone(), None)));
+                    }
+                    for w in &ws {
+                        out.push((k.clone(), (v.clone(), Some(w.clone()))));
+                    }
                 }
-                for w in &ws {
-                    out.push((k.clone(), (v.clone(), Some(w.clone()))));
-                }
-            }
-            out
-        })
+                out
+            })
     }
 
     /// Every right record, with each matching left value or `None`.
     #[track_caller]
     pub fn right_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (Option<V>, W))> {
-        self.cogroup(other).flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-            let mut out = Vec::new();
-            for w in &ws {
-                if vs.is_empty() {
-                    out.push((k.clone(), (None, w.clone())));
+        self.cogroup(other)
+            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+                let mut out = Vec::new();
+                for w in &ws {
+                    if vs.is_empty() {
+                        out.push((k.clone(), (None, w.clone())));
+                    }
+                    for v in &vs {
+                        out.push((k.clone(), (Some(v.clone()), w.clone())));
+                    }
                 }
-                for v in &vs {
-                    out.push((k.clone(), (Some(v.clone()), w.clone())));
-                }
-            }
-            out
-        })
+                out
+            })
     }
 
     /// Every key of either side, with all value pairs, `None` where a side lacks it.
     #[track_caller]
-    pub fn full_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (Option<V>, Option<W>))> {
-        self.cogroup(other).flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-            let mut out = Vec::new();
-            match (vs.is_empty(), ws.is_empty()) {
-                (true, _) => out.extend(ws.into_iter().map(|w| (k.clone(), (None, Some(w))))),
-                (false, true) => out.extend(vs.into_iter().map(|v| (k.clone(), (Some(v), None)))),
-                (false, false) => {
-                    for v in &vs {
-                        for w in &ws {
-                            out.push((k.clone(), (Some(v.clone()), Some(w.clone()))));
+    pub fn full_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, OuterPair<V, W>)> {
+        self.cogroup(other)
+            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+                let mut out = Vec::new();
+                match (vs.is_empty(), ws.is_empty()) {
+                    (true, _) => out.extend(ws.into_iter().map(|w| (k.clone(), (None, Some(w))))),
+                    (false, true) => {
+                        out.extend(vs.into_iter().map(|v| (k.clone(), (Some(v), None))))
+                    }
+                    (false, false) => {
+                        for v in &vs {
+                            for w in &ws {
+                                out.push((k.clone(), (Some(v.clone()), Some(w.clone()))));
+                            }
                         }
                     }
                 }
-            }
-            out
-        })
+                out
+            })
     }
 
     /// The records whose key does not occur in `other`.
     #[track_caller]
     pub fn subtract_by_key<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, V)> {
-        self.cogroup(other).flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-            if ws.is_empty() {
-                vs.into_iter().map(|v| (k.clone(), v)).collect()
-            } else {
-                Vec::new()
-            }
-        })
+        self.cogroup(other)
+            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+                if ws.is_empty() {
+                    vs.into_iter().map(|v| (k.clone(), v)).collect()
+                } else {
+                    Vec::new()
+                }
+            })
     }
 }

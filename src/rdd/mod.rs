@@ -9,8 +9,8 @@ mod actions;
 mod join;
 mod narrow;
 mod ops;
-mod shuffle_ops;
 mod pair;
+mod shuffle_ops;
 mod sort;
 pub(crate) mod source;
 
@@ -169,9 +169,13 @@ pub(crate) fn op_name(op: &str, at: &Location<'_>) -> String {
 }
 
 pub(crate) fn encode<S: serde::Serialize>(what: &str, s: &S) -> Vec<u8> {
-    postcard::to_allocvec(s).unwrap_or_else(|e| panic!("ember: cannot serialise the state of {what}: {e}"))
+    postcard::to_allocvec(s)
+        .unwrap_or_else(|e| panic!("ember: cannot serialise the state of {what}: {e}"))
 }
 
-pub(crate) fn decode<S: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> crate::error::Result<S> {
+pub(crate) fn decode<S: serde::de::DeserializeOwned>(
+    what: &str,
+    bytes: &[u8],
+) -> crate::error::Result<S> {
     postcard::from_bytes(bytes).map_err(|e| crate::error::EmberError::ser(what, e))
 }

@@ -26,10 +26,21 @@ impl<T: Data> Rdd<T> {
 
     /// Applies `f(&state, record)` to every record; `state` is shipped with the plan.
     #[track_caller]
-    pub fn map_with<S: State, U: Data, F: Fn(&S, T) -> U + Copy + 'static>(&self, state: S, f: F) -> Rdd<U> {
+    pub fn map_with<S: State, U: Data, F: Fn(&S, T) -> U + Copy + 'static>(
+        &self,
+        state: S,
+        f: F,
+    ) -> Rdd<U> {
         assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<MapOp<S, T, U, F>>;
-        self.narrow_child("map", Location::caller(), vec![self.node.clone()], self.node.num_partitions, compute, encode("map", &state))
+        self.narrow_child(
+            "map",
+            Location::caller(),
+            vec![self.node.clone()],
+            self.node.num_partitions,
+            compute,
+            encode("map", &state),
+        )
     }
 
     /// Keeps the records for which `f` is true.
@@ -41,49 +52,91 @@ impl<T: Data> Rdd<T> {
 
     /// Keeps the records for which `f(&state, record)` is true.
     #[track_caller]
-    pub fn filter_with<S: State, F: Fn(&S, &T) -> bool + Copy + 'static>(&self, state: S, f: F) -> Rdd<T> {
+    pub fn filter_with<S: State, F: Fn(&S, &T) -> bool + Copy + 'static>(
+        &self,
+        state: S,
+        f: F,
+    ) -> Rdd<T> {
         assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<FilterOp<S, T, F>>;
-        self.narrow_child("filter", Location::caller(), vec![self.node.clone()], self.node.num_partitions, compute, encode("filter", &state))
+        self.narrow_child(
+            "filter",
+            Location::caller(),
+            vec![self.node.clone()],
+            self.node.num_partitions,
+            compute,
+            encode("filter", &state),
+        )
     }
 
     /// Maps every record to zero or more records.
     #[track_caller]
-    pub fn flat_map<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(T) -> I + Copy + 'static>(&self, f: F) -> Rdd<U> {
+    pub fn flat_map<
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(T) -> I + Copy + 'static,
+    >(
+        &self,
+        f: F,
+    ) -> Rdd<U> {
         assert_stateless(&f);
         self.flat_map_with((), move |_: &(), x: T| conjure::<F>()(x))
     }
 
     /// Maps every record to zero or more records with `f(&state, record)`.
     #[track_caller]
-    pub fn flat_map_with<S: State, U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(&S, T) -> I + Copy + 'static>(
+    pub fn flat_map_with<
+        S: State,
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(&S, T) -> I + Copy + 'static,
+    >(
         &self,
         state: S,
         f: F,
     ) -> Rdd<U> {
         assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<FlatMapOp<S, T, U, I, F>>;
-        self.narrow_child("flat_map", Location::caller(), vec![self.node.clone()], self.node.num_partitions, compute, encode("flat_map", &state))
+        self.narrow_child(
+            "flat_map",
+            Location::caller(),
+            vec![self.node.clone()],
+            self.node.num_partitions,
+            compute,
+            encode("flat_map", &state),
+        )
     }
 
     /// Transforms each partition's records as a whole.
     #[track_caller]
-    pub fn map_partitions<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(Records<T>) -> I + Copy + 'static>(
+    pub fn map_partitions<
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(Records<T>) -> I + Copy + 'static,
+    >(
         &self,
         f: F,
     ) -> Rdd<U> {
         assert_stateless(&f);
-        self.map_partitions_with_index_with((), move |_: &(), _: u32, it: Records<T>| conjure::<F>()(it))
+        self.map_partitions_with_index_with((), move |_: &(), _: u32, it: Records<T>| {
+            conjure::<F>()(it)
+        })
     }
 
     /// Transforms each partition's records, knowing the partition index.
     #[track_caller]
-    pub fn map_partitions_with_index<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(u32, Records<T>) -> I + Copy + 'static>(
+    pub fn map_partitions_with_index<
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(u32, Records<T>) -> I + Copy + 'static,
+    >(
         &self,
         f: F,
     ) -> Rdd<U> {
         assert_stateless(&f);
-        self.map_partitions_with_index_with((), move |_: &(), i: u32, it: Records<T>| conjure::<F>()(i, it))
+        self.map_partitions_with_index_with((), move |_: &(), i: u32, it: Records<T>| {
+            conjure::<F>()(i, it)
+        })
     }
 
     /// Transforms each partition's records with `f(&state, partition, records)`.
@@ -148,7 +201,14 @@ impl<T: Data> Rdd<T> {
             .map(|i| ((i * parent / n) as u32..((i + 1) * parent / n) as u32).collect())
             .collect();
         let compute: ComputeFn = coalesce_compute::<T>;
-        self.narrow_child("coalesce", Location::caller(), vec![self.node.clone()], n as u32, compute, encode("coalesce", &groups))
+        self.narrow_child(
+            "coalesce",
+            Location::caller(),
+            vec![self.node.clone()],
+            n as u32,
+            compute,
+            encode("coalesce", &groups),
+        )
     }
 
     /// A random sample: each record kept with probability `fraction` (or, with
@@ -156,15 +216,28 @@ impl<T: Data> Rdd<T> {
     /// the same sample.
     #[track_caller]
     pub fn sample(&self, with_replacement: bool, fraction: f64, seed: u64) -> Rdd<T> {
-        assert!(fraction >= 0.0, "ember: sample fraction must be >= 0, got {fraction}");
-        assert!(with_replacement || fraction <= 1.0, "ember: sample fraction without replacement must be <= 1, got {fraction}");
+        assert!(
+            fraction >= 0.0,
+            "ember: sample fraction must be >= 0, got {fraction}"
+        );
+        assert!(
+            with_replacement || fraction <= 1.0,
+            "ember: sample fraction without replacement must be <= 1, got {fraction}"
+        );
         let compute: ComputeFn = sample_compute::<T>;
         let spec = SampleSpec {
             with_replacement,
             fraction,
             seed,
         };
-        self.narrow_child("sample", Location::caller(), vec![self.node.clone()], self.node.num_partitions, compute, encode("sample", &spec))
+        self.narrow_child(
+            "sample",
+            Location::caller(),
+            vec![self.node.clone()],
+            self.node.num_partitions,
+            compute,
+            encode("sample", &spec),
+        )
     }
 
     /// Pairs each record with its position in the RDD (partition order, then record
@@ -183,7 +256,10 @@ impl<T: Data> Rdd<T> {
             acc += c;
         }
         let _ = at;
-        self.map_partitions_with_index_with(offsets, |offs: &Vec<u64>, part: u32, it: Records<T>| it.zip(offs[part as usize]..))
+        self.map_partitions_with_index_with(
+            offsets,
+            |offs: &Vec<u64>, part: u32, it: Records<T>| it.zip(offs[part as usize]..),
+        )
     }
 }
 
@@ -204,7 +280,9 @@ fn union_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Re
         }
         p -= c;
     }
-    Err(crate::error::EmberError::Plan(format!("union has no partition {part}")))
+    Err(crate::error::EmberError::Plan(format!(
+        "union has no partition {part}"
+    )))
 }
 
 fn coalesce_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
@@ -233,7 +311,9 @@ fn sample_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> R
     let spec: SampleSpec = decode("sample", &node.payload)?;
     let parent = TaskContext::dep_parent(node, 0)?;
     let input = tc.compute::<T>(parent, part)?;
-    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(spec.seed ^ (u64::from(part).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(
+        spec.seed ^ (u64::from(part).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+    );
     let out: Batches<T> = Box::new(input.map(move |b| {
         b.map(|v| {
             let mut out = Vec::with_capacity(v.len());

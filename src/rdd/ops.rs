@@ -28,11 +28,20 @@ impl<S: Serialize + DeserializeOwned + 'static> State for S {}
 pub(crate) trait PartitionOp: 'static {
     type In: Data;
     type Out: Data;
-    fn apply(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<Self::In>) -> Result<Batches<Self::Out>>;
+    fn apply(
+        tc: &Rc<TaskContext>,
+        payload: &[u8],
+        part: u32,
+        input: Batches<Self::In>,
+    ) -> Result<Batches<Self::Out>>;
 }
 
 /// Compute function of a narrow node with one parent and operator `O`.
-pub(crate) fn narrow_compute<O: PartitionOp>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn narrow_compute<O: PartitionOp>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let parent = TaskContext::dep_parent(node, 0)?;
     let input = tc.compute::<O::In>(parent, part)?;
     Ok(Box::new(O::apply(tc, &node.payload, part, input)?))
@@ -46,7 +55,9 @@ impl<S: State, T: Data, U: Data, F: Fn(&S, T) -> U + 'static> PartitionOp for Ma
     fn apply(_: &Rc<TaskContext>, payload: &[u8], _: u32, input: Batches<T>) -> Result<Batches<U>> {
         let s: S = decode("map state", payload)?;
         let f = conjure::<F>();
-        Ok(Box::new(input.map(move |b| b.map(|v| v.into_iter().map(|x| f(&s, x)).collect()))))
+        Ok(Box::new(input.map(move |b| {
+            b.map(|v| v.into_iter().map(|x| f(&s, x)).collect())
+        })))
     }
 }
 
@@ -69,9 +80,15 @@ impl<S: State, T: Data, F: Fn(&S, &T) -> bool + 'static> PartitionOp for FilterO
 }
 
 /// `flat_map_with`: zero or more outputs per input.
+#[allow(clippy::type_complexity)]
 pub(crate) struct FlatMapOp<S, T, U, I, F>(PhantomData<fn(S, T, I, F) -> U>);
-impl<S: State, T: Data, U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(&S, T) -> I + 'static> PartitionOp
-    for FlatMapOp<S, T, U, I, F>
+impl<
+        S: State,
+        T: Data,
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(&S, T) -> I + 'static,
+    > PartitionOp for FlatMapOp<S, T, U, I, F>
 {
     type In = T;
     type Out = U;
@@ -92,6 +109,7 @@ impl<S: State, T: Data, U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(&S, 
 }
 
 /// `map_partitions_with_index_with`: a function of the whole partition's records.
+#[allow(clippy::type_complexity)]
 pub(crate) struct MapPartitionsOp<S, T, U, I, F>(PhantomData<fn(S, T, I, F) -> U>);
 impl<S, T, U, I, F> PartitionOp for MapPartitionsOp<S, T, U, I, F>
 where
@@ -103,7 +121,12 @@ where
 {
     type In = T;
     type Out = U;
-    fn apply(_: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<Batches<U>> {
+    fn apply(
+        _: &Rc<TaskContext>,
+        payload: &[u8],
+        part: u32,
+        input: Batches<T>,
+    ) -> Result<Batches<U>> {
         let s: S = decode("map_partitions state", payload)?;
         let f = conjure::<F>();
         let error = Rc::new(RefCell::new(None));

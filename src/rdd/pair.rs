@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use std::panic::Location;
 
 use super::ops::{Records, State};
-use super::shuffle_ops::{read_combined, read_plain, write_combined, write_plain, AggFns, FnAgg, HashPartitioning, WritePayload};
+use super::shuffle_ops::{
+    read_combined, read_plain, write_combined, write_plain, AggFns, FnAgg, HashPartitioning,
+    WritePayload,
+};
 use super::{encode, Rdd};
 use crate::data::{Data, Key};
 use crate::error::Result;
@@ -27,13 +30,20 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
 
     /// Maps each value to zero or more values, keeping the key.
     #[track_caller]
-    pub fn flat_map_values<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(V) -> I + Copy + 'static>(
+    pub fn flat_map_values<
+        U: Data,
+        I: IntoIterator<Item = U> + 'static,
+        F: Fn(V) -> I + Copy + 'static,
+    >(
         &self,
         f: F,
     ) -> Rdd<(K, U)> {
         assert_stateless(&f);
         self.flat_map_with((), move |_: &(), (k, v): (K, V)| {
-            conjure::<F>()(v).into_iter().map(move |u| (k.clone(), u)).collect::<Vec<_>>()
+            conjure::<F>()(v)
+                .into_iter()
+                .map(move |u| (k.clone(), u))
+                .collect::<Vec<_>>()
         })
     }
 
@@ -48,7 +58,6 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
     pub fn values(&self) -> Rdd<V> {
         self.map(|(_, v): (K, V)| v)
     }
-
 }
 
 impl<K: Key, V: Data> Rdd<(K, V)> {
@@ -79,7 +88,14 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// combiner, `merge_value` folds values into it, `merge_combiners` merges combiners
     /// (map-side combine on), into `partitions` hash partitions.
     #[track_caller]
-    pub fn combine_by_key_with<S, C, Fc, Fm, Fmc>(&self, state: S, create: Fc, merge_value: Fm, merge_combiners: Fmc, partitions: usize) -> Rdd<(K, C)>
+    pub fn combine_by_key_with<S, C, Fc, Fm, Fmc>(
+        &self,
+        state: S,
+        create: Fc,
+        merge_value: Fm,
+        merge_combiners: Fmc,
+        partitions: usize,
+    ) -> Rdd<(K, C)>
     where
         S: State + Send + Sync,
         C: Data,
@@ -90,13 +106,23 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         assert_stateless(&create);
         assert_stateless(&merge_value);
         assert_stateless(&merge_combiners);
-        self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>("combine_by_key", Location::caller(), state, partitions)
+        self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>(
+            "combine_by_key",
+            Location::caller(),
+            state,
+            partitions,
+        )
     }
 
     /// Per key: `create(v)` for the first value, `merge_value(c, v)` for the others,
     /// `merge_combiners(c1, c2)` across partitions.
     #[track_caller]
-    pub fn combine_by_key<C: Data, Fc, Fm, Fmc>(&self, create: Fc, merge_value: Fm, merge_combiners: Fmc) -> Rdd<(K, C)>
+    pub fn combine_by_key<C: Data, Fc, Fm, Fmc>(
+        &self,
+        create: Fc,
+        merge_value: Fm,
+        merge_combiners: Fmc,
+    ) -> Rdd<(K, C)>
     where
         Fc: Fn(V) -> C + Copy + 'static,
         Fm: Fn(C, V) -> C + Copy + 'static,
@@ -122,7 +148,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
 
     /// [`reduce_by_key`](Self::reduce_by_key) into `partitions` partitions.
     #[track_caller]
-    pub fn reduce_by_key_into<F: Fn(V, V) -> V + Copy + 'static>(&self, f: F, partitions: usize) -> Rdd<(K, V)> {
+    pub fn reduce_by_key_into<F: Fn(V, V) -> V + Copy + 'static>(
+        &self,
+        f: F,
+        partitions: usize,
+    ) -> Rdd<(K, V)> {
         assert_stateless(&f);
         let at = Location::caller();
         let mut rdd = self.combine_by_key_with(
@@ -203,7 +233,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             a.extend(b);
             a
         };
-        fn typed<S, V, C, Fc, Fm, Fmc>(_: &Fc, _: &Fm, _: &Fmc) -> std::marker::PhantomData<FnAgg<S, V, C, Fc, Fm, Fmc>> {
+        fn typed<S, V, C, Fc, Fm, Fmc>(
+            _: &Fc,
+            _: &Fm,
+            _: &Fmc,
+        ) -> std::marker::PhantomData<FnAgg<S, V, C, Fc, Fm, Fmc>> {
             std::marker::PhantomData
         }
         let marker = typed::<(), V, Vec<V>, _, _, _>(&create, &merge, &combine);
@@ -253,7 +287,9 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
 
     /// All values for `key`.
     pub fn lookup(&self, key: K) -> Result<Vec<V>> {
-        self.filter_with(key, |k: &K, (x, _): &(K, V)| x == k).values().collect()
+        self.filter_with(key, |k: &K, (x, _): &(K, V)| x == k)
+            .values()
+            .collect()
     }
 }
 
@@ -275,7 +311,8 @@ impl<T: Data> Rdd<T> {
         let at = Location::caller();
         let keyed = self.map_partitions_with_index(|i: u32, it: Records<T>| {
             let base = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            it.enumerate().map(move |(j, x)| (base.wrapping_add(j as u64), x))
+            it.enumerate()
+                .map(move |(j, x)| (base.wrapping_add(j as u64), x))
         });
         let mut shuffled = keyed.partition_by(partitions);
         rename(&mut shuffled, "repartition", at);

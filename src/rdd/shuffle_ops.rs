@@ -21,7 +21,9 @@ use super::ops::State;
 use crate::data::{Data, Key, BATCH};
 use crate::error::{EmberError, Result};
 use crate::plan::op::conjure;
-use crate::shuffle::{hash_partition, open_block_records, BlockId, RangePartitioner, ShuffleWriter};
+use crate::shuffle::{
+    hash_partition, open_block_records, BlockId, RangePartitioner, ShuffleWriter,
+};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::spill::sort::ExternalSorter;
 use crate::spill::SpillMetrics;
@@ -73,6 +75,7 @@ pub(crate) trait AggFns: 'static {
 }
 
 /// [`AggFns`] from three user closures.
+#[allow(clippy::type_complexity)]
 pub(crate) struct FnAgg<S, V, C, Fc, Fm, Fmc>(PhantomData<fn(S, V, C, Fc, Fm, Fmc)>);
 impl<S, V, C, Fc, Fm, Fmc> AggFns for FnAgg<S, V, C, Fc, Fm, Fmc>
 where
@@ -141,7 +144,12 @@ struct MapSide<T: Serialize> {
 impl<T: Serialize> MapSide<T> {
     fn new(tc: &Rc<TaskContext>, dep: &ShuffleDependency, map: u32) -> Self {
         MapSide {
-            writer: ShuffleWriter::new(tc.env.shuffle_dir(), dep.shuffle_id, map, dep.num_reduce_partitions),
+            writer: ShuffleWriter::new(
+                tc.env.shuffle_dir(),
+                dep.shuffle_id,
+                map,
+                dep.num_reduce_partitions,
+            ),
             reservation: tc.reservation("shuffle writer"),
             since_check: 0,
         }
@@ -200,11 +208,18 @@ pub(crate) fn write_plain<K: Data, V: Data, P: Partitioning<K>>(
 }
 
 /// Map side with combining: aggregate `(K, V)` into `(K, C)` per key, then route.
-pub(crate) fn write_combined<K: Key, G: AggFns>(tc: &Rc<TaskContext>, dep: &ShuffleDependency, map: u32) -> Result<MapStatus> {
+pub(crate) fn write_combined<K: Key, G: AggFns>(
+    tc: &Rc<TaskContext>,
+    dep: &ShuffleDependency,
+    map: u32,
+) -> Result<MapStatus> {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
-    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> =
-        ExternalAggregator::new(Adapter::<G>(state), tc.reservation("map-side combine"), tc.env.spill_dir());
+    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
+        Adapter::<G>(state),
+        tc.reservation("map-side combine"),
+        tc.env.spill_dir(),
+    );
     for batch in tc.compute::<(K, G::V)>(dep.parent, map)? {
         for (k, v) in batch? {
             agg.insert(k, v)?;
@@ -230,7 +245,12 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
 ) -> Result<impl Iterator<Item = Result<T>>> {
     let dep = match node.deps.first().and_then(|d| d.kind.as_ref()) {
         Some(ember_proto::dependency::Kind::Shuffle(s)) => s.clone(),
-        _ => return Err(EmberError::Plan(format!("node {} does not read a shuffle", node.id))),
+        _ => {
+            return Err(EmberError::Plan(format!(
+                "node {} does not read a shuffle",
+                node.id
+            )))
+        }
     };
     let num_maps = tc.node(dep.parent)?.num_partitions;
     let locations = tc.map_locations(dep.shuffle_id).to_vec();
@@ -304,7 +324,11 @@ fn into_batches<T: 'static>(it: impl Iterator<Item = Result<T>> + 'static) -> Ba
 }
 
 /// Reduce side without aggregation: the records as they come.
-pub(crate) fn read_plain<K: Data, V: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn read_plain<K: Data, V: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let out: Batches<(K, V)> = into_batches(read_blocks::<(K, V)>(tc, node, part)?);
     Ok(Box::new(out))
 }
@@ -316,8 +340,11 @@ pub(crate) fn read_combined<K: Key, G: AggFns, const MAP_SIDE: bool>(
     part: u32,
 ) -> Result<Erased> {
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &node.payload)?);
-    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> =
-        ExternalAggregator::new(Adapter::<G>(state), tc.reservation("reduce-side aggregation"), tc.env.spill_dir());
+    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
+        Adapter::<G>(state),
+        tc.reservation("reduce-side aggregation"),
+        tc.env.spill_dir(),
+    );
     if MAP_SIDE {
         for r in read_blocks::<(K, G::C)>(tc, node, part)? {
             let (k, c) = r?;
@@ -343,7 +370,8 @@ pub(crate) fn read_sorted<K: Data + Ord, V: Data, const DESC: bool>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let mut sorter: ExternalSorter<K, V> = ExternalSorter::new(tc.reservation("sort"), tc.env.spill_dir(), DESC);
+    let mut sorter: ExternalSorter<K, V> =
+        ExternalSorter::new(tc.reservation("sort"), tc.env.spill_dir(), DESC);
     for r in read_blocks::<(K, V)>(tc, node, part)? {
         let (k, v) = r?;
         sorter.insert(k, v)?;

@@ -26,9 +26,12 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
         let n = partitions.max(1) as u32;
         let per_partition = (60 * n as usize / self.num_partitions().max(1)).clamp(20, 10_000);
         let sample: Vec<K> = self
-            .map_partitions_with_index_with(per_partition, |&size: &usize, i: u32, it: Records<(K, V)>| {
-                reservoir(it.map(|(k, _)| k), size, u64::from(i))
-            })
+            .map_partitions_with_index_with(
+                per_partition,
+                |&size: &usize, i: u32, it: Records<(K, V)>| {
+                    reservoir(it.map(|(k, _)| k), size, u64::from(i))
+                },
+            )
             .collect()?;
         let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
         let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
@@ -41,14 +44,27 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
             partitioner: encode("sort_by_key", &partitioner),
             state: Vec::new(),
         };
-        Ok(self.shuffle_child("sort_by_key", at, n, write, encode("sort_by_key", &payload), read, Vec::new()))
+        Ok(self.shuffle_child(
+            "sort_by_key",
+            at,
+            n,
+            write,
+            encode("sort_by_key", &payload),
+            read,
+            Vec::new(),
+        ))
     }
 }
 
 impl<T: Data> Rdd<T> {
     /// All records sorted by the key `f` computes, into `partitions` partitions.
     #[track_caller]
-    pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + Copy + 'static>(&self, f: F, ascending: bool, partitions: usize) -> Result<Rdd<T>> {
+    pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + Copy + 'static>(
+        &self,
+        f: F,
+        ascending: bool,
+        partitions: usize,
+    ) -> Result<Rdd<T>> {
         assert_stateless(&f);
         let keyed = self.map(move |x: T| (conjure::<F>()(&x), x));
         Ok(keyed.sort_by_key(ascending, partitions)?.values())

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use ember_proto::RddNode;
 use serde::{Deserialize, Serialize};
 
-use super::ops::batches_of;
 use super::decode;
+use super::ops::batches_of;
 use crate::data::{Data, BATCH};
 use crate::error::Result;
 use crate::io::text_input::{line_number_at, read_whole_file, FileSplit, LineReader};
@@ -43,7 +43,11 @@ fn count_in(tc: &Rc<TaskContext>, n: usize) {
     tc.with_metrics(|m| m.records_in += n as u64);
 }
 
-pub(crate) fn parallelize_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn parallelize_compute<T: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let slices: Vec<Vec<u8>> = decode("parallelize", &node.payload)?;
     let slice: Vec<T> = match slices.get(part as usize) {
         Some(bytes) => decode("parallelize slice", bytes)?,
@@ -104,7 +108,11 @@ pub(crate) fn text_file_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32)
     Ok(Box::new(out))
 }
 
-pub(crate) fn text_file_positions_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn text_file_positions_compute(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let split = split_of(node, part)?;
     let file: Arc<str> = Arc::from(split.path.to_string_lossy().as_ref());
     let mut reader = LineReader::open(&split)?;
@@ -136,7 +144,11 @@ pub(crate) fn text_file_positions_compute(tc: &Rc<TaskContext>, node: &RddNode, 
     Ok(Box::new(out))
 }
 
-pub(crate) fn whole_text_files_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn whole_text_files_compute(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let groups: Vec<Vec<PathBuf>> = decode("whole_text_files", &node.payload)?;
     let files = groups.get(part as usize).cloned().unwrap_or_default();
     let tc = tc.clone();

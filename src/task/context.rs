@@ -9,8 +9,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use ember_proto::{
-    dependency, AccumulatorUpdate, CachedBlock, MapLocation, MapStatus, Plan, RddNode, ShuffleDependency,
-    StorageLevel, TaskDescription, TaskMetrics,
+    dependency, AccumulatorUpdate, CachedBlock, MapLocation, MapStatus, Plan, RddNode,
+    ShuffleDependency, StorageLevel, TaskDescription, TaskMetrics,
 };
 
 use crate::data::Data;
@@ -72,13 +72,20 @@ impl TaskContext {
                 }
             }
         }
-        let nodes = std::mem::take(&mut plan.nodes).into_iter().map(|n| (n.id, n)).collect();
+        let nodes = std::mem::take(&mut plan.nodes)
+            .into_iter()
+            .map(|n| (n.id, n))
+            .collect();
         Ok(TaskContext {
             env,
             plan,
             nodes,
             shuffles,
-            shuffle_inputs: desc.shuffle_inputs.into_iter().map(|s| (s.shuffle_id, s.maps)).collect(),
+            shuffle_inputs: desc
+                .shuffle_inputs
+                .into_iter()
+                .map(|s| (s.shuffle_id, s.maps))
+                .collect(),
             broadcasts: desc.broadcasts,
             stage_id: desc.stage_id,
             partition: desc.partition,
@@ -109,7 +116,10 @@ impl TaskContext {
 
     /// Known map outputs of a shuffle this task reads.
     pub(crate) fn map_locations(&self, shuffle_id: u32) -> &[MapLocation] {
-        self.shuffle_inputs.get(&shuffle_id).map(Vec::as_slice).unwrap_or(&[])
+        self.shuffle_inputs
+            .get(&shuffle_id)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Serialized broadcast value shipped with the task.
@@ -122,7 +132,10 @@ impl TaskContext {
         match node.deps.get(i).and_then(|d| d.kind.as_ref()) {
             Some(dependency::Kind::Narrow(n)) => Ok(n.parent),
             Some(dependency::Kind::Shuffle(s)) => Ok(s.parent),
-            None => Err(EmberError::Plan(format!("node {} has no dependency {i}", node.id))),
+            None => Err(EmberError::Plan(format!(
+                "node {} has no dependency {i}",
+                node.id
+            ))),
         }
     }
 
@@ -137,7 +150,11 @@ impl TaskContext {
     }
 
     /// Runs the node's compute function, ignoring any cache.
-    pub(crate) fn compute_uncached<T: Data>(self: &Rc<Self>, node: &RddNode, part: u32) -> Result<Batches<T>> {
+    pub(crate) fn compute_uncached<T: Data>(
+        self: &Rc<Self>,
+        node: &RddNode,
+        part: u32,
+    ) -> Result<Batches<T>> {
         // SAFETY: `TaskContext::new` checked that the plan was built by this binary.
         let f: ComputeFn = unsafe { ComputeFn::from_offset(node.compute_fn) };
         let erased = f(self, node, part)?;
@@ -152,7 +169,9 @@ impl TaskContext {
     }
 
     pub(crate) fn note_cached(&self, rdd_id: u32, partition: u32) {
-        self.cached.borrow_mut().push(CachedBlock { rdd_id, partition });
+        self.cached
+            .borrow_mut()
+            .push(CachedBlock { rdd_id, partition });
     }
 
     pub(crate) fn take_cached_blocks(&self) -> Vec<CachedBlock> {
@@ -181,7 +200,10 @@ impl TaskContext {
         self.accumulators
             .borrow_mut()
             .drain()
-            .map(|(id, acc)| AccumulatorUpdate { id, value: acc.encode() })
+            .map(|(id, acc)| AccumulatorUpdate {
+                id,
+                value: acc.encode(),
+            })
             .collect()
     }
 

@@ -20,7 +20,10 @@ pub(crate) use context::{Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, T
 use std::rc::Rc;
 use std::time::Instant;
 
-use ember_proto::{task_failure, task_status, task_success, FetchFailure, TaskDescription, TaskFailure, TaskStatus, TaskSuccess};
+use ember_proto::{
+    task_failure, task_status, task_success, FetchFailure, TaskDescription, TaskFailure,
+    TaskStatus, TaskSuccess,
+};
 use prost::Message;
 
 use crate::env::ExecutorEnv;
@@ -35,7 +38,9 @@ pub(crate) fn run_encoded_task(env: &std::sync::Arc<ExecutorEnv>, bytes: &[u8]) 
             executor_id: env.executor_id.clone(),
             metrics: None,
             outcome: Some(task_status::Outcome::Failure(TaskFailure {
-                reason: Some(task_failure::Reason::UserError(format!("undecodable task description: {e}"))),
+                reason: Some(task_failure::Reason::UserError(format!(
+                    "undecodable task description: {e}"
+                ))),
             })),
         },
     }
@@ -83,7 +88,9 @@ fn failure_of(e: EmberError) -> TaskFailure {
         }),
         other => task_failure::Reason::UserError(other.to_string()),
     };
-    TaskFailure { reason: Some(reason) }
+    TaskFailure {
+        reason: Some(reason),
+    }
 }
 
 type Inner = (crate::error::Result<TaskSuccess>, ember_proto::TaskMetrics);
@@ -109,7 +116,8 @@ fn execute(tc: &Rc<TaskContext>) -> crate::error::Result<task_success::Output> {
         Some(sid) => {
             let dep = tc.shuffle_dependency(sid)?.clone();
             // SAFETY: the binary id was checked in `TaskContext::new`.
-            let write: ShuffleWriteFn = unsafe { crate::plan::op::OpRef::from_offset(dep.write_fn) };
+            let write: ShuffleWriteFn =
+                unsafe { crate::plan::op::OpRef::from_offset(dep.write_fn) };
             let status = write(tc, &dep, tc.partition)?;
             Ok(task_success::Output::MapStatus(status))
         }

@@ -23,7 +23,12 @@ pub(crate) fn install_hook() {
             if IN_TASK.with(Cell::get) {
                 let msg = payload_message(info.payload());
                 let text = match info.location() {
-                    Some(l) => format!("panicked at {}:{}:{}: {msg}", l.file(), l.line(), l.column()),
+                    Some(l) => format!(
+                        "panicked at {}:{}:{}: {msg}",
+                        l.file(),
+                        l.line(),
+                        l.column()
+                    ),
                     None => format!("panicked: {msg}"),
                 };
                 LAST_PANIC.with(|p| *p.borrow_mut() = Some(text));

@@ -168,12 +168,15 @@ pub fn ref_right_join<K: Ord + Clone, V: Ord + Clone, W: Ord + Clone>(
     sorted(out)
 }
 
+/// The result of a full outer join.
+pub type FullJoin<K, V, W> = Vec<(K, (Option<V>, Option<W>))>;
+
 /// Reference full outer join by nested loops, sorted.
 pub fn ref_full_join<K: Ord + Clone, V: Ord + Clone, W: Ord + Clone>(
     l: &[(K, V)],
     r: &[(K, W)],
-) -> Vec<(K, (Option<V>, Option<W>))> {
-    let mut out: Vec<(K, (Option<V>, Option<W>))> = ref_left_join(l, r)
+) -> FullJoin<K, V, W> {
+    let mut out: FullJoin<K, V, W> = ref_left_join(l, r)
         .into_iter()
         .map(|(k, (v, w))| (k, (Some(v), w)))
         .collect();

@@ -4,7 +4,10 @@
 
 use std::collections::HashSet;
 
-use ember_proto::{task_failure, task_status, task_success, MapLocation, TaskFailure, TaskMetrics, TaskStatus, TaskSuccess};
+use ember_proto::{
+    task_failure, task_status, task_success, MapLocation, TaskFailure, TaskMetrics, TaskStatus,
+    TaskSuccess,
+};
 use tracing::{debug, info, warn};
 
 use super::{Pending, Scheduler, StageKind, TaskRun};
@@ -14,11 +17,17 @@ impl Scheduler {
     pub(super) fn task_finished(&mut self, status: TaskStatus) {
         if let Some(executor_id) = self.abandoned.remove(&status.task_id) {
             self.free_slot(&executor_id);
-            debug!(task = status.task_id, "ignoring status of an abandoned attempt");
+            debug!(
+                task = status.task_id,
+                "ignoring status of an abandoned attempt"
+            );
             return;
         }
         let Some(run) = self.running.remove(&status.task_id) else {
-            debug!(task = status.task_id, "ignoring status of an unknown attempt");
+            debug!(
+                task = status.task_id,
+                "ignoring status of an unknown attempt"
+            );
             return;
         };
         self.free_slot(&run.executor_id);
@@ -29,7 +38,9 @@ impl Scheduler {
             None => self.task_failed(
                 run,
                 TaskFailure {
-                    reason: Some(task_failure::Reason::UserError("task reported no outcome".into())),
+                    reason: Some(task_failure::Reason::UserError(
+                        "task reported no outcome".into(),
+                    )),
                 },
                 metrics,
             ),
@@ -44,7 +55,12 @@ impl Scheduler {
 
     /// Sends a task-ended event to every job that uses the stage; only the first job
     /// (and only the first successful attempt per partition) gets `counted`.
-    fn report_task_end(&mut self, run: &TaskRun, metrics: TaskMetrics, success: Option<&TaskSuccess>) {
+    fn report_task_end(
+        &mut self,
+        run: &TaskRun,
+        metrics: TaskMetrics,
+        success: Option<&TaskSuccess>,
+    ) {
         let mut job_ids: Vec<u64> = self
             .jobs
             .values()
@@ -54,7 +70,8 @@ impl Scheduler {
         job_ids.sort_unstable();
         for (i, jid) in job_ids.into_iter().enumerate() {
             let job = self.jobs.get_mut(&jid).expect("job");
-            let counted = success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
+            let counted =
+                success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
             let _ = job.events.send(JobEvent::TaskEnded {
                 stage_id: run.stage_id,
                 partition: run.partition,
@@ -110,7 +127,9 @@ impl Scheduler {
                 if let Some(st) = self.stages.get_mut(&run.stage_id) {
                     st.pending.remove(&run.partition);
                 }
-                let Some(job) = self.jobs.get_mut(&job_id) else { return };
+                let Some(job) = self.jobs.get_mut(&job_id) else {
+                    return;
+                };
                 if !job.done.insert(run.partition) {
                     return;
                 }
@@ -150,13 +169,19 @@ impl Scheduler {
         if let Some(st) = self.stages.get_mut(&stage_id) {
             st.failed_attempts = 0;
         }
-        debug!(stage = stage_id, shuffle = shuffle_id, "shuffle-map stage finished");
+        debug!(
+            stage = stage_id,
+            shuffle = shuffle_id,
+            "shuffle-map stage finished"
+        );
         for jid in self.jobs_using(stage_id) {
             let job = self.jobs.get_mut(&jid).expect("job");
             let _ = job.events.send(JobEvent::StageCompleted { stage_id });
             let waiting: Vec<u32> = job.waiting.iter().copied().collect();
             for w in waiting {
-                if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.running) && self.missing_parents(w).is_empty()
+                if w != stage_id
+                    && !self.stages.get(&w).is_some_and(|s| s.running)
+                    && self.missing_parents(w).is_empty()
                 {
                     self.submit_stage(jid, w);
                 }
@@ -223,7 +248,10 @@ impl Scheduler {
             }
             Some(task_failure::Reason::Killed(_)) => {}
             Some(task_failure::Reason::ExecutorLost(msg)) => {
-                debug!(task_stage = run.stage_id, "task lost with its executor: {msg}");
+                debug!(
+                    task_stage = run.stage_id,
+                    "task lost with its executor: {msg}"
+                );
                 self.requeue(run, false);
             }
             Some(task_failure::Reason::UserError(message)) => {
@@ -233,7 +261,11 @@ impl Scheduler {
                 *n += 1;
                 if *n >= max {
                     // The job's error carries this message; logging it too would print it twice.
-                    debug!(stage = run.stage_id, partition = run.partition, "task failed its last attempt: {message}");
+                    debug!(
+                        stage = run.stage_id,
+                        partition = run.partition,
+                        "task failed its last attempt: {message}"
+                    );
                     let failure = JobFailure::TaskFailed {
                         stage_id: st.id,
                         stage_name: st.name.clone(),
@@ -261,7 +293,9 @@ impl Scheduler {
 
     /// Queues another attempt of a task whose partition is still pending.
     fn requeue(&mut self, run: TaskRun, exclude_executor: bool) {
-        let Some(st) = self.stages.get(&run.stage_id) else { return };
+        let Some(st) = self.stages.get(&run.stage_id) else {
+            return;
+        };
         if !st.running || !st.pending.contains(&run.partition) {
             return;
         }
@@ -293,7 +327,9 @@ impl Scheduler {
         for id in lost {
             let run = self.running.remove(&id).expect("running");
             let failure = TaskFailure {
-                reason: Some(task_failure::Reason::ExecutorLost(format!("executor {executor_id} lost: {reason}"))),
+                reason: Some(task_failure::Reason::ExecutorLost(format!(
+                    "executor {executor_id} lost: {reason}"
+                ))),
             };
             self.task_failed(run, failure, TaskMetrics::default());
         }
@@ -310,15 +346,28 @@ impl Scheduler {
 
     /// Fails a job: tells its client, stops its tasks, forgets its state.
     pub(super) fn fail_job(&mut self, job_id: u64, failure: JobFailure) {
-        let Some(job) = self.jobs.get(&job_id) else { return };
+        let Some(job) = self.jobs.get(&job_id) else {
+            return;
+        };
         let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
         self.finish_job(job_id);
     }
 
     fn finish_job(&mut self, job_id: u64) {
-        let Some(job) = self.jobs.remove(&job_id) else { return };
-        let still_used: HashSet<u32> = self.jobs.values().flat_map(|j| j.stages.iter().copied()).collect();
-        let orphaned: HashSet<u32> = job.stages.iter().copied().filter(|s| !still_used.contains(s)).collect();
+        let Some(job) = self.jobs.remove(&job_id) else {
+            return;
+        };
+        let still_used: HashSet<u32> = self
+            .jobs
+            .values()
+            .flat_map(|j| j.stages.iter().copied())
+            .collect();
+        let orphaned: HashSet<u32> = job
+            .stages
+            .iter()
+            .copied()
+            .filter(|s| !still_used.contains(s))
+            .collect();
         self.queue.retain(|p| !orphaned.contains(&p.stage_id));
         let to_kill: Vec<u64> = self
             .running

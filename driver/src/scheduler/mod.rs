@@ -209,7 +209,9 @@ impl Scheduler {
                 broadcasts,
                 events,
             } => self.submit_job(*plan, broadcasts, events),
-            SchedulerEvent::CancelJob { job_id, reason } => self.fail_job(job_id, JobFailure::Cancelled(reason)),
+            SchedulerEvent::CancelJob { job_id, reason } => {
+                self.fail_job(job_id, JobFailure::Cancelled(reason))
+            }
             SchedulerEvent::TaskFinished(status) => self.task_finished(*status),
             SchedulerEvent::ExecutorAdded {
                 executor_id,
@@ -226,7 +228,10 @@ impl Scheduler {
                     },
                 );
             }
-            SchedulerEvent::ExecutorLost { executor_id, reason } => self.executor_lost(&executor_id, &reason),
+            SchedulerEvent::ExecutorLost {
+                executor_id,
+                reason,
+            } => self.executor_lost(&executor_id, &reason),
             SchedulerEvent::Unpersist { rdd_id } => self.cache.retain(|(r, _), _| *r != rdd_id),
             SchedulerEvent::Shutdown => {}
         }
@@ -236,7 +241,12 @@ impl Scheduler {
         (0..num_partitions).all(|p| self.cache.get(&(rdd_id, p)).is_some_and(|e| !e.is_empty()))
     }
 
-    fn submit_job(&mut self, plan: Plan, broadcasts: HashMap<u64, Vec<u8>>, events: Sender<JobEvent>) {
+    fn submit_job(
+        &mut self,
+        plan: Plan,
+        broadcasts: HashMap<u64, Vec<u8>>,
+        events: Sender<JobEvent>,
+    ) {
         let job_id = self.next_job;
         self.next_job += 1;
         let index = match PlanIndex::new(&plan) {
@@ -278,9 +288,15 @@ impl Scheduler {
             waiting: HashSet::new(),
             reported_skipped: HashSet::new(),
         };
-        let num_stages = 1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
+        let num_stages =
+            1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
         let _ = job.events.send(JobEvent::Started { job_id, num_stages });
-        debug!(job = job_id, stages = num_stages, "job submitted: {}", plan.description);
+        debug!(
+            job = job_id,
+            stages = num_stages,
+            "job submitted: {}",
+            plan.description
+        );
         if partitions.is_empty() {
             let _ = job.events.send(JobEvent::JobSucceeded { job_id });
             self.stages.remove(&result_stage);
@@ -297,7 +313,9 @@ impl Scheduler {
         skipped.sort_unstable();
         for s in skipped {
             job.reported_skipped.insert(s);
-            let _ = job.events.send(JobEvent::StageSkipped(stage_info(&self.stages[&s], 0)));
+            let _ = job
+                .events
+                .send(JobEvent::StageSkipped(stage_info(&self.stages[&s], 0)));
         }
         self.jobs.insert(job_id, job);
         self.submit_stage(job_id, result_stage);
@@ -386,7 +404,8 @@ impl Scheduler {
     /// Shuffle stages that `stage_id` reads and whose output is incomplete.
     fn missing_parents(&self, stage_id: u32) -> Vec<u32> {
         let st = &self.stages[&stage_id];
-        let cached = |n: &ember_proto::RddNode| n.storage != 0 && self.fully_cached(n.id, n.num_partitions);
+        let cached =
+            |n: &ember_proto::RddNode| n.storage != 0 && self.fully_cached(n.id, n.num_partitions);
         st.index
             .parent_shuffles(st.rdd_id, &cached)
             .into_iter()
@@ -415,14 +434,22 @@ impl Scheduler {
             return;
         }
         if self.stages[&stage_id].running {
-            self.jobs.get_mut(&job_id).expect("job").waiting.insert(stage_id);
+            self.jobs
+                .get_mut(&job_id)
+                .expect("job")
+                .waiting
+                .insert(stage_id);
             return;
         }
         let missing = self.missing_parents(stage_id);
         if missing.is_empty() {
             self.submit_tasks(job_id, stage_id);
         } else {
-            self.jobs.get_mut(&job_id).expect("job").waiting.insert(stage_id);
+            self.jobs
+                .get_mut(&job_id)
+                .expect("job")
+                .waiting
+                .insert(stage_id);
             for parent in missing {
                 self.submit_stage(job_id, parent);
             }
@@ -434,12 +461,21 @@ impl Scheduler {
             StageKind::ShuffleMap(sid) => self.tracker.missing(sid),
             StageKind::Result(_) => {
                 let job = &self.jobs[&job_id];
-                job.partitions.iter().copied().filter(|p| !job.done.contains(p)).collect()
+                job.partitions
+                    .iter()
+                    .copied()
+                    .filter(|p| !job.done.contains(p))
+                    .collect()
             }
         };
         let preferred: Vec<Vec<String>> = {
             let st = &self.stages[&stage_id];
-            let persisted: Vec<u32> = st.index.persisted_nodes(st.rdd_id).iter().map(|n| n.id).collect();
+            let persisted: Vec<u32> = st
+                .index
+                .persisted_nodes(st.rdd_id)
+                .iter()
+                .map(|n| n.id)
+                .collect();
             partitions
                 .iter()
                 .map(|p| {
@@ -457,7 +493,13 @@ impl Scheduler {
         st.running = true;
         st.pending = partitions.iter().copied().collect();
         let info = stage_info(st, partitions.len() as u32);
-        debug!(stage = stage_id, attempt = st.attempt, tasks = partitions.len(), "submitting stage {}", st.name);
+        debug!(
+            stage = stage_id,
+            attempt = st.attempt,
+            tasks = partitions.len(),
+            "submitting stage {}",
+            st.name
+        );
         for (partition, preferred) in partitions.into_iter().zip(preferred) {
             self.queue.push_back(Pending {
                 stage_id,
@@ -523,7 +565,9 @@ impl Scheduler {
     }
 
     fn launch(&mut self, p: Pending, executor_id: &str) {
-        let Some(st) = self.stages.get(&p.stage_id) else { return };
+        let Some(st) = self.stages.get(&p.stage_id) else {
+            return;
+        };
         if p.stage_attempt != st.attempt {
             // A newer attempt of the stage superseded this task.
             if let Some(ex) = self.executors.get_mut(executor_id) {

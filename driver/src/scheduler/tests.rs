@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::{
-    dependency::Kind, task_failure, task_status, task_success, Dependency, FetchFailure, MapStatus, Plan, RddNode,
-    ShuffleDependency, TaskDescription, TaskFailure, TaskStatus, TaskSuccess,
+    dependency::Kind, task_failure, task_status, task_success, Dependency, FetchFailure, MapStatus,
+    Plan, RddNode, ShuffleDependency, TaskDescription, TaskFailure, TaskStatus, TaskSuccess,
 };
 
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
@@ -38,7 +38,10 @@ impl Harness {
                 shuffle_address: String::new(),
             });
         }
-        Harness { sched, launched: rx }
+        Harness {
+            sched,
+            launched: rx,
+        }
     }
 
     fn next_task(&self) -> (String, TaskDescription) {
@@ -47,18 +50,21 @@ impl Harness {
 
     fn no_more_tasks(&self) {
         assert!(
-            self.launched.recv_timeout(Duration::from_millis(100)).is_err(),
+            self.launched
+                .recv_timeout(Duration::from_millis(100))
+                .is_err(),
             "no further launch expected"
         );
     }
 
     fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
-        self.sched.send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
-            task_id: task.task_id,
-            executor_id: exec.to_string(),
-            metrics: Some(Default::default()),
-            outcome: Some(outcome),
-        })));
+        self.sched
+            .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                task_id: task.task_id,
+                executor_id: exec.to_string(),
+                metrics: Some(Default::default()),
+                outcome: Some(outcome),
+            })));
     }
 
     fn succeed(&self, exec: &str, task: &TaskDescription) {
@@ -81,7 +87,13 @@ impl Harness {
     }
 
     fn fail(&self, exec: &str, task: &TaskDescription, reason: task_failure::Reason) {
-        self.reply(exec, task, task_status::Outcome::Failure(TaskFailure { reason: Some(reason) }));
+        self.reply(
+            exec,
+            task,
+            task_status::Outcome::Failure(TaskFailure {
+                reason: Some(reason),
+            }),
+        );
     }
 }
 
@@ -115,13 +127,18 @@ fn two_stage_plan() -> Plan {
     }
 }
 
-fn drain_until_end(events: &Receiver<JobEvent>) -> (HashMap<u32, Vec<u8>>, Result<(), JobFailure>, u32) {
+fn drain_until_end(
+    events: &Receiver<JobEvent>,
+) -> (HashMap<u32, Vec<u8>>, Result<(), JobFailure>, u32) {
     let mut results = HashMap::new();
     let mut skipped = 0;
     loop {
         match events.recv_timeout(WAIT).expect("job event") {
             JobEvent::TaskResult { partition, result } => {
-                assert!(results.insert(partition, result).is_none(), "partition delivered twice");
+                assert!(
+                    results.insert(partition, result).is_none(),
+                    "partition delivered twice"
+                );
             }
             JobEvent::StageSkipped(_) => skipped += 1,
             JobEvent::JobSucceeded { .. } => return (results, Ok(()), skipped),
@@ -143,7 +160,11 @@ fn runs_map_stage_then_result_stage_and_skips_it_next_time() {
     for _ in 0..2 {
         let (ex, t) = h.next_task();
         assert_eq!(t.shuffle_id, None);
-        assert_eq!(t.shuffle_inputs[0].maps.len(), 2, "reducers see both map outputs");
+        assert_eq!(
+            t.shuffle_inputs[0].maps.len(),
+            2,
+            "reducers see both map outputs"
+        );
         h.succeed(&ex, &t);
     }
     let (results, outcome, skipped) = drain_until_end(&events);
@@ -189,10 +210,18 @@ fn fetch_failure_reruns_only_the_lost_map_output() {
         }),
     );
     let (ex, t) = h.next_task();
-    assert_eq!((t.shuffle_id, t.partition), (Some(0), 1), "only map 1 reruns");
+    assert_eq!(
+        (t.shuffle_id, t.partition),
+        (Some(0), 1),
+        "only map 1 reruns"
+    );
     h.succeed(&ex, &t);
     let (ex, t) = h.next_task();
-    assert_eq!((t.shuffle_id, t.partition), (None, tb.partition), "only the failed reducer reruns");
+    assert_eq!(
+        (t.shuffle_id, t.partition),
+        (None, tb.partition),
+        "only the failed reducer reruns"
+    );
     h.succeed(&ex, &t);
     let (results, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok(), "{outcome:?}");
@@ -225,12 +254,21 @@ fn task_failing_every_attempt_fails_the_job_with_its_message() {
         let (ex, t) = h.next_task();
         assert_eq!(t.attempt, attempt);
         execs.push(ex.clone());
-        h.fail(&ex, &t, task_failure::Reason::UserError(format!("boom {attempt}")));
+        h.fail(
+            &ex,
+            &t,
+            task_failure::Reason::UserError(format!("boom {attempt}")),
+        );
     }
-    assert_ne!(execs[0], execs[1], "a retry goes to another executor when there is one");
+    assert_ne!(
+        execs[0], execs[1],
+        "a retry goes to another executor when there is one"
+    );
     let (_, outcome, _) = drain_until_end(&events);
     match outcome {
-        Err(JobFailure::TaskFailed { message, partition, .. }) => {
+        Err(JobFailure::TaskFailed {
+            message, partition, ..
+        }) => {
             assert_eq!(message, "boom 2");
             assert_eq!(partition, 0);
         }
@@ -270,7 +308,11 @@ fn stale_status_is_ignored_and_lost_executor_outputs_rerun() {
     let maps: Vec<u32> = seen.iter().filter(|s| s.0.is_some()).map(|s| s.1).collect();
     let mut sorted = maps.clone();
     sorted.sort();
-    assert_eq!(sorted, vec![0, 1], "both map outputs recomputed on e2: {seen:?}");
+    assert_eq!(
+        sorted,
+        vec![0, 1],
+        "both map outputs recomputed on e2: {seen:?}"
+    );
     let (results, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok());
     assert_eq!(results.len(), 2);
