@@ -74,7 +74,7 @@ KNOWN_KV = {
 }
 
 INSTALL_HINT = ("python3 -m venv {venv} && {venv}/bin/pip install -r {req}\n"
-                "    VENV={venv} {shared}/spark/build.sh      # Spark reference jar (needs javac 17+)")
+                "    VENV={venv} {shared}/spark/build.sh")
 
 
 def log(msg=""):
@@ -418,8 +418,55 @@ def check_tiny_output(out_path, expected):
     return True, [f"all {len(expected)} word counts exact"]
 
 
-def check_kvsum_output(out_path, man):
+def line_hash(line):
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big")
+
+
+def kv_expected_digest(d, man):
+    """Order-independent digest (sum mod 2^64 of an 8-byte blake2b per line) of the exact
+    `key<TAB>sum` lines a correct kvsum must print, computed here from the input itself, cached
+    next to the manifest. Catches answers with the right key count and total but a wrong split."""
+    cache = os.path.join(d, "_bench_kvsum_digest.json")
+    stamp = hashlib.sha256(json.dumps(man, sort_keys=True, default=str).encode()).hexdigest()
+    try:
+        with open(cache) as f:
+            c = json.load(f)
+        if c.get("manifest_sha256") == stamp:
+            return c["digest"]
+    except (OSError, ValueError, KeyError):
+        pass
+    log(f"check: computing the expected per-key sums of {d} once (for the kvsum check)")
+    t0 = time.time()
+    sums = [0] * man["keys"]
+    seen = bytearray(man["keys"])
+    for f in data_files(d):
+        with open(f, "rb") as fh:
+            for line in fh:
+                k, v = line.split(b",")
+                k = int(k)
+                ip, _, fp = v.strip().partition(b".")
+                neg = ip.startswith(b"-")
+                t = abs(int(ip)) * 1000 + int((fp + b"000")[:3] or b"0")
+                sums[k] += -t if neg else t
+                seen[k] = 1
+    digest = 0
+    for k, s in enumerate(sums):
+        if seen[k]:
+            a = abs(s)
+            digest += line_hash(f"{k}\t{'-' if s < 0 else ''}{a // 1000}.{a % 1000:03d}".encode())
+    digest = f"{digest & ((1 << 64) - 1):016x}"
+    try:
+        with open(cache, "w") as f:
+            json.dump({"manifest_sha256": stamp, "digest": digest}, f)
+    except OSError:
+        pass
+    log(f"check: done in {time.time() - t0:.0f} s")
+    return digest
+
+
+def check_kvsum_output(out_path, man, expected_digest=None):
     msgs = []
+    digest = 0
     if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
         msgs.append("no _SUCCESS")
     nkeys = man["keys"]
@@ -431,7 +478,8 @@ def check_kvsum_output(out_path, man):
     for f in data_files(out_path):
         with open(f, "rb") as fh:
             for line in fh:
-                m = pat.match(line.rstrip(b"\n"))
+                line = line.rstrip(b"\n")
+                m = pat.match(line)
                 if not m:
                     bad += 1
                     if bad <= 3:
@@ -441,6 +489,7 @@ def check_kvsum_output(out_path, man):
                 v = int(m.group(3)) * 1000 + int(m.group(4))
                 total += -v if m.group(2) else v
                 n += 1
+                digest += line_hash(line)
                 if k >= nkeys:
                     bad += 1
                     if bad <= 3:
@@ -457,8 +506,12 @@ def check_kvsum_output(out_path, man):
         msgs.append(f"{n} output lines != manifest distinct_keys {man['distinct_keys']}")
     if total != man["value_sum_thousandths"]:
         msgs.append(f"exact sum {total} != manifest value_sum_thousandths {man['value_sum_thousandths']}")
+    digest = f"{digest & ((1 << 64) - 1):016x}"
+    if expected_digest and digest != expected_digest:
+        msgs.append(f"per-key sums digest {digest} != expected {expected_digest} (some key has a wrong sum)")
     ok = not msgs
-    return ok, msgs or [f"keys={n} sum={total // 1000}.{total % 1000:03d} exact"]
+    return ok, msgs or [f"keys={n} sum={total // 1000}.{total % 1000:03d} exact"
+                        + (", every per-key sum exact" if expected_digest else "")]
 
 
 def check_sorted_output(ctx, out_path, man, input_digest):
@@ -608,7 +661,7 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
             elif job == "tiny":
                 ok, msgs = check_tiny_output(out, ctx.tiny_expected)
             elif job == "kvsum":
-                ok, msgs = check_kvsum_output(out, man)
+                ok, msgs = check_kvsum_output(out, man, ctx.kvsum_digest)
             elif job == "sort":
                 ok, msgs = check_sorted_output(ctx, out, man, ctx.kv_digest)
             elif job == "latency":
@@ -653,6 +706,10 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
+
+
+def fmt_ratio(x):
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.2g}"
 
 
 def fmt_s(x):
@@ -719,11 +776,11 @@ def render(meta, rows, notes):
             ratio = ""
             if job == "latency":
                 if ember and r["engine"] != "ember" and ember["latency_ms"] and r["latency_ms"]:
-                    ratio = f"{ember['latency_ms'] / r['latency_ms']:.3f} (trivial job)"
+                    ratio = f"{fmt_ratio(ember['latency_ms'] / r['latency_ms'])} (trivial job)"
             elif ember and r["engine"] != "ember" and job != "scaling" and ember["wall_s"] and r["wall_s"]:
-                ratio = f"{ember['wall_s'] / r['wall_s']:.2f}"
+                ratio = fmt_ratio(ember['wall_s'] / r['wall_s'])
                 if r["in_job_s"]:
-                    ratio += f" ({ember['wall_s'] / r['in_job_s']:.2f})"
+                    ratio += f" ({fmt_ratio(ember['wall_s'] / r['in_job_s'])})"
             wall = fmt_s(r["wall_s"])
             if job == "latency" and r["latency_ms"] is not None:
                 wall += f"; trivial job {r['latency_ms']:.2f} ms"
@@ -764,20 +821,22 @@ def plot(results_json, png):
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     colors = {"ember": "#d62728", "ember-local[1]": "#ff9896", "ember-local[2]": "#d62728",
               "duckdb": "#1f77b4", "polars": "#2ca02c", "spark": "#ff7f0e"}
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(jobs) + 2), 4.5))
-    width = 0.8 / max(1, len(engines))
-    for i, eng in enumerate(engines):
-        xs, ys, fails = [], [], []
-        for j, job in enumerate(jobs):
-            r = next((r for r in rows if r["job"] == job and r["engine"] == eng), None)
-            if r:
-                xs.append(j + (i - (len(engines) - 1) / 2) * width)
-                ys.append(r["wall_s"])
-                fails.append(not r["ok"])
-        bars = ax.bar(xs, ys, width, label=eng, color=colors.get(eng))
-        for b, y, failed in zip(bars, ys, fails):
-            ax.annotate(("FAILED " if failed else "") + fmt_s(y), (b.get_x() + b.get_width() / 2, y),
-                        ha="center", va="bottom", fontsize=7, rotation=90)
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(jobs) + 2), 4.8))
+    width = 0.8 / max(1, max(sum(1 for r in rows if r["job"] == j) for j in jobs))
+    seen = set()
+    for j, job in enumerate(jobs):
+        rs = [r for r in rows if r["job"] == job]
+        for i, r in enumerate(rs):
+            x = j + (i - (len(rs) - 1) / 2) * width
+            eng = r["engine"]
+            b = ax.bar([x], [r["wall_s"]], width, color=colors.get(eng, "#7f7f7f"),
+                       hatch="//" if not r["ok"] else None, label=None if eng in seen else eng)
+            seen.add(eng)
+            ax.annotate(("FAILED " if not r["ok"] else "") + fmt_s(r["wall_s"]),
+                        (x, r["wall_s"]), ha="center", va="bottom", fontsize=7, rotation=90)
+    lo = min(r["wall_s"] for r in rows)
+    hi = max(r["wall_s"] for r in rows)
+    ax.set_ylim(lo / 3, hi * 8)
     ax.set_yscale("log")
     ax.set_xticks(range(len(jobs)))
     ax.set_xticklabels(jobs)
@@ -829,6 +888,8 @@ def parse_args():
     ap.add_argument("--executor-memory", default="1g", help="EMBER_EXECUTOR_MEMORY for ember runs")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds before a run is killed")
     ap.add_argument("--keep-outputs", action="store_true", help="keep every run's output under OUT/work")
+    ap.add_argument("--no-sort-digest", dest="sort_digest", action="store_false",
+                    help="sort check: skip comparing the output's lines with the input's (one extra pass)")
     ap.add_argument("--skip-build", action="store_true", help="use the binaries already in OUT/bin")
     ap.add_argument("--plot-from", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -857,6 +918,7 @@ def main():
     ctx.args, ctx.shared, ctx.out = args, args.shared, args.out
     ctx.duckdb_digest = {}
     ctx.kv_digest = None
+    ctx.kvsum_digest = None
     ctx.tiny_expected = None
     ctx.text_gen_key = lambda man: (man.get("_gen_bytes"), man.get("files"), man.get("seed"))
     notes = []
@@ -884,7 +946,8 @@ def main():
         hint = INSTALL_HINT.format(venv=args.venv, req=os.path.join(REPO, "bench", "requirements.txt"),
                                    shared=args.shared)
         log("  to install the references:\n    " + hint)
-        notes.append("install the references with: `" + hint.replace("\n    ", "` then `") + "`")
+        notes.append("install the references with: `" + hint.replace("\n    ", "` then (for Spark; needs "
+                                                                   "javac 17+) `") + "`")
     engines = [e for e in args.engines if e == "ember" or refs[e]["ok"]]
 
     # ---- data
@@ -904,8 +967,16 @@ def main():
         manifests[key] = man
     if need_text:
         load("text", *sets["text"])
+        mt = manifests["text"]
+        known = KNOWN_TEXT.get(ctx.text_gen_key(mt))
+        if known and mt["words"] != known[1]:
+            notes.append(f"text manifest words {mt['words']} != the shared README's {known[1]}: generator changed?")
     if need_kv:
         load("kv", *sets["kv"])
+        mk = manifests["kv"]
+        known = KNOWN_KV.get((mk["records"], mk["keys"], mk["files"], mk["seed"]))
+        if known and (mk["distinct_keys"], mk["value_sum_thousandths"]) != known:
+            notes.append(f"kv manifest differs from the shared README's figures {known}: generator changed?")
     if need_tiny:
         load("tiny", *DATASET_TINY)
         exp = {}
@@ -960,7 +1031,9 @@ def main():
             inp, man = datasets["kv"], manifests["kv"]
         elif job == "tiny":
             inp, man = datasets["tiny"], manifests["tiny"]
-        if job == "sort" and ctx.kv_digest is None:
+        if job == "kvsum" and "ember" in job_engines and ctx.kvsum_digest is None:
+            ctx.kvsum_digest = kv_expected_digest(inp, man)
+        if job == "sort" and ctx.kv_digest is None and args.sort_digest:
             ctx.kv_digest = input_line_digest(ctx, inp, man)
         if job == "wordcount" and "duckdb" in job_engines and "ember" in job_engines:
             # run DuckDB first within each round so ember's digest can be compared in round 1
