@@ -9,6 +9,9 @@
 #[path = "support/args.rs"]
 mod args;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context as _;
 use ember::LinePosition;
 

@@ -11,6 +11,9 @@
 #[path = "support/args.rs"]
 mod args;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context as _;
 use ember::LinePosition;
 

@@ -8,6 +8,9 @@
 #[path = "support/args.rs"]
 mod args;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::{bail, Context as _};
 use ember::LinePosition;
 

@@ -6,6 +6,9 @@
 #[path = "support/args.rs"]
 mod args;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context as _;
 
 fn main() -> anyhow::Result<()> {

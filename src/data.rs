@@ -17,4 +17,4 @@ pub trait Key: Data + Hash + Eq {}
 impl<T: Data + Hash + Eq> Key for T {}
 
 /// Records per batch handed between pipelined operators (one dynamic call per batch).
-pub(crate) const BATCH: usize = 4096;
+pub(crate) const BATCH: usize = 1024;

@@ -1,0 +1,123 @@
+//! Placing queued tasks on free executor slots and building their descriptions.
+//!
+//! Invariant: a task is launched only for the current attempt of its stage; a queued
+//! task of a superseded attempt is dropped here and its slot given back.
+
+use ember_proto::{ShuffleInput, TaskDescription};
+
+use super::{Pending, Scheduler, StageKind, TaskRun};
+use crate::events::JobEvent;
+
+impl Scheduler {
+    /// Launches queued tasks on free slots.
+    pub(super) fn dispatch(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut free: Vec<String> = self
+            .executors
+            .iter()
+            .filter(|(_, e)| e.free > 0)
+            .map(|(id, _)| id.clone())
+            .collect();
+        free.sort();
+        let mut i = 0;
+        while i < self.queue.len() && !free.is_empty() {
+            let p = &self.queue[i];
+            let choice = free
+                .iter()
+                .position(|e| p.preferred.contains(e) && !p.excluded.contains(e))
+                .or_else(|| free.iter().position(|e| !p.excluded.contains(e)))
+                .or_else(|| {
+                    // Every free executor is excluded: only wait if some other executor could take it.
+                    let others = self.executors.keys().any(|e| !p.excluded.contains(e));
+                    if others {
+                        None
+                    } else {
+                        Some(0)
+                    }
+                });
+            let Some(pos) = choice else {
+                i += 1;
+                continue;
+            };
+            let task = self.queue.remove(i).expect("index in range");
+            let exec_id = free[pos].clone();
+            let ex = self.executors.get_mut(&exec_id).expect("free executor");
+            ex.free -= 1;
+            if ex.free == 0 {
+                free.remove(pos);
+            }
+            self.launch(task, &exec_id);
+        }
+    }
+
+    fn launch(&mut self, p: Pending, executor_id: &str) {
+        let Some(st) = self.stages.get(&p.stage_id) else {
+            return;
+        };
+        if p.stage_attempt != st.attempt {
+            // A newer attempt of the stage superseded this task.
+            if let Some(ex) = self.executors.get_mut(executor_id) {
+                ex.free += 1;
+            }
+            return;
+        }
+        let job_id = match st.kind {
+            StageKind::Result(j) => j,
+            StageKind::ShuffleMap(_) => self
+                .jobs
+                .values()
+                .filter(|j| j.stages.contains(&p.stage_id))
+                .map(|j| j.id)
+                .min()
+                .unwrap_or(u64::MAX),
+        };
+        let task_id = self.next_task;
+        self.next_task += 1;
+        let shuffle_inputs = st
+            .index
+            .all_stage_shuffles(st.rdd_id)
+            .into_iter()
+            .map(|sid| ShuffleInput {
+                shuffle_id: sid,
+                maps: self.tracker.locations(sid),
+            })
+            .collect();
+        let desc = TaskDescription {
+            job_id,
+            stage_id: st.id,
+            stage_attempt: st.attempt,
+            partition: p.partition,
+            attempt: p.attempt,
+            task_id,
+            shuffle_id: match st.kind {
+                StageKind::ShuffleMap(s) => Some(s),
+                StageKind::Result(_) => None,
+            },
+            plan: Some((*st.plan).clone()),
+            shuffle_inputs,
+            broadcasts: (*st.broadcasts).clone(),
+        };
+        self.running.insert(
+            task_id,
+            TaskRun {
+                stage_id: st.id,
+                stage_attempt: st.attempt,
+                partition: p.partition,
+                attempt: p.attempt,
+                executor_id: executor_id.to_string(),
+                excluded: p.excluded,
+            },
+        );
+        for job in self.jobs.values() {
+            if job.stages.contains(&st.id) {
+                let _ = job.events.send(JobEvent::TaskStarted {
+                    stage_id: st.id,
+                    partition: p.partition,
+                });
+            }
+        }
+        self.launcher.launch(executor_id, desc);
+    }
+}
