@@ -138,7 +138,7 @@ fn join_spills_and_is_correct() {
         .unwrap();
     assert_spilled(&c, "join");
     // Hash-join reference (the nested loop is too slow at this size; joins are checked
-    // against nested loops in operators_pair).
+    // against nested loops in pair_joins_sorts).
     let by_key = ref_group(&right);
     let mut expected = Vec::new();
     for (k, v) in &left {

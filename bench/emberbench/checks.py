@@ -1,0 +1,248 @@
+"""Answer verification: every engine's output (or ANCHOR figures) against the manifest, the
+shared README's known results, DuckDB's digest and digests the harness computes from the input."""
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+from .config import KNOWN_TEXT, log
+from .data import data_files
+
+
+def verify_output(shared, mode, path):
+    r = subprocess.run([sys.executable, os.path.join(shared, "verify_output.py"), mode, path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["?"])[-1]
+    vals = dict(kv.split("=", 1) for kv in r.stdout.split())
+    return vals, None
+
+
+def check_wordcount_output(ctx, out_path, man, is_dir=True):
+    """verify_output.py wordcount; compare with the manifest, the README's known values and the
+    DuckDB digest. Returns (ok, [messages], digest)."""
+    msgs = []
+    if is_dir and not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        msgs.append("no _SUCCESS")
+    vals, err = verify_output(ctx.shared, "wordcount", out_path)
+    if vals is None:
+        return False, msgs + [f"verify_output.py failed: {err}"], None
+    lines, distinct, total, digest = (int(vals["lines"]), int(vals["distinct_words"]),
+                                      int(vals["total_count"]), vals["digest"])
+    if lines != distinct:
+        msgs.append(f"{lines} lines but {distinct} distinct words (a word appears twice)")
+    if total != man["words"]:
+        msgs.append(f"total_count {total} != manifest words {man['words']}")
+    known = KNOWN_TEXT.get((ctx.text_gen_key(man)))
+    checked_digest = False
+    if known:
+        kd, kt, kdig = known
+        if distinct != kd:
+            msgs.append(f"distinct words {distinct} != known {kd}")
+        if digest != kdig:
+            msgs.append(f"digest {digest} != known {kdig}")
+        checked_digest = True
+    ref = ctx.duckdb_digest.get(man.get("_dir"))
+    if ref is not None:
+        if digest != ref:
+            msgs.append(f"digest {digest} != DuckDB's {ref}")
+        checked_digest = True
+    if not checked_digest and not msgs:
+        return True, ["total ok; digest not compared (no known digest, DuckDB did not run)"], digest
+    return not msgs, msgs or [f"distinct={distinct} total={total} digest={digest}"], digest
+
+
+def check_tiny_output(out_path, expected):
+    if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        return False, ["no _SUCCESS"]
+    got = {}
+    for f in data_files(out_path):
+        with open(f, "rb") as fh:
+            for line in fh:
+                w, c = line.rstrip(b"\n").split(b"\t")
+                if w in got:
+                    return False, [f"word {w!r} appears twice"]
+                got[w] = int(c)
+    if got != expected:
+        diff = [w for w in set(got) | set(expected) if got.get(w) != expected.get(w)]
+        return False, [f"{len(diff)} words with wrong counts, e.g. {diff[:3]}"]
+    return True, [f"all {len(expected)} word counts exact"]
+
+
+def line_hash(line):
+    return int.from_bytes(hashlib.blake2b(line, digest_size=8).digest(), "big")
+
+
+def kv_expected_digest(d, man):
+    """Order-independent digest (sum mod 2^64 of an 8-byte blake2b per line) of the exact
+    `key<TAB>sum` lines a correct kvsum must print, computed here from the input itself, cached
+    next to the manifest. Catches answers with the right key count and total but a wrong split."""
+    cache = os.path.join(d, "_bench_kvsum_digest.json")
+    stamp = hashlib.sha256(json.dumps(man, sort_keys=True, default=str).encode()).hexdigest()
+    try:
+        with open(cache) as f:
+            c = json.load(f)
+        if c.get("manifest_sha256") == stamp:
+            return c["digest"]
+    except (OSError, ValueError, KeyError):
+        pass
+    log(f"check: computing the expected per-key sums of {d} once (for the kvsum check)")
+    t0 = time.time()
+    sums = [0] * man["keys"]
+    seen = bytearray(man["keys"])
+    for f in data_files(d):
+        with open(f, "rb") as fh:
+            for line in fh:
+                k, v = line.split(b",")
+                k = int(k)
+                ip, _, fp = v.strip().partition(b".")
+                neg = ip.startswith(b"-")
+                t = abs(int(ip)) * 1000 + int((fp + b"000")[:3] or b"0")
+                sums[k] += -t if neg else t
+                seen[k] = 1
+    digest = 0
+    for k, s in enumerate(sums):
+        if seen[k]:
+            a = abs(s)
+            digest += line_hash(f"{k}\t{'-' if s < 0 else ''}{a // 1000}.{a % 1000:03d}".encode())
+    digest = f"{digest & ((1 << 64) - 1):016x}"
+    try:
+        with open(cache, "w") as f:
+            json.dump({"manifest_sha256": stamp, "digest": digest}, f)
+    except OSError:
+        pass
+    log(f"check: done in {time.time() - t0:.0f} s")
+    return digest
+
+
+def check_kvsum_output(out_path, man, expected_digest=None):
+    msgs = []
+    digest = 0
+    if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        msgs.append("no _SUCCESS")
+    nkeys = man["keys"]
+    seen = bytearray(nkeys)
+    n = 0
+    total = 0
+    dup = bad = 0
+    pat = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
+    for f in data_files(out_path):
+        with open(f, "rb") as fh:
+            for line in fh:
+                line = line.rstrip(b"\n")
+                m = pat.match(line)
+                if not m:
+                    bad += 1
+                    if bad <= 3:
+                        msgs.append(f"malformed line {line[:60]!r} in {os.path.basename(f)}")
+                    continue
+                k = int(m.group(1))
+                v = int(m.group(3)) * 1000 + int(m.group(4))
+                total += -v if m.group(2) else v
+                n += 1
+                digest += line_hash(line)
+                if k >= nkeys:
+                    bad += 1
+                    if bad <= 3:
+                        msgs.append(f"key {k} out of range [0,{nkeys})")
+                elif seen[k]:
+                    dup += 1
+                else:
+                    seen[k] = 1
+    if dup:
+        msgs.append(f"{dup} duplicate keys")
+    if bad > 3:
+        msgs.append(f"{bad} bad lines in all")
+    if n != man["distinct_keys"]:
+        msgs.append(f"{n} output lines != manifest distinct_keys {man['distinct_keys']}")
+    if total != man["value_sum_thousandths"]:
+        msgs.append(f"exact sum {total} != manifest value_sum_thousandths {man['value_sum_thousandths']}")
+    digest = f"{digest & ((1 << 64) - 1):016x}"
+    if expected_digest and digest != expected_digest:
+        msgs.append(f"per-key sums digest {digest} != expected {expected_digest} (some key has a wrong sum)")
+    ok = not msgs
+    return ok, msgs or [f"keys={n} sum={total // 1000}.{total % 1000:03d} exact"
+                        + (", every per-key sum exact" if expected_digest else "")]
+
+
+def check_sorted_output(ctx, out_path, man, input_digest):
+    msgs = []
+    if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        msgs.append("no _SUCCESS")
+    vals, err = verify_output(ctx.shared, "sorted", out_path)
+    if vals is None:
+        return False, msgs + [f"verify_output.py failed: {err}"]
+    if int(vals["records"]) != man["records"]:
+        msgs.append(f"records {vals['records']} != manifest {man['records']}")
+    if int(vals["descending_steps"]) != 0:
+        msgs.append(f"descending_steps {vals['descending_steps']} != 0")
+    if int(vals["sum_of_keys"]) != man["key_sum"]:
+        msgs.append(f"sum_of_keys {vals['sum_of_keys']} != manifest key_sum {man['key_sum']}")
+    if input_digest and vals["digest"] != input_digest:
+        msgs.append(f"line digest {vals['digest']} != input's {input_digest} (lines altered)")
+    return not msgs, msgs or [f"records={vals['records']} in order, key sum ok"
+                              + (", same lines as input" if input_digest else "")]
+
+
+def input_line_digest(ctx, d, man):
+    """Order-independent digest of the input's k,v lines (verify_output.py sorted on the input
+    itself), cached next to the manifest as _bench_digest.json."""
+    cache = os.path.join(d, "_bench_digest.json")
+    stamp = hashlib.sha256(json.dumps(man, sort_keys=True, default=str).encode()).hexdigest()
+    try:
+        with open(cache) as f:
+            c = json.load(f)
+        if c.get("manifest_sha256") == stamp:
+            return c["digest"]
+    except (OSError, ValueError, KeyError):
+        pass
+    log(f"check: computing the line digest of {d} once (for the sort check)")
+    # verify_output.py sorted reads part-* of a directory in order: the digest is order-independent
+    vals, err = verify_output(ctx.shared, "sorted", d)
+    if vals is None:
+        log(f"check: could not digest {d}: {err}")
+        return None
+    try:
+        with open(cache, "w") as f:
+            json.dump({"manifest_sha256": stamp, "digest": vals["digest"]}, f)
+    except OSError:
+        pass
+    return vals["digest"]
+
+
+def check_ref_anchors(job, engine, res, man, ctx):
+    """Check a reference engine's own ANCHOR figures against the manifest."""
+    a = res.anchors
+    msgs = []
+
+    def eq(key, want):
+        got = a.get(key)
+        if got is None:
+            msgs.append(f"no ANCHOR {key}")
+        elif str(got).strip() != str(want):
+            msgs.append(f"{key}={got} != {want}")
+    if job in ("wordcount", "tiny"):
+        eq("total_words", man["words"])
+        known = KNOWN_TEXT.get(ctx.text_gen_key(man))
+        if known:
+            eq("distinct_words", known[0])
+        if job == "tiny":
+            eq("distinct_words", len(ctx.tiny_expected))
+    elif job == "kvsum":
+        eq("distinct_keys", man["distinct_keys"])
+        eq("sum_of_sums_exact", man["value_sum"])
+    elif job == "sort":
+        eq("records", man["records"])
+        eq("disorder_within_partitions", 0)
+        eq("sum_of_keys", man["key_sum"])
+    elif job == "latency":
+        cc = a.get("count_check", "")
+        m = re.match(r"(\d+) \(expected (\d+)\)", cc)
+        if not m or m.group(1) != m.group(2):
+            msgs.append(f"count_check {cc!r}")
+        if "median_ms" not in a:
+            msgs.append("no ANCHOR median_ms")
+    return not msgs, msgs

@@ -1,0 +1,61 @@
+"""Shared constants of the benchmark harness: paths, the job/engine tables, the data set
+parameters, the known results from the shared README, and the log/die helpers."""
+import os
+import sys
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN_PY = os.path.join(BENCH_DIR, "run.py")
+REPO = os.path.dirname(BENCH_DIR)
+DEFAULT_SHARED = os.path.join(os.path.dirname(REPO), "shared", "bench")
+
+ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
+ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling"]
+
+# Which engines can run which job (ember is always first: it is what the ratios are about).
+JOB_ENGINES = {
+    "wordcount": ["ember", "duckdb", "polars", "spark"],
+    "kvsum": ["ember", "duckdb", "polars", "spark"],
+    "sort": ["ember", "spark"],
+    "latency": ["ember", "spark"],
+    "tiny": ["ember", "spark"],
+    "scaling": ["ember"],
+}
+# ember example each job needs.
+JOB_EXAMPLE = {"wordcount": "wordcount", "kvsum": "kvsum", "sort": "sort", "latency": "latency",
+               "tiny": "wordcount", "scaling": "wordcount"}
+SPARK_CLASS = {"wordcount": "WordCount", "kvsum": "KvSum", "sort": "SortByKey", "latency": "Latency",
+               "tiny": "WordCount"}
+
+# Data sets: name -> (generator args). `--jobs 2` is added when generating.
+DATASETS_FULL = {
+    "text": ("text1g", ["text", "--bytes", "1073741824", "--files", "8", "--seed", "1"]),
+    "kv": ("kv", ["kv", "--records", "50000000", "--keys", "5000000", "--files", "8", "--seed", "3"]),
+}
+DATASETS_SMALL = {
+    "text": ("text100m", ["text", "--bytes", "104857600", "--files", "4", "--seed", "2"]),
+    "kv": ("kv5m", ["kv", "--records", "5000000", "--keys", "500000", "--files", "8", "--seed", "3"]),
+}
+DATASET_TINY = ("tiny1k", ["text", "--bytes", "1024", "--files", "1", "--seed", "4"])
+
+# Known results from the shared README, keyed by the generator parameters that produce them.
+KNOWN_TEXT = {
+    # (bytes, files, seed): (distinct words, total words, digest of word<TAB>count output)
+    (1073741824, 8, 1): (995357, 116208746, "6971086b45523b8e"),
+    (104857600, 4, 2): (633751, 13039148, "8101d160ddd3da1a"),
+}
+KNOWN_KV = {
+    # (records, keys, files, seed): (distinct keys, exact value sum in thousandths)
+    (50000000, 5000000, 8, 3): (4999752, 24998224826264),
+}
+
+INSTALL_HINT = ("python3 -m venv {venv} && {venv}/bin/pip install -r {req}\n"
+                "    VENV={venv} {shared}/spark/build.sh")
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def die(msg):
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(2)

@@ -1,0 +1,144 @@
+"""One benchmark run: launching a child process and measuring its wall time, CPU time and
+peak RSS, then checking its answer and logging the result line."""
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from .checks import (check_kvsum_output, check_ref_anchors, check_sorted_output, check_tiny_output,
+                     check_wordcount_output)
+from .config import log
+from .engines import make_command
+
+
+class RunResult:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def run_measured(cmd, env_extra, stdout_path, stderr_path, timeout, cwd=None):
+    """Run cmd; wall time, CPU time (user+sys of the child and the descendants it reaped, from
+    os.wait4, cross-checked with the RUSAGE_CHILDREN delta) and the child's peak RSS (KiB)."""
+    env = dict(os.environ)
+    env.update(env_extra)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed_out = []
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd,
+                             start_new_session=True)
+
+        def kill():
+            timed_out.append(True)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            while True:
+                try:
+                    _, status, ru = os.wait4(p.pid, 0)
+                    break
+                except InterruptedError:
+                    continue
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from waiting again
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
+    cpu_delta = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    with open(stdout_path, "rb") as f:
+        stdout = f.read().decode("utf-8", "replace")
+    anchors = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^ANCHOR ([A-Za-z0-9_]+)=(.*)$", line.strip())
+        if m:
+            anchors[m.group(1)] = m.group(2)
+    return RunResult(cmd=cmd, env=env_extra, rc=p.returncode, timed_out=bool(timed_out), wall_s=wall,
+                     cpu_s=cpu, cpu_children_delta_s=cpu_delta, maxrss_kib=ru.ru_maxrss,
+                     anchors=anchors, stdout_path=stdout_path, stderr_path=stderr_path)
+
+
+def tail(path, n=15):
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        return "\n".join(lines[-n:])
+    except OSError:
+        return ""
+
+
+def rm(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
+    work = os.path.join(ctx.out, "work")
+    logs = os.path.join(ctx.out, "logs")
+    tag = f"{job}-{engine.replace('[', '').replace(']', '')}-r{rnd}"
+    out = os.path.join(work, tag + (".tsv" if engine in ("duckdb", "polars") else ""))
+    rm(out)
+    cmd, env = make_command(ctx, job, engine, inp, out, master)
+    res = run_measured(cmd, env, os.path.join(logs, tag + ".out"), os.path.join(logs, tag + ".err"),
+                       ctx.args.timeout, cwd=ctx.out)
+    ok, msgs = True, []
+    if res.timed_out:
+        ok, msgs = False, [f"timed out after {ctx.args.timeout} s"]
+    elif res.rc != 0:
+        ok, msgs = False, [f"exit status {res.rc}; stderr tail:\n{tail(res.stderr_path)}"]
+    else:
+        t0 = time.time()
+        if engine.startswith("ember"):
+            if job in ("wordcount", "scaling"):
+                ok, msgs, _ = check_wordcount_output(ctx, out, man)
+            elif job == "tiny":
+                ok, msgs = check_tiny_output(out, ctx.tiny_expected)
+            elif job == "kvsum":
+                ok, msgs = check_kvsum_output(out, man, ctx.kvsum_digest)
+            elif job == "sort":
+                ok, msgs = check_sorted_output(ctx, out, man, ctx.kv_digest)
+            elif job == "latency":
+                v = res.anchors.get("trivial_job_median_ms")
+                try:
+                    float(v)
+                    msgs = [f"trivial_job_median_ms={v}"]
+                except (TypeError, ValueError):
+                    ok, msgs = False, ["no ANCHOR trivial_job_median_ms=<float> in its output"]
+        else:
+            ok, msgs = check_ref_anchors(job, engine, res, man, ctx)
+            if ok and job == "wordcount":
+                is_dir = engine == "spark"
+                ok2, m2, digest = check_wordcount_output(ctx, out, man, is_dir=is_dir)
+                if engine == "duckdb" and digest and ok2:
+                    ctx.duckdb_digest.setdefault(man["_dir"], digest)
+                ok, msgs = ok2, m2
+            elif ok and job == "tiny":
+                ok, msgs = check_tiny_output(out, ctx.tiny_expected)
+            elif ok and job == "sort":
+                ok, msgs = check_sorted_output(ctx, out, man, ctx.kv_digest)
+            elif ok:
+                msgs = ["ANCHOR check values match the manifest"]
+        res.check_s = time.time() - t0
+    if not ctx.args.keep_outputs:
+        rm(out)
+    res.job, res.engine, res.round, res.ok, res.check = job, engine, rnd, ok, msgs
+    extra = ""
+    if "in_job_s" in res.anchors:
+        extra = f" in-job {float(res.anchors['in_job_s']):.3f} s"
+    for k in ("trivial_job_median_ms", "median_ms"):
+        if k in res.anchors and job == "latency":
+            extra = f" {k}={res.anchors[k]}"
+    status = "ok" if ok else "FAILED: " + "; ".join(msgs)
+    log(f"  {job:9s} {engine:14s} run {rnd + 1}: wall {res.wall_s:8.3f} s  cpu {res.cpu_s:8.3f} s  "
+        f"rss {res.maxrss_kib / 1024:8.1f} MiB{extra}  [{status}]")
+    return res
