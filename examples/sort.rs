@@ -36,8 +36,10 @@ fn main() -> anyhow::Result<()> {
             None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
         },
     );
+    // As Spark's sortByKey: as many output partitions as input partitions.
+    let out_parts = args.partitions.unwrap_or(keyed.num_partitions());
     let sorted = keyed
-        .sort_by_key(true, parts)
+        .sort_by_key(true, out_parts)
         .with_context(|| format!("sampling keys of {}", args.input))?;
     sorted
         .values()

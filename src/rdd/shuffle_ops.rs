@@ -207,7 +207,18 @@ pub(crate) fn write_plain<K: Data, V: Data, P: Partitioning<K>>(
     out.finish(tc, dep, map)
 }
 
+/// Records the map-side combine sees before deciding whether combining pays.
+const COMBINE_PROBE_RECORDS: u64 = 100_000;
+/// Above this ratio of distinct keys to records in the probe, combining is skipped.
+const COMBINE_SKIP_RATIO: f64 = 0.75;
+
 /// Map side with combining: aggregate `(K, V)` into `(K, C)` per key, then route.
+///
+/// Adaptive, as Trino and DuckDB do for partial aggregation: if the first
+/// [`COMBINE_PROBE_RECORDS`] records are nearly all distinct keys, the hash table would
+/// only cost memory and cache misses, so the rest of the partition is written as
+/// `(key, create(value))` straight to the shuffle and the reducers do all the merging.
+/// The result is the same either way; only where the merging happens changes.
 pub(crate) fn write_combined<K: Key, G: AggFns>(
     tc: &Rc<TaskContext>,
     dep: &ShuffleDependency,
@@ -216,18 +227,42 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
     let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
-        Adapter::<G>(state),
+        Adapter::<G>(state.clone()),
         tc.reservation("map-side combine"),
         tc.env.spill_dir(),
     );
+    let mut out = MapSide::<(K, G::C)>::new(tc, dep, map);
+    let n = dep.num_reduce_partitions;
+    let mut inserted = 0u64;
+    let mut decided = false;
+    let mut bypass = false;
     for batch in tc.compute::<(K, G::V)>(dep.parent, map)? {
-        for (k, v) in batch? {
+        let batch = batch?;
+        if bypass {
+            for (k, v) in batch {
+                let r = hash_partition(&k, n);
+                out.write(r, &(k, G::create(&state, v)))?;
+            }
+            continue;
+        }
+        inserted += batch.len() as u64;
+        for (k, v) in batch {
             agg.insert(k, v)?;
+        }
+        if !decided && inserted >= COMBINE_PROBE_RECORDS {
+            decided = true;
+            let ratio = agg.in_memory_len() as f64 / inserted as f64;
+            if agg.metrics().spill_count == 0 && ratio > COMBINE_SKIP_RATIO {
+                tracing::debug!(
+                    map,
+                    ratio,
+                    "map-side combine does not reduce the data; skipping it"
+                );
+                bypass = true;
+            }
         }
     }
     record_spills(tc, agg.metrics());
-    let mut out = MapSide::<(K, G::C)>::new(tc, dep, map);
-    let n = dep.num_reduce_partitions;
     for rec in agg.into_iter()? {
         let (k, c) = rec?;
         let c = c.expect("combiner present");
