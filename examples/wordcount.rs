@@ -22,14 +22,18 @@ fn main() -> anyhow::Result<()> {
             args.partitions.unwrap_or(ctx.default_parallelism()),
         )
         .with_context(|| format!("reading {}", args.input))?;
+    // Equivalent to flat_map(split).map(|w| (w, 1)).reduce_by_key(+), but the words are
+    // combined as borrowed slices of the line: a word is copied only the first time a
+    // task sees it.
     let counts = lines
-        .flat_map(|line: String| {
-            line.split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .map(|w: String| (w, 1u64))
-        .reduce_by_key(|a, b| a + b)
+        .flat_map_reduce_by_key(
+            |line: &String, out: &mut ember::Emit<str, u64>| {
+                for word in line.split_whitespace() {
+                    out.emit(word, 1);
+                }
+            },
+            |a, b| a + b,
+        )
         .map(|(w, c): (String, u64)| format!("{w}\t{c}"));
     counts
         .save_as_text_file(&args.output)

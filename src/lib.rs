@@ -56,4 +56,4 @@ pub use error::{EmberError, Result};
 pub use job::JobMetrics;
 pub use rdd::source::LinePosition;
 pub use rdd::Records;
-pub use rdd::{Rdd, SaveOptions, StorageLevel};
+pub use rdd::{Emit, Rdd, SaveOptions, StorageLevel};

@@ -434,3 +434,125 @@ fn partition_counts_of_shuffle_operators() {
         assert_eq!(sorted(ws), expected);
     }
 }
+
+#[test]
+fn flat_map_reduce_by_key_equals_flat_map_then_reduce_by_key() {
+    let ctx = common::ctx(2);
+    let lines: Vec<String> = (0..3000)
+        .map(|i| {
+            let words: Vec<String> = (0..(i % 7))
+                .map(|j| format!("w{}", (i * 31 + j * 17) % 211))
+                .collect();
+            words.join(if i % 3 == 0 { "  " } else { " " })
+        })
+        .collect();
+    let rdd = ctx.parallelize(lines.clone(), 5);
+    let fast = rdd
+        .flat_map_reduce_by_key(
+            |line: &String, out: &mut ember::Emit<str, u64>| {
+                for w in line.split_whitespace() {
+                    out.emit(w, 1)
+                }
+            },
+            |a, b| a + b,
+        )
+        .collect()
+        .unwrap();
+    let mut expected: HashMap<String, u64> = HashMap::new();
+    for l in &lines {
+        for w in l.split_whitespace() {
+            *expected.entry(w.to_string()).or_default() += 1;
+        }
+    }
+    let got: HashMap<String, u64> = fast.iter().cloned().collect();
+    assert_eq!(got.len(), fast.len(), "each key exactly once");
+    assert_eq!(got, expected);
+
+    // A sized borrowed key (Q = K = u64) takes the generic path.
+    let sums = ctx
+        .range(0, 10_000, 3)
+        .flat_map_reduce_by_key(
+            |x: &i64, out: &mut ember::Emit<u64, i64>| {
+                out.emit(&((*x as u64) % 13), *x);
+                out.emit(&100, 1);
+            },
+            |a, b| a + b,
+        )
+        .collect_as_map()
+        .unwrap();
+    for k in 0..13u64 {
+        let want: i64 = (0..10_000i64).filter(|x| (*x as u64) % 13 == k).sum();
+        assert_eq!(sums[&k], want, "key {k}");
+    }
+    assert_eq!(sums[&100], 10_000);
+}
+
+#[test]
+fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() {
+    // One partition of 150k records: the first 100k keys are all distinct (the probe
+    // sees nothing to combine), the last 50k repeat earlier keys. With combining the
+    // map task would write 100k records; skipping it writes nearly all 150k (only the
+    // repeats inside the probe's last batch are combined).
+    let ctx = common::ctx(1);
+    let n = 150_000i64;
+    let reduced = ctx
+        .range(0, n, 1)
+        .map(|x: i64| (x % 100_000, 1u64))
+        .reduce_by_key(|a, b| a + b);
+    let got = reduced.collect().unwrap();
+    let written = ctx
+        .last_job_metrics()
+        .unwrap()
+        .totals
+        .shuffle_records_written;
+    assert!(
+        written > 145_000,
+        "combining should have been skipped: {written} records written"
+    );
+    assert_eq!(got.len(), 100_000);
+    assert!(got
+        .iter()
+        .all(|(k, c)| *c == if *k < 50_000 { 2 } else { 1 }));
+
+    let fast = ctx
+        .range(0, n, 1)
+        .flat_map_reduce_by_key(
+            |x: &i64, out: &mut ember::Emit<str, u64>| out.emit(&format!("k{}", x % 100_000), 1),
+            |a, b| a + b,
+        )
+        .collect()
+        .unwrap();
+    let written = ctx
+        .last_job_metrics()
+        .unwrap()
+        .totals
+        .shuffle_records_written;
+    assert!(
+        written > 145_000,
+        "combining should have been skipped: {written} records written"
+    );
+    assert_eq!(fast.len(), 100_000);
+    let total: u64 = fast.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, n as u64);
+}
+
+#[test]
+fn flat_map_reduce_by_key_spills_under_a_tiny_memory_limit() {
+    let ctx = common::ctx_mem(2, 256 * 1024);
+    let n = 300_000i64;
+    let counts = ctx
+        .range(0, n, 2)
+        .flat_map_reduce_by_key(
+            |x: &i64, out: &mut ember::Emit<str, u64>| out.emit(&format!("key-{}", x / 2), 1),
+            |a, b| a + b,
+        )
+        .collect()
+        .unwrap();
+    let metrics = ctx.last_job_metrics().unwrap();
+    assert!(
+        metrics.totals.spill_count > 0,
+        "expected spills: {metrics:?}"
+    );
+    assert_eq!(counts.len() as i64, n / 2);
+    assert!(counts.iter().all(|(_, c)| *c == 2));
+}

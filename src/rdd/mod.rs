@@ -6,6 +6,7 @@
 //! any process running this binary can execute it. Nothing runs until an action.
 
 mod actions;
+mod flat_combine;
 mod join;
 mod narrow;
 mod ops;
@@ -28,6 +29,7 @@ use crate::plan::{LineageDep, LineageNode, ShuffleSpec};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 
 pub use actions::SaveOptions;
+pub use flat_combine::Emit;
 pub use ops::Records;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and

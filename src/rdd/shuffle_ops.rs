@@ -106,7 +106,7 @@ where
 /// Adapts [`AggFns`] to the spillable aggregator. Combiners are held as `Option<C>` so
 /// the by-value user functions can be applied in place; a panic in one leaves `None`
 /// behind, never a moved-from value.
-struct Adapter<G: AggFns>(Arc<G::S>);
+pub(crate) struct Adapter<G: AggFns>(pub(crate) Arc<G::S>);
 impl<K, G: AggFns> Aggregate<K, G::V, Option<G::C>> for Adapter<G> {
     #[inline]
     fn create(&self, _: &K, v: G::V) -> Option<G::C> {
@@ -135,14 +135,14 @@ fn record_spills(tc: &Rc<TaskContext>, m: SpillMetrics) {
 }
 
 /// Writes records into the map output, spilling its buffers when memory is refused.
-struct MapSide<T: Serialize> {
+pub(crate) struct MapSide<T: Serialize> {
     writer: ShuffleWriter<T>,
     reservation: crate::memory::Reservation,
     since_check: usize,
 }
 
 impl<T: Serialize> MapSide<T> {
-    fn new(tc: &Rc<TaskContext>, dep: &ShuffleDependency, map: u32) -> Self {
+    pub(crate) fn new(tc: &Rc<TaskContext>, dep: &ShuffleDependency, map: u32) -> Self {
         MapSide {
             writer: ShuffleWriter::new(
                 tc.env.shuffle_dir(),
@@ -156,7 +156,7 @@ impl<T: Serialize> MapSide<T> {
     }
 
     #[inline]
-    fn write(&mut self, reduce: u32, rec: &T) -> Result<()> {
+    pub(crate) fn write(&mut self, reduce: u32, rec: &T) -> Result<()> {
         self.writer.write(reduce, rec)?;
         self.since_check += 1;
         if self.since_check >= 1024 {
@@ -170,7 +170,12 @@ impl<T: Serialize> MapSide<T> {
         Ok(())
     }
 
-    fn finish(self, tc: &Rc<TaskContext>, dep: &ShuffleDependency, map: u32) -> Result<MapStatus> {
+    pub(crate) fn finish(
+        self,
+        tc: &Rc<TaskContext>,
+        dep: &ShuffleDependency,
+        map: u32,
+    ) -> Result<MapStatus> {
         let spilled = self.writer.spilled_bytes();
         let out = self.writer.finish()?;
         tc.with_metrics(|m| {
@@ -208,7 +213,7 @@ pub(crate) fn write_plain<K: Data, V: Data, P: Partitioning<K>>(
 }
 
 /// Records the map-side combine sees before deciding whether combining pays.
-const COMBINE_PROBE_RECORDS: u64 = 100_000;
+pub(crate) const COMBINE_PROBE_RECORDS: u64 = 100_000;
 /// Above this ratio of distinct keys to records in the probe, combining is skipped.
 const COMBINE_SKIP_RATIO: f64 = 0.75;
 
@@ -251,15 +256,7 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
         }
         if !decided && inserted >= COMBINE_PROBE_RECORDS {
             decided = true;
-            let ratio = agg.in_memory_len() as f64 / inserted as f64;
-            if agg.metrics().spill_count == 0 && ratio > COMBINE_SKIP_RATIO {
-                tracing::debug!(
-                    map,
-                    ratio,
-                    "map-side combine does not reduce the data; skipping it"
-                );
-                bypass = true;
-            }
+            bypass = combine_probe_says_skip(&agg, inserted, map);
         }
     }
     record_spills(tc, agg.metrics());
@@ -270,6 +267,31 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
         out.write(r, &(k, c))?;
     }
     out.finish(tc, dep, map)
+}
+
+/// True when the map-side combine holds nearly one key per record after `inserted`
+/// records (and has not spilled): combining the rest would not shrink the data.
+pub(crate) fn combine_probe_says_skip<K, V, C, A>(
+    agg: &ExternalAggregator<K, V, C, A>,
+    inserted: u64,
+    map: u32,
+) -> bool
+where
+    K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
+    V: 'static,
+    C: Serialize + DeserializeOwned + Send + 'static,
+    A: Aggregate<K, V, C>,
+{
+    let ratio = agg.in_memory_len() as f64 / inserted as f64;
+    let skip = agg.metrics().spill_count == 0 && ratio > COMBINE_SKIP_RATIO;
+    if skip {
+        tracing::debug!(
+            map,
+            ratio,
+            "map-side combine does not reduce the data; skipping it"
+        );
+    }
+    skip
 }
 
 /// Iterates every record of this reducer's blocks, map partition by map partition.

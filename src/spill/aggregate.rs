@@ -127,6 +127,31 @@ where
         self.after_insert()
     }
 
+    /// Like [`insert`](Self::insert) with a borrowed key (a `&str` for a `String` key):
+    /// the key is turned into an owned `K` by `to_key` only the first time it is seen, so
+    /// combining many records of few keys allocates nothing per record. `Q` hashes like
+    /// `K` (the `Borrow` contract), so both forms find the same entry.
+    pub fn insert_ref<Q>(&mut self, q: &Q, v: V, to_key: impl FnOnce(&Q) -> K) -> Result<()>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let hash = self.hasher.hash_one(q);
+        if let Some(e) = self.table.find_mut(hash, |e| e.0.borrow() == q) {
+            self.agg.merge_value(&mut e.1, v);
+            self.estimator.update(&*e);
+        } else {
+            let k = to_key(q);
+            let c = self.agg.create(&k, v);
+            let hasher = &self.hasher;
+            let e = self
+                .table
+                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
+            self.estimator.update(e.get());
+        }
+        self.after_insert()
+    }
+
     /// Folds a combiner (for example a map-side partial aggregate) into its key's combiner.
     pub fn insert_combiner(&mut self, k: K, c: C) -> Result<()> {
         let hash = self.hasher.hash_one(&k);

@@ -1,0 +1,221 @@
+//! `flat_map_reduce_by_key`: flat_map and reduce_by_key in one map-side step, with
+//! borrowed keys.
+//!
+//! The classic `flat_map(..).map(..).reduce_by_key(..)` allocates an owned key for every
+//! record it emits (a `String` per word in a word count), only to drop it again when the
+//! map-side combine finds the key already present. Here the user's function emits
+//! `(&Q, V)` pairs (for example `&str` slices of a line) straight into the map-side
+//! combine, which copies a key into an owned `K` only the first time a task sees it.
+//! The shuffle and the reduce side are exactly those of `reduce_by_key`, so results are
+//! identical.
+
+use std::any::TypeId;
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::panic::Location;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use compact_str::CompactString;
+use ember_proto::{MapStatus, ShuffleDependency};
+
+use super::shuffle_ops::{
+    combine_probe_says_skip, read_combined, Adapter, AggFns, FnAgg, MapSide, WritePayload,
+};
+use super::{decode, encode, Rdd};
+use crate::data::{Data, Key};
+use crate::error::{EmberError, Result};
+use crate::plan::op::{assert_stateless, conjure};
+use crate::shuffle::hash_partition;
+use crate::spill::aggregate::ExternalAggregator;
+use crate::task::{ComputeFn, ShuffleWriteFn, TaskContext};
+
+/// Where a `flat_map_reduce_by_key` function sends its `(key, value)` pairs.
+pub struct Emit<'a, Q: ?Sized, V> {
+    sink: &'a mut dyn FnMut(&Q, V),
+}
+
+impl<Q: ?Sized, V> Emit<'_, Q, V> {
+    /// Emits one pair; the key is borrowed and copied only if it is new to this task.
+    #[inline]
+    pub fn emit(&mut self, key: &Q, value: V) {
+        (self.sink)(key, value)
+    }
+}
+
+impl<T: Data> Rdd<T> {
+    /// For each record, `f(&record, emit)` emits zero or more `(key, value)` pairs with
+    /// borrowed keys; values of equal keys are merged with the associative, commutative
+    /// `reduce`. Equivalent to `flat_map(..).reduce_by_key(reduce)`, without allocating
+    /// a key per emitted pair. A word count:
+    ///
+    /// ```no_run
+    /// # let ctx = ember::Context::local(2).unwrap();
+    /// let counts = ctx.text_file("input", 2).unwrap().flat_map_reduce_by_key(
+    ///     |line: &String, out: &mut ember::Emit<str, u64>| {
+    ///         for w in line.split_whitespace() {
+    ///             out.emit(w, 1)
+    ///         }
+    ///     },
+    ///     |a, b| a + b,
+    /// );
+    /// ```
+    #[track_caller]
+    pub fn flat_map_reduce_by_key<Q, K, V, F, R>(&self, f: F, reduce: R) -> Rdd<(K, V)>
+    where
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
+        K: Key + Borrow<Q>,
+        V: Data,
+        F: Fn(&T, &mut Emit<'_, Q, V>) + Copy + 'static,
+        R: Fn(V, V) -> V + Copy + 'static,
+    {
+        assert_stateless(&f);
+        assert_stateless(&reduce);
+        let create = |_: &(), v: V| v;
+        let merge = move |_: &(), a: V, b: V| conjure::<R>()(a, b);
+        fn shuffle<T: Data, Q, K, G, F>(
+            rdd: &Rdd<T>,
+            _: std::marker::PhantomData<G>,
+            at: &'static Location<'static>,
+        ) -> Rdd<(K, G::C)>
+        where
+            Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
+            K: Key + Borrow<Q>,
+            G: AggFns<S = ()>,
+            F: Fn(&T, &mut Emit<'_, Q, G::V>) + 'static,
+        {
+            let write: ShuffleWriteFn = write_flat_combined::<T, Q, K, G, F>;
+            let read: ComputeFn = read_combined::<K, G, true>;
+            let state = encode("flat_map_reduce_by_key", &());
+            let payload = WritePayload {
+                partitioner: Vec::new(),
+                state: state.clone(),
+            };
+            let n = rdd.node.num_partitions;
+            rdd.shuffle_child(
+                "flat_map_reduce_by_key",
+                at,
+                n,
+                write,
+                encode("flat_map_reduce_by_key", &payload),
+                read,
+                state,
+            )
+        }
+        fn marker<V, Fc, Fm>(
+            _: &Fc,
+            _: &Fm,
+        ) -> std::marker::PhantomData<FnAgg<(), V, V, Fc, Fm, Fm>> {
+            std::marker::PhantomData
+        }
+        shuffle::<T, Q, K, _, F>(self, marker::<V, _, _>(&create, &merge), Location::caller())
+    }
+}
+
+/// Map side of `flat_map_reduce_by_key`. String keys (`Q = str`) are held in the table
+/// as inline small strings (`CompactString`, up to 24 bytes without a heap allocation),
+/// so comparing a probed key does not chase a pointer; they serialise exactly like
+/// `String`, so the reducers read them as `K`.
+fn write_flat_combined<T, Q, K, G, F>(
+    tc: &Rc<TaskContext>,
+    dep: &ShuffleDependency,
+    map: u32,
+) -> Result<MapStatus>
+where
+    T: Data,
+    Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
+    K: Key + Borrow<Q>,
+    G: AggFns,
+    F: Fn(&T, &mut Emit<'_, Q, G::V>) + 'static,
+{
+    if TypeId::of::<Q>() == TypeId::of::<str>() {
+        fn as_str<Q: ?Sized>(q: &Q) -> &str {
+            // SAFETY: only called when `Q` is `str` (checked above), so `&Q` is `&str`.
+            unsafe { std::mem::transmute_copy::<&Q, &str>(&q) }
+        }
+        fn compact(s: &str) -> CompactString {
+            CompactString::from(s)
+        }
+        return combine_into::<T, Q, str, CompactString, G, F>(tc, dep, map, as_str::<Q>, compact);
+    }
+    fn same<Q: ?Sized>(q: &Q) -> &Q {
+        q
+    }
+    combine_into::<T, Q, Q, K, G, F>(tc, dep, map, same::<Q>, |q: &Q| q.to_owned())
+}
+
+/// Runs the combine with table keys of type `SK`, found by `view(q)` and made by `make`.
+fn combine_into<T, Q, QV, SK, G, F>(
+    tc: &Rc<TaskContext>,
+    dep: &ShuffleDependency,
+    map: u32,
+    view: impl Fn(&Q) -> &QV,
+    make: impl Fn(&QV) -> SK,
+) -> Result<MapStatus>
+where
+    T: Data,
+    Q: ?Sized + 'static,
+    QV: ?Sized + Hash + Eq,
+    SK: Key + Borrow<QV>,
+    G: AggFns,
+    F: Fn(&T, &mut Emit<'_, Q, G::V>) + 'static,
+{
+    let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
+    let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
+    let f = conjure::<F>();
+    let mut agg: ExternalAggregator<SK, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
+        Adapter::<G>(state.clone()),
+        tc.reservation("map-side combine"),
+        tc.env.spill_dir(),
+    );
+    let mut out = MapSide::<(SK, G::C)>::new(tc, dep, map);
+    let n = dep.num_reduce_partitions;
+    let mut error: Option<EmberError> = None;
+    let mut emitted = 0u64;
+    let mut decided = false;
+    let mut bypass = false;
+    for batch in tc.compute::<T>(dep.parent, map)? {
+        for rec in batch? {
+            if bypass {
+                let mut sink = |q: &Q, v: G::V| {
+                    if error.is_none() {
+                        let k = make(view(q));
+                        let r = hash_partition(&k, n);
+                        if let Err(e) = out.write(r, &(k, G::create(&state, v))) {
+                            error = Some(e);
+                        }
+                    }
+                };
+                f(&rec, &mut Emit { sink: &mut sink });
+            } else {
+                let mut sink = |q: &Q, v: G::V| {
+                    if error.is_none() {
+                        emitted += 1;
+                        if let Err(e) = agg.insert_ref(view(q), v, &make) {
+                            error = Some(e);
+                        }
+                    }
+                };
+                f(&rec, &mut Emit { sink: &mut sink });
+            }
+            if let Some(e) = error.take() {
+                return Err(e);
+            }
+        }
+        if !decided && !bypass && emitted >= super::shuffle_ops::COMBINE_PROBE_RECORDS {
+            decided = true;
+            bypass = combine_probe_says_skip(&agg, emitted, map);
+        }
+    }
+    tc.with_metrics(|m| {
+        let s = agg.metrics();
+        m.bytes_spilled += s.bytes_spilled;
+        m.spill_count += s.spill_count;
+    });
+    for rec in agg.into_iter()? {
+        let (k, c) = rec?;
+        let r = hash_partition(&k, n);
+        out.write(r, &(k, c.expect("combiner present")))?;
+    }
+    out.finish(tc, dep, map)
+}
