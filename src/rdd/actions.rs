@@ -204,9 +204,19 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
         let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
         let mut n = 0u64;
         for b in input {
-            for x in b? {
-                writeln!(w, "{x}").map_err(|e| EmberError::io(&path, e))?;
-                n += 1;
+            let b = b?;
+            n += b.len() as u64;
+            // Strings (the common case) skip the formatting machinery.
+            if let Some(lines) = (&b as &dyn std::any::Any).downcast_ref::<Vec<String>>() {
+                for line in lines {
+                    w.write_all(line.as_bytes())
+                        .map_err(|e| EmberError::io(&path, e))?;
+                    w.write_all(b"\n").map_err(|e| EmberError::io(&path, e))?;
+                }
+            } else {
+                for x in b {
+                    writeln!(w, "{x}").map_err(|e| EmberError::io(&path, e))?;
+                }
             }
         }
         w.flush().map_err(|e| EmberError::io(&path, e))?;
