@@ -27,9 +27,9 @@ use crate::plan::op::OpRef;
 use crate::plan::LineageNode;
 use crate::rdd::source::{
     parallelize_compute, range_compute, text_file_compute, text_file_positions_compute,
-    whole_text_files_compute, LinePosition,
+    whole_text_files_compute,
 };
-use crate::rdd::{encode, op_name, Rdd};
+use crate::rdd::{encode, op_name, LinePosition, Rdd};
 use crate::task::ComputeFn;
 
 /// The handle through which a job creates RDDs and runs actions. Cheap to clone.

@@ -54,6 +54,5 @@ pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
 pub use job::JobMetrics;
-pub use rdd::source::LinePosition;
 pub use rdd::Records;
-pub use rdd::{Emit, Rdd, SaveOptions, StorageLevel};
+pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StorageLevel};

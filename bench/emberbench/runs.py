@@ -20,11 +20,22 @@ class RunResult:
         self.__dict__.update(kw)
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def run_measured(cmd, env_extra, stdout_path, stderr_path, timeout, cwd=None):
     """Run cmd; wall time, CPU time (user+sys of the child and the descendants it reaped, from
     os.wait4, cross-checked with the RUSAGE_CHILDREN delta) and the child's peak RSS (KiB)."""
     env = dict(os.environ)
     env.update(env_extra)
+    # A child forked from this (large) Python process inherits its resident pages, and
+    # Linux keeps that high-water mark across exec, so wait4's ru_maxrss overstates small
+    # children. GNU time forks the command from its own small process and reports that
+    # child's true peak; use it when installed (Debian package `time`).
+    rss_file = None
+    if os.path.exists(GNU_TIME):
+        rss_file = stdout_path + ".maxrss"
+        cmd = [GNU_TIME, "-f", "%M", "-o", rss_file] + list(cmd)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     timed_out = []
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -54,6 +65,13 @@ def run_measured(cmd, env_extra, stdout_path, stderr_path, timeout, cwd=None):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ru.ru_utime + ru.ru_stime
     cpu_delta = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    maxrss = ru.ru_maxrss
+    if rss_file is not None:
+        try:
+            with open(rss_file) as f:
+                maxrss = int(f.read().strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError):
+            pass  # killed before GNU time wrote it: keep wait4's figure
     with open(stdout_path, "rb") as f:
         stdout = f.read().decode("utf-8", "replace")
     anchors = {}
@@ -62,7 +80,7 @@ def run_measured(cmd, env_extra, stdout_path, stderr_path, timeout, cwd=None):
         if m:
             anchors[m.group(1)] = m.group(2)
     return RunResult(cmd=cmd, env=env_extra, rc=p.returncode, timed_out=bool(timed_out), wall_s=wall,
-                     cpu_s=cpu, cpu_children_delta_s=cpu_delta, maxrss_kib=ru.ru_maxrss,
+                     cpu_s=cpu, cpu_children_delta_s=cpu_delta, maxrss_kib=maxrss,
                      anchors=anchors, stdout_path=stdout_path, stderr_path=stderr_path)
 
 

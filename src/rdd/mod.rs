@@ -11,6 +11,7 @@ mod join;
 mod narrow;
 mod ops;
 mod pair;
+mod position;
 mod shuffle_ops;
 mod sort;
 pub(crate) mod source;
@@ -31,6 +32,7 @@ use crate::task::{ComputeFn, ShuffleWriteFn};
 pub use actions::SaveOptions;
 pub use flat_combine::Emit;
 pub use ops::Records;
+pub use position::LinePosition;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and
 /// recomputable from its lineage.
@@ -47,6 +49,16 @@ impl<T> Clone for Rdd<T> {
             node: self.node.clone(),
             _t: PhantomData,
         }
+    }
+}
+
+impl<T> std::fmt::Debug for Rdd<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rdd")
+            .field("id", &self.node.id)
+            .field("name", &self.node.name)
+            .field("partitions", &self.node.num_partitions)
+            .finish()
     }
 }
 

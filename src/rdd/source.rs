@@ -3,41 +3,16 @@
 
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use ember_proto::RddNode;
-use serde::{Deserialize, Serialize};
 
 use super::decode;
 use super::ops::batches_of;
+use super::position::{file_id, LinePosition};
 use crate::data::{Data, BATCH};
 use crate::error::Result;
-use crate::io::text_input::{line_number_at, read_whole_file, FileSplit, LineReader};
+use crate::io::text_input::{read_whole_file, FileSplit, LineReader};
 use crate::task::{Batches, Erased, TaskContext};
-
-/// Where a line of a text file starts: the file and the byte offset of the line.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct LinePosition {
-    pub file: Arc<str>,
-    pub offset: u64,
-}
-
-impl LinePosition {
-    /// The 1-based line number (reads the file up to the line; meant for error messages).
-    pub fn line_number(&self) -> Result<u64> {
-        line_number_at(std::path::Path::new(&*self.file), self.offset)
-    }
-}
-
-impl std::fmt::Display for LinePosition {
-    /// `file:line`, or `file at byte offset N` if the file cannot be read again.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.line_number() {
-            Ok(n) => write!(f, "{}:{}", self.file, n),
-            Err(_) => write!(f, "{} at byte offset {}", self.file, self.offset),
-        }
-    }
-}
 
 fn count_in(tc: &Rc<TaskContext>, n: usize) {
     tc.with_metrics(|m| m.records_in += n as u64);
@@ -114,7 +89,7 @@ pub(crate) fn text_file_positions_compute(
     part: u32,
 ) -> Result<Erased> {
     let split = split_of(node, part)?;
-    let file: Arc<str> = Arc::from(split.path.to_string_lossy().as_ref());
+    let file = file_id(&split.path.to_string_lossy());
     let mut reader = LineReader::open(&split)?;
     let tc = tc.clone();
     let mut raw = Vec::with_capacity(BATCH);
@@ -126,15 +101,7 @@ pub(crate) fn text_file_positions_compute(
                 count_in(&tc, raw.len());
                 let batch = raw
                     .drain(..)
-                    .map(|(offset, line)| {
-                        (
-                            LinePosition {
-                                file: file.clone(),
-                                offset,
-                            },
-                            line,
-                        )
-                    })
+                    .map(|(offset, line)| (LinePosition::new(file, offset), line))
                     .collect();
                 Some(Ok(batch))
             }
