@@ -202,15 +202,7 @@ impl Context {
     /// `min_partitions` byte ranges. Fails at once if the path matches nothing.
     #[track_caller]
     pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
-        let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
-        let compute: ComputeFn = text_file_compute;
-        Ok(self.source(
-            &format!("text_file({path})"),
-            Location::caller(),
-            splits.len() as u32,
-            compute,
-            encode("text_file", &splits),
-        ))
+        self.text_source(path, min_partitions, text_file_compute, Location::caller())
     }
 
     /// Like [`text_file`](Self::text_file), with each line's file and byte offset, so
@@ -221,11 +213,26 @@ impl Context {
         path: &str,
         min_partitions: usize,
     ) -> Result<Rdd<(LinePosition, String)>> {
+        self.text_source(
+            path,
+            min_partitions,
+            text_file_positions_compute,
+            Location::caller(),
+        )
+    }
+
+    /// A text source: the input's files cut into splits, read by `compute`.
+    fn text_source<T: Data>(
+        &self,
+        path: &str,
+        min_partitions: usize,
+        compute: ComputeFn,
+        at: &Location<'_>,
+    ) -> Result<Rdd<T>> {
         let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
-        let compute: ComputeFn = text_file_positions_compute;
         Ok(self.source(
             &format!("text_file({path})"),
-            Location::caller(),
+            at,
             splits.len() as u32,
             compute,
             encode("text_file", &splits),

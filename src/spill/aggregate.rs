@@ -118,11 +118,7 @@ where
             self.estimator.update(&*e);
         } else {
             let c = self.agg.create(&k, v);
-            let hasher = &self.hasher;
-            let e = self
-                .table
-                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
-            self.estimator.update(e.get());
+            self.insert_new(hash, (k, c));
         }
         self.after_insert()
     }
@@ -143,11 +139,7 @@ where
         } else {
             let k = to_key(q);
             let c = self.agg.create(&k, v);
-            let hasher = &self.hasher;
-            let e = self
-                .table
-                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
-            self.estimator.update(e.get());
+            self.insert_new(hash, (k, c));
         }
         self.after_insert()
     }
@@ -159,13 +151,19 @@ where
             self.agg.merge_combiners(&mut e.1, c);
             self.estimator.update(&*e);
         } else {
-            let hasher = &self.hasher;
-            let e = self
-                .table
-                .insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
-            self.estimator.update(e.get());
+            self.insert_new(hash, (k, c));
         }
         self.after_insert()
+    }
+
+    /// Adds an entry for a key the table does not hold.
+    #[inline]
+    fn insert_new(&mut self, hash: u64, entry: (K, C)) {
+        let hasher = &self.hasher;
+        let e = self
+            .table
+            .insert_unique(hash, entry, |e| hasher.hash_one(&e.0));
+        self.estimator.update(e.get());
     }
 
     /// Spills so far.
@@ -313,6 +311,7 @@ mod tests {
     use super::*;
     use crate::error::EmberError;
     use crate::memory::MemoryPool;
+    use crate::spill::test_data::records;
     use proptest::prelude::*;
     use std::collections::HashMap;
     use std::hash::Hasher;
@@ -367,27 +366,6 @@ mod tests {
         fn build_hasher(&self) -> FewHasher<N> {
             FewHasher(0)
         }
-    }
-
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// `n` records: random u64 keys drawn from `distinct` random keys, String values.
-    fn records(n: usize, distinct: usize, seed: u64) -> Vec<(u64, String)> {
-        let mut s = seed;
-        let keys: Vec<u64> = (0..distinct).map(|_| splitmix(&mut s)).collect();
-        (0..n)
-            .map(|_| {
-                let r = splitmix(&mut s);
-                let k = keys[(r % distinct as u64) as usize];
-                (k, format!("v{}", r % 100_000))
-            })
-            .collect()
     }
 
     fn files_in(dir: &Path) -> usize {

@@ -22,6 +22,8 @@ pub mod aggregate;
 pub mod run;
 pub mod size;
 pub mod sort;
+#[cfg(test)]
+mod test_data;
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};

@@ -147,30 +147,9 @@ where
 mod tests {
     use super::*;
     use crate::memory::MemoryPool;
+    use crate::spill::test_data::records;
     use proptest::prelude::*;
     use std::path::Path;
-
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn records(n: usize, distinct: usize, seed: u64) -> Vec<(u64, String)> {
-        let mut s = seed;
-        let keys: Vec<u64> = (0..distinct).map(|_| splitmix(&mut s)).collect();
-        (0..n)
-            .map(|_| {
-                let r = splitmix(&mut s);
-                (
-                    keys[(r % distinct as u64) as usize],
-                    format!("v{}", r % 100_000),
-                )
-            })
-            .collect()
-    }
 
     fn files_in(dir: &Path) -> usize {
         std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
