@@ -2,6 +2,8 @@
 //! reference implementations of the operators (to compare ember's results against).
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 

@@ -1,0 +1,127 @@
+//! Running the example programs as child processes: building their binaries on demand
+//! and running them with a timeout, each in its own `EMBER_LOCAL_DIR`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Longest a single example run may take before it is killed.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The path of example `name`'s binary, building it (once per test process) if it is
+/// missing or older than this test binary or the example's sources: `cargo test
+/// --test examples` does not build examples itself.
+pub fn example_bin(name: &str) -> PathBuf {
+    static CHECKED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = std::env::current_exe().expect("current_exe");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary is in target/<profile>/deps")
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if checked.contains(name) {
+        return bin;
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = [
+        exe.clone(),
+        manifest.join("examples").join(format!("{name}.rs")),
+        manifest.join("examples/support/args.rs"),
+    ];
+    let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    let stale = match mtime(&bin) {
+        None => true,
+        Some(built) => sources.iter().any(|s| mtime(s).is_some_and(|t| t > built)),
+    };
+    if stale {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "--example", name])
+            .current_dir(manifest);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().expect("running cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build --example {name} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(bin.exists(), "example binary {} not found", bin.display());
+    checked.insert(name.to_string());
+    bin
+}
+
+/// Outcome of one example run.
+pub struct Run {
+    /// The run's `EMBER_LOCAL_DIR`.
+    pub work: PathBuf,
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs example `name` with `args`, killing it after [`RUN_TIMEOUT`]. Its output goes
+/// to files in `scratch` (so a chatty child cannot block on a full pipe), and it gets a
+/// fresh, empty `EMBER_LOCAL_DIR` there ([`Run::work`]).
+pub fn run_example(name: &str, args: &[&str], scratch: &Path) -> Run {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let bin = example_bin(name);
+    let id = format!("{name}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let out_path = scratch.join(format!("{id}.stdout"));
+    let err_path = scratch.join(format!("{id}.stderr"));
+    let work = scratch.join(format!("{id}.work"));
+    fs::create_dir_all(&work).unwrap();
+    let mut child = Command::new(&bin)
+        .args(args)
+        .env("EMBER_PROGRESS", "0")
+        .env("EMBER_LOCAL_DIR", &work)
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("EMBER_MASTER")
+        .env_remove("EMBER_EXECUTOR_MEMORY")
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if started.elapsed() > RUN_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{name} {args:?} did not finish within {RUN_TIMEOUT:?}\n--- stderr ---\n{}",
+                fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        work,
+        success: status.success(),
+        code: status.code(),
+        stdout: fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: fs::read_to_string(&err_path).unwrap_or_default(),
+    }
+}
