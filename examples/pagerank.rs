@@ -11,13 +11,14 @@
 #[path = "support/args.rs"]
 mod args;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[path = "support/alloc.rs"]
+mod alloc;
 
 use anyhow::Context as _;
 use ember::LinePosition;
 
 fn main() -> anyhow::Result<()> {
+    alloc::keep_freed_memory();
     let ctx = ember::Context::from_env()?;
     let Some(args) = args::Args::parse("pagerank", &[("--iterations", "N")])? else {
         return Ok(()); // --help

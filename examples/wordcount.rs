@@ -6,12 +6,13 @@
 #[path = "support/args.rs"]
 mod args;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[path = "support/alloc.rs"]
+mod alloc;
 
 use anyhow::Context as _;
 
 fn main() -> anyhow::Result<()> {
+    alloc::keep_freed_memory();
     let ctx = ember::Context::from_env()?;
     let Some(args) = args::Args::parse("wordcount", &[])? else {
         return Ok(()); // --help
