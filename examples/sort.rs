@@ -51,6 +51,16 @@ fn main() -> anyhow::Result<()> {
 
 /// The u64 key before the first comma (spaces around it allowed); `None` if malformed.
 fn parse_key(line: &str) -> Option<u64> {
+    // Fast path for the common `DIGITS,...` line: one pass over the key's bytes.
+    let bytes = line.as_bytes();
+    let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > 0 && bytes.get(digits) == Some(&b',') {
+        let mut key = 0u64;
+        for b in &bytes[..digits] {
+            key = key.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+        }
+        return Some(key);
+    }
     let (k, _) = line.split_once(',')?;
     let k = k.trim();
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
