@@ -76,13 +76,13 @@ impl Context {
         let mut stages: BTreeMap<u32, StageSummary> = BTreeMap::new();
         let mut results: Vec<(u32, Vec<u8>)> = Vec::new();
         let started = Instant::now();
-        let mut job = 0;
+        let mut job = None;
         let outcome = loop {
             let Ok(ev) = events.recv() else {
                 break Err(EmberError::Cancelled("the scheduler stopped".into()));
             };
             match ev {
-                JobEvent::Started { job_id, .. } => job = job_id,
+                JobEvent::Started { job_id, .. } => job = Some(job_id),
                 JobEvent::StageSkipped(info) => {
                     let s = stages.entry(info.stage_id).or_default();
                     s.name = info.name;
@@ -136,12 +136,13 @@ impl Context {
         };
         progress.finish();
         let elapsed = started.elapsed();
+        let job_label = job.map_or_else(|| "-".to_string(), |j| j.to_string());
         let mut totals = JobMetrics::default();
         for (id, s) in &stages {
             if s.skipped {
                 totals.stages_skipped += 1;
                 info!(
-                    "job {job} stage {id} ({}): skipped, its shuffle output exists",
+                    "job {job_label} stage {id} ({}): skipped, its shuffle output exists",
                     s.name
                 );
                 continue;
@@ -151,7 +152,7 @@ impl Context {
             add(&mut totals.totals, &s.metrics);
             let m = &s.metrics;
             info!(
-                "job {job} stage {id} ({}): {} tasks{}, records in {} out {}, shuffle written {} B ({} records), read {} B ({} records), spilled {} B in {} spills, {:.3} s",
+                "job {job_label} stage {id} ({}): {} tasks{}, records in {} out {}, shuffle written {} B ({} records), read {} B ({} records), spilled {} B in {} spills, {:.3} s",
                 s.name,
                 s.tasks,
                 if s.failed > 0 { format!(" ({} failed attempts)", s.failed) } else { String::new() },
@@ -170,17 +171,20 @@ impl Context {
         match outcome {
             Ok(()) => {
                 info!(
-                    "job {job} ({description}) finished in {:.3} s",
+                    "job {job_label} ({description}) finished in {:.3} s",
                     elapsed.as_secs_f64()
                 );
                 results.sort_unstable_by_key(|(p, _)| *p);
                 Ok(results)
             }
             Err(e) => {
-                self.inner.scheduler.send(SchedulerEvent::CancelJob {
-                    job_id: job,
-                    reason: "job failed".into(),
-                });
+                // Only a job that started has an id of its own to cancel.
+                if let Some(job_id) = job {
+                    self.inner.scheduler.send(SchedulerEvent::CancelJob {
+                        job_id,
+                        reason: "job failed".into(),
+                    });
+                }
                 Err(e)
             }
         }

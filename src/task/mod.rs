@@ -33,8 +33,10 @@ use crate::error::EmberError;
 pub(crate) fn run_encoded_task(env: &std::sync::Arc<ExecutorEnv>, bytes: &[u8]) -> TaskStatus {
     match TaskDescription::decode(bytes) {
         Ok(desc) => run_task(env, desc),
+        // No task id can be read: report under an id no task has, so the failure is
+        // not pinned on a live task.
         Err(e) => TaskStatus {
-            task_id: 0,
+            task_id: u64::MAX,
             executor_id: env.executor_id.clone(),
             metrics: None,
             outcome: Some(task_status::Outcome::Failure(TaskFailure {

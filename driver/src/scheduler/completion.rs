@@ -178,16 +178,16 @@ impl Scheduler {
             let job = self.jobs.get_mut(&jid).expect("job");
             let _ = job.events.send(JobEvent::StageCompleted { stage_id });
             let waiting: Vec<u32> = job.waiting.iter().copied().collect();
-            for w in waiting {
-                if w != stage_id
-                    && !self.stages.get(&w).is_some_and(|s| s.running)
-                    && self.missing_parents(w).is_empty()
-                {
-                    self.submit_stage(jid, w);
-                }
-            }
             if let Some(job) = self.jobs.get_mut(&jid) {
                 job.waiting.remove(&stage_id);
+            }
+            // `submit_stage` runs a waiting stage whose inputs are complete, and reruns
+            // any parent that lost outputs meanwhile (say, with a lost executor), so no
+            // waiting stage is left behind.
+            for w in waiting {
+                if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.running) {
+                    self.submit_stage(jid, w);
+                }
             }
         }
     }
@@ -223,9 +223,17 @@ impl Scheduler {
                 let max = self.config.max_stage_attempts;
                 let st = self.stages.get_mut(&run.stage_id).expect("stage");
                 if run.stage_attempt != st.attempt {
-                    return; // this attempt already failed over
+                    // An older attempt: the current one re-reads its inputs and reports
+                    // its own fetch failures; the output dropped above is rerun when a
+                    // stage next needs it.
+                    return;
                 }
-                st.failed_attempts += 1;
+                // Every reducer of an attempt may report the same loss: count the
+                // attempt once.
+                if st.last_failed_attempt != Some(st.attempt) {
+                    st.last_failed_attempt = Some(st.attempt);
+                    st.failed_attempts += 1;
+                }
                 st.running = false;
                 st.pending.clear();
                 if st.failed_attempts >= max {
@@ -242,6 +250,8 @@ impl Scheduler {
                     }
                     return;
                 }
+                // Queued tasks of the failed attempt would only fail the same way.
+                self.queue.retain(|p| p.stage_id != run.stage_id);
                 for jid in self.jobs_using(run.stage_id) {
                     self.submit_stage(jid, run.stage_id);
                 }
@@ -257,6 +267,14 @@ impl Scheduler {
             Some(task_failure::Reason::UserError(message)) => {
                 let max = self.config.max_task_attempts;
                 let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                if run.stage_attempt != st.attempt {
+                    debug!(
+                        stage = run.stage_id,
+                        partition = run.partition,
+                        "ignoring a failure of an older stage attempt: {message}"
+                    );
+                    return;
+                }
                 let n = st.task_failures.entry(run.partition).or_insert(0);
                 *n += 1;
                 if *n >= max {

@@ -103,6 +103,8 @@ struct Stage {
     broadcasts: Arc<HashMap<u64, Vec<u8>>>,
     attempt: u32,
     failed_attempts: u32,
+    /// The attempt whose fetch failure was last counted in `failed_attempts`.
+    last_failed_attempt: Option<u32>,
     /// Partitions of the current attempt not yet finished.
     pending: HashSet<u32>,
     running: bool,
@@ -264,7 +266,20 @@ impl Scheduler {
         let partitions: Vec<u32> = if plan.partitions.is_empty() {
             (0..final_node.num_partitions).collect()
         } else {
-            plan.partitions.clone()
+            let mut p = plan.partitions.clone();
+            p.sort_unstable();
+            p.dedup();
+            if let Some(bad) = p.iter().find(|&&x| x >= final_node.num_partitions) {
+                let _ = events.send(JobEvent::JobFailed {
+                    job_id,
+                    failure: JobFailure::InvalidPlan(format!(
+                        "partition {bad} requested, but node {} has {} partitions",
+                        final_node.id, final_node.num_partitions
+                    )),
+                });
+                return;
+            }
+            p
         };
         let plan = Arc::new(plan);
         let broadcasts = Arc::new(broadcasts);
@@ -394,6 +409,7 @@ impl Scheduler {
                 broadcasts: broadcasts.clone(),
                 attempt: 0,
                 failed_attempts: 0,
+                last_failed_attempt: None,
                 pending: HashSet::new(),
                 running: false,
                 task_failures: HashMap::new(),

@@ -317,3 +317,148 @@ fn stale_status_is_ignored_and_lost_executor_outputs_rerun() {
     assert!(outcome.is_ok());
     assert_eq!(results.len(), 2);
 }
+
+/// source(2) --shuffle 0--> final(4 partitions)
+fn four_reducer_plan() -> Plan {
+    let mut plan = two_stage_plan();
+    plan.nodes[1].num_partitions = 4;
+    if let Some(Kind::Shuffle(s)) = plan.nodes[1].deps[0].kind.as_mut() {
+        s.num_reduce_partitions = 4;
+    }
+    plan
+}
+
+#[test]
+fn one_lost_map_output_reported_by_every_reducer_counts_as_one_stage_failure() {
+    // Four reducers all report the same unreadable map output: that is one failed
+    // attempt of the stage, not four (the limit is 2 here), and the job recovers.
+    let h = Harness::new(
+        &[("e1", 4)],
+        SchedulerConfig {
+            max_stage_attempts: 2,
+            ..Default::default()
+        },
+    );
+    let events = h.sched.submit(four_reducer_plan(), HashMap::new());
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        h.succeed(&ex, &t);
+    }
+    let reducers: Vec<(String, TaskDescription)> = (0..4).map(|_| h.next_task()).collect();
+    for (ex, t) in &reducers {
+        h.fail(
+            ex,
+            t,
+            task_failure::Reason::FetchFailed(FetchFailure {
+                executor_id: "e1".into(),
+                shuffle_id: 0,
+                map_partition: 1,
+                reduce_partition: t.partition,
+                message: "checksum mismatch".into(),
+            }),
+        );
+    }
+    let (ex, t) = h.next_task();
+    assert_eq!((t.shuffle_id, t.partition), (Some(0), 1), "map 1 reruns");
+    h.succeed(&ex, &t);
+    for _ in 0..4 {
+        let (ex, t) = h.next_task();
+        assert_eq!(t.shuffle_id, None);
+        assert_eq!(
+            t.shuffle_inputs[0].maps.len(),
+            2,
+            "reducers launch with every map output"
+        );
+        h.succeed(&ex, &t);
+    }
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(results.len(), 4);
+    h.no_more_tasks();
+}
+
+/// s0: source0 --shuffle 0-->, s1: source1 --shuffle 1-->, both read by the result node.
+fn two_parent_plan() -> Plan {
+    let shuffle = |sid: u32, parent: u32| Dependency {
+        kind: Some(Kind::Shuffle(ShuffleDependency {
+            shuffle_id: sid,
+            parent,
+            num_reduce_partitions: 1,
+            ..Default::default()
+        })),
+    };
+    let source = |id: u32| RddNode {
+        id,
+        num_partitions: 1,
+        name: format!("source{id}"),
+        ..Default::default()
+    };
+    Plan {
+        nodes: vec![
+            source(0),
+            source(1),
+            RddNode {
+                id: 2,
+                num_partitions: 1,
+                name: "cogroup".into(),
+                deps: vec![shuffle(0, 0), shuffle(1, 1)],
+                ..Default::default()
+            },
+        ],
+        final_rdd: 2,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn parent_output_lost_while_the_other_parent_runs_is_recomputed() {
+    let h = Harness::new(&[("e1", 1), ("e2", 1)], SchedulerConfig::default());
+    let events = h.sched.submit(two_parent_plan(), HashMap::new());
+    let (ex_a, a) = h.next_task();
+    let (ex_b, b) = h.next_task();
+    // The first map stage finishes on its executor; that executor then dies while
+    // the other map stage still runs.
+    h.succeed(&ex_a, &a);
+    h.sched.send(SchedulerEvent::ExecutorLost {
+        executor_id: ex_a.clone(),
+        reason: "killed".into(),
+    });
+    h.succeed(&ex_b, &b);
+    let (ex, t) = h.next_task();
+    assert_eq!(t.shuffle_id, a.shuffle_id, "the lost output is recomputed");
+    h.succeed(&ex, &t);
+    let (ex, t) = h.next_task();
+    assert_eq!(t.shuffle_id, None, "then the result stage runs");
+    assert!(t.shuffle_inputs.iter().all(|s| s.maps.len() == 1));
+    h.succeed(&ex, &t);
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(results.len(), 1);
+}
+
+#[test]
+fn duplicate_or_out_of_range_partitions_are_refused_or_merged() {
+    let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
+    let mut plan = two_stage_plan();
+    plan.partitions = vec![1, 1];
+    let events = h.sched.submit(plan, HashMap::new());
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        h.succeed(&ex, &t);
+    }
+    let (ex, t) = h.next_task();
+    assert_eq!(t.partition, 1);
+    h.succeed(&ex, &t);
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok());
+    assert_eq!(results.keys().copied().collect::<Vec<_>>(), vec![1]);
+
+    let mut plan = two_stage_plan();
+    plan.partitions = vec![0, 7];
+    let events = h.sched.submit(plan, HashMap::new());
+    let (_, outcome, _) = drain_until_end(&events);
+    match outcome {
+        Err(JobFailure::InvalidPlan(m)) => assert!(m.contains("partition 7"), "{m}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
