@@ -80,15 +80,10 @@ def kv_expected_digest(d, man):
     """Order-independent digest (sum mod 2^64 of an 8-byte blake2b per line) of the exact
     `key<TAB>sum` lines a correct kvsum must print, computed here from the input itself, cached
     next to the manifest. Catches answers with the right key count and total but a wrong split."""
-    cache = os.path.join(d, "_bench_kvsum_digest.json")
-    stamp = hashlib.sha256(json.dumps(man, sort_keys=True, default=str).encode()).hexdigest()
-    try:
-        with open(cache) as f:
-            c = json.load(f)
-        if c.get("manifest_sha256") == stamp:
-            return c["digest"]
-    except (OSError, ValueError, KeyError):
-        pass
+    return cached_digest(d, "_bench_kvsum_digest.json", man, lambda: _kv_expected_digest(d, man))
+
+
+def _kv_expected_digest(d, man):
     log(f"check: computing the expected per-key sums of {d} once (for the kvsum check)")
     t0 = time.time()
     sums = [0] * man["keys"]
@@ -109,11 +104,6 @@ def kv_expected_digest(d, man):
             a = abs(s)
             digest += line_hash(f"{k}\t{'-' if s < 0 else ''}{a // 1000}.{a % 1000:03d}".encode())
     digest = f"{digest & ((1 << 64) - 1):016x}"
-    try:
-        with open(cache, "w") as f:
-            json.dump({"manifest_sha256": stamp, "digest": digest}, f)
-    except OSError:
-        pass
     log(f"check: done in {time.time() - t0:.0f} s")
     return digest
 
@@ -190,7 +180,23 @@ def check_sorted_output(ctx, out_path, man, input_digest):
 def input_line_digest(ctx, d, man):
     """Order-independent digest of the input's k,v lines (verify_output.py sorted on the input
     itself), cached next to the manifest as _bench_digest.json."""
-    cache = os.path.join(d, "_bench_digest.json")
+    return cached_digest(d, "_bench_digest.json", man, lambda: _input_line_digest(ctx, d))
+
+
+def _input_line_digest(ctx, d):
+    log(f"check: computing the line digest of {d} once (for the sort check)")
+    # verify_output.py sorted reads part-* of a directory in order: the digest is order-independent
+    vals, err = verify_output(ctx.shared, "sorted", d)
+    if vals is None:
+        log(f"check: could not digest {d}: {err}")
+        return None
+    return vals["digest"]
+
+
+def cached_digest(d, name, man, compute):
+    """`compute()`'s digest, cached in `d/name` and keyed by the manifest, so it is
+    recomputed only when the data set changes. A `None` result is not cached."""
+    cache = os.path.join(d, name)
     stamp = hashlib.sha256(json.dumps(man, sort_keys=True, default=str).encode()).hexdigest()
     try:
         with open(cache) as f:
@@ -199,18 +205,14 @@ def input_line_digest(ctx, d, man):
             return c["digest"]
     except (OSError, ValueError, KeyError):
         pass
-    log(f"check: computing the line digest of {d} once (for the sort check)")
-    # verify_output.py sorted reads part-* of a directory in order: the digest is order-independent
-    vals, err = verify_output(ctx.shared, "sorted", d)
-    if vals is None:
-        log(f"check: could not digest {d}: {err}")
-        return None
-    try:
-        with open(cache, "w") as f:
-            json.dump({"manifest_sha256": stamp, "digest": vals["digest"]}, f)
-    except OSError:
-        pass
-    return vals["digest"]
+    digest = compute()
+    if digest is not None:
+        try:
+            with open(cache, "w") as f:
+                json.dump({"manifest_sha256": stamp, "digest": digest}, f)
+        except OSError:
+            pass
+    return digest
 
 
 def check_ref_anchors(job, engine, res, man, ctx):
