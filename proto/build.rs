@@ -7,8 +7,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
     tonic_prost_build::configure()
-        .build_client(false)
-        .build_server(false)
+        .build_client(true)
+        .build_server(true)
         .compile_with_config(config, &["proto/ember.proto"], &["proto"])?;
     Ok(())
 }

@@ -38,6 +38,9 @@ pub enum SchedulerEvent {
     ExecutorLost { executor_id: String, reason: String },
     /// Forget cached blocks of an RDD (unpersist).
     Unpersist { rdd_id: u32 },
+    /// A client session ended: forget the shuffle stages, map outputs and cached blocks
+    /// of its shuffle and RDD ids in `[id_lo, id_hi)`, except stages a running job uses.
+    ForgetIds { id_lo: u32, id_hi: u32 },
     /// Stop the event loop.
     Shutdown,
 }

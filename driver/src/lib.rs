@@ -11,6 +11,7 @@ pub mod dag;
 pub mod events;
 pub mod map_output;
 pub mod scheduler;
+pub mod wire;
 
 pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

@@ -1,12 +1,14 @@
-//! ember's wire contract: the protobuf messages (and, in cluster mode, services) that
-//! the client, driver, executors and workers exchange. Generated from `proto/ember.proto`.
+//! ember's wire contract: the protobuf messages and tonic services that the client,
+//! driver, executors and workers exchange, generated from `proto/ember.proto`, and how
+//! the cluster secret travels with every call ([`auth`]).
 //!
 //! Invariant: a plan is pure data; nothing in these messages is executable without the
 //! job binary that built it (see `Plan::binary_hash`).
 
-#![allow(clippy::all)]
+pub mod auth;
 
 /// Version 1 of the protocol.
+#[allow(clippy::all)]
 pub mod v1 {
     include!(concat!(env!("OUT_DIR"), "/ember.v1.rs"));
 }

@@ -42,6 +42,16 @@ pub fn index_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
     dir.join(format!("shuffle_{shuffle_id}_{map_partition}.index"))
 }
 
+/// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data` or
+/// `.index`, or a temporary file of one), or `None` for any other name.
+pub fn parse_file_name(name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix("shuffle_")?;
+    let mut parts = rest.splitn(3, ['_', '.']);
+    let shuffle_id = parts.next()?.parse().ok()?;
+    let map_partition = parts.next()?.parse().ok()?;
+    Some((shuffle_id, map_partition))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +61,17 @@ mod tests {
         let dir = Path::new("/tmp/x");
         assert_eq!(data_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.data"));
         assert_eq!(index_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.index"));
+    }
+
+    #[test]
+    fn file_names_parse_back() {
+        let dir = Path::new("/tmp/x");
+        for p in [data_path(dir, 1048577, 12), index_path(dir, 1048577, 12)] {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert_eq!(parse_file_name(name), Some((1048577, 12)));
+        }
+        assert_eq!(parse_file_name("shuffle_3_4.data.tmp-1"), Some((3, 4)));
+        assert_eq!(parse_file_name("spill-3"), None);
+        assert_eq!(parse_file_name("shuffle_x_4.data"), None);
     }
 }

@@ -236,8 +236,29 @@ impl Scheduler {
                 reason,
             } => self.executor_lost(&executor_id, &reason),
             SchedulerEvent::Unpersist { rdd_id } => self.cache.retain(|(r, _), _| *r != rdd_id),
+            SchedulerEvent::ForgetIds { id_lo, id_hi } => self.forget_ids(id_lo, id_hi),
             SchedulerEvent::Shutdown => {}
         }
+    }
+
+    /// Drops shuffle stages (and their map outputs) and cached blocks whose ids fall in
+    /// `[lo, hi)`, keeping any stage a live job still uses.
+    fn forget_ids(&mut self, lo: u32, hi: u32) {
+        let in_range = |id: u32| id >= lo && id < hi;
+        let busy: HashSet<u32> = self.jobs.values().flat_map(|j| j.stages.iter().copied()).collect();
+        let doomed: Vec<(u32, u32)> = self
+            .shuffle_stage
+            .iter()
+            .filter(|(sid, stage)| in_range(**sid) && !busy.contains(stage))
+            .map(|(s, st)| (*s, *st))
+            .collect();
+        for (shuffle_id, stage_id) in doomed {
+            self.shuffle_stage.remove(&shuffle_id);
+            self.stages.remove(&stage_id);
+            self.tracker.remove_shuffle(shuffle_id);
+        }
+        self.cache.retain(|(rdd, _), _| !in_range(*rdd));
+        debug!(lo, hi, "forgot ids of an ended session");
     }
 
     fn fully_cached(&self, rdd_id: u32, num_partitions: u32) -> bool {

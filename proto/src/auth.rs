@@ -1,0 +1,184 @@
+//! The cluster's shared secret on the wire: every gRPC call carries it as
+//! `authorization: Bearer <secret>` metadata, and every server checks it before doing
+//! anything else.
+//!
+//! Invariants: a server configured with a secret refuses any call whose metadata does
+//! not carry exactly that secret (compared in constant time); a server without a secret
+//! accepts every call, which the daemons allow only on loopback addresses.
+
+use std::path::Path;
+
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+/// Metadata key that carries the secret.
+pub const AUTH_METADATA: &str = "authorization";
+
+/// Environment variable holding the secret when no secret file is given.
+pub const SECRET_ENV: &str = "EMBER_SECRET";
+
+/// Largest message any ember endpoint decodes (plans, task results, chunks).
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// The cluster secret: the contents of `file` (trimmed) if given, else `EMBER_SECRET`,
+/// else none. An empty secret is an error: it would look set but protect nothing.
+pub fn load_secret(file: Option<&Path>) -> Result<Option<String>, String> {
+    let secret = match file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read secret file {}: {e}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var(SECRET_ENV).ok().map(|s| s.trim().to_string()),
+    };
+    match secret {
+        Some(s) if s.is_empty() => Err(match file {
+            Some(f) => format!("secret file {} is empty", f.display()),
+            None => format!("{SECRET_ENV} is set but empty"),
+        }),
+        other => Ok(other),
+    }
+}
+
+/// Whether `host` (an IP address or name) is a loopback address.
+pub fn is_loopback_host(host: &str) -> bool {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks a request's secret against `expected`; `Err(UNAUTHENTICATED)` if it does not
+/// match.
+pub fn check<T>(req: &Request<T>, expected: Option<&str>) -> Result<(), Status> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let given = req
+        .metadata()
+        .get(AUTH_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), expected.as_bytes()) => Ok(()),
+        Some(_) => Err(Status::unauthenticated("wrong cluster secret")),
+        None => Err(Status::unauthenticated(
+            "missing cluster secret (authorization metadata)",
+        )),
+    }
+}
+
+/// A server-side interceptor that refuses calls without the secret and logs them.
+#[derive(Clone)]
+pub struct RequireSecret {
+    secret: Option<std::sync::Arc<str>>,
+    endpoint: &'static str,
+}
+
+impl RequireSecret {
+    pub fn new(secret: Option<&str>, endpoint: &'static str) -> Self {
+        RequireSecret {
+            secret: secret.map(std::sync::Arc::from),
+            endpoint,
+        }
+    }
+}
+
+impl Interceptor for RequireSecret {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        match check(&req, self.secret.as_deref()) {
+            Ok(()) => Ok(req),
+            Err(status) => {
+                let peer = req
+                    .remote_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| "unknown peer".into());
+                tracing::warn!(endpoint = self.endpoint, %peer, reason = status.message(), "refused a call");
+                Err(status)
+            }
+        }
+    }
+}
+
+/// A client-side interceptor that adds the secret to every call.
+#[derive(Clone)]
+pub struct AddSecret {
+    value: Option<MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl AddSecret {
+    /// Fails if the secret cannot be carried in a header (non-visible-ASCII bytes).
+    pub fn new(secret: Option<&str>) -> Result<Self, String> {
+        let value = match secret {
+            Some(s) => Some(
+                format!("Bearer {s}")
+                    .parse()
+                    .map_err(|_| "the cluster secret must be printable ASCII".to_string())?,
+            ),
+            None => None,
+        };
+        Ok(AddSecret { value })
+    }
+}
+
+impl Interceptor for AddSecret {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.value {
+            req.metadata_mut().insert(AUTH_METADATA, v.clone());
+        }
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(secret: Option<&str>) -> Request<()> {
+        let mut add = AddSecret::new(secret).unwrap();
+        add.call(Request::new(())).unwrap()
+    }
+
+    #[test]
+    fn right_secret_passes_wrong_or_missing_is_refused() {
+        assert!(check(&with(Some("s3cret")), Some("s3cret")).is_ok());
+        let wrong = check(&with(Some("nope")), Some("s3cret")).unwrap_err();
+        assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
+        assert!(wrong.message().contains("wrong cluster secret"));
+        let missing = check(&with(None), Some("s3cret")).unwrap_err();
+        assert!(missing.message().contains("missing cluster secret"));
+        assert!(check(&with(None), None).is_ok());
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(is_loopback_host("127.0.0.1"));
+        assert!(is_loopback_host("::1"));
+        assert!(is_loopback_host("localhost"));
+        assert!(!is_loopback_host("0.0.0.0"));
+        assert!(!is_loopback_host("10.1.2.3"));
+    }
+
+    #[test]
+    fn secret_file_is_trimmed_and_empty_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("ember-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("secret");
+        std::fs::write(&f, "abc\n").unwrap();
+        assert_eq!(load_secret(Some(&f)).unwrap().as_deref(), Some("abc"));
+        std::fs::write(&f, "\n").unwrap();
+        assert!(load_secret(Some(&f)).unwrap_err().contains("is empty"));
+        let missing = dir.join("missing");
+        assert!(load_secret(Some(&missing)).unwrap_err().contains("cannot read secret file"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
