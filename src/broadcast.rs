@@ -63,16 +63,21 @@ impl<T: Data> Broadcast<T> {
                     return v;
                 }
             }
-            let bytes = tc.broadcast_bytes(self.id).unwrap_or_else(|| {
-                panic!(
-                    "ember: broadcast {} was not shipped with this task",
-                    self.id
-                )
-            });
-            let v: Arc<T> =
+            let decode = |bytes: &[u8]| -> Arc<T> {
                 Arc::new(postcard::from_bytes(bytes).unwrap_or_else(|e| {
                     panic!("ember: broadcast {} does not decode: {e}", self.id)
-                }));
+                }))
+            };
+            let v = match tc.broadcast_bytes(self.id) {
+                Some(bytes) => decode(bytes),
+                None => match tc.env.broadcast_bytes.get(&self.id) {
+                    Some(bytes) => decode(bytes.as_slice()),
+                    None => panic!(
+                        "ember: broadcast {} was not shipped with this task",
+                        self.id
+                    ),
+                },
+            };
             tc.env.broadcasts.insert(self.id, v.clone());
             v
         });

@@ -44,6 +44,12 @@ impl BlockStore {
     pub(crate) fn remove_rdd(&self, rdd_id: u32) {
         self.blocks.retain(|(r, _), _| *r != rdd_id);
     }
+
+    /// Drops every cached partition of the RDDs with ids in `[lo, hi)` (a client
+    /// session's ids, when it ends).
+    pub(crate) fn remove_rdd_range(&self, lo: u32, hi: u32) {
+        self.blocks.retain(|(r, _), _| *r < lo || *r >= hi);
+    }
 }
 
 /// Reads a persisted partition from the block store, or computes and stores it.

@@ -18,9 +18,10 @@ use parking_lot::Mutex;
 
 use crate::accumulator::{Accumulator, AccumulatorSlot, AccumulatorValue};
 use crate::broadcast::Broadcast;
+use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
 use crate::data::Data;
-use crate::error::{EmberError, Result};
+use crate::error::Result;
 use crate::io::text_input::{list_input_files, plan_splits};
 use crate::local::LocalCluster;
 use crate::plan::op::OpRef;
@@ -38,11 +39,48 @@ pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
 }
 
+/// Where a context's jobs run.
+pub(crate) enum Backend {
+    /// Local mode: an in-process scheduler and executor.
+    Local {
+        scheduler: SchedulerHandle,
+        cluster: Option<LocalCluster>,
+    },
+    /// Cluster mode: a session with a driver daemon.
+    Cluster(ClusterClient),
+}
+
+impl Backend {
+    /// Submits a plan; its events arrive on the returned channel, ending in success or
+    /// failure.
+    pub(crate) fn submit(
+        &self,
+        plan: ember_proto::Plan,
+        broadcasts: &Mutex<HashMap<u64, Vec<u8>>>,
+    ) -> crossbeam_channel::Receiver<ember_driver::JobEvent> {
+        match self {
+            Backend::Local { scheduler, .. } => scheduler.submit(plan, broadcasts.lock().clone()),
+            Backend::Cluster(client) => client.submit(plan, &broadcasts.lock()),
+        }
+    }
+
+    /// Gives up on a running job.
+    pub(crate) fn cancel(&self, job_id: u64, reason: &str) {
+        match self {
+            Backend::Local { scheduler, .. } => scheduler.send(SchedulerEvent::CancelJob {
+                job_id,
+                reason: reason.to_string(),
+            }),
+            Backend::Cluster(client) => client.cancel(job_id),
+        }
+    }
+}
+
 pub(crate) struct ContextInner {
     pub conf: Conf,
-    pub scheduler: SchedulerHandle,
-    pub local: Option<LocalCluster>,
+    pub backend: Backend,
     pub binary_id: String,
+    default_parallelism: usize,
     next_rdd: AtomicU32,
     next_shuffle: AtomicU32,
     next_broadcast: AtomicU64,
@@ -54,9 +92,11 @@ pub(crate) struct ContextInner {
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        self.scheduler.send(SchedulerEvent::Shutdown);
-        if let Some(local) = self.local.take() {
-            local.shutdown();
+        if let Backend::Local { scheduler, cluster } = &mut self.backend {
+            scheduler.send(SchedulerEvent::Shutdown);
+            if let Some(local) = cluster.take() {
+                local.shutdown();
+            }
         }
     }
 }
@@ -79,11 +119,16 @@ impl Context {
         Context::with_conf(conf)
     }
 
-    /// A context from an explicit configuration.
+    /// A context from an explicit configuration. In a worker process (started by an
+    /// executor daemon) this serves tasks and never returns.
     pub fn with_conf(conf: Conf) -> Result<Context> {
+        crate::cluster::worker::run_if_requested();
         crate::logging::init();
         match conf.master.clone() {
-            Master::Local { threads, max_failures } => {
+            Master::Local {
+                threads,
+                max_failures,
+            } => {
                 let binary_id = format!("local-{}-{:x}", std::process::id(), rand::random::<u64>());
                 let (local, launcher) = LocalCluster::create(&conf, &binary_id, threads)?;
                 let scheduler = SchedulerHandle::start(
@@ -94,25 +139,61 @@ impl Context {
                     launcher,
                 );
                 local.start_workers(&scheduler, threads);
-                Ok(Context {
-                    inner: Arc::new(ContextInner {
-                        conf,
-                        scheduler,
-                        local: Some(local),
-                        binary_id,
-                        next_rdd: AtomicU32::new(0),
-                        next_shuffle: AtomicU32::new(0),
-                        next_broadcast: AtomicU64::new(0),
-                        next_accumulator: AtomicU64::new(0),
-                        broadcasts: Mutex::new(HashMap::new()),
-                        accumulators: Mutex::new(HashMap::new()),
-                        last_job: Mutex::new(None),
-                    }),
-                })
+                let backend = Backend::Local {
+                    scheduler,
+                    cluster: Some(local),
+                };
+                Ok(Context::new(conf, backend, binary_id, threads, 0, 0))
             }
-            Master::Cluster(url) => Err(EmberError::Config(format!(
-                "cluster master {url}: cluster mode is not available in this build yet; use --master local[N]"
-            ))),
+            Master::Cluster(url) => {
+                let app = std::env::args()
+                    .next()
+                    .and_then(|a| {
+                        std::path::Path::new(&a)
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                    })
+                    .unwrap_or_else(|| "ember-job".into());
+                let client = ClusterClient::connect(&url, &app)?;
+                let binary_id = crate::cluster::binary::current()?.1.clone();
+                let parallelism = (client.session.total_cores as usize).max(2);
+                let (id_base, broadcast_base) =
+                    (client.session.id_base, client.session.broadcast_base);
+                let backend = Backend::Cluster(client);
+                Ok(Context::new(
+                    conf,
+                    backend,
+                    binary_id,
+                    parallelism,
+                    id_base,
+                    broadcast_base,
+                ))
+            }
+        }
+    }
+
+    fn new(
+        conf: Conf,
+        backend: Backend,
+        binary_id: String,
+        default_parallelism: usize,
+        id_base: u32,
+        broadcast_base: u64,
+    ) -> Context {
+        Context {
+            inner: Arc::new(ContextInner {
+                conf,
+                backend,
+                binary_id,
+                default_parallelism,
+                next_rdd: AtomicU32::new(id_base),
+                next_shuffle: AtomicU32::new(id_base),
+                next_broadcast: AtomicU64::new(broadcast_base),
+                next_accumulator: AtomicU64::new(0),
+                broadcasts: Mutex::new(HashMap::new()),
+                accumulators: Mutex::new(HashMap::new()),
+                last_job: Mutex::new(None),
+            }),
         }
     }
 
@@ -123,7 +204,7 @@ impl Context {
 
     /// Default number of partitions for sources and shuffles (the number of task slots).
     pub fn default_parallelism(&self) -> usize {
-        self.inner.conf.default_parallelism()
+        self.inner.default_parallelism
     }
 
     pub(crate) fn next_rdd_id(&self) -> u32 {
@@ -135,11 +216,14 @@ impl Context {
     }
 
     pub(crate) fn unpersist(&self, rdd_id: u32) {
-        self.inner
-            .scheduler
-            .send(SchedulerEvent::Unpersist { rdd_id });
-        if let Some(local) = &self.inner.local {
-            local.env.blocks.remove_rdd(rdd_id);
+        match &self.inner.backend {
+            Backend::Local { scheduler, cluster } => {
+                scheduler.send(SchedulerEvent::Unpersist { rdd_id });
+                if let Some(local) = cluster {
+                    local.env.blocks.remove_rdd(rdd_id);
+                }
+            }
+            Backend::Cluster(client) => client.unpersist(rdd_id),
         }
     }
 

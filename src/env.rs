@@ -1,9 +1,12 @@
-//! What an executor provides to the tasks it runs: its identity, its work directory
-//! (shuffle files and spills), its memory pool, its block store for cached partitions,
-//! and its cache of deserialised broadcast values.
+//! What an executor provides to the tasks it runs: its identity, its shuffle directory
+//! and scratch directory (spills, disk-cached blocks), its memory pool, its block store
+//! for cached partitions, its broadcast values, and (in a cluster worker) connections to
+//! other executors' shuffle services.
 //!
-//! Invariant: one `ExecutorEnv` per executor (one in local mode); everything under
-//! `work_dir` belongs to it and is removed with it.
+//! Invariants: one `ExecutorEnv` per executor process (one in local mode, one per
+//! worker in cluster mode); map outputs go to `shuffle_dir`, which in cluster mode is the
+//! executor daemon's directory that it serves and that outlives the worker; everything
+//! else under `work_dir` belongs to this env and is removed with it.
 
 use std::any::Any;
 use std::path::PathBuf;
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use crate::cache::BlockStore;
+use crate::cluster::fetch::RemoteShuffle;
 use crate::memory::MemoryPool;
 
 /// Shared state of one executor.
@@ -19,22 +23,50 @@ pub(crate) struct ExecutorEnv {
     pub executor_id: String,
     /// Identity of the binary whose plans this executor may run.
     pub binary_id: String,
-    /// Shuffle files live here (`shuffle/`), spills under `spill/`.
+    /// Spills under `spill/`, disk-cached blocks under `blocks/`.
     pub work_dir: PathBuf,
+    shuffle_dir: PathBuf,
     pub memory: Arc<MemoryPool>,
     pub blocks: BlockStore,
     /// Broadcast id -> deserialised value (an `Arc<T>` behind `Any`).
     pub broadcasts: DashMap<u64, Arc<dyn Any + Send + Sync>>,
+    /// Broadcast id -> serialised value, for broadcasts shipped to the executor once
+    /// rather than with each task (cluster mode).
+    pub broadcast_bytes: DashMap<u64, Arc<Vec<u8>>>,
+    /// Reads of map outputs held by other executors (cluster workers only).
+    pub remote: Option<Arc<RemoteShuffle>>,
 }
 
 impl ExecutorEnv {
+    /// A local-mode executor: shuffle files under `work_dir/shuffle`.
     pub(crate) fn new(
         executor_id: String,
         binary_id: String,
         work_dir: PathBuf,
         memory_limit: u64,
     ) -> std::io::Result<Self> {
-        std::fs::create_dir_all(work_dir.join("shuffle"))?;
+        let shuffle_dir = work_dir.join("shuffle");
+        Self::with_dirs(
+            executor_id,
+            binary_id,
+            shuffle_dir,
+            work_dir,
+            memory_limit,
+            None,
+        )
+    }
+
+    /// An executor whose map outputs go to `shuffle_dir` and scratch files to
+    /// `work_dir`, reading remote map outputs through `remote`.
+    pub(crate) fn with_dirs(
+        executor_id: String,
+        binary_id: String,
+        shuffle_dir: PathBuf,
+        work_dir: PathBuf,
+        memory_limit: u64,
+        remote: Option<Arc<RemoteShuffle>>,
+    ) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&shuffle_dir)?;
         std::fs::create_dir_all(work_dir.join("spill"))?;
         std::fs::create_dir_all(work_dir.join("blocks"))?;
         Ok(ExecutorEnv {
@@ -42,13 +74,16 @@ impl ExecutorEnv {
             binary_id,
             blocks: BlockStore::new(work_dir.join("blocks")),
             work_dir,
+            shuffle_dir,
             memory: MemoryPool::new(memory_limit),
             broadcasts: DashMap::new(),
+            broadcast_bytes: DashMap::new(),
+            remote,
         })
     }
 
     pub(crate) fn shuffle_dir(&self) -> PathBuf {
-        self.work_dir.join("shuffle")
+        self.shuffle_dir.clone()
     }
 
     pub(crate) fn spill_dir(&self) -> PathBuf {

@@ -62,6 +62,10 @@ pub enum EmberError {
     #[error("job cancelled: {0}")]
     Cancelled(String),
 
+    /// The driver could not be reached, refused a request, or went away.
+    #[error("cluster: {0}")]
+    Cluster(String),
+
     /// Configuration (master URL, memory size, flags) could not be understood.
     #[error("invalid configuration: {0}")]
     Config(String),

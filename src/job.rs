@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ember_driver::{JobEvent, JobFailure, SchedulerEvent};
+use ember_driver::{JobEvent, JobFailure};
 use ember_proto::TaskMetrics;
 use tracing::info;
 
@@ -70,8 +70,7 @@ impl Context {
             description.clone(),
             self.inner.binary_id.clone(),
         );
-        let broadcasts = self.inner.broadcasts.lock().clone();
-        let events = self.inner.scheduler.submit(plan, broadcasts);
+        let events = self.inner.backend.submit(plan, &self.inner.broadcasts);
         let mut progress = ProgressBar::new(self.inner.conf.progress);
         let mut stages: BTreeMap<u32, StageSummary> = BTreeMap::new();
         let mut results: Vec<(u32, Vec<u8>)> = Vec::new();
@@ -180,10 +179,7 @@ impl Context {
             Err(e) => {
                 // Only a job that started has an id of its own to cancel.
                 if let Some(job_id) = job {
-                    self.inner.scheduler.send(SchedulerEvent::CancelJob {
-                        job_id,
-                        reason: "job failed".into(),
-                    });
+                    self.inner.backend.cancel(job_id, "job failed");
                 }
                 Err(e)
             }

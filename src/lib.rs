@@ -28,6 +28,7 @@
 mod accumulator;
 mod broadcast;
 mod cache;
+mod cluster;
 mod conf;
 mod context;
 mod data;

@@ -32,12 +32,18 @@ fn stage_from_wire(s: pb::StageInfo) -> StageInfo {
 /// The wire form of a scheduler event.
 pub fn to_wire(event: JobEvent) -> pb::JobEvent {
     let ev = match event {
-        JobEvent::Started { job_id, num_stages } => W::Started(pb::JobStarted { job_id, num_stages }),
+        JobEvent::Started { job_id, num_stages } => {
+            W::Started(pb::JobStarted { job_id, num_stages })
+        }
         JobEvent::StageSkipped(s) => W::StageSkipped(stage_to_wire(s)),
         JobEvent::StageSubmitted(s) => W::StageSubmitted(stage_to_wire(s)),
-        JobEvent::TaskStarted { stage_id, partition } => {
-            W::TaskStarted(pb::TaskStarted { stage_id, partition })
-        }
+        JobEvent::TaskStarted {
+            stage_id,
+            partition,
+        } => W::TaskStarted(pb::TaskStarted {
+            stage_id,
+            partition,
+        }),
         JobEvent::TaskEnded {
             stage_id,
             partition,
@@ -173,10 +179,16 @@ mod tests {
             tasks_to_run: 2,
             attempt: 1,
         };
-        round_trip(JobEvent::Started { job_id: 7, num_stages: 2 });
+        round_trip(JobEvent::Started {
+            job_id: 7,
+            num_stages: 2,
+        });
         round_trip(JobEvent::StageSkipped(info.clone()));
         round_trip(JobEvent::StageSubmitted(info));
-        round_trip(JobEvent::TaskStarted { stage_id: 1, partition: 4 });
+        round_trip(JobEvent::TaskStarted {
+            stage_id: 1,
+            partition: 4,
+        });
         round_trip(JobEvent::TaskEnded {
             stage_id: 1,
             partition: 4,
@@ -187,10 +199,16 @@ mod tests {
             },
             succeeded: true,
             counted: true,
-            accumulators: vec![pb::AccumulatorUpdate { id: 9, value: vec![1, 2] }],
+            accumulators: vec![pb::AccumulatorUpdate {
+                id: 9,
+                value: vec![1, 2],
+            }],
         });
         round_trip(JobEvent::StageCompleted { stage_id: 1 });
-        round_trip(JobEvent::TaskResult { partition: 0, result: vec![0, 1, 2] });
+        round_trip(JobEvent::TaskResult {
+            partition: 0,
+            result: vec![0, 1, 2],
+        });
         round_trip(JobEvent::JobSucceeded { job_id: 7 });
         for failure in [
             JobFailure::TaskFailed {

@@ -178,7 +178,9 @@ mod tests {
         std::fs::write(&f, "\n").unwrap();
         assert!(load_secret(Some(&f)).unwrap_err().contains("is empty"));
         let missing = dir.join("missing");
-        assert!(load_secret(Some(&missing)).unwrap_err().contains("cannot read secret file"));
+        assert!(load_secret(Some(&missing))
+            .unwrap_err()
+            .contains("cannot read secret file"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -13,6 +13,7 @@ mod ops;
 mod pair;
 mod position;
 mod shuffle_ops;
+mod shuffle_read;
 mod sort;
 pub(crate) mod source;
 

@@ -18,12 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use super::decode;
 use super::ops::State;
+use super::shuffle_read::read_blocks;
 use crate::data::{Data, Key, BATCH};
-use crate::error::{EmberError, Result};
+use crate::error::Result;
 use crate::plan::op::conjure;
-use crate::shuffle::{
-    hash_partition, open_block_records, BlockId, RangePartitioner, ShuffleWriter,
-};
+use crate::shuffle::{hash_partition, RangePartitioner, ShuffleWriter};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::spill::sort::ExternalSorter;
 use crate::spill::SpillMetrics;
@@ -292,73 +291,6 @@ where
         );
     }
     skip
-}
-
-/// Iterates every record of this reducer's blocks, map partition by map partition.
-pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
-    tc: &Rc<TaskContext>,
-    node: &RddNode,
-    reduce: u32,
-) -> Result<impl Iterator<Item = Result<T>>> {
-    let dep = match node.deps.first().and_then(|d| d.kind.as_ref()) {
-        Some(ember_proto::dependency::Kind::Shuffle(s)) => s.clone(),
-        _ => {
-            return Err(EmberError::Plan(format!(
-                "node {} does not read a shuffle",
-                node.id
-            )))
-        }
-    };
-    let num_maps = tc.node(dep.parent)?.num_partitions;
-    let locations = tc.map_locations(dep.shuffle_id).to_vec();
-    let mut blocks = Vec::new();
-    for m in 0..num_maps {
-        let id = |executor_id: &str| BlockId {
-            executor_id: executor_id.to_string(),
-            shuffle_id: dep.shuffle_id,
-            map_partition: m,
-            reduce_partition: reduce,
-        };
-        let Some(loc) = locations.iter().find(|l| l.map_partition == m) else {
-            return Err(id("").fetch_failed("no known location for this map output"));
-        };
-        if loc.block_sizes.get(reduce as usize).copied() == Some(0) {
-            continue;
-        }
-        if loc.executor_id != tc.env.executor_id {
-            return Err(id(&loc.executor_id).fetch_failed(format!(
-                "map output lives on executor {} and remote fetch is not available in local mode",
-                loc.executor_id
-            )));
-        }
-        let size = loc.block_sizes.get(reduce as usize).copied().unwrap_or(0);
-        tc.with_metrics(|mm| mm.shuffle_bytes_read += size);
-        blocks.push(id(&loc.executor_id));
-    }
-    let dir = tc.env.shuffle_dir();
-    let tc = tc.clone();
-    let mut pending = blocks.into_iter();
-    let mut current: Option<crate::shuffle::BlockRecords<T>> = None;
-    Ok(std::iter::from_fn(move || loop {
-        if let Some(c) = current.as_mut() {
-            if let Some(r) = c.next() {
-                return Some(r);
-            }
-        }
-        let id = pending.next()?;
-        match open_block_records::<T>(&dir, &id) {
-            Ok(records) => current = Some(records),
-            Err(e) => return Some(Err(e)),
-        }
-    })
-    .inspect(move |r| {
-        if r.is_ok() {
-            tc.with_metrics(|m| {
-                m.shuffle_records_read += 1;
-                m.records_in += 1;
-            })
-        }
-    }))
 }
 
 fn into_batches<T: 'static>(it: impl Iterator<Item = Result<T>> + 'static) -> Batches<T> {

@@ -245,7 +245,11 @@ impl Scheduler {
     /// `[lo, hi)`, keeping any stage a live job still uses.
     fn forget_ids(&mut self, lo: u32, hi: u32) {
         let in_range = |id: u32| id >= lo && id < hi;
-        let busy: HashSet<u32> = self.jobs.values().flat_map(|j| j.stages.iter().copied()).collect();
+        let busy: HashSet<u32> = self
+            .jobs
+            .values()
+            .flat_map(|j| j.stages.iter().copied())
+            .collect();
         let doomed: Vec<(u32, u32)> = self
             .shuffle_stage
             .iter()

@@ -1,0 +1,362 @@
+//! The job client: a context whose master is `http://host:port` talks to the driver
+//! daemon through this.
+//!
+//! On connect it checks that the driver holds this binary (uploading it, chunked, if
+//! not), then opens a session: a stream the client holds open for the context's
+//! lifetime, whose closing tells the driver to cancel the session's jobs and delete its
+//! shuffle files. The session gives the context its id ranges, so two clients never
+//! share an RDD, shuffle or broadcast id. Each action is one `SubmitJob` call whose
+//! streamed events are turned back into the scheduler's [`JobEvent`]s.
+//!
+//! Invariants: every job's event channel ends with `JobSucceeded` or `JobFailed`, even
+//! when the driver is unreachable or goes away mid-job (then the failure names the
+//! driver and the cause), so a caller never hangs; each broadcast value is sent to the
+//! driver once per session.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use ember_driver::{wire, JobEvent, JobFailure};
+use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
+use ember_proto::driver_client::DriverClient;
+use ember_proto::{
+    session_event, BinaryChunk, BinaryRef, BroadcastValue, OpenSessionRequest, Plan, SessionOpened,
+    SubmitJobRequest, UnpersistRequest,
+};
+use parking_lot::Mutex;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tracing::{debug, info, warn};
+
+use super::runtime;
+use crate::error::{EmberError, Result};
+
+/// A gRPC client of the driver that adds the cluster secret to every call.
+pub(crate) type Driver = DriverClient<InterceptedService<Channel, AddSecret>>;
+
+/// Bytes per chunk of an uploaded binary.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A connected client session.
+pub(crate) struct ClusterClient {
+    url: String,
+    driver: Driver,
+    pub session: SessionOpened,
+    /// Holds the session stream open; aborting it ends the session.
+    session_task: tokio::task::JoinHandle<()>,
+    /// Set when the session stream ends on the driver's side.
+    driver_lost: Arc<Mutex<Option<String>>>,
+    sent_broadcasts: Mutex<HashSet<u64>>,
+    /// Job id -> the switch that stops its event-forwarding task (which drops the
+    /// stream: the driver then cancels the job).
+    running: Arc<Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>>,
+}
+
+impl Drop for ClusterClient {
+    fn drop(&mut self) {
+        self.running.lock().clear();
+        self.session_task.abort();
+    }
+}
+
+/// Opens a channel to `url` (driver or executor) with the secret attached.
+pub(crate) async fn connect_channel(url: &str) -> std::result::Result<Channel, String> {
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| format!("invalid address {url:?}: {e}"))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(5))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true);
+    endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {url}: {}", source_chain(&e)))
+}
+
+/// An error and its causes on one line (tonic's transport errors hide the useful part).
+pub(crate) fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+impl ClusterClient {
+    /// Connects to the driver at `url`, makes sure it has this binary, and opens a
+    /// session.
+    pub(crate) fn connect(url: &str, app_name: &str) -> Result<ClusterClient> {
+        let (exe, sha) = super::binary::current()?.clone();
+        let secret = super::client_secret()?;
+        let add_secret = AddSecret::new(secret.as_deref()).map_err(EmberError::Config)?;
+        let cluster_err =
+            |what: &str, e: String| EmberError::Cluster(format!("driver {url}: {what}: {e}"));
+        runtime::block_on(async {
+            let channel = connect_channel(url).await.map_err(EmberError::Cluster)?;
+            let mut driver = DriverClient::with_interceptor(channel, add_secret)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            let present = driver
+                .has_binary(BinaryRef {
+                    sha256: sha.clone(),
+                })
+                .await
+                .map_err(|s| cluster_err("checking the job binary", status_text(&s)))?
+                .into_inner()
+                .present;
+            if !present {
+                upload_binary(&mut driver, &exe, &sha)
+                    .await
+                    .map_err(|e| cluster_err("uploading the job binary", e))?;
+            }
+            let mut stream = driver
+                .open_session(OpenSessionRequest {
+                    app_name: app_name.to_string(),
+                    binary_sha256: sha.clone(),
+                })
+                .await
+                .map_err(|s| cluster_err("opening a session", status_text(&s)))?
+                .into_inner();
+            let first = stream
+                .message()
+                .await
+                .map_err(|s| cluster_err("opening a session", status_text(&s)))?;
+            let Some(ember_proto::SessionEvent {
+                event: Some(session_event::Event::Opened(session)),
+            }) = first
+            else {
+                return Err(cluster_err(
+                    "opening a session",
+                    "the driver sent no session".into(),
+                ));
+            };
+            info!(
+                session = session.session_id,
+                executors = session.executors,
+                cores = session.total_cores,
+                "connected to driver {url}"
+            );
+            let driver_lost = Arc::new(Mutex::new(None));
+            let lost = driver_lost.clone();
+            let url_owned = url.to_string();
+            let session_task = tokio::spawn(async move {
+                let why = loop {
+                    match stream.message().await {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => break "the driver closed the session".to_string(),
+                        Err(s) => break status_text(&s),
+                    }
+                };
+                warn!("lost the session with driver {url_owned}: {why}");
+                *lost.lock() = Some(why);
+            });
+            Ok(ClusterClient {
+                url: url.to_string(),
+                driver,
+                session,
+                session_task,
+                driver_lost,
+                sent_broadcasts: Mutex::new(HashSet::new()),
+                running: Arc::new(Mutex::new(HashMap::new())),
+            })
+        })
+    }
+
+    /// Submits a plan; the job's events (always ending in success or failure) arrive on
+    /// the returned channel. `broadcasts` are all of the context's broadcasts; only
+    /// those the driver has not seen are sent.
+    pub(crate) fn submit(
+        &self,
+        plan: Plan,
+        broadcasts: &HashMap<u64, Vec<u8>>,
+    ) -> Receiver<JobEvent> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        if let Some(why) = self.driver_lost.lock().clone() {
+            fail(
+                &tx,
+                format!("lost the connection to the driver at {}: {why}", self.url),
+            );
+            return rx;
+        }
+        let new_broadcasts: Vec<BroadcastValue> = {
+            let mut sent = self.sent_broadcasts.lock();
+            broadcasts
+                .iter()
+                .filter(|(id, _)| sent.insert(**id))
+                .map(|(id, v)| BroadcastValue {
+                    id: *id,
+                    value: v.clone(),
+                })
+                .collect()
+        };
+        let request = SubmitJobRequest {
+            session_id: self.session.session_id,
+            plan: Some(plan),
+            new_broadcasts,
+        };
+        let mut driver = self.driver.clone();
+        let url = self.url.clone();
+        let running = self.running.clone();
+        runtime::get().spawn(async move {
+            let (cancel_tx, mut cancel_rx) = tokio::sync::oneshot::channel::<()>();
+            let mut cancel_tx = Some(cancel_tx);
+            let mut stream = match driver.submit_job(request).await {
+                Ok(r) => r.into_inner(),
+                Err(s) => {
+                    return fail(
+                        &tx,
+                        format!("the driver at {url} refused the job: {}", status_text(&s)),
+                    )
+                }
+            };
+            let mut job_id = None;
+            loop {
+                let next = tokio::select! {
+                    m = stream.message() => m,
+                    _ = &mut cancel_rx, if cancel_tx.is_none() => {
+                        debug!("job {job_id:?} cancelled by the client");
+                        break;
+                    }
+                };
+                match next {
+                    Ok(Some(ev)) => match wire::from_wire(ev) {
+                        Ok(ev) => {
+                            let end = matches!(
+                                ev,
+                                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+                            );
+                            if let JobEvent::Started { job_id: id, .. } = &ev {
+                                job_id = Some(*id);
+                                if let Some(c) = cancel_tx.take() {
+                                    running.lock().insert(*id, c);
+                                }
+                            }
+                            if tx.send(ev).is_err() || end {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            fail(
+                                &tx,
+                                format!("the driver at {url} sent a malformed job event: {e}"),
+                            );
+                            break;
+                        }
+                    },
+                    Ok(None) => {
+                        fail(
+                            &tx,
+                            format!("the driver at {url} ended the job's event stream early"),
+                        );
+                        break;
+                    }
+                    Err(s) => {
+                        fail(
+                            &tx,
+                            format!(
+                                "lost the connection to the driver at {url}: {}",
+                                status_text(&s)
+                            ),
+                        );
+                        break;
+                    }
+                }
+            }
+            if let Some(id) = job_id {
+                running.lock().remove(&id);
+            }
+        });
+        rx
+    }
+
+    /// Cancels a running job: dropping its stream tells the driver.
+    pub(crate) fn cancel(&self, job_id: u64) {
+        if let Some(stop) = self.running.lock().remove(&job_id) {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Tells the driver to forget the cached blocks of an RDD.
+    pub(crate) fn unpersist(&self, rdd_id: u32) {
+        let mut driver = self.driver.clone();
+        let session_id = self.session.session_id;
+        runtime::get().spawn(async move {
+            if let Err(s) = driver
+                .unpersist(UnpersistRequest { session_id, rdd_id })
+                .await
+            {
+                debug!("unpersist of rdd {rdd_id} failed: {}", status_text(&s));
+            }
+        });
+    }
+}
+
+fn fail(tx: &Sender<JobEvent>, message: String) {
+    let _ = tx.send(JobEvent::JobFailed {
+        job_id: u64::MAX,
+        failure: JobFailure::Cancelled(message),
+    });
+}
+
+/// A status as "CODE: message".
+pub(crate) fn status_text(s: &tonic::Status) -> String {
+    format!("{:?}: {}", s.code(), s.message())
+}
+
+async fn upload_binary(
+    driver: &mut Driver,
+    path: &std::path::Path,
+    sha: &str,
+) -> std::result::Result<(), String> {
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let total_len = file.metadata().map_err(|e| e.to_string())?.len();
+    let (tx, rx) = tokio::sync::mpsc::channel::<BinaryChunk>(4);
+    let sha_owned = sha.to_string();
+    let path_owned = path.to_path_buf();
+    let reader = tokio::task::spawn_blocking(move || -> std::result::Result<(), String> {
+        use std::io::Read;
+        let mut file = file;
+        let mut first = true;
+        loop {
+            let mut buf = vec![0u8; CHUNK_BYTES];
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| format!("cannot read {}: {e}", path_owned.display()))?;
+            if n == 0 && !first {
+                return Ok(());
+            }
+            buf.truncate(n);
+            let chunk = BinaryChunk {
+                sha256: if first {
+                    sha_owned.clone()
+                } else {
+                    String::new()
+                },
+                total_len: if first { total_len } else { 0 },
+                data: buf,
+            };
+            first = false;
+            if tx.blocking_send(chunk).is_err() || n == 0 {
+                return Ok(());
+            }
+        }
+    });
+    info!(
+        "uploading job binary {} ({total_len} bytes) to the driver",
+        &sha[..16.min(sha.len())]
+    );
+    let sent = driver
+        .upload_binary(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .map_err(|s| status_text(&s));
+    let read = reader.await.map_err(|e| e.to_string())?;
+    read?;
+    sent.map(|_| ())
+}

@@ -1,0 +1,208 @@
+//! Reading map outputs held by other executors: a reducer in a worker asks the
+//! executor that holds them for its blocks over the `Shuffle` gRPC service, one stream
+//! per (executor, reducer) carrying the blocks of every map output there in order.
+//!
+//! Invariants: a block is handed to the decoder only after its length and crc32 have
+//! been checked against what the serving executor read from its index; every failure
+//! (executor unreachable, file missing there, short or corrupt block) is a typed
+//! `FetchFailed` naming the executor, shuffle, map and reduce partition, so the
+//! scheduler reruns exactly that map output. Bytes in flight per stream are bounded by
+//! the server's chunk queue and HTTP/2 flow control, not by the block count.
+
+use dashmap::DashMap;
+use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
+use ember_proto::shuffle_client::ShuffleClient;
+use ember_proto::{BlockChunk, FetchBlocksRequest};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::Streaming;
+
+use super::client::{connect_channel, status_text};
+use super::runtime;
+use crate::error::Result;
+use crate::shuffle::BlockId;
+
+type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
+
+/// Connections to other executors' shuffle services, shared by a worker's tasks.
+pub(crate) struct RemoteShuffle {
+    secret: AddSecret,
+    clients: DashMap<String, Client>,
+}
+
+impl RemoteShuffle {
+    pub(crate) fn new(secret: Option<&str>) -> std::result::Result<Self, String> {
+        Ok(RemoteShuffle {
+            secret: AddSecret::new(secret)?,
+            clients: DashMap::new(),
+        })
+    }
+
+    async fn client(&self, address: &str) -> std::result::Result<Client, String> {
+        if let Some(c) = self.clients.get(address) {
+            return Ok(c.clone());
+        }
+        let channel = connect_channel(address).await?;
+        let client = ShuffleClient::with_interceptor(channel, self.secret.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        self.clients.insert(address.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// The blocks of reduce partition `reduce` of `shuffle_id` from map outputs `maps`,
+    /// all held by `executor_id` serving at `address`, verified, in the order of `maps`.
+    pub(crate) fn fetch(
+        self: &std::sync::Arc<Self>,
+        executor_id: &str,
+        address: &str,
+        shuffle_id: u32,
+        reduce: u32,
+        maps: Vec<u32>,
+    ) -> RemoteBlocks {
+        RemoteBlocks {
+            owner: self.clone(),
+            executor_id: executor_id.to_string(),
+            address: address.to_string(),
+            shuffle_id,
+            reduce,
+            maps,
+            next: 0,
+            stream: None,
+            carry: None,
+            failed: false,
+        }
+    }
+}
+
+/// Iterator over the verified bytes of remote blocks; yields at most one error, last.
+pub(crate) struct RemoteBlocks {
+    owner: std::sync::Arc<RemoteShuffle>,
+    executor_id: String,
+    address: String,
+    shuffle_id: u32,
+    reduce: u32,
+    maps: Vec<u32>,
+    next: usize,
+    stream: Option<Streaming<BlockChunk>>,
+    /// A chunk read ahead that starts the next block.
+    carry: Option<BlockChunk>,
+    failed: bool,
+}
+
+impl RemoteBlocks {
+    fn id(&self, map: u32) -> BlockId {
+        BlockId {
+            executor_id: self.executor_id.clone(),
+            shuffle_id: self.shuffle_id,
+            map_partition: map,
+            reduce_partition: self.reduce,
+        }
+    }
+
+    async fn next_block(&mut self, map: u32) -> std::result::Result<Vec<u8>, String> {
+        if self.stream.is_none() {
+            let mut client = match self.owner.client(&self.address).await {
+                Ok(c) => c,
+                Err(e) => return Err(format!("executor {} unreachable: {e}", self.executor_id)),
+            };
+            let request = FetchBlocksRequest {
+                shuffle_id: self.shuffle_id,
+                reduce_partition: self.reduce,
+                map_partitions: self.maps.clone(),
+            };
+            match client.fetch_blocks(request).await {
+                Ok(r) => self.stream = Some(r.into_inner()),
+                Err(s) => {
+                    self.owner.clients.remove(&self.address);
+                    return Err(format!(
+                        "executor {} refused the fetch: {}",
+                        self.executor_id,
+                        status_text(&s)
+                    ));
+                }
+            }
+        }
+        let stream = self.stream.as_mut().expect("stream opened above");
+        let first = match self.carry.take() {
+            Some(c) => c,
+            None => match stream.message().await {
+                Ok(Some(c)) => c,
+                Ok(None) => return Err("the block stream ended before this block".into()),
+                Err(s) => {
+                    return Err(format!(
+                        "executor {}: {}",
+                        self.executor_id,
+                        status_text(&s)
+                    ))
+                }
+            },
+        };
+        if !first.first || first.map_partition != map {
+            return Err(format!(
+                "executor {} sent a chunk of map output {} where block {map} should start",
+                self.executor_id, first.map_partition
+            ));
+        }
+        let len = usize::try_from(first.block_len).map_err(|_| "block too large".to_string())?;
+        if len > MAX_MESSAGE_BYTES.saturating_mul(64) {
+            return Err(format!("block of {len} bytes is too large"));
+        }
+        let crc = first.crc32;
+        let mut bytes = first.data;
+        bytes.reserve(len.saturating_sub(bytes.len()));
+        while bytes.len() < len {
+            match stream.message().await {
+                Ok(Some(c)) if !c.first && c.map_partition == map => {
+                    bytes.extend_from_slice(&c.data)
+                }
+                Ok(Some(c)) => {
+                    self.carry = Some(c);
+                    break;
+                }
+                Ok(None) => break,
+                Err(s) => {
+                    return Err(format!(
+                        "executor {}: {}",
+                        self.executor_id,
+                        status_text(&s)
+                    ))
+                }
+            }
+        }
+        if bytes.len() != len {
+            return Err(format!(
+                "block stream from executor {} gave {} of {len} bytes",
+                self.executor_id,
+                bytes.len()
+            ));
+        }
+        let actual = crc32fast::hash(&bytes);
+        if actual != crc {
+            return Err(format!(
+                "checksum mismatch in the block from executor {}: expected crc32 {crc:08x}, got {actual:08x}",
+                self.executor_id
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+impl Iterator for RemoteBlocks {
+    type Item = Result<(BlockId, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next >= self.maps.len() {
+            return None;
+        }
+        let map = self.maps[self.next];
+        self.next += 1;
+        let id = self.id(map);
+        match runtime::block_on(self.next_block(map)) {
+            Ok(bytes) => Some(Ok((id, bytes))),
+            Err(message) => {
+                self.failed = true;
+                Some(Err(id.fetch_failed(message)))
+            }
+        }
+    }
+}

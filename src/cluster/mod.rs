@@ -1,0 +1,34 @@
+//! Cluster mode, seen from the library: the pieces of a job binary that talk to the
+//! daemons.
+//!
+//! - [`client`]: a [`Context`](crate::Context) with an `http://` master connects to the
+//!   driver, uploads its own binary if the driver lacks it, opens a session, submits
+//!   each action's plan and turns the streamed events back into the scheduler's
+//!   `JobEvent`s, so the rest of the library cannot tell local from cluster mode.
+//! - [`worker`]: the same binary started by an executor enters worker mode inside
+//!   `Context::from_env()`: it runs the tasks the executor hands it over a Unix socket
+//!   and never returns to `main`.
+//! - [`fetch`]: reducers in a worker read map outputs held by other executors over the
+//!   executors' shuffle service.
+//! - [`binary`]: the SHA-256 identity of the running binary.
+//! - [`runtime`]: the one tokio runtime the library starts for all of this.
+//!
+//! Invariants: nothing here runs in local mode (which needs no runtime and no network);
+//! every call to a daemon carries the cluster secret when one is configured.
+
+pub(crate) mod binary;
+pub(crate) mod client;
+pub(crate) mod fetch;
+pub(crate) mod runtime;
+pub(crate) mod worker;
+
+/// Environment variable naming a file that holds the cluster secret (the client side;
+/// `EMBER_SECRET` holds the secret itself).
+pub const SECRET_FILE_ENV: &str = "EMBER_SECRET_FILE";
+
+/// The cluster secret the client and workers use: `EMBER_SECRET_FILE`, else
+/// `EMBER_SECRET`, else none.
+pub(crate) fn client_secret() -> crate::Result<Option<String>> {
+    let file = std::env::var_os(SECRET_FILE_ENV).map(std::path::PathBuf::from);
+    ember_proto::auth::load_secret(file.as_deref()).map_err(crate::EmberError::Config)
+}

@@ -1,0 +1,226 @@
+//! Worker mode: the job binary, started by an executor daemon, serving that executor's
+//! tasks instead of running `main`.
+//!
+//! The executor starts the binary with `EMBER_WORKER_SOCKET` (and the variables below)
+//! set; `Context::from_env()` sees it and calls [`run_if_requested`], which never
+//! returns. The worker connects to the socket, says `WorkerReady`, then reads
+//! `ToWorker` frames (tasks, broadcasts, kills, session cleanups) and answers each task
+//! with exactly one `FromWorker { status }`. Frames are a u32 big-endian length and one
+//! protobuf message. Tasks run on `EMBER_WORKER_CORES` threads through the same
+//! [`run_task`](crate::task::run_task) as local mode; map outputs go to the executor's
+//! shuffle directory, so they outlive this process.
+//!
+//! Invariants: the worker exits when the executor closes the socket (the executor is
+//! its only master); a task whose kill arrives before it starts is answered `killed`
+//! without running; a panic in user code fails that task only.
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ember_proto::{
+    from_worker, task_failure, task_status, to_worker, FromWorker, TaskDescription, TaskFailure,
+    TaskStatus, ToWorker, WorkerReady,
+};
+use parking_lot::Mutex;
+use prost::Message;
+use tracing::{debug, error, info};
+
+use crate::env::ExecutorEnv;
+
+/// Largest frame either side accepts.
+pub const MAX_FRAME_BYTES: usize = 512 << 20;
+
+/// The variables an executor sets for its workers.
+pub mod vars {
+    pub const SOCKET: &str = "EMBER_WORKER_SOCKET";
+    pub const EXECUTOR_ID: &str = "EMBER_EXECUTOR_ID";
+    pub const CORES: &str = "EMBER_WORKER_CORES";
+    pub const MEMORY: &str = "EMBER_EXECUTOR_MEMORY";
+    pub const SHUFFLE_DIR: &str = "EMBER_WORKER_SHUFFLE_DIR";
+    pub const WORK_DIR: &str = "EMBER_WORKER_DIR";
+    pub const BINARY: &str = "EMBER_BINARY_SHA256";
+}
+
+/// If this process was started as a worker, serves tasks until the executor lets go,
+/// then exits; otherwise returns at once.
+pub(crate) fn run_if_requested() {
+    let Some(socket) = std::env::var_os(vars::SOCKET) else {
+        return;
+    };
+    crate::logging::init();
+    let code = match serve(PathBuf::from(socket)) {
+        Ok(()) => 0,
+        Err(e) => {
+            error!("worker {}: {e}", std::process::id());
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn var(name: &str) -> Result<String, String> {
+    std::env::var(name).map_err(|_| format!("{name} is not set"))
+}
+
+fn serve(socket: PathBuf) -> Result<(), String> {
+    let executor_id = var(vars::EXECUTOR_ID)?;
+    let binary = var(vars::BINARY)?;
+    let cores: usize = var(vars::CORES)?
+        .parse()
+        .map_err(|e| format!("{}: {e}", vars::CORES))?;
+    let memory = crate::memory::parse_memory_size(&var(vars::MEMORY)?)?;
+    let shuffle_dir = PathBuf::from(var(vars::SHUFFLE_DIR)?);
+    let work_dir = PathBuf::from(var(vars::WORK_DIR)?);
+    let secret = super::client_secret().map_err(|e| e.to_string())?;
+    let remote = super::fetch::RemoteShuffle::new(secret.as_deref())?;
+    let env = Arc::new(
+        ExecutorEnv::with_dirs(
+            executor_id.clone(),
+            binary.clone(),
+            shuffle_dir,
+            work_dir.clone(),
+            memory,
+            Some(Arc::new(remote)),
+        )
+        .map_err(|e| format!("cannot prepare {}: {e}", work_dir.display()))?,
+    );
+    let stream = UnixStream::connect(&socket).map_err(|e| {
+        format!(
+            "cannot connect to executor socket {}: {e}",
+            socket.display()
+        )
+    })?;
+    let writer = Arc::new(Mutex::new(
+        stream.try_clone().map_err(|e| format!("socket: {e}"))?,
+    ));
+    write_frame(
+        &writer,
+        &FromWorker {
+            msg: Some(from_worker::Msg::Ready(WorkerReady {
+                pid: std::process::id(),
+                binary_sha256: binary,
+            })),
+        },
+    )?;
+    info!(executor = %executor_id, cores, "worker {} ready", std::process::id());
+
+    let killed: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let (tasks_tx, tasks_rx) = crossbeam_channel::unbounded::<TaskDescription>();
+    for i in 0..cores.max(1) {
+        let rx = tasks_rx.clone();
+        let env = env.clone();
+        let writer = writer.clone();
+        let killed = killed.clone();
+        std::thread::Builder::new()
+            .name(format!("ember-task-{i}"))
+            .spawn(move || {
+                while let Ok(task) = rx.recv() {
+                    let status = if killed.lock().remove(&task.task_id) {
+                        killed_status(&env, task.task_id)
+                    } else {
+                        crate::task::run_task(&env, task)
+                    };
+                    let frame = FromWorker {
+                        msg: Some(from_worker::Msg::Status(status)),
+                    };
+                    if write_frame(&writer, &frame).is_err() {
+                        std::process::exit(0);
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start task thread: {e}"))?;
+    }
+
+    let mut reader = std::io::BufReader::new(stream);
+    loop {
+        let Some(bytes) = read_frame(&mut reader)? else {
+            debug!("executor closed the socket; worker exits");
+            return Ok(());
+        };
+        let msg = ToWorker::decode(bytes.as_slice())
+            .map_err(|e| format!("undecodable message from the executor: {e}"))?;
+        match msg.msg {
+            Some(to_worker::Msg::Run(task)) => {
+                let _ = tasks_tx.send(task);
+            }
+            Some(to_worker::Msg::Kill(k)) => {
+                // Tasks that already run finish; their status is ignored by the driver.
+                killed.lock().insert(k.task_id);
+            }
+            Some(to_worker::Msg::Broadcast(b)) => {
+                env.broadcast_bytes.insert(b.id, Arc::new(b.value));
+            }
+            Some(to_worker::Msg::Cleanup(c)) => {
+                env.blocks.remove_rdd_range(c.id_lo, c.id_hi);
+                let in_range = |id: &u64| *id >= c.broadcast_lo && *id < c.broadcast_hi;
+                env.broadcasts.retain(|id, _| !in_range(id));
+                env.broadcast_bytes.retain(|id, _| !in_range(id));
+            }
+            None => {}
+        }
+    }
+}
+
+fn killed_status(env: &ExecutorEnv, task_id: u64) -> TaskStatus {
+    TaskStatus {
+        task_id,
+        executor_id: env.executor_id.clone(),
+        metrics: None,
+        outcome: Some(task_status::Outcome::Failure(TaskFailure {
+            reason: Some(task_failure::Reason::Killed(
+                "killed before it started".into(),
+            )),
+        })),
+    }
+}
+
+fn write_frame(writer: &Mutex<UnixStream>, msg: &FromWorker) -> Result<(), String> {
+    let bytes = msg.encode_to_vec();
+    let mut w = writer.lock();
+    w.write_all(&(bytes.len() as u32).to_be_bytes())
+        .and_then(|_| w.write_all(&bytes))
+        .map_err(|e| format!("cannot write to the executor: {e}"))
+}
+
+/// One frame, or `None` at a clean end of stream.
+fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, String> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(format!("cannot read from the executor: {e}")),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(format!(
+            "frame of {len} bytes from the executor exceeds {MAX_FRAME_BYTES}"
+        ));
+    }
+    let mut buf = vec![0u8; len];
+    r.read_exact(&mut buf)
+        .map_err(|e| format!("short frame from the executor: {e}"))?;
+    Ok(Some(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_oversized_is_refused() {
+        let mut buf = Vec::new();
+        let msg = b"hello".to_vec();
+        buf.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&msg);
+        let mut r = std::io::Cursor::new(buf);
+        assert_eq!(read_frame(&mut r).unwrap(), Some(msg));
+        assert_eq!(read_frame(&mut r).unwrap(), None);
+        let mut big = std::io::Cursor::new(((MAX_FRAME_BYTES + 1) as u32).to_be_bytes().to_vec());
+        assert!(read_frame(&mut big).unwrap_err().contains("exceeds"));
+        let mut short = std::io::Cursor::new(vec![0, 0, 0, 9, 1, 2]);
+        assert!(read_frame(&mut short).unwrap_err().contains("short frame"));
+    }
+}
