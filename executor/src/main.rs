@@ -1,7 +1,236 @@
-//! `ember-executor`: the executor daemon. Cluster mode is the subject of the cluster
-//! issue; until then this binary only explains that.
+//! `ember-executor`: the executor daemon's command line and startup.
+//!
+//! Startup order: parse and check the settings (exit 2 on any bad setting, including a
+//! non-loopback `--host` without a cluster secret), prepare the work dir, start the
+//! Shuffle service and print `ember-executor shuffle service on http://HOST:PORT` as
+//! the only line on stdout, then register with the driver until told to stop.
+//!
+//! Exit codes: 0 after SIGINT/SIGTERM (workers killed, temporary work dir removed);
+//! 1 if the driver refuses the cluster secret or the shuffle service cannot run;
+//! 2 for bad settings.
 
-fn main() {
-    eprintln!("ember-executor: cluster mode is not built yet; run jobs with --master local[N]");
-    std::process::exit(2);
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use ember_executor::binaries::BinaryStore;
+use ember_executor::blocks::{self, ShuffleService};
+use ember_executor::config::Config;
+use ember_executor::registration::{self, Registration};
+use tokio_util::sync::CancellationToken;
+
+/// ember's executor daemon: registers with a driver, runs job binaries' tasks in
+/// worker processes, and serves their shuffle files.
+#[derive(Parser, Debug)]
+#[command(name = "ember-executor", version)]
+struct Cli {
+    /// The driver's URL, e.g. http://10.0.0.1:7077.
+    #[arg(long)]
+    driver: String,
+    /// Cores to offer (default: the available parallelism).
+    #[arg(long)]
+    cores: Option<u32>,
+    /// Memory to offer, e.g. 4g, 512m, or a byte count.
+    #[arg(long, default_value = "4g", value_parser = ember::memory::parse_memory_size)]
+    memory: u64,
+    /// Work directory for binaries, shuffle files and worker sockets (default: a
+    /// temporary directory removed at exit).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// File holding the cluster secret (default: the EMBER_SECRET environment variable).
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Address the shuffle service binds to and advertises.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port of the shuffle service (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    shuffle_port: u16,
+}
+
+fn init_logging() {
+    let spec = std::env::var("EMBER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+}
+
+/// Checks the settings; the error is the message for a refusal to start.
+fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
+    let secret = ember_proto::auth::load_secret(cli.secret_file.as_deref())?;
+    if secret.is_none() && !ember_proto::auth::is_loopback_host(&cli.host) {
+        return Err(format!(
+            "refusing to serve on non-loopback host {} without a cluster secret: anyone who \
+             reaches an open executor can run code on it; give --secret-file or set {}",
+            cli.host,
+            ember_proto::auth::SECRET_ENV
+        ));
+    }
+    ember_proto::auth::AddSecret::new(secret.as_deref())?;
+    let driver = if cli.driver.contains("://") {
+        cli.driver.clone()
+    } else {
+        format!("http://{}", cli.driver)
+    };
+    registration::driver_endpoint(&driver)?;
+    let cores = match cli.cores {
+        Some(0) => return Err("--cores must be at least 1".into()),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
+    if cli.memory == 0 {
+        return Err("--memory must be more than 0 bytes".into());
+    }
+    let (work_dir, temp) = match &cli.work_dir {
+        Some(dir) => std::fs::create_dir_all(dir)
+            .and_then(|_| dir.canonicalize())
+            .map(|d| (d, None))
+            .map_err(|e| format!("cannot use work dir {}: {e}", dir.display()))?,
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("ember-executor-")
+                .tempdir()
+                .map_err(|e| format!("cannot create a temporary work dir: {e}"))?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    let config = Config {
+        driver,
+        cores,
+        memory_bytes: cli.memory,
+        work_dir,
+        secret,
+        host: cli.host.clone(),
+    };
+    config
+        .prepare_work_dir()
+        .map_err(|e| format!("cannot prepare work dir {}: {e}", config.work_dir.display()))?;
+    Ok((config, temp))
+}
+
+async fn run(config: Config, shuffle_port: u16) -> ExitCode {
+    let config = Arc::new(config);
+    let shutdown = CancellationToken::new();
+    let listener = match tokio::net::TcpListener::bind((config.host.as_str(), shuffle_port)).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(
+                "cannot bind the shuffle service to {}:{shuffle_port}: {e}",
+                config.host
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let port = match listener.local_addr() {
+        Ok(a) => a.port(),
+        Err(e) => {
+            tracing::error!("cannot read the shuffle service's address: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let shuffle_address = blocks::advertised_address(&config.host, port);
+    let executor_id = blocks::SharedExecutorId::default();
+    let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
+    let stop = shutdown.clone();
+    let secret = config.secret.clone();
+    let mut server = tokio::spawn(async move {
+        blocks::serve(listener, service, secret.as_deref(), stop.cancelled_owned()).await
+    });
+    println!("ember-executor shuffle service on {shuffle_address}");
+    let _ = std::io::stdout().flush();
+    tracing::info!(
+        work_dir = %config.work_dir.display(),
+        cores = config.cores,
+        memory_bytes = config.memory_bytes,
+        "executor started"
+    );
+
+    let signals = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("stopping: killing workers");
+        signals.cancel();
+    });
+
+    let reg = Registration {
+        config: config.clone(),
+        binaries: Arc::new(BinaryStore::new(config.binaries_dir())),
+        shuffle_address,
+        executor_id,
+        shutdown: shutdown.clone(),
+    };
+    let code = tokio::select! {
+        result = registration::run(&reg) => match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("ember-executor: {e}");
+                ExitCode::from(1)
+            }
+        },
+        ended = &mut server => {
+            match ended {
+                Ok(Ok(())) => tracing::error!("the shuffle service stopped"),
+                Ok(Err(e)) => tracing::error!("the shuffle service failed: {e}"),
+                Err(e) => tracing::error!("the shuffle service task failed: {e}"),
+            }
+            // Let the registration loop kill the workers before exiting.
+            shutdown.cancel();
+            let _ = registration::run(&reg).await;
+            ExitCode::from(1)
+        }
+    };
+    shutdown.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), server).await;
+    code
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGTERM: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let (config, temp_dir) = match configure(&cli) {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("ember-executor: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ember-executor: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(run(config, cli.shuffle_port));
+    // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
+    drop(runtime);
+    drop(temp_dir);
+    code
 }

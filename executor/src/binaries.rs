@@ -1,0 +1,202 @@
+//! The content-addressed store of job binaries: `<work_dir>/binaries/<sha256>`.
+//!
+//! Invariants:
+//! * A file under its hash's name has been verified: its SHA-256 and length matched
+//!   what the driver announced. It is written to a temporary file in the same
+//!   directory, hashed on the way, and renamed into place (mode 0755) only then; a
+//!   binary that does not match is deleted and never run.
+//! * At most one fetch per hash is in flight in this process; concurrent callers for
+//!   the same hash wait for it and then find the file (or fetch again if it failed).
+//! * Only well-formed hashes (64 lower-case hex digits) ever become paths.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ember_proto::BinaryRef;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use crate::registration::DriverConn;
+
+/// Why a binary is not available to run.
+#[derive(Debug, thiserror::Error)]
+pub enum BinaryError {
+    #[error("task names binary {0:?}, which is not a SHA-256 (64 lower-case hex digits)")]
+    BadHash(String),
+    #[error(
+        "binary {sha} fetched from the driver does not match its hash (content hashes to \
+         {actual}); refusing to run it"
+    )]
+    HashMismatch { sha: String, actual: String },
+    #[error(
+        "binary {sha} fetched from the driver is {got} bytes but the driver announced \
+         {expected}; refusing to run it"
+    )]
+    LengthMismatch {
+        sha: String,
+        got: u64,
+        expected: u64,
+    },
+    #[error("cannot fetch binary {sha} from the driver: {message}")]
+    Fetch { sha: String, message: String },
+    #[error("cannot store binary {sha} in {}: {source}", dir.display())]
+    Io {
+        sha: String,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Whether `s` is a SHA-256 in the form binaries are named by.
+pub fn is_valid_sha(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The binaries directory and the fetches in flight.
+pub struct BinaryStore {
+    dir: PathBuf,
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl BinaryStore {
+    /// A store in `dir` (which must exist).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        BinaryStore {
+            dir: dir.into(),
+            fetching: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where binary `sha` lives once verified.
+    pub fn path_of(&self, sha: &str) -> PathBuf {
+        self.dir.join(sha)
+    }
+
+    /// The path of verified binary `sha`, fetching it from the driver first if absent.
+    pub async fn ensure(&self, sha: &str, driver: &DriverConn) -> Result<PathBuf, BinaryError> {
+        if !is_valid_sha(sha) {
+            return Err(BinaryError::BadHash(sha.to_string()));
+        }
+        let path = self.path_of(sha);
+        if path.is_file() {
+            return Ok(path);
+        }
+        let lock = {
+            let mut map = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(sha.to_string()).or_default().clone()
+        };
+        let result = {
+            let _guard = lock.lock().await;
+            if path.is_file() {
+                Ok(path)
+            } else {
+                self.fetch(sha, driver).await
+            }
+        };
+        let mut map = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
+        if Arc::strong_count(&lock) == 2 {
+            // Nobody else waits on this hash: forget its lock.
+            map.remove(sha);
+        }
+        result
+    }
+
+    async fn fetch(&self, sha: &str, driver: &DriverConn) -> Result<PathBuf, BinaryError> {
+        let fetch_err = |message: String| BinaryError::Fetch {
+            sha: sha.to_string(),
+            message,
+        };
+        let io_err = |source| BinaryError::Io {
+            sha: sha.to_string(),
+            dir: self.dir.clone(),
+            source,
+        };
+        tracing::info!(sha, "fetching job binary from the driver");
+        let started = std::time::Instant::now();
+        let mut stream = driver
+            .clone()
+            .fetch_binary(BinaryRef {
+                sha256: sha.to_string(),
+            })
+            .await
+            .map_err(|s| fetch_err(format!("{:?}: {}", s.code(), s.message())))?
+            .into_inner();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{}.", &sha[..16]))
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .map_err(io_err)?;
+        let mut file = tokio::fs::File::from_std(tmp.as_file().try_clone().map_err(io_err)?);
+        let mut hasher = Sha256::new();
+        let mut written = 0u64;
+        let mut expected: Option<u64> = None;
+        loop {
+            let chunk = match stream.message().await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(s) => {
+                    return Err(fetch_err(format!(
+                        "stream broke after {written} bytes: {:?}: {}",
+                        s.code(),
+                        s.message()
+                    )))
+                }
+            };
+            let total = *expected.get_or_insert(chunk.total_len);
+            written += chunk.data.len() as u64;
+            if written > total {
+                // More than announced: refuse without reading (and storing) the rest.
+                return Err(fetch_err(format!(
+                    "the driver sent more than the {total} bytes it announced; refusing it"
+                )));
+            }
+            hasher.update(&chunk.data);
+            file.write_all(&chunk.data).await.map_err(io_err)?;
+        }
+        file.flush().await.map_err(io_err)?;
+        drop(file);
+        let actual = format!("{:x}", hasher.finalize());
+        let total = expected.unwrap_or(0);
+        if actual != sha || written != total {
+            return Err(self.mismatch(sha, actual, written, total));
+        }
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err)?;
+        let path = self.path_of(sha);
+        tmp.persist(&path).map_err(|e| io_err(e.error))?;
+        tracing::info!(
+            sha,
+            bytes = written,
+            millis = started.elapsed().as_millis() as u64,
+            "stored job binary"
+        );
+        Ok(path)
+    }
+
+    fn mismatch(&self, sha: &str, actual: String, got: u64, expected: u64) -> BinaryError {
+        let err = if actual != sha {
+            BinaryError::HashMismatch {
+                sha: sha.to_string(),
+                actual,
+            }
+        } else {
+            BinaryError::LengthMismatch {
+                sha: sha.to_string(),
+                got,
+                expected,
+            }
+        };
+        tracing::error!("{err}");
+        err
+    }
+
+    /// The directory binaries are stored in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}

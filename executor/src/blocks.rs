@@ -1,0 +1,237 @@
+//! The Shuffle gRPC service: streams blocks of the shuffle files in this executor's
+//! shuffle directory to reducers on any executor.
+//!
+//! Invariants:
+//! * Blocks go out in the order of the request's `map_partitions`, each as chunks of at
+//!   most [`CHUNK_BYTES`] read from the data file at the block's offset; the first chunk
+//!   of a block carries `first`, `block_len` and the index's `crc32`; an empty block is
+//!   exactly one chunk with `first` and no data. The crc is not verified here: the
+//!   reducer checks it on the bytes it received.
+//! * At most [`CHANNEL_CHUNKS`] chunks per request wait in memory: a slow reducer slows
+//!   the reads instead of growing the daemon.
+//! * Any problem ends the stream with `NOT_FOUND` (the map output is not here) or
+//!   `DATA_LOSS` (it is here but broken), the message naming the file and what is wrong.
+//!   Nothing a reducer sends can panic the daemon.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ember::shuffle::reader::locate_local_block;
+use ember::shuffle::BlockId;
+use ember::EmberError;
+use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
+use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
+use ember_proto::{BlockChunk, FetchBlocksRequest};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::StreamExt;
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status};
+
+/// Largest piece of a block in one message.
+pub const CHUNK_BYTES: usize = 1024 * 1024;
+/// Chunks buffered per request between the file reads and the network.
+pub const CHANNEL_CHUNKS: usize = 4;
+
+/// The executor id of the current registration (empty before the first), for messages.
+pub type SharedExecutorId = Arc<Mutex<String>>;
+
+/// Serves the shuffle files of one directory.
+#[derive(Clone)]
+pub struct ShuffleService {
+    dir: PathBuf,
+    executor_id: SharedExecutorId,
+}
+
+impl ShuffleService {
+    pub fn new(dir: impl Into<PathBuf>, executor_id: SharedExecutorId) -> Self {
+        ShuffleService {
+            dir: dir.into(),
+            executor_id,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Shuffle for ShuffleService {
+    type FetchBlocksStream = ReceiverStream<Result<BlockChunk, Status>>;
+
+    async fn fetch_blocks(
+        &self,
+        request: Request<FetchBlocksRequest>,
+    ) -> Result<Response<Self::FetchBlocksStream>, Status> {
+        let req = request.into_inner();
+        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+        let dir = self.dir.clone();
+        let executor_id = self
+            .executor_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        tokio::spawn(async move {
+            if let Err(status) = stream_blocks(&dir, &executor_id, &req, &tx).await {
+                tracing::warn!(
+                    shuffle_id = req.shuffle_id,
+                    reduce_partition = req.reduce_partition,
+                    "shuffle fetch failed: {}",
+                    status.message()
+                );
+                let _ = tx.send(Err(status)).await;
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Sends every requested block down `tx`; `Ok` also when the reducer went away.
+async fn stream_blocks(
+    dir: &Path,
+    executor_id: &str,
+    req: &FetchBlocksRequest,
+    tx: &mpsc::Sender<Result<BlockChunk, Status>>,
+) -> Result<(), Status> {
+    for &map_partition in &req.map_partitions {
+        let id = BlockId {
+            executor_id: executor_id.to_string(),
+            shuffle_id: req.shuffle_id,
+            map_partition,
+            reduce_partition: req.reduce_partition,
+        };
+        if !send_block(dir, &id, tx).await? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Streams one block; `Ok(false)` if the reducer went away.
+async fn send_block(
+    dir: &Path,
+    id: &BlockId,
+    tx: &mpsc::Sender<Result<BlockChunk, Status>>,
+) -> Result<bool, Status> {
+    let what = |msg: &dyn std::fmt::Display| {
+        format!(
+            "shuffle {} map {} reduce {} on executor {}: {msg}",
+            id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
+        )
+    };
+    let (dir2, id2) = (dir.to_path_buf(), id.clone());
+    let located = tokio::task::spawn_blocking(move || locate_local_block(&dir2, &id2))
+        .await
+        .map_err(|e| Status::internal(what(&format!("index lookup task failed: {e}"))))?;
+    let (data_path, entry, data_len) = match located {
+        Ok(found) => found,
+        Err(e) => {
+            let msg = match e {
+                EmberError::FetchFailed { message, .. } => message,
+                other => other.to_string(),
+            };
+            let index = ember::shuffle::index_path(dir, id.shuffle_id, id.map_partition);
+            return Err(if index.exists() {
+                Status::data_loss(what(&msg))
+            } else {
+                Status::not_found(what(&msg))
+            });
+        }
+    };
+    let mut chunk = BlockChunk {
+        map_partition: id.map_partition,
+        block_len: entry.len,
+        crc32: entry.crc,
+        data: Vec::new(),
+        first: true,
+    };
+    if entry.len == 0 {
+        return Ok(tx.send(Ok(chunk)).await.is_ok());
+    }
+    let shown = data_path.display();
+    let mut file = match tokio::fs::File::open(&data_path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Status::not_found(what(&format!(
+                "shuffle data file {shown} is missing (its index exists)"
+            ))))
+        }
+        Err(e) => {
+            return Err(Status::data_loss(what(&format!(
+                "cannot open shuffle data file {shown}: {e}"
+            ))))
+        }
+    };
+    let file_len = file
+        .metadata()
+        .await
+        .map_err(|e| Status::data_loss(what(&format!("cannot stat {shown}: {e}"))))?
+        .len();
+    if file_len != data_len {
+        return Err(Status::data_loss(what(&format!(
+            "short or mismatched shuffle data file {shown}: {file_len} bytes, its index says \
+             {data_len}"
+        ))));
+    }
+    file.seek(std::io::SeekFrom::Start(entry.offset))
+        .await
+        .map_err(|e| Status::data_loss(what(&format!("cannot seek in {shown}: {e}"))))?;
+    let mut remaining = entry.len;
+    while remaining > 0 {
+        let n = remaining.min(CHUNK_BYTES as u64) as usize;
+        let mut data = vec![0u8; n];
+        file.read_exact(&mut data).await.map_err(|e| {
+            Status::data_loss(what(&format!(
+                "short read of shuffle data file {shown} at offset {}: {e}",
+                entry.offset + (entry.len - remaining)
+            )))
+        })?;
+        remaining -= n as u64;
+        chunk.data = data;
+        if tx.send(Ok(chunk)).await.is_err() {
+            return Ok(false);
+        }
+        chunk = BlockChunk {
+            map_partition: id.map_partition,
+            block_len: 0,
+            crc32: 0,
+            data: Vec::new(),
+            first: false,
+        };
+    }
+    Ok(true)
+}
+
+/// The address to advertise for a service bound on `host:port` (`http://HOST:PORT`,
+/// with IPv6 addresses in brackets).
+pub fn advertised_address(host: &str, port: u16) -> String {
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("http://[{host}]:{port}")
+    } else {
+        format!("http://{host}:{port}")
+    }
+}
+
+/// Serves `service` on `listener` until `shutdown` resolves, requiring `secret`.
+pub async fn serve(
+    listener: TcpListener,
+    service: ShuffleService,
+    secret: Option<&str>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let svc = InterceptedService::new(
+        ShuffleServer::new(service)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        RequireSecret::new(secret, "shuffle"),
+    );
+    let incoming = TcpListenerStream::new(listener).map(|conn| {
+        if let Ok(stream) = &conn {
+            let _ = stream.set_nodelay(true);
+        }
+        conn
+    });
+    tonic::transport::Server::builder()
+        .add_service(svc)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}

@@ -1,0 +1,61 @@
+//! The daemon's settings and the layout of its work directory.
+//!
+//! ```text
+//! <work_dir>/binaries/<sha256>        verified job binaries (mode 0755), kept across
+//!                                     registrations
+//! <work_dir>/shuffle/                 shuffle files of every worker, served by this
+//!                                     executor; emptied when the driver is lost
+//! <work_dir>/workers/<sha16>-<n>.sock a worker's Unix socket (removed once connected)
+//! <work_dir>/workers/<sha16>-<n>/     a worker's scratch dir, removed when it exits
+//! ```
+//!
+//! Invariant: the three subdirectories exist once [`Config::prepare_work_dir`] returned.
+
+use std::path::PathBuf;
+
+/// Settings shared by every part of the daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Driver URL, e.g. `http://127.0.0.1:7077`.
+    pub driver: String,
+    /// Cores offered to the driver (and told to each worker).
+    pub cores: u32,
+    /// Memory offered to the driver (and told to each worker), in bytes.
+    pub memory_bytes: u64,
+    /// Root of the work directory (see module docs).
+    pub work_dir: PathBuf,
+    /// The cluster secret, if the cluster has one.
+    pub secret: Option<String>,
+    /// Host the shuffle service binds to and advertises.
+    pub host: String,
+}
+
+impl Config {
+    /// Where verified job binaries live.
+    pub fn binaries_dir(&self) -> PathBuf {
+        self.work_dir.join("binaries")
+    }
+
+    /// The shuffle directory shared by all workers and served by [`crate::blocks`].
+    pub fn shuffle_dir(&self) -> PathBuf {
+        self.work_dir.join("shuffle")
+    }
+
+    /// Where worker sockets and scratch dirs live.
+    pub fn workers_dir(&self) -> PathBuf {
+        self.work_dir.join("workers")
+    }
+
+    /// Creates the subdirectories, and empties `shuffle/` and `workers/` of anything a
+    /// previous run left (its shuffle output belonged to an executor id that is gone).
+    pub fn prepare_work_dir(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.binaries_dir())?;
+        for dir in [self.shuffle_dir(), self.workers_dir()] {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)?;
+            }
+            std::fs::create_dir_all(&dir)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,28 @@
+//! The `ember-executor` daemon as a library: everything but the command line, so the
+//! integration tests can drive each part in-process.
+//!
+//! Modules, one purpose each:
+//! * [`config`]: the daemon's settings and the layout of its work directory.
+//! * [`registration`]: the channel to the driver: register, heartbeat, dispatch driver
+//!   messages, and on loss kill everything and re-register with backoff.
+//! * [`workers`]: routes tasks to one worker slot per job binary; the running-task set.
+//! * [`slot`]: one job binary's worker: broadcasts, the live process, its tasks.
+//! * [`process`]: spawning a worker process and its `Ready` handshake.
+//! * [`protocol`]: the executor <-> worker framing on the Unix socket.
+//! * [`binaries`]: content-addressed store of job binaries, fetched from the driver and
+//!   verified before use.
+//! * [`blocks`]: the Shuffle gRPC service serving this executor's shuffle files.
+//! * [`cleanup`]: deleting shuffle files (by session id range, or all of them).
+//!
+//! Invariant: the executor never runs user code in its own process and never crashes
+//! because of what a worker, the driver or a reducer sends it.
+
+pub mod binaries;
+pub mod blocks;
+pub mod cleanup;
+pub mod config;
+pub mod process;
+pub mod protocol;
+pub mod registration;
+pub mod slot;
+pub mod workers;

@@ -1,0 +1,254 @@
+//! Starting one worker process: its socket, scratch dir, environment, and the `Ready`
+//! handshake.
+//!
+//! The executor binds `<work_dir>/workers/<sha16>-<n>.sock`, then runs the job binary
+//! with no arguments, stdin from /dev/null, stdout/stderr inherited, `EMBER_MASTER`
+//! removed and:
+//!
+//! | variable                   | value                                                |
+//! |----------------------------|------------------------------------------------------|
+//! | `EMBER_WORKER_SOCKET`      | the socket path to connect to                        |
+//! | `EMBER_EXECUTOR_ID`        | this executor's id from the driver's `Registered`    |
+//! | `EMBER_WORKER_CORES`       | the executor's cores                                 |
+//! | `EMBER_EXECUTOR_MEMORY`    | the executor's memory in bytes (plain integer)       |
+//! | `EMBER_WORKER_SHUFFLE_DIR` | `<work_dir>/shuffle`, shared by all workers          |
+//! | `EMBER_WORKER_DIR`         | `<work_dir>/workers/<sha16>-<n>/`, private scratch   |
+//! | `EMBER_BINARY_SHA256`      | the binary's hash                                    |
+//! | `EMBER_SECRET`             | the cluster secret (only if the cluster has one)     |
+//!
+//! The worker must connect and send `FromWorker{ready{pid, binary_sha256}}` within
+//! [`READY_TIMEOUT`], naming its own hash.
+//!
+//! Invariants: a [`WorkerProcess`] owns its child (killed when dropped) and its socket
+//! and scratch dir (removed when dropped); a failed start leaves no process or file
+//! behind and returns the message its waiting tasks fail with.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ember_proto::from_worker::Msg;
+use futures_util::StreamExt;
+use tokio::net::UnixListener;
+use tokio::process::{Child, Command};
+use tokio::time::{sleep_until, timeout, Instant};
+
+use crate::config::Config;
+use crate::protocol::{decode_from_worker, framed, WorkerFramed};
+
+/// How long a new worker has to connect and say `Ready`.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tells a job author why a worker never became ready.
+pub const READY_HINT: &str = "a job binary must call `ember::Context::from_env()` first \
+     thing in main, so that it serves tasks when started as a worker";
+
+static NEXT_WORKER: AtomicU64 = AtomicU64::new(0);
+
+/// What to start.
+pub struct WorkerSpec<'a> {
+    pub config: &'a Config,
+    pub binary: &'a Path,
+    pub sha: &'a str,
+    pub executor_id: &'a str,
+}
+
+/// The socket path and scratch dir of one worker, removed on drop.
+struct WorkerFiles {
+    socket: PathBuf,
+    scratch: PathBuf,
+}
+
+impl Drop for WorkerFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+/// A running worker process.
+pub struct WorkerProcess {
+    /// `<sha16>-<n>`, unique in this daemon.
+    pub name: String,
+    pub pid: u32,
+    pub child: Child,
+    files: WorkerFiles,
+}
+
+impl WorkerProcess {
+    /// Kills the process (if still running) and waits for it; returns how it ended.
+    pub async fn kill(&mut self) -> String {
+        let _ = self.child.start_kill();
+        match timeout(Duration::from_secs(5), self.child.wait()).await {
+            Ok(status) => describe_exit(&status),
+            Err(_) => "did not die within 5 s of SIGKILL".to_string(),
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit on its own.
+    pub async fn wait_for_exit(&mut self, limit: Duration) -> Option<String> {
+        timeout(limit, self.child.wait())
+            .await
+            .ok()
+            .map(|s| describe_exit(&s))
+    }
+
+    /// The worker's scratch dir.
+    pub fn scratch_dir(&self) -> &Path {
+        &self.files.scratch
+    }
+}
+
+/// "exit status: 3", "signal: 9 (SIGKILL)", ...
+pub fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
+    match status {
+        Ok(s) => s.to_string(),
+        Err(e) => format!("unknown status: {e}"),
+    }
+}
+
+/// Starts a worker for `spec` and completes its handshake; the error is the message
+/// for the tasks that were waiting for it.
+pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed), String> {
+    let sha16 = &spec.sha[..16.min(spec.sha.len())];
+    let name = format!("{sha16}-{}", NEXT_WORKER.fetch_add(1, Ordering::Relaxed));
+    let dir = spec.config.workers_dir();
+    let files = WorkerFiles {
+        socket: dir.join(format!("{name}.sock")),
+        scratch: dir.join(&name),
+    };
+    let _ = std::fs::remove_file(&files.socket);
+    std::fs::create_dir_all(&files.scratch)
+        .map_err(|e| format!("cannot create worker dir {}: {e}", files.scratch.display()))?;
+    let listener = UnixListener::bind(&files.socket).map_err(|e| {
+        format!(
+            "cannot create worker socket {}: {e}",
+            files.socket.display()
+        )
+    })?;
+    let mut cmd = Command::new(spec.binary);
+    cmd.env_remove("EMBER_MASTER")
+        .env("EMBER_WORKER_SOCKET", &files.socket)
+        .env("EMBER_EXECUTOR_ID", spec.executor_id)
+        .env("EMBER_WORKER_CORES", spec.config.cores.to_string())
+        .env(
+            "EMBER_EXECUTOR_MEMORY",
+            spec.config.memory_bytes.to_string(),
+        )
+        .env("EMBER_WORKER_SHUFFLE_DIR", spec.config.shuffle_dir())
+        .env("EMBER_WORKER_DIR", &files.scratch)
+        .env("EMBER_BINARY_SHA256", spec.sha)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    match &spec.config.secret {
+        Some(s) => cmd.env(ember_proto::auth::SECRET_ENV, s),
+        None => cmd.env_remove(ember_proto::auth::SECRET_ENV),
+    };
+    let child = spawn(&mut cmd).await.map_err(|e| {
+        format!(
+            "cannot start worker process for binary {sha16} ({}): {e}",
+            spec.binary.display()
+        )
+    })?;
+    let pid = child.id().unwrap_or(0);
+    let mut proc = WorkerProcess {
+        name,
+        pid,
+        child,
+        files,
+    };
+    match handshake(&mut proc, listener, spec.sha).await {
+        Ok(framed) => {
+            tracing::info!(worker = %proc.name, pid, "worker process ready");
+            Ok((proc, framed))
+        }
+        Err(msg) => {
+            proc.kill().await;
+            tracing::warn!(worker = %proc.name, pid, "{msg}");
+            Err(msg)
+        }
+    }
+}
+
+/// Spawns `cmd`, retrying briefly on ETXTBSY (a binary just written can still be open
+/// for writing in a process forked meanwhile).
+async fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    const ETXTBSY: i32 = 26;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) && delay < Duration::from_secs(1) => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn handshake(
+    proc: &mut WorkerProcess,
+    listener: UnixListener,
+    sha: &str,
+) -> Result<WorkerFramed, String> {
+    let sha16 = &sha[..16.min(sha.len())];
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let exited = |status: String| {
+        format!(
+            "worker process for binary {sha16} exited ({status}) before it was ready; \
+             {READY_HINT}"
+        )
+    };
+    let silent = |what: &str| {
+        format!(
+            "worker process for binary {sha16} {what} within {} s, so it was killed; \
+             {READY_HINT}",
+            READY_TIMEOUT.as_secs()
+        )
+    };
+    let stream = tokio::select! {
+        biased;
+        accepted = listener.accept() => match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => return Err(format!("cannot accept the worker's connection: {e}")),
+        },
+        status = proc.child.wait() => return Err(exited(describe_exit(&status))),
+        _ = sleep_until(deadline) => return Err(silent("did not connect to the executor")),
+    };
+    drop(listener);
+    let _ = std::fs::remove_file(&proc.files.socket);
+    let mut framed = framed(stream);
+    let frame = tokio::select! {
+        biased;
+        frame = framed.next() => frame,
+        status = proc.child.wait() => return Err(exited(describe_exit(&status))),
+        _ = sleep_until(deadline) => return Err(silent("did not say it was ready")),
+    };
+    let frame = match frame {
+        Some(Ok(f)) => f,
+        Some(Err(e)) => return Err(format!("worker process for binary {sha16}: {e}")),
+        None => {
+            let status = proc.wait_for_exit(Duration::from_secs(2)).await;
+            let status = status.unwrap_or_else(|| "still running".to_string());
+            return Err(format!(
+                "worker process for binary {sha16} closed its connection before it was \
+                 ready ({status}); {READY_HINT}"
+            ));
+        }
+    };
+    match decode_from_worker(&frame) {
+        Ok(Msg::Ready(ready)) if ready.binary_sha256 == sha => Ok(framed),
+        Ok(Msg::Ready(ready)) => Err(format!(
+            "worker process for binary {sha16} reports that it runs binary {:?}, not {sha}; \
+             refusing it",
+            ready.binary_sha256
+        )),
+        Ok(Msg::Status(_)) => Err(format!(
+            "worker process for binary {sha16} sent a task status before Ready"
+        )),
+        Err(e) => Err(format!(
+            "worker process for binary {sha16} sent {e} instead of Ready"
+        )),
+    }
+}

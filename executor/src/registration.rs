@@ -1,0 +1,298 @@
+//! The executor's channel to the driver: connect, register, heartbeat, dispatch the
+//! driver's messages; and, when the channel is lost, clean up and register again.
+//!
+//! Invariants:
+//! * One registration at a time. Its workers, broadcasts and running tasks belong to it
+//!   alone: when its channel ends or errors (driver gone or restarted), every worker is
+//!   killed and every shuffle file deleted before the executor registers again (as a
+//!   new executor: the driver gives a new id and forgets the old one's outputs).
+//! * Reconnection never stops, with backoff from [`INITIAL_BACKOFF`] doubling to
+//!   [`MAX_BACKOFF`] (reset after each successful registration), except when the driver
+//!   refuses the secret: retrying cannot fix that, so [`run`] returns
+//!   [`RegistrationError::Unauthenticated`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
+use ember_proto::driver_client::DriverClient;
+use ember_proto::{
+    driver_message, executor_message, DriverMessage, ExecutorMessage, Heartbeat, RegisterExecutor,
+    Registered,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status, Streaming};
+
+use crate::binaries::BinaryStore;
+use crate::blocks::SharedExecutorId;
+use crate::cleanup;
+use crate::config::Config;
+use crate::workers::Workers;
+
+/// A driver client that sends the cluster secret with every call.
+pub type DriverConn = DriverClient<InterceptedService<Channel, AddSecret>>;
+
+/// First wait before reconnecting.
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between reconnection attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long the driver has to answer `Register` with `Registered`.
+pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Outbound messages (heartbeats, statuses) waiting for the channel.
+const OUTBOUND_QUEUE: usize = 1024;
+
+/// Why [`run`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    #[error("driver refused registration: wrong or missing cluster secret ({0})")]
+    Unauthenticated(String),
+}
+
+/// The endpoint for driver URL `url` (`http://host:port`), with keepalives so a driver
+/// that vanishes without closing the connection is noticed.
+pub fn driver_endpoint(url: &str) -> Result<Endpoint, String> {
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| format!("invalid driver URL {url:?}: {e}"))?;
+    Ok(endpoint
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true))
+}
+
+/// A driver client over `channel` sending `secret`.
+pub fn driver_client(channel: Channel, secret: Option<&str>) -> Result<DriverConn, String> {
+    Ok(
+        DriverClient::with_interceptor(channel, AddSecret::new(secret)?)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+    )
+}
+
+/// What the registration loop needs.
+pub struct Registration {
+    pub config: Arc<Config>,
+    pub binaries: Arc<BinaryStore>,
+    /// Advertised address of this executor's shuffle service.
+    pub shuffle_address: String,
+    /// Updated on every registration, for the shuffle service's messages.
+    pub executor_id: SharedExecutorId,
+    /// Cancelled on SIGINT/SIGTERM: kill the workers and return.
+    pub shutdown: CancellationToken,
+}
+
+enum End {
+    Shutdown,
+    Lost(String),
+}
+
+/// Registers with the driver and serves it until shutdown, re-registering after every
+/// loss of the channel. Returns `Ok` on shutdown.
+pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
+    let mut backoff = INITIAL_BACKOFF;
+    loop {
+        let reason = match session(reg, &mut backoff).await? {
+            End::Shutdown => return Ok(()),
+            End::Lost(reason) => reason,
+        };
+        reg.executor_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        let dir = reg.config.shuffle_dir();
+        let deleted = tokio::task::spawn_blocking(move || cleanup::delete_all(&dir))
+            .await
+            .unwrap_or(0);
+        tracing::warn!(
+            deleted_shuffle_files = deleted,
+            "{reason}; reconnecting in {} ms",
+            backoff.as_millis()
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = reg.shutdown.cancelled() => return Ok(()),
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// A registration the driver accepted.
+struct Connected {
+    client: DriverConn,
+    tx: mpsc::Sender<ExecutorMessage>,
+    inbound: Streaming<DriverMessage>,
+    registered: Registered,
+}
+
+/// Why a registration attempt failed.
+enum Failed {
+    Fatal(RegistrationError),
+    Retry(String),
+}
+
+impl From<String> for Failed {
+    fn from(reason: String) -> Self {
+        Failed::Retry(reason)
+    }
+}
+
+/// `Fatal` for a refused secret, else `Retry` with `what` and the status.
+fn failed(what: String, status: Status) -> Failed {
+    if status.code() == Code::Unauthenticated {
+        Failed::Fatal(RegistrationError::Unauthenticated(
+            status.message().to_string(),
+        ))
+    } else {
+        Failed::Retry(format!("{what}: {status}"))
+    }
+}
+
+/// Connects and registers.
+async fn register(reg: &Registration) -> Result<Connected, Failed> {
+    let url = &reg.config.driver;
+    let channel = driver_endpoint(url)?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to the driver at {url}: {e}"))?;
+    let mut client = driver_client(channel, reg.config.secret.as_deref())?;
+    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let register = RegisterExecutor {
+        cores: reg.config.cores,
+        memory_bytes: reg.config.memory_bytes,
+        shuffle_address: reg.shuffle_address.clone(),
+        host: reg.config.host.clone(),
+        pid: std::process::id(),
+    };
+    let _ = tx
+        .send(ExecutorMessage {
+            msg: Some(executor_message::Msg::Register(register)),
+        })
+        .await;
+    let mut inbound = client
+        .executor_channel(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| failed(format!("driver at {url} refused the executor channel"), s))?
+        .into_inner();
+    let first = tokio::time::timeout(REGISTER_TIMEOUT, inbound.message())
+        .await
+        .map_err(|_| format!("driver at {url} did not answer Register"))?
+        .map_err(|s| failed(format!("driver at {url} failed registration"), s))?;
+    match first.and_then(|m| m.msg) {
+        Some(driver_message::Msg::Registered(registered)) => Ok(Connected {
+            client,
+            tx,
+            inbound,
+            registered,
+        }),
+        Some(other) => Err(Failed::Retry(format!(
+            "driver at {url} answered Register with {} instead of Registered",
+            kind(&other)
+        ))),
+        None => Err(Failed::Retry(format!(
+            "driver at {url} closed the channel during registration"
+        ))),
+    }
+}
+
+/// One registration: from connecting to losing the channel (or shutdown).
+async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, RegistrationError> {
+    let attempt = tokio::select! {
+        r = register(reg) => r,
+        _ = reg.shutdown.cancelled() => return Ok(End::Shutdown),
+    };
+    let Connected {
+        client,
+        tx,
+        mut inbound,
+        registered,
+    } = match attempt {
+        Ok(c) => c,
+        Err(Failed::Fatal(e)) => return Err(e),
+        Err(Failed::Retry(reason)) => return Ok(End::Lost(reason)),
+    };
+    *backoff = INITIAL_BACKOFF;
+    let executor_id = registered.executor_id;
+    let interval_ms = match registered.heartbeat_interval_ms {
+        0 => 1000,
+        ms => ms,
+    };
+    tracing::info!(
+        executor_id = %executor_id,
+        heartbeat_interval_ms = interval_ms,
+        driver = %reg.config.driver,
+        "registered with the driver"
+    );
+    *reg.executor_id.lock().unwrap_or_else(|p| p.into_inner()) = executor_id.clone();
+    let mut workers = Workers::new(
+        reg.config.clone(),
+        executor_id.clone(),
+        reg.binaries.clone(),
+        client,
+        tx.clone(),
+    );
+    let mut heartbeat = tokio::time::interval(Duration::from_millis(interval_ms.into()));
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let end = loop {
+        tokio::select! {
+            _ = reg.shutdown.cancelled() => break End::Shutdown,
+            _ = heartbeat.tick() => {
+                let hb = Heartbeat { running_tasks: workers.running_tasks(), memory_used_bytes: 0 };
+                let msg = ExecutorMessage { msg: Some(executor_message::Msg::Heartbeat(hb)) };
+                match tx.try_send(msg) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        tracing::debug!("outbound queue full; skipped a heartbeat");
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        break End::Lost("the channel to the driver closed".into());
+                    }
+                }
+            }
+            msg = inbound.message() => match msg {
+                Ok(Some(m)) => dispatch(reg, &mut workers, m).await,
+                Ok(None) => break End::Lost(format!("driver closed the channel of executor {executor_id}")),
+                Err(s) => break End::Lost(format!("channel of executor {executor_id} to the driver failed: {s}")),
+            },
+        }
+    };
+    workers.shutdown().await;
+    Ok(end)
+}
+
+fn kind(msg: &driver_message::Msg) -> &'static str {
+    match msg {
+        driver_message::Msg::Registered(_) => "Registered",
+        driver_message::Msg::Launch(_) => "LaunchTask",
+        driver_message::Msg::Kill(_) => "KillTask",
+        driver_message::Msg::Cleanup(_) => "CleanupSession",
+    }
+}
+
+async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage) {
+    match msg.msg {
+        Some(driver_message::Msg::Launch(launch)) => workers.launch(launch).await,
+        Some(driver_message::Msg::Kill(kill)) => workers.kill(kill),
+        Some(driver_message::Msg::Cleanup(c)) => {
+            let dir = reg.config.shuffle_dir();
+            tokio::task::spawn_blocking(move || {
+                let n = cleanup::delete_shuffle_range(&dir, c.id_lo, c.id_hi);
+                tracing::info!(
+                    id_lo = c.id_lo,
+                    id_hi = c.id_hi,
+                    deleted = n,
+                    "session cleanup"
+                );
+            });
+            workers.cleanup(c);
+        }
+        Some(driver_message::Msg::Registered(_)) => {
+            tracing::warn!("driver sent Registered again; ignored");
+        }
+        None => tracing::warn!("driver sent an empty or unknown message; ignored"),
+    }
+}

@@ -1,0 +1,315 @@
+//! One job binary's worker slot: an actor that owns the binary's broadcasts, its worker
+//! process (started on demand) and the tasks that worker runs.
+//!
+//! Invariants:
+//! * Commands are handled in the order the driver sent them. While the binary is being
+//!   fetched or its worker started, later commands wait; if that fails, the first task
+//!   and every task waiting behind it fail with the same message, and the next task
+//!   tries again.
+//! * Before a task goes to a worker, every stored broadcast of this binary that worker
+//!   has not been sent goes first, on the same socket. A new worker starts with an empty
+//!   sent-set; broadcasts of an ended session are dropped on cleanup.
+//! * A worker that exits, closes its socket or sends garbage is killed (if needed) and
+//!   each task it was running fails with a message saying how the worker ended; its
+//!   statuses already on the socket are still read and forwarded first.
+//! * When the command channel closes (the registration is over) the worker is killed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ember_proto::{
+    from_worker, to_worker, BroadcastValue, CleanupSession, KillTask, TaskDescription, ToWorker,
+};
+use futures_util::stream::SplitStream;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::process::{self, describe_exit, WorkerProcess, WorkerSpec};
+use crate::protocol::{decode_from_worker, encode_to_worker, WorkerFramed};
+use crate::workers::WorkerEnv;
+
+/// What a slot is asked to do.
+#[derive(Debug)]
+pub enum SlotCmd {
+    Launch {
+        task: Box<TaskDescription>,
+        /// Broadcasts this executor had not received before.
+        broadcasts: Vec<BroadcastValue>,
+    },
+    Kill(KillTask),
+    Cleanup(CleanupSession),
+}
+
+/// Starts the slot actor for binary `sha`.
+pub fn spawn(sha: String, env: Arc<WorkerEnv>) -> (mpsc::UnboundedSender<SlotCmd>, JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let slot = Slot {
+        sha16: sha[..16.min(sha.len())].to_string(),
+        sha,
+        env,
+        broadcasts: BTreeMap::new(),
+        worker: None,
+    };
+    (tx, tokio::spawn(slot.run(rx)))
+}
+
+struct Slot {
+    sha: String,
+    sha16: String,
+    env: Arc<WorkerEnv>,
+    broadcasts: BTreeMap<u64, Bytes>,
+    worker: Option<Live>,
+}
+
+/// A worker that said Ready.
+struct Live {
+    proc: WorkerProcess,
+    input: SplitStream<WorkerFramed>,
+    out: mpsc::UnboundedSender<Bytes>,
+    writer: JoinHandle<()>,
+    sent: HashSet<u64>,
+    tasks: HashSet<u64>,
+}
+
+impl Live {
+    fn send(&self, msg: to_worker::Msg) {
+        // If the writer is gone the socket is broken: the reader sees that next.
+        let _ = self
+            .out
+            .send(encode_to_worker(&ToWorker { msg: Some(msg) }));
+    }
+}
+
+enum Event {
+    Cmd(SlotCmd),
+    Frame(Option<std::io::Result<BytesMut>>),
+    Exited(String),
+}
+
+/// How a worker was lost.
+enum Loss {
+    Exited(String),
+    Closed,
+    Broken(String),
+}
+
+impl Slot {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<SlotCmd>) {
+        loop {
+            let event = match self.worker.as_mut() {
+                None => match rx.recv().await {
+                    Some(cmd) => Event::Cmd(cmd),
+                    None => break,
+                },
+                Some(live) => tokio::select! {
+                    biased;
+                    frame = live.input.next() => Event::Frame(frame),
+                    cmd = rx.recv() => match cmd {
+                        Some(cmd) => Event::Cmd(cmd),
+                        None => break,
+                    },
+                    status = live.proc.child.wait() => Event::Exited(describe_exit(&status)),
+                },
+            };
+            match event {
+                Event::Cmd(cmd) => self.command(cmd, &mut rx).await,
+                Event::Frame(Some(Ok(frame))) => {
+                    if let Some(live) = self.worker.as_mut() {
+                        if let Err(e) = handle_frame(&self.env, live, &frame).await {
+                            self.lost(Loss::Broken(e)).await;
+                        }
+                    }
+                }
+                Event::Frame(Some(Err(e))) => {
+                    self.lost(Loss::Broken(format!("a bad frame ({e})"))).await
+                }
+                Event::Frame(None) => self.lost(Loss::Closed).await,
+                Event::Exited(status) => self.lost(Loss::Exited(status)).await,
+            }
+        }
+        if let Some(mut live) = self.worker.take() {
+            let how = live.proc.kill().await;
+            live.writer.abort();
+            tracing::info!(worker = %live.proc.name, "stopped worker process ({how})");
+        }
+    }
+
+    async fn command(&mut self, cmd: SlotCmd, rx: &mut mpsc::UnboundedReceiver<SlotCmd>) {
+        match cmd {
+            SlotCmd::Launch { task, broadcasts } => {
+                self.store_broadcasts(&task, broadcasts);
+                if self.worker.is_none() {
+                    if let Err(msg) = self.start().await {
+                        self.env.fail(task.task_id, msg.clone()).await;
+                        self.fail_waiting(rx, &msg).await;
+                        return;
+                    }
+                }
+                let Some(live) = self.worker.as_mut() else {
+                    return;
+                };
+                for (&id, value) in &self.broadcasts {
+                    if live.sent.insert(id) {
+                        live.send(to_worker::Msg::Broadcast(BroadcastValue {
+                            id,
+                            value: value.to_vec(),
+                        }));
+                    }
+                }
+                live.tasks.insert(task.task_id);
+                live.send(to_worker::Msg::Run(*task));
+            }
+            SlotCmd::Kill(kill) => match self.worker.as_mut() {
+                Some(live) if live.tasks.contains(&kill.task_id) => {
+                    live.send(to_worker::Msg::Kill(kill));
+                }
+                _ => tracing::debug!(task_id = kill.task_id, "kill for a task with no worker"),
+            },
+            SlotCmd::Cleanup(c) => self.cleanup(c),
+        }
+    }
+
+    fn store_broadcasts(&mut self, task: &TaskDescription, new: Vec<BroadcastValue>) {
+        for b in new {
+            self.broadcasts.insert(b.id, Bytes::from(b.value));
+        }
+        for (id, value) in &task.broadcasts {
+            self.broadcasts
+                .entry(*id)
+                .or_insert_with(|| Bytes::from(value.clone()));
+        }
+    }
+
+    fn cleanup(&mut self, c: CleanupSession) {
+        let range = c.broadcast_lo..c.broadcast_hi;
+        self.broadcasts.retain(|id, _| !range.contains(id));
+        if let Some(live) = self.worker.as_mut() {
+            live.sent.retain(|id| !range.contains(id));
+            live.send(to_worker::Msg::Cleanup(c));
+        }
+    }
+
+    /// Fetches the binary if needed and starts its worker.
+    async fn start(&mut self) -> Result<(), String> {
+        let env = &self.env;
+        let binary = env
+            .binaries
+            .ensure(&self.sha, &env.driver)
+            .await
+            .map_err(|e| e.to_string())?;
+        let spec = WorkerSpec {
+            config: &env.config,
+            binary: &binary,
+            sha: &self.sha,
+            executor_id: &env.executor_id,
+        };
+        let (proc, framed) = process::start(&spec).await?;
+        let (mut sink, input) = framed.split();
+        let (out, mut queue) = mpsc::unbounded_channel::<Bytes>();
+        let name = proc.name.clone();
+        let writer = tokio::spawn(async move {
+            while let Some(frame) = queue.recv().await {
+                if let Err(e) = sink.send(frame).await {
+                    tracing::debug!(worker = %name, "cannot write to worker: {e}");
+                    break;
+                }
+            }
+        });
+        self.worker = Some(Live {
+            proc,
+            input,
+            out,
+            writer,
+            sent: HashSet::new(),
+            tasks: HashSet::new(),
+        });
+        Ok(())
+    }
+
+    /// Fails every task queued behind a start that failed with `msg`.
+    async fn fail_waiting(&mut self, rx: &mut mpsc::UnboundedReceiver<SlotCmd>, msg: &str) {
+        while let Ok(cmd) = rx.try_recv() {
+            match cmd {
+                SlotCmd::Launch { task, broadcasts } => {
+                    self.store_broadcasts(&task, broadcasts);
+                    self.env.fail(task.task_id, msg.to_string()).await;
+                }
+                SlotCmd::Kill(_) => {}
+                SlotCmd::Cleanup(c) => self.cleanup(c),
+            }
+        }
+    }
+
+    /// The worker is gone or unusable: forward what it still said, make sure it is
+    /// dead, and fail the tasks it was running.
+    async fn lost(&mut self, loss: Loss) {
+        let Some(mut live) = self.worker.take() else {
+            return;
+        };
+        live.writer.abort();
+        let how = match loss {
+            Loss::Exited(status) => {
+                // Read statuses it sent before exiting (the socket ends right away).
+                let drain = async {
+                    while let Some(Ok(frame)) = live.input.next().await {
+                        if handle_frame(&self.env, &mut live, &frame).await.is_err() {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+                format!("exited ({status})")
+            }
+            Loss::Closed => match live.proc.wait_for_exit(Duration::from_secs(2)).await {
+                Some(status) => format!("exited ({status})"),
+                None => {
+                    let status = live.proc.kill().await;
+                    format!("closed its connection to the executor and was killed ({status})")
+                }
+            },
+            Loss::Broken(what) => {
+                let status = live.proc.kill().await;
+                format!("sent {what} and was killed ({status})")
+            }
+        };
+        tracing::warn!(
+            worker = %live.proc.name,
+            pid = live.proc.pid,
+            tasks = live.tasks.len(),
+            "worker process {how}"
+        );
+        let mut tasks: Vec<u64> = live.tasks.drain().collect();
+        tasks.sort_unstable();
+        for task_id in tasks {
+            let msg = format!(
+                "worker process for binary {} {how} while running this task",
+                self.sha16
+            );
+            self.env.fail(task_id, msg).await;
+        }
+    }
+}
+
+/// Handles one frame from a live worker; `Err` if the worker broke the protocol.
+async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Result<(), String> {
+    match decode_from_worker(frame)? {
+        from_worker::Msg::Status(status) => {
+            if live.tasks.remove(&status.task_id) {
+                env.report(status).await;
+            } else {
+                tracing::warn!(
+                    worker = %live.proc.name,
+                    task_id = status.task_id,
+                    "worker sent a status for a task it was not running; dropped"
+                );
+            }
+        }
+        from_worker::Msg::Ready(_) => {
+            tracing::warn!(worker = %live.proc.name, "worker said Ready twice; ignored");
+        }
+    }
+    Ok(())
+}
