@@ -6,11 +6,15 @@
 //! hands tasks to a [`TaskLauncher`] (in-process threads in local mode, gRPC executors
 //! in cluster mode). Everything runs on one event loop ([`SchedulerHandle`]), so the
 //! scheduler state has a single owner and no locks.
+//!
+//! [`server`] is the driver daemon (`ember-driver`) around that loop: executor
+//! registry, binary store, client sessions and job streaming over gRPC.
 
 pub mod dag;
 pub mod events;
 pub mod map_output;
 pub mod scheduler;
+pub mod server;
 pub mod wire;
 
 pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};

@@ -1,0 +1,209 @@
+//! `ember-driver`: the cluster's driver daemon. Executors register with it, job
+//! clients upload binaries and submit plans to it, and it schedules their tasks.
+//!
+//! Prints exactly `ember-driver listening on http://HOST:PORT` on stdout once the gRPC
+//! port is bound (and `ember-driver ui on http://HOST:PORT` with `--ui-port`); logs go
+//! to stderr. Exits 2 on a configuration error, such as a non-loopback `--host`
+//! without a cluster secret.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use ember_driver::server::{DriverConfig, DriverDaemon};
+use ember_proto::auth;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+/// How long in-flight calls get to finish after a shutdown signal.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// ember's driver daemon.
+#[derive(Parser, Debug)]
+#[command(name = "ember-driver", version, about)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// gRPC port (0 picks a free one).
+    #[arg(long, default_value_t = 7077)]
+    port: u16,
+    /// Port of the plain-text status page (none if not given).
+    #[arg(long)]
+    ui_port: Option<u16>,
+    /// File holding the cluster secret (else the EMBER_SECRET environment variable).
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// An executor silent for longer than this is lost.
+    #[arg(long, default_value_t = 10_000)]
+    heartbeat_timeout_ms: u64,
+    /// Attempts per task before its job fails.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    max_task_attempts: u32,
+    /// Where uploaded job binaries are kept (default: a temporary directory removed
+    /// at exit).
+    #[arg(long)]
+    binary_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = std::env::var("EMBER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+
+    let secret = match auth::load_secret(args.secret_file.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ember-driver: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if secret.is_none() && !auth::is_loopback_host(&args.host) {
+        eprintln!(
+            "ember-driver: refusing to listen on {} without a cluster secret: executors run \
+             uploaded code, so an open driver is remote code execution for anyone who \
+             reaches it. Give --secret-file or set {}, or listen on a loopback address.",
+            args.host,
+            auth::SECRET_ENV
+        );
+        return ExitCode::from(2);
+    }
+    if secret.is_none() {
+        warn!("no cluster secret: accepting unauthenticated calls (loopback only)");
+    }
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ember-driver: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(args, secret));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            eprintln!("ember-driver: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
+    // Kept alive until the end of `run`, then removed with its contents.
+    let mut temp_dir = None;
+    let binary_dir = match &args.binary_dir {
+        Some(d) => d.clone(),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("ember-driver-binaries-")
+                .tempdir()
+                .context("cannot create a temporary binary directory")?;
+            let p = t.path().to_path_buf();
+            temp_dir = Some(t);
+            p
+        }
+    };
+    let listener = TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .with_context(|| format!("cannot listen on {}:{}", args.host, args.port))?;
+    let addr = listener.local_addr().context("listener address")?;
+    let ui_listener = match args.ui_port {
+        Some(p) => Some(
+            TcpListener::bind((args.host.as_str(), p))
+                .await
+                .with_context(|| {
+                    format!("cannot listen on {}:{p} for the status page", args.host)
+                })?,
+        ),
+        None => None,
+    };
+
+    let daemon = DriverDaemon::start(DriverConfig {
+        heartbeat_timeout: Duration::from_millis(args.heartbeat_timeout_ms),
+        max_task_attempts: args.max_task_attempts,
+        binary_dir: binary_dir.clone(),
+        secret,
+    })?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ember-driver listening on http://{addr}")?;
+        if let Some(l) = &ui_listener {
+            writeln!(out, "ember-driver ui on http://{}", l.local_addr()?)?;
+        }
+        out.flush()?;
+    }
+    info!(%addr, binary_dir = %binary_dir.display(), "driver started");
+
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        let _ = stop_tx.send(true);
+    });
+
+    let grpc = daemon.serve(listener, stopped(stop_rx.clone()));
+    let ui = async {
+        match ui_listener {
+            Some(l) => daemon.serve_ui(l, stopped(stop_rx.clone())).await,
+            None => Ok(()),
+        }
+    };
+    let served = async { tokio::try_join!(grpc, ui).map(|_| ()) };
+    tokio::pin!(served);
+    tokio::select! {
+        r = &mut served => r?,
+        _ = async {
+            stopped(stop_rx.clone()).await;
+            tokio::time::sleep(GRACE).await;
+        } => warn!("calls still open {} s after the shutdown signal; exiting anyway", GRACE.as_secs()),
+    }
+    daemon.shutdown();
+    info!("driver stopped");
+    drop(temp_dir);
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                warn!("cannot watch SIGTERM: {e}");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    info!("shutdown signal received");
+}

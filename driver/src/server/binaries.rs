@@ -1,0 +1,240 @@
+//! The driver's binary store: job binaries, content-addressed by SHA-256, as files
+//! named by their lower-case hex digest in one directory.
+//!
+//! Invariants:
+//! - A file `<dir>/<sha256>` exists only with content that hashes to its name: uploads
+//!   are written to a temporary file in the same directory, hashed while written, and
+//!   renamed into place only if hash and length match what the client declared.
+//! - Only names of exactly 64 lower-case hex characters are ever joined to the
+//!   directory, so no request can reach a path outside it.
+
+use std::path::{Path, PathBuf};
+
+use ember_proto::{BinaryChunk, BinaryRef};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+use tracing::{info, warn};
+
+/// Largest binary the driver accepts.
+pub const MAX_BINARY_BYTES: u64 = 2 << 30;
+/// Size of the chunks `FetchBinary` sends.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Whether `s` is a SHA-256 digest in lower-case hex.
+pub fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `Err(INVALID_ARGUMENT)` unless `s` is a lower-case hex SHA-256.
+pub fn check_sha256(s: &str) -> Result<(), Status> {
+    if is_sha256_hex(s) {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "{s:?} is not a SHA-256 digest (64 lower-case hex characters)"
+        )))
+    }
+}
+
+/// Binaries on the driver's disk.
+pub struct BinaryStore {
+    dir: PathBuf,
+}
+
+impl BinaryStore {
+    /// A store in `dir` (created if missing).
+    pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        Ok(BinaryStore { dir })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the binary `sha256` is stored (false for malformed names).
+    pub fn contains(&self, sha256: &str) -> bool {
+        is_sha256_hex(sha256) && self.dir.join(sha256).is_file()
+    }
+
+    /// Receives an upload; returns the digest once the binary is in place.
+    pub async fn upload(&self, mut chunks: Streaming<BinaryChunk>) -> Result<BinaryRef, Status> {
+        let first = chunks
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("empty binary upload"))?;
+        let declared = first.sha256.clone();
+        check_sha256(&declared)?;
+        if first.total_len > MAX_BINARY_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "binary of {} bytes exceeds the limit of {MAX_BINARY_BYTES} bytes",
+                first.total_len
+            )));
+        }
+        let io = |what: &str, e: std::io::Error| {
+            warn!("binary store: {what}: {e}");
+            Status::internal(format!("binary store: {what}: {e}"))
+        };
+        // Deleted on drop, so any error below (or the client going away) leaves nothing.
+        let tmp = tempfile::Builder::new()
+            .prefix(".upload-")
+            .tempfile_in(&self.dir)
+            .map_err(|e| io("cannot create a temporary file", e))?;
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .open(tmp.path())
+            .await
+            .map_err(|e| io("cannot open the temporary file", e))?;
+        let declared_len = first.total_len;
+        let mut hasher = Sha256::new();
+        let mut received: u64 = 0;
+        let mut next = Some(first);
+        while let Some(chunk) = next {
+            received += chunk.data.len() as u64;
+            if received > declared_len {
+                return Err(Status::invalid_argument(format!(
+                    "binary length mismatch: declared {declared_len} bytes, received more"
+                )));
+            }
+            hasher.update(&chunk.data);
+            file.write_all(&chunk.data)
+                .await
+                .map_err(|e| io("cannot write the temporary file", e))?;
+            next = chunks.message().await?;
+        }
+        file.flush()
+            .await
+            .map_err(|e| io("cannot write the temporary file", e))?;
+        file.sync_all()
+            .await
+            .map_err(|e| io("cannot sync the temporary file", e))?;
+        drop(file);
+        let actual = hex(&hasher.finalize());
+        if actual != declared {
+            return Err(Status::invalid_argument(format!(
+                "binary hash mismatch: declared {declared}, content hashes to {actual}"
+            )));
+        }
+        if received != declared_len {
+            return Err(Status::invalid_argument(format!(
+                "binary length mismatch: declared {declared_len} bytes, received {received}"
+            )));
+        }
+        tmp.persist(self.dir.join(&declared))
+            .map_err(|e| io("cannot move the upload into place", e.error))?;
+        info!(sha256 = %declared, bytes = received, "binary stored");
+        Ok(BinaryRef { sha256: declared })
+    }
+
+    /// Streams the binary `sha256` in chunks of [`CHUNK_BYTES`]; the first chunk names
+    /// it and its length.
+    pub async fn fetch(
+        &self,
+        sha256: &str,
+    ) -> Result<ReceiverStream<Result<BinaryChunk, Status>>, Status> {
+        check_sha256(sha256)?;
+        let path = self.dir.join(sha256);
+        let not_found = || Status::not_found(format!("no binary {sha256} on this driver"));
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
+            Err(e) => {
+                return Err(Status::internal(format!(
+                    "binary store: cannot open {sha256}: {e}"
+                )))
+            }
+        };
+        let total_len = file
+            .metadata()
+            .await
+            .map_err(|e| Status::internal(format!("binary store: cannot stat {sha256}: {e}")))?
+            .len();
+        let (tx, rx) = mpsc::channel(4);
+        let sha256 = sha256.to_string();
+        tokio::spawn(async move {
+            let mut sent: u64 = 0;
+            let mut first = true;
+            loop {
+                let mut buf = vec![0u8; CHUNK_BYTES];
+                let mut filled = 0;
+                // Fill a whole chunk unless the file ends first.
+                while filled < buf.len() {
+                    match file.read(&mut buf[filled..]).await {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) => {
+                            let _ = tx
+                                .send(Err(Status::internal(format!(
+                                    "binary store: cannot read {sha256}: {e}"
+                                ))))
+                                .await;
+                            return;
+                        }
+                    }
+                }
+                buf.truncate(filled);
+                sent += filled as u64;
+                if filled == 0 && !first {
+                    break;
+                }
+                let chunk = BinaryChunk {
+                    sha256: if first { sha256.clone() } else { String::new() },
+                    total_len: if first { total_len } else { 0 },
+                    data: buf,
+                };
+                first = false;
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return;
+                }
+                if filled < CHUNK_BYTES {
+                    break;
+                }
+            }
+            if sent != total_len {
+                warn!(sha256 = %sha256, sent, total_len, "binary changed size while being sent");
+            }
+        });
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_lower_case_hex_digests_are_names() {
+        assert!(is_sha256_hex(&"a".repeat(64)));
+        assert!(is_sha256_hex(&"0123456789abcdef".repeat(4)));
+        assert!(!is_sha256_hex(&"A".repeat(64)));
+        assert!(!is_sha256_hex(&"a".repeat(63)));
+        assert!(!is_sha256_hex(&format!("../{}", "a".repeat(61))));
+        assert!(!is_sha256_hex(""));
+    }
+
+    #[test]
+    fn hex_matches_sha2() {
+        let d = Sha256::digest(b"abc");
+        assert_eq!(
+            hex(&d),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,377 @@
+//! The executor registry: one entry per live executor registration, its outbound
+//! channel, and the heartbeat monitor that declares silent executors lost.
+//!
+//! Invariants:
+//! - An executor id (`executor-N`, N counting from 1 for the driver's lifetime) names
+//!   one registration; an executor that reconnects gets a new id.
+//! - An entry is in the registry exactly while the scheduler believes the executor
+//!   alive: it is inserted before `ExecutorAdded` is sent, and `ExecutorLost` is sent
+//!   while the entry is removed, under the registry lock, so a launch that finds no
+//!   entry always comes after the scheduler was told.
+//! - Dropping an entry drops the registration's outbound sender (which ends the
+//!   executor's response stream, so it re-registers) and stops its inbound reader.
+//! - `sent_broadcasts` lists the broadcast ids this registration has been sent; it dies
+//!   with the entry, and a session's range is forgotten when the session is cleaned up.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use ember_proto::{
+    driver_message, executor_message, BroadcastValue, CleanupSession, DriverMessage, ExecutorInfo,
+    ExecutorMessage, Heartbeat, LaunchTask, RegisterExecutor, Registered, TaskDescription,
+};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Status, Streaming};
+use tracing::{debug, info, warn};
+
+use super::DriverState;
+use crate::events::SchedulerEvent;
+
+/// How often the driver asks executors to send a heartbeat.
+pub const HEARTBEAT_INTERVAL_MS: u32 = 1000;
+/// How long a new executor channel may take to send its `register` message.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the monitor looks for silent executors.
+const MONITOR_PERIOD: Duration = Duration::from_millis(250);
+
+/// What the driver sends on an executor's channel.
+pub(crate) type Outbound = mpsc::UnboundedSender<Result<DriverMessage, Status>>;
+/// The response stream of an executor channel.
+pub(crate) type OutboundStream = UnboundedReceiverStream<Result<DriverMessage, Status>>;
+
+struct Entry {
+    seq: u64,
+    info: RegisterExecutor,
+    last_seen: Instant,
+    running_tasks: u32,
+    memory_used_bytes: u64,
+    outbound: Outbound,
+    sent_broadcasts: HashSet<u64>,
+    /// Dropped with the entry: tells the inbound reader to stop.
+    _alive: oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_seq: u64,
+    executors: HashMap<String, Entry>,
+}
+
+/// The live executors.
+#[derive(Default)]
+pub struct ExecutorRegistry {
+    inner: Mutex<Inner>,
+}
+
+/// Result of trying to hand a task to an executor.
+pub(crate) enum Launch {
+    Sent,
+    /// No such executor (already lost).
+    Unknown,
+    /// The executor's response stream is gone: it has just been removed.
+    Closed,
+}
+
+impl ExecutorRegistry {
+    /// Total cores and number of live executors.
+    pub fn totals(&self) -> (u32, u32) {
+        let inner = self.inner.lock();
+        let cores = inner
+            .executors
+            .values()
+            .fold(0u32, |a, e| a.saturating_add(e.info.cores));
+        (cores, inner.executors.len() as u32)
+    }
+
+    /// The live executors, in registration order.
+    pub fn snapshot(&self) -> Vec<ExecutorInfo> {
+        let inner = self.inner.lock();
+        let mut v: Vec<(u64, ExecutorInfo)> = inner
+            .executors
+            .iter()
+            .map(|(id, e)| {
+                let info = ExecutorInfo {
+                    executor_id: id.clone(),
+                    cores: e.info.cores,
+                    memory_bytes: e.info.memory_bytes,
+                    shuffle_address: e.info.shuffle_address.clone(),
+                    running_tasks: e.running_tasks,
+                };
+                (e.seq, info)
+            })
+            .collect();
+        v.sort_by_key(|(seq, _)| *seq);
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Per executor: host, pid, memory in use and time since its last message.
+    pub(crate) fn details(&self) -> HashMap<String, (String, u32, u64, Duration)> {
+        let inner = self.inner.lock();
+        inner
+            .executors
+            .iter()
+            .map(|(id, e)| {
+                let d = (
+                    e.info.host.clone(),
+                    e.info.pid,
+                    e.memory_used_bytes,
+                    e.last_seen.elapsed(),
+                );
+                (id.clone(), d)
+            })
+            .collect()
+    }
+
+    fn next_id(&self) -> (u64, String) {
+        let mut inner = self.inner.lock();
+        inner.next_seq += 1;
+        (inner.next_seq, format!("executor-{}", inner.next_seq))
+    }
+
+    /// Marks `id` as heard from; false if it is no longer registered.
+    fn touch(&self, id: &str, heartbeat: Option<Heartbeat>) -> bool {
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.executors.get_mut(id) else {
+            return false;
+        };
+        e.last_seen = Instant::now();
+        if let Some(hb) = heartbeat {
+            e.running_tasks = u32::try_from(hb.running_tasks.len()).unwrap_or(u32::MAX);
+            e.memory_used_bytes = hb.memory_used_bytes;
+        }
+        true
+    }
+
+    /// Removes `id` and tells the scheduler it is lost; false if it was already gone.
+    pub(crate) fn lose(
+        &self,
+        scheduler: &Sender<SchedulerEvent>,
+        id: &str,
+        reason: String,
+    ) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.executors.remove(id).is_none() {
+            return false;
+        }
+        warn!(executor = %id, "executor lost: {reason}");
+        let _ = scheduler.send(SchedulerEvent::ExecutorLost {
+            executor_id: id.to_string(),
+            reason,
+        });
+        true
+    }
+
+    /// Removes every executor silent for longer than `timeout` and tells the scheduler.
+    fn expire(&self, scheduler: &Sender<SchedulerEvent>, timeout: Duration) {
+        let mut inner = self.inner.lock();
+        let silent: Vec<(String, Duration)> = inner
+            .executors
+            .iter()
+            .map(|(id, e)| (id.clone(), e.last_seen.elapsed()))
+            .filter(|(_, d)| *d > timeout)
+            .collect();
+        for (id, silence) in silent {
+            inner.executors.remove(&id);
+            let reason = format!("{id} sent no heartbeat for {} ms", silence.as_millis());
+            warn!(executor = %id, "executor lost: {reason}");
+            let _ = scheduler.send(SchedulerEvent::ExecutorLost {
+                executor_id: id,
+                reason,
+            });
+        }
+    }
+
+    /// Sends `task` to `id`, with the broadcasts it has not been sent before.
+    pub(crate) fn launch(&self, id: &str, mut task: TaskDescription) -> Launch {
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.executors.get_mut(id) else {
+            return Launch::Unknown;
+        };
+        let mut broadcasts: Vec<BroadcastValue> = std::mem::take(&mut task.broadcasts)
+            .into_iter()
+            .filter(|(bid, _)| e.sent_broadcasts.insert(*bid))
+            .map(|(id, value)| BroadcastValue { id, value })
+            .collect();
+        broadcasts.sort_by_key(|b| b.id);
+        let msg = driver_message::Msg::Launch(LaunchTask {
+            task: Some(task),
+            broadcasts,
+        });
+        match e.outbound.send(Ok(DriverMessage { msg: Some(msg) })) {
+            Ok(()) => Launch::Sent,
+            Err(_) => Launch::Closed,
+        }
+    }
+
+    /// Sends `msg` to `id` if it is registered (best effort).
+    pub(crate) fn send(&self, id: &str, msg: driver_message::Msg) {
+        let inner = self.inner.lock();
+        if let Some(e) = inner.executors.get(id) {
+            let _ = e.outbound.send(Ok(DriverMessage { msg: Some(msg) }));
+        }
+    }
+
+    /// Tells every executor that a session ended and forgets which of its broadcasts
+    /// they were sent (the ids may be reused by a later session in the same slot).
+    pub(crate) fn cleanup_session(&self, cleanup: CleanupSession) {
+        let mut inner = self.inner.lock();
+        let range = cleanup.broadcast_lo..cleanup.broadcast_hi;
+        for e in inner.executors.values_mut() {
+            e.sent_broadcasts.retain(|b| !range.contains(b));
+            let msg = driver_message::Msg::Cleanup(cleanup);
+            let _ = e.outbound.send(Ok(DriverMessage { msg: Some(msg) }));
+        }
+    }
+
+    /// Drops every registration (driver shutdown): their response streams end.
+    pub(crate) fn clear(&self) {
+        self.inner.lock().executors.clear();
+    }
+}
+
+fn invalid(msg: &str) -> Status {
+    Status::invalid_argument(msg.to_string())
+}
+
+/// Accepts a new executor channel: waits for `register`, answers `Registered`, tells
+/// the scheduler, and spawns the reader of the executor's further messages.
+pub(crate) async fn open_channel(
+    state: Arc<DriverState>,
+    mut inbound: Streaming<ExecutorMessage>,
+) -> Result<OutboundStream, Status> {
+    let first = tokio::time::timeout(REGISTER_TIMEOUT, inbound.message())
+        .await
+        .map_err(|_| {
+            Status::deadline_exceeded(format!(
+                "executor did not register within {} s",
+                REGISTER_TIMEOUT.as_secs()
+            ))
+        })??;
+    let reg = match first.and_then(|m| m.msg) {
+        Some(executor_message::Msg::Register(r)) => r,
+        Some(_) => {
+            return Err(invalid(
+                "the first message on an executor channel must be `register`",
+            ))
+        }
+        None => return Err(invalid("executor channel ended before `register`")),
+    };
+    if reg.cores == 0 {
+        return Err(invalid("an executor must offer at least one core"));
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (seq, id) = state.executors.next_id();
+    let registered = driver_message::Msg::Registered(Registered {
+        executor_id: id.clone(),
+        heartbeat_interval_ms: HEARTBEAT_INTERVAL_MS,
+    });
+    // Queued before the entry exists, so nothing can overtake it.
+    let _ = tx.send(Ok(DriverMessage {
+        msg: Some(registered),
+    }));
+    let (alive_tx, alive_rx) = oneshot::channel();
+    info!(
+        executor = %id,
+        cores = reg.cores,
+        memory_bytes = reg.memory_bytes,
+        shuffle_address = %reg.shuffle_address,
+        host = %reg.host,
+        pid = reg.pid,
+        "executor registered"
+    );
+    let added = SchedulerEvent::ExecutorAdded {
+        executor_id: id.clone(),
+        slots: reg.cores,
+        shuffle_address: reg.shuffle_address.clone(),
+    };
+    state.executors.inner.lock().executors.insert(
+        id.clone(),
+        Entry {
+            seq,
+            info: reg,
+            last_seen: Instant::now(),
+            running_tasks: 0,
+            memory_used_bytes: 0,
+            outbound: tx,
+            sent_broadcasts: HashSet::new(),
+            _alive: alive_tx,
+        },
+    );
+    state.scheduler.send(added);
+    tokio::spawn(read_channel(state, id, inbound, alive_rx));
+    Ok(UnboundedReceiverStream::new(rx))
+}
+
+/// Reads an executor's heartbeats and task statuses until its stream ends (the
+/// executor is then lost) or its entry is dropped.
+async fn read_channel(
+    state: Arc<DriverState>,
+    id: String,
+    mut inbound: Streaming<ExecutorMessage>,
+    mut alive: oneshot::Receiver<()>,
+) {
+    loop {
+        let next = tokio::select! {
+            m = inbound.message() => m,
+            _ = &mut alive => {
+                debug!(executor = %id, "registration dropped; no longer reading its channel");
+                return;
+            }
+        };
+        let msg = match next {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                let reason = format!("connection to {id} closed: the executor ended its stream");
+                state.executors.lose(&state.to_scheduler, &id, reason);
+                return;
+            }
+            Err(e) => {
+                let reason = format!("connection to {id} closed: {}", e.message());
+                state.executors.lose(&state.to_scheduler, &id, reason);
+                return;
+            }
+        };
+        let alive_still = match msg.msg {
+            Some(executor_message::Msg::Heartbeat(hb)) => state.executors.touch(&id, Some(hb)),
+            Some(executor_message::Msg::Status(mut status)) => {
+                let known = state.executors.touch(&id, None);
+                if known {
+                    status.executor_id = id.clone();
+                    state
+                        .scheduler
+                        .send(SchedulerEvent::TaskFinished(Box::new(status)));
+                }
+                known
+            }
+            Some(executor_message::Msg::Register(_)) => {
+                warn!(executor = %id, "executor sent `register` twice; ignoring it");
+                state.executors.touch(&id, None)
+            }
+            None => {
+                warn!(executor = %id, "executor sent an empty message; ignoring it");
+                state.executors.touch(&id, None)
+            }
+        };
+        if !alive_still {
+            return;
+        }
+    }
+}
+
+/// Every [`MONITOR_PERIOD`], declares executors silent for longer than `timeout` lost.
+/// Ends when the driver state is dropped.
+pub(crate) async fn monitor(state: std::sync::Weak<DriverState>, timeout: Duration) {
+    let mut tick = tokio::time::interval(MONITOR_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.executors.expire(&state.to_scheduler, timeout);
+    }
+}

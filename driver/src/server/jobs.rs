@@ -1,0 +1,295 @@
+//! Job submission: validating a client's plan against its session, handing it to the
+//! scheduler, and streaming the job's events back until it ends.
+//!
+//! Invariants:
+//! - A plan only names node and shuffle ids inside its session's id range, and only
+//!   broadcasts inside its session's broadcast range; anything else is refused before
+//!   the scheduler sees it.
+//! - Each job stream ends with the job's `succeeded` or `failed` event (or an error
+//!   if the scheduler stopped). A client that drops the stream before then cancels
+//!   the job, which kills its running tasks.
+//! - A job's [`JobTrack`] is ended before its last event is sent, so a cancel that
+//!   races with the end is never sent for a job that already ended.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crossbeam_channel::{Receiver, Sender};
+use ember_proto::{dependency, Plan, SubmitJobRequest};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::Stream;
+use tonic::Status;
+use tracing::{debug, info};
+
+use super::sessions::{self, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
+use super::DriverState;
+use crate::events::{JobEvent, SchedulerEvent};
+use crate::wire::to_wire;
+
+type WireEvent = Result<ember_proto::JobEvent, Status>;
+
+#[derive(Default)]
+struct TrackState {
+    job_id: Option<u64>,
+    ended: bool,
+    /// Cancel requested before the scheduler gave the job an id.
+    cancel: Option<String>,
+}
+
+/// What the driver knows about one submitted job: its id once started, whether it has
+/// ended, and a cancel request that came before the id.
+#[derive(Default)]
+pub struct JobTrack {
+    state: Mutex<TrackState>,
+}
+
+impl JobTrack {
+    /// The job's id if it has started and not ended.
+    pub fn running_job(&self) -> Option<u64> {
+        let s = self.state.lock();
+        s.job_id.filter(|_| !s.ended)
+    }
+
+    /// Records the job id; returns a cancel reason requested before it.
+    fn started(&self, job_id: u64) -> Option<String> {
+        let mut s = self.state.lock();
+        s.job_id = Some(job_id);
+        s.cancel.take()
+    }
+
+    fn end(&self) {
+        self.state.lock().ended = true;
+    }
+
+    /// Cancels the job (now, or as soon as it has an id) unless it has ended.
+    pub(crate) fn cancel(&self, scheduler: &Sender<SchedulerEvent>, reason: &str) {
+        let mut s = self.state.lock();
+        if s.ended {
+            return;
+        }
+        match s.job_id {
+            Some(job_id) => {
+                info!(job = job_id, "cancelling job: {reason}");
+                let _ = scheduler.send(SchedulerEvent::CancelJob {
+                    job_id,
+                    reason: reason.to_string(),
+                });
+            }
+            None => {
+                if s.cancel.is_none() {
+                    s.cancel = Some(reason.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Checks that every id `plan` names lies in `[lo, hi)`.
+pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
+    let outside = |what: &str, id: u32| {
+        Err(format!(
+            "{what} {id} is outside this session's id range [{lo}, {hi})"
+        ))
+    };
+    let ok = |id: u32| id >= lo && id < hi;
+    if !ok(plan.final_rdd) {
+        return outside("final node", plan.final_rdd);
+    }
+    for node in &plan.nodes {
+        if !ok(node.id) {
+            return outside("node", node.id);
+        }
+        for dep in &node.deps {
+            match &dep.kind {
+                Some(dependency::Kind::Narrow(n)) if !ok(n.parent) => {
+                    return outside("parent node", n.parent)
+                }
+                Some(dependency::Kind::Shuffle(s)) => {
+                    if !ok(s.shuffle_id) {
+                        return outside("shuffle", s.shuffle_id);
+                    }
+                    if !ok(s.parent) {
+                        return outside("parent node", s.parent);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validates and submits a job; the returned stream carries its events.
+pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<JobStream, Status> {
+    let session_id = req.session_id;
+    let plan = req
+        .plan
+        .ok_or_else(|| Status::invalid_argument("SubmitJob without a plan"))?;
+    // Refuse an unknown session before looking at the plan.
+    state.sessions.with_session(session_id, |_| Ok(()))?;
+    if !state.binaries.contains(&plan.binary_hash) {
+        return Err(Status::invalid_argument(format!(
+            "the plan's binary {:?} is not on this driver; upload it first",
+            plan.binary_hash
+        )));
+    }
+    let description = plan.description.clone();
+    let new_broadcasts = req.new_broadcasts;
+    let (events, submission, track) = state.sessions.start_job(session_id, |session| {
+        let (lo, hi) = (session.id_lo(), session.id_hi());
+        debug_assert_eq!(hi - lo, IDS_PER_SESSION);
+        check_plan_ids(&plan, lo, hi).map_err(Status::invalid_argument)?;
+        let (blo, bhi) = (session.broadcast_lo(), session.broadcast_hi());
+        debug_assert_eq!(bhi - blo, BROADCASTS_PER_SESSION);
+        if let Some(b) = new_broadcasts.iter().find(|b| b.id < blo || b.id >= bhi) {
+            return Err(Status::invalid_argument(format!(
+                "broadcast {} is outside this session's broadcast range [{blo}, {bhi})",
+                b.id
+            )));
+        }
+        for b in new_broadcasts {
+            session.broadcasts.insert(b.id, b.value);
+        }
+        let broadcasts: HashMap<u64, Vec<u8>> = session.broadcasts.clone();
+        Ok(state.scheduler.submit(plan, broadcasts))
+    })?;
+    debug!(session = session_id, "job submitted: {description}");
+    let (tx, rx) = mpsc::unbounded_channel();
+    let bridge_state = state.clone();
+    let bridge_track = track.clone();
+    std::thread::Builder::new()
+        .name(format!("ember-job-{submission}"))
+        .spawn(move || {
+            bridge(&bridge_state, &bridge_track, events, tx);
+            sessions::job_ended(&bridge_state, session_id, submission);
+        })
+        .map_err(|e| {
+            track.cancel(&state.to_scheduler, "the driver could not follow the job");
+            Status::internal(format!("cannot start a thread for the job: {e}"))
+        })?;
+    Ok(JobStream {
+        inner: UnboundedReceiverStream::new(rx),
+        _guard: JobGuard {
+            track,
+            scheduler: state.to_scheduler.clone(),
+        },
+    })
+}
+
+/// Forwards a job's events from the scheduler to its client stream.
+fn bridge(
+    state: &DriverState,
+    track: &JobTrack,
+    events: Receiver<JobEvent>,
+    tx: mpsc::UnboundedSender<WireEvent>,
+) {
+    for ev in events.iter() {
+        let last = matches!(
+            ev,
+            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+        );
+        if let JobEvent::Started { job_id, .. } = ev {
+            if let Some(reason) = track.started(job_id) {
+                info!(job = job_id, "cancelling job: {reason}");
+                let _ = state
+                    .to_scheduler
+                    .send(SchedulerEvent::CancelJob { job_id, reason });
+            }
+        }
+        if last {
+            track.end();
+        }
+        // A client that has gone still gets its job cancelled by the stream's guard;
+        // keep draining until the scheduler ends the job.
+        let _ = tx.send(Ok(to_wire(ev)));
+        if last {
+            return;
+        }
+    }
+    track.end();
+    let _ = tx.send(Err(Status::unavailable(
+        "the scheduler stopped before the job ended",
+    )));
+}
+
+/// Cancels its job when dropped, unless the job has ended.
+struct JobGuard {
+    track: Arc<JobTrack>,
+    scheduler: Sender<SchedulerEvent>,
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        self.track.cancel(&self.scheduler, "client disconnected");
+    }
+}
+
+/// The response stream of `SubmitJob`.
+pub struct JobStream {
+    inner: UnboundedReceiverStream<WireEvent>,
+    _guard: JobGuard,
+}
+
+impl Stream for JobStream {
+    type Item = WireEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.inner).poll_next(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_proto::{Dependency, RddNode, ShuffleDependency};
+
+    fn node(id: u32, deps: Vec<Dependency>) -> RddNode {
+        RddNode {
+            id,
+            num_partitions: 1,
+            deps,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plan_ids_must_stay_in_the_session_range() {
+        let shuffle = |shuffle_id, parent| Dependency {
+            kind: Some(dependency::Kind::Shuffle(ShuffleDependency {
+                shuffle_id,
+                parent,
+                ..Default::default()
+            })),
+        };
+        let plan = |nodes: Vec<RddNode>, final_rdd| Plan {
+            nodes,
+            final_rdd,
+            ..Default::default()
+        };
+        let (lo, hi) = (1 << 20, 2 << 20);
+        let good = plan(
+            vec![node(lo, vec![]), node(lo + 2, vec![shuffle(lo + 1, lo)])],
+            lo + 2,
+        );
+        assert!(check_plan_ids(&good, lo, hi).is_ok());
+        let bad_node = plan(vec![node(5, vec![])], lo);
+        assert!(check_plan_ids(&bad_node, lo, hi)
+            .unwrap_err()
+            .contains("node 5"));
+        let bad_shuffle = plan(
+            vec![node(lo, vec![]), node(lo + 2, vec![shuffle(7, lo)])],
+            lo + 2,
+        );
+        assert!(check_plan_ids(&bad_shuffle, lo, hi)
+            .unwrap_err()
+            .contains("shuffle 7"));
+        let bad_final = plan(vec![node(lo, vec![])], hi);
+        assert!(check_plan_ids(&bad_final, lo, hi)
+            .unwrap_err()
+            .contains("final node"));
+    }
+}

@@ -1,0 +1,87 @@
+//! The cluster's [`TaskLauncher`]: hands tasks and kill requests to executors over
+//! their gRPC channels. It runs on the scheduler thread and never blocks: every send
+//! goes to an unbounded channel.
+//!
+//! Invariants:
+//! - Every launched task gets a status: if its executor is unknown or its channel is
+//!   gone, the launcher reports the task failed with `ExecutorLost` itself.
+//! - A broadcast value travels to an executor once per registration (see
+//!   [`ExecutorRegistry::launch`]); a task's own `broadcasts` map is always sent empty.
+
+use std::sync::{Arc, OnceLock};
+
+use crossbeam_channel::Sender;
+use ember_proto::{
+    driver_message, task_failure, task_status, KillTask, TaskDescription, TaskFailure, TaskStatus,
+};
+use tracing::{debug, error};
+
+use super::executors::{ExecutorRegistry, Launch};
+use crate::events::{SchedulerEvent, TaskLauncher};
+
+/// Launches tasks on registered executors.
+pub struct GrpcLauncher {
+    executors: Arc<ExecutorRegistry>,
+    /// The scheduler's own input, set once the scheduler has started.
+    scheduler: Arc<OnceLock<Sender<SchedulerEvent>>>,
+}
+
+impl GrpcLauncher {
+    /// A launcher over `executors`; `scheduler` must be set before the first launch.
+    pub fn new(
+        executors: Arc<ExecutorRegistry>,
+        scheduler: Arc<OnceLock<Sender<SchedulerEvent>>>,
+    ) -> Self {
+        GrpcLauncher {
+            executors,
+            scheduler,
+        }
+    }
+
+    fn report(&self, event: SchedulerEvent) {
+        match self.scheduler.get() {
+            Some(tx) => {
+                let _ = tx.send(event);
+            }
+            None => error!("task launcher used before the scheduler sender was set"),
+        }
+    }
+}
+
+impl TaskLauncher for GrpcLauncher {
+    fn launch(&mut self, executor_id: &str, task: TaskDescription) {
+        let task_id = task.task_id;
+        let gone = match self.executors.launch(executor_id, task) {
+            Launch::Sent => return,
+            Launch::Unknown => format!("{executor_id} is gone"),
+            Launch::Closed => {
+                let reason = format!("connection to {executor_id} closed: its stream is gone");
+                if let Some(tx) = self.scheduler.get() {
+                    // Remove it first, so the scheduler stops placing tasks there.
+                    let _ = self.executors.lose(tx, executor_id, reason);
+                }
+                format!("{executor_id} is gone")
+            }
+        };
+        debug!(task = task_id, executor = %executor_id, "cannot launch: {gone}");
+        self.report(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+            task_id,
+            executor_id: executor_id.to_string(),
+            metrics: None,
+            outcome: Some(task_status::Outcome::Failure(TaskFailure {
+                reason: Some(task_failure::Reason::ExecutorLost(gone)),
+            })),
+        })));
+    }
+
+    fn kill(&mut self, executor_id: &str, task_id: u64) {
+        debug!(task = task_id, executor = %executor_id, "killing task");
+        self.executors.send(
+            executor_id,
+            driver_message::Msg::Kill(KillTask {
+                task_id,
+                reason: "its job ended".into(),
+            }),
+        );
+    }
+}

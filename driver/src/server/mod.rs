@@ -1,0 +1,210 @@
+//! The driver daemon: the gRPC `Driver` service that executors register with and job
+//! clients submit plans to, around one [`SchedulerHandle`].
+//!
+//! Rooms: [`executors`] (registry, executor channels, heartbeat monitor), [`launcher`]
+//! (the scheduler's [`TaskLauncher`](crate::TaskLauncher) over executor channels),
+//! `sessions` and `jobs` (client sessions, job submission and event streaming),
+//! [`binaries`] (the content-addressed binary store), `service` (the tonic service
+//! that delegates to those) and [`ui`] (a plain-text status page).
+//!
+//! Invariants:
+//! - One scheduler per daemon; everything that changes scheduling goes through its
+//!   event channel, in the order the daemon observed it.
+//! - Nothing received from the network is trusted: malformed or oversized messages
+//!   become a tonic `Status`, never a panic.
+//! - Locks are taken in the order sessions → job tracker → executors, never held
+//!   across an `.await`, and nothing under them blocks (all sends are unbounded).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use ember_proto::auth::{self, RequireSecret};
+use ember_proto::driver_server::DriverServer;
+use ember_proto::ClusterStatus;
+use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
+
+use crate::events::SchedulerEvent;
+use crate::scheduler::{SchedulerConfig, SchedulerHandle};
+
+pub mod binaries;
+pub mod executors;
+mod jobs;
+pub mod launcher;
+mod service;
+mod sessions;
+pub mod ui;
+
+pub use binaries::BinaryStore;
+pub use executors::ExecutorRegistry;
+pub use jobs::check_plan_ids;
+pub use launcher::GrpcLauncher;
+pub use service::DriverService;
+pub use sessions::{IDS_PER_SESSION, MAX_SLOT};
+
+/// HTTP/2 keepalive ping interval: a dead peer is noticed within interval + timeout.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a keepalive ping may go unanswered before the connection is dropped.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of a driver daemon.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// An executor silent for longer than this is lost.
+    pub heartbeat_timeout: Duration,
+    /// Attempts per task before its job fails.
+    pub max_task_attempts: u32,
+    /// Where uploaded binaries are kept.
+    pub binary_dir: PathBuf,
+    /// The cluster secret every call must carry (none: open, loopback only).
+    pub secret: Option<String>,
+}
+
+/// Errors starting or running the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot use binary directory {dir}: {source}")]
+    BinaryDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("status page failed: {0}")]
+    Ui(std::io::Error),
+}
+
+/// State shared by every call.
+pub(crate) struct DriverState {
+    pub scheduler: SchedulerHandle,
+    pub to_scheduler: Sender<SchedulerEvent>,
+    pub executors: Arc<ExecutorRegistry>,
+    pub sessions: sessions::SessionRegistry,
+    pub binaries: BinaryStore,
+}
+
+impl DriverState {
+    fn status(&self) -> ClusterStatus {
+        let summaries = self.sessions.summaries();
+        ClusterStatus {
+            executors: self.executors.snapshot(),
+            sessions: summaries.len() as u32,
+            running_jobs: summaries.iter().map(|s| s.running_jobs.len() as u32).sum(),
+        }
+    }
+
+    fn shutdown(&self) {
+        self.scheduler.send(SchedulerEvent::Shutdown);
+        self.sessions.shutdown();
+        self.executors.clear();
+    }
+}
+
+/// A running driver: its scheduler, registries and heartbeat monitor. Serve it with
+/// [`DriverDaemon::serve`]; dropping it stops the scheduler.
+pub struct DriverDaemon {
+    state: Arc<DriverState>,
+    secret: Option<String>,
+    monitor: tokio::task::JoinHandle<()>,
+}
+
+impl DriverDaemon {
+    /// Starts the scheduler and the heartbeat monitor; must run inside a tokio runtime.
+    pub fn start(config: DriverConfig) -> Result<Self, ServerError> {
+        let binaries =
+            BinaryStore::new(&config.binary_dir).map_err(|source| ServerError::BinaryDir {
+                dir: config.binary_dir.clone(),
+                source,
+            })?;
+        let executors = Arc::new(ExecutorRegistry::default());
+        let sender_slot = Arc::new(OnceLock::new());
+        let launcher = GrpcLauncher::new(executors.clone(), sender_slot.clone());
+        let scheduler = SchedulerHandle::start(
+            SchedulerConfig {
+                max_task_attempts: config.max_task_attempts.max(1),
+                ..SchedulerConfig::default()
+            },
+            Box::new(launcher),
+        );
+        let to_scheduler = scheduler.sender();
+        let _ = sender_slot.set(to_scheduler.clone());
+        let state = Arc::new(DriverState {
+            scheduler,
+            to_scheduler,
+            executors,
+            sessions: sessions::SessionRegistry::default(),
+            binaries,
+        });
+        let monitor = tokio::spawn(executors::monitor(
+            Arc::downgrade(&state),
+            config.heartbeat_timeout,
+        ));
+        Ok(DriverDaemon {
+            state,
+            secret: config.secret,
+            monitor,
+        })
+    }
+
+    /// The `Driver` gRPC service, with message size limits and the secret check.
+    pub fn service(&self) -> InterceptedService<DriverServer<DriverService>, RequireSecret> {
+        let svc = DriverServer::new(DriverService::new(self.state.clone()))
+            .max_decoding_message_size(auth::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(auth::MAX_MESSAGE_BYTES);
+        InterceptedService::new(svc, RequireSecret::new(self.secret.as_deref(), "driver"))
+    }
+
+    /// Serves the `Driver` service on `listener` until `shutdown` resolves; then ends
+    /// every session and executor stream and stops the scheduler, so that in-flight
+    /// calls finish.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServerError> {
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let state = self.state.clone();
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .add_service(self.service())
+            .serve_with_incoming_shutdown(incoming, async move {
+                shutdown.await;
+                state.shutdown();
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Serves the plain-text status page on `listener` until `shutdown` resolves.
+    pub async fn serve_ui(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServerError> {
+        ui::serve(self.state.clone(), listener, shutdown)
+            .await
+            .map_err(ServerError::Ui)
+    }
+
+    /// The cluster as `Status` reports it.
+    pub fn status(&self) -> ClusterStatus {
+        self.state.status()
+    }
+
+    /// Ends every session and executor stream and stops the scheduler.
+    pub fn shutdown(&self) {
+        self.state.shutdown();
+    }
+}
+
+impl Drop for DriverDaemon {
+    fn drop(&mut self) {
+        self.monitor.abort();
+        self.state.shutdown();
+    }
+}

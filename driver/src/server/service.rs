@@ -1,0 +1,115 @@
+//! The tonic `Driver` service: decodes each call and delegates to the room that owns
+//! it (executors, binaries, sessions, jobs). It holds no state of its own.
+
+use std::sync::Arc;
+
+use ember_proto::driver_server::Driver;
+use ember_proto::{
+    BinaryChunk, BinaryRef, ClusterStatus, Empty, ExecutorMessage, HasBinaryResponse,
+    OpenSessionRequest, SubmitJobRequest, UnpersistRequest,
+};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::executors::{self, OutboundStream};
+use super::jobs::{self, JobStream};
+use super::sessions::{self, SessionStream};
+use super::DriverState;
+use crate::events::SchedulerEvent;
+
+/// The `Driver` gRPC service of one daemon.
+pub struct DriverService {
+    state: Arc<DriverState>,
+}
+
+impl DriverService {
+    pub(crate) fn new(state: Arc<DriverState>) -> Self {
+        DriverService { state }
+    }
+}
+
+#[tonic::async_trait]
+impl Driver for DriverService {
+    type ExecutorChannelStream = OutboundStream;
+    type FetchBinaryStream = ReceiverStream<Result<BinaryChunk, Status>>;
+    type OpenSessionStream = SessionStream;
+    type SubmitJobStream = JobStream;
+
+    async fn executor_channel(
+        &self,
+        request: Request<Streaming<ExecutorMessage>>,
+    ) -> Result<Response<Self::ExecutorChannelStream>, Status> {
+        let stream = executors::open_channel(self.state.clone(), request.into_inner()).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn has_binary(
+        &self,
+        request: Request<BinaryRef>,
+    ) -> Result<Response<HasBinaryResponse>, Status> {
+        let sha = request.into_inner().sha256;
+        super::binaries::check_sha256(&sha)?;
+        Ok(Response::new(HasBinaryResponse {
+            present: self.state.binaries.contains(&sha),
+        }))
+    }
+
+    async fn upload_binary(
+        &self,
+        request: Request<Streaming<BinaryChunk>>,
+    ) -> Result<Response<BinaryRef>, Status> {
+        let r = self.state.binaries.upload(request.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn fetch_binary(
+        &self,
+        request: Request<BinaryRef>,
+    ) -> Result<Response<Self::FetchBinaryStream>, Status> {
+        let sha = request.into_inner().sha256;
+        let stream = self.state.binaries.fetch(&sha).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn open_session(
+        &self,
+        request: Request<OpenSessionRequest>,
+    ) -> Result<Response<Self::OpenSessionStream>, Status> {
+        let stream = sessions::open(&self.state, request.into_inner())?;
+        Ok(Response::new(stream))
+    }
+
+    async fn submit_job(
+        &self,
+        request: Request<SubmitJobRequest>,
+    ) -> Result<Response<Self::SubmitJobStream>, Status> {
+        let stream = jobs::submit(&self.state, request.into_inner())?;
+        Ok(Response::new(stream))
+    }
+
+    async fn unpersist(
+        &self,
+        request: Request<UnpersistRequest>,
+    ) -> Result<Response<Empty>, Status> {
+        let req = request.into_inner();
+        self.state.sessions.with_session(req.session_id, |s| {
+            if req.rdd_id < s.id_lo() || req.rdd_id >= s.id_hi() {
+                return Err(Status::invalid_argument(format!(
+                    "rdd {} is outside this session's id range [{}, {})",
+                    req.rdd_id,
+                    s.id_lo(),
+                    s.id_hi()
+                )));
+            }
+            Ok(())
+        })?;
+        self.state
+            .scheduler
+            .send(SchedulerEvent::Unpersist { rdd_id: req.rdd_id });
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn status(&self, _request: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
+        Ok(Response::new(self.state.status()))
+    }
+}

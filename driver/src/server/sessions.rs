@@ -1,0 +1,310 @@
+//! Client sessions: one per connected job client, from `OpenSession` until the client
+//! drops the session stream.
+//!
+//! A session owns a slot in `1..=MAX_SLOT`; its RDD and shuffle ids are
+//! `[slot << 20, (slot + 1) << 20)` and its broadcast ids `[slot << 40, (slot + 1) << 40)`,
+//! so clients never touch each other's shuffles, cached blocks or broadcasts.
+//!
+//! Invariants:
+//! - A slot is used by at most one session, and is freed only after the session's
+//!   jobs have all ended and the scheduler (`ForgetIds`) and every executor
+//!   (`CleanupSession`) were told to forget its ids; so a later session that reuses
+//!   the slot never sees anything of the earlier one.
+//! - A job is registered with its session in the same critical section that submits
+//!   it to the scheduler, so a closing session always knows every job it must cancel.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use ember_proto::{session_event, CleanupSession, OpenSessionRequest, SessionEvent, SessionOpened};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::Stream;
+use tonic::Status;
+use tracing::info;
+
+use super::jobs::JobTrack;
+use super::DriverState;
+use crate::events::SchedulerEvent;
+
+/// RDD and shuffle ids per session.
+pub const IDS_PER_SESSION: u32 = 1 << 20;
+/// Broadcast ids per session.
+pub const BROADCASTS_PER_SESSION: u64 = 1 << 40;
+/// Highest slot: slot 4095 would put the end of its id range at 2^32, past `u32`.
+pub const MAX_SLOT: u32 = 4094;
+
+type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
+
+/// One client session.
+pub(crate) struct Session {
+    pub id: u64,
+    pub slot: u32,
+    pub app_name: String,
+    /// Every broadcast the client has sent for this session.
+    pub broadcasts: HashMap<u64, Vec<u8>>,
+    /// Jobs submitted and not yet ended, by submission number.
+    pub jobs: HashMap<u64, Arc<JobTrack>>,
+    /// The client has gone; the session ends when its last job has.
+    closing: bool,
+    /// Keeps the client's session stream open.
+    events: Option<Events>,
+}
+
+impl Session {
+    pub fn id_lo(&self) -> u32 {
+        self.slot << 20
+    }
+    pub fn id_hi(&self) -> u32 {
+        (self.slot + 1) << 20
+    }
+    pub fn broadcast_lo(&self) -> u64 {
+        u64::from(self.slot) << 40
+    }
+    pub fn broadcast_hi(&self) -> u64 {
+        u64::from(self.slot + 1) << 40
+    }
+}
+
+/// What the status page and `Status` show of a session.
+pub(crate) struct SessionSummary {
+    pub id: u64,
+    pub app_name: String,
+    pub id_base: u32,
+    pub running_jobs: Vec<u64>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_session: u64,
+    next_submission: u64,
+    used_slots: BTreeSet<u32>,
+    sessions: BTreeMap<u64, Session>,
+}
+
+/// The driver's sessions.
+#[derive(Default)]
+pub struct SessionRegistry {
+    inner: Mutex<Inner>,
+}
+
+impl SessionRegistry {
+    /// Live sessions (closing ones included, until their jobs have ended).
+    pub(crate) fn summaries(&self) -> Vec<SessionSummary> {
+        let inner = self.inner.lock();
+        inner
+            .sessions
+            .values()
+            .map(|s| {
+                let mut running_jobs: Vec<u64> =
+                    s.jobs.values().filter_map(|t| t.running_job()).collect();
+                running_jobs.sort_unstable();
+                SessionSummary {
+                    id: s.id,
+                    app_name: s.app_name.clone(),
+                    id_base: s.id_lo(),
+                    running_jobs,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs `f` on the open session `session_id` and registers the job it submits
+    /// (under the same lock); returns `f`'s result, the submission number and the
+    /// job's tracker.
+    pub(crate) fn start_job<T>(
+        &self,
+        session_id: u64,
+        f: impl FnOnce(&mut Session) -> Result<T, Status>,
+    ) -> Result<(T, u64, Arc<JobTrack>), Status> {
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        let session = inner
+            .sessions
+            .get_mut(&session_id)
+            .filter(|s| !s.closing)
+            .ok_or_else(|| {
+                Status::not_found(format!("no open session {session_id} on this driver"))
+            })?;
+        let out = f(session)?;
+        inner.next_submission += 1;
+        let seq = inner.next_submission;
+        let track = Arc::new(JobTrack::default());
+        session.jobs.insert(seq, track.clone());
+        Ok((out, seq, track))
+    }
+
+    /// Runs `f` on the open session `session_id`.
+    pub(crate) fn with_session<T>(
+        &self,
+        session_id: u64,
+        f: impl FnOnce(&Session) -> Result<T, Status>,
+    ) -> Result<T, Status> {
+        let inner = self.inner.lock();
+        let session = inner
+            .sessions
+            .get(&session_id)
+            .filter(|s| !s.closing)
+            .ok_or_else(|| {
+                Status::not_found(format!("no open session {session_id} on this driver"))
+            })?;
+        f(session)
+    }
+
+    /// Ends every session stream (driver shutdown).
+    pub(crate) fn shutdown(&self) {
+        let mut inner = self.inner.lock();
+        for s in inner.sessions.values_mut() {
+            if let Some(tx) = s.events.take() {
+                let _ = tx.send(Err(Status::unavailable("the driver is shutting down")));
+            }
+        }
+    }
+}
+
+/// Opens a session for `req`; the returned stream carries `SessionOpened` and then
+/// stays open until the driver shuts down. Dropping it closes the session.
+pub(crate) fn open(
+    state: &Arc<DriverState>,
+    req: OpenSessionRequest,
+) -> Result<SessionStream, Status> {
+    super::binaries::check_sha256(&req.binary_sha256)?;
+    if !state.binaries.contains(&req.binary_sha256) {
+        return Err(Status::failed_precondition(format!(
+            "binary {} is not on this driver; upload it first",
+            req.binary_sha256
+        )));
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (id, slot) = {
+        let mut inner = state.sessions.inner.lock();
+        let slot = (1..=MAX_SLOT)
+            .find(|s| !inner.used_slots.contains(s))
+            .ok_or_else(|| {
+                Status::resource_exhausted(format!(
+                    "all {MAX_SLOT} session slots are in use; close a session first"
+                ))
+            })?;
+        inner.used_slots.insert(slot);
+        inner.next_session += 1;
+        let id = inner.next_session;
+        let session = Session {
+            id,
+            slot,
+            app_name: req.app_name.clone(),
+            broadcasts: HashMap::new(),
+            jobs: HashMap::new(),
+            closing: false,
+            events: Some(tx.clone()),
+        };
+        let (total_cores, executors) = state.executors.totals();
+        let opened = SessionOpened {
+            session_id: id,
+            id_base: session.id_lo(),
+            broadcast_base: session.broadcast_lo(),
+            total_cores,
+            executors,
+        };
+        let _ = tx.send(Ok(SessionEvent {
+            event: Some(session_event::Event::Opened(opened)),
+        }));
+        inner.sessions.insert(id, session);
+        (id, slot)
+    };
+    info!(session = id, slot, app = %req.app_name, binary = %req.binary_sha256, "session opened");
+    Ok(SessionStream {
+        inner: UnboundedReceiverStream::new(rx),
+        _guard: SessionGuard {
+            state: state.clone(),
+            id,
+        },
+    })
+}
+
+/// The client has gone: cancels the session's jobs and, once none is left, forgets
+/// the session.
+fn close(state: &DriverState, id: u64) {
+    let mut inner = state.sessions.inner.lock();
+    let Some(session) = inner.sessions.get_mut(&id) else {
+        return;
+    };
+    session.closing = true;
+    session.events = None;
+    let reason = format!("client session {id} disconnected");
+    for track in session.jobs.values() {
+        track.cancel(&state.to_scheduler, &reason);
+    }
+    info!(
+        session = id,
+        jobs = session.jobs.len(),
+        "client session disconnected"
+    );
+    if session.jobs.is_empty() {
+        finalize(state, &mut inner, id);
+    }
+}
+
+/// A job of session `session_id` has ended; finishes a closing session's cleanup.
+pub(crate) fn job_ended(state: &DriverState, session_id: u64, submission: u64) {
+    let mut inner = state.sessions.inner.lock();
+    let Some(session) = inner.sessions.get_mut(&session_id) else {
+        return;
+    };
+    session.jobs.remove(&submission);
+    if session.closing && session.jobs.is_empty() {
+        finalize(state, &mut inner, session_id);
+    }
+}
+
+/// Tells the scheduler and the executors to forget the session's ids, then frees its
+/// slot. Called with the registry locked, so no new session takes the slot meanwhile.
+fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
+    let Some(session) = inner.sessions.remove(&id) else {
+        return;
+    };
+    let _ = state.to_scheduler.send(SchedulerEvent::ForgetIds {
+        id_lo: session.id_lo(),
+        id_hi: session.id_hi(),
+    });
+    state.executors.cleanup_session(CleanupSession {
+        id_lo: session.id_lo(),
+        id_hi: session.id_hi(),
+        broadcast_lo: session.broadcast_lo(),
+        broadcast_hi: session.broadcast_hi(),
+    });
+    inner.used_slots.remove(&session.slot);
+    info!(
+        session = id,
+        slot = session.slot,
+        "session ended; its ids are forgotten"
+    );
+}
+
+/// Closes its session when dropped.
+struct SessionGuard {
+    state: Arc<DriverState>,
+    id: u64,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        close(&self.state, self.id);
+    }
+}
+
+/// The response stream of `OpenSession`.
+pub struct SessionStream {
+    inner: UnboundedReceiverStream<Result<SessionEvent, Status>>,
+    _guard: SessionGuard,
+}
+
+impl Stream for SessionStream {
+    type Item = Result<SessionEvent, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.inner).poll_next(cx)
+    }
+}

@@ -1,0 +1,288 @@
+//! Helpers for the driver daemon's gRPC tests: a daemon on an ephemeral loopback port,
+//! clients with or without the secret, a fake executor, and hand-built plans.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_driver::server::{DriverConfig, DriverDaemon};
+use ember_driver::JobEvent;
+use ember_proto::auth::AddSecret;
+use ember_proto::driver_client::DriverClient;
+use ember_proto::{
+    driver_message, executor_message, task_status, task_success, BinaryChunk, DriverMessage,
+    ExecutorMessage, Heartbeat, OpenSessionRequest, Plan, RddNode, RegisterExecutor, SessionEvent,
+    SessionOpened, TaskDescription, TaskStatus, TaskSuccess,
+};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Streaming;
+
+/// Every wait in these tests is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+pub type Client = DriverClient<InterceptedService<Channel, AddSecret>>;
+
+/// A daemon serving on 127.0.0.1 at an ephemeral port; stops when dropped.
+pub struct TestDriver {
+    pub addr: SocketAddr,
+    pub daemon: Arc<DriverDaemon>,
+    pub binary_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TestDriver {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+pub struct Options {
+    pub secret: Option<&'static str>,
+    pub heartbeat_timeout: Duration,
+    pub max_task_attempts: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            secret: None,
+            heartbeat_timeout: Duration::from_secs(30),
+            max_task_attempts: 4,
+        }
+    }
+}
+
+pub async fn start(opts: Options) -> TestDriver {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let binary_dir = dir.path().join("binaries");
+    let daemon = Arc::new(
+        DriverDaemon::start(DriverConfig {
+            heartbeat_timeout: opts.heartbeat_timeout,
+            max_task_attempts: opts.max_task_attempts,
+            binary_dir: binary_dir.clone(),
+            secret: opts.secret.map(str::to_string),
+        })
+        .expect("start daemon"),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let d = daemon.clone();
+    tokio::spawn(async move {
+        let _ = d
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    TestDriver {
+        addr,
+        daemon,
+        binary_dir,
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+pub async fn client(addr: SocketAddr, secret: Option<&str>) -> Client {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    DriverClient::with_interceptor(channel, AddSecret::new(secret).expect("secret"))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Uploads `bytes` declared as `sha256`, in chunks of 3 bytes.
+pub async fn upload_as(
+    client: &mut Client,
+    bytes: &[u8],
+    sha256: &str,
+) -> Result<String, tonic::Status> {
+    let mut chunks: Vec<BinaryChunk> = bytes
+        .chunks(3)
+        .map(|c| BinaryChunk {
+            data: c.to_vec(),
+            ..Default::default()
+        })
+        .collect();
+    if chunks.is_empty() {
+        chunks.push(BinaryChunk::default());
+    }
+    chunks[0].sha256 = sha256.to_string();
+    chunks[0].total_len = bytes.len() as u64;
+    let r = client
+        .upload_binary(tokio_stream::iter(chunks))
+        .await?
+        .into_inner();
+    Ok(r.sha256)
+}
+
+pub async fn upload(client: &mut Client, bytes: &[u8]) -> String {
+    upload_as(client, bytes, &sha256_hex(bytes))
+        .await
+        .expect("upload")
+}
+
+/// Opens a session; returns what the driver said and the stream that keeps it open.
+pub async fn open_session(
+    client: &mut Client,
+    sha: &str,
+) -> (SessionOpened, Streaming<SessionEvent>) {
+    let mut stream = client
+        .open_session(OpenSessionRequest {
+            app_name: "test".into(),
+            binary_sha256: sha.into(),
+        })
+        .await
+        .expect("open session")
+        .into_inner();
+    let ev = tokio::time::timeout(WAIT, stream.message())
+        .await
+        .expect("session event in time")
+        .expect("session event")
+        .expect("stream open");
+    match ev.event {
+        Some(ember_proto::session_event::Event::Opened(o)) => (o, stream),
+        other => panic!("expected SessionOpened, got {other:?}"),
+    }
+}
+
+/// One node with `partitions` partitions and no dependencies.
+pub fn tiny_plan(id_base: u32, partitions: u32, sha: &str) -> Plan {
+    Plan {
+        nodes: vec![RddNode {
+            id: id_base,
+            num_partitions: partitions,
+            name: "tiny".into(),
+            ..Default::default()
+        }],
+        final_rdd: id_base,
+        binary_hash: sha.into(),
+        description: "tiny test job".into(),
+        ..Default::default()
+    }
+}
+
+/// Reads job events until the job ends.
+pub async fn job_events(stream: &mut Streaming<ember_proto::JobEvent>) -> Vec<JobEvent> {
+    let mut out = Vec::new();
+    loop {
+        let ev = tokio::time::timeout(WAIT, stream.message())
+            .await
+            .expect("job event in time")
+            .expect("job stream ok")
+            .expect("job stream ended before the job did");
+        let ev = ember_driver::wire::from_wire(ev).expect("valid event");
+        let last = matches!(
+            ev,
+            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+        );
+        out.push(ev);
+        if last {
+            return out;
+        }
+    }
+}
+
+/// A fake executor: an executor channel driven by the test.
+pub struct FakeExecutor {
+    pub id: String,
+    pub tx: mpsc::Sender<ExecutorMessage>,
+    pub rx: Streaming<DriverMessage>,
+}
+
+impl FakeExecutor {
+    pub async fn register(client: &mut Client, cores: u32) -> FakeExecutor {
+        let (tx, rx) = mpsc::channel(64);
+        let register = ExecutorMessage {
+            msg: Some(executor_message::Msg::Register(RegisterExecutor {
+                cores,
+                memory_bytes: 1 << 30,
+                shuffle_address: "http://127.0.0.1:1".into(),
+                host: "127.0.0.1".into(),
+                pid: 42,
+            })),
+        };
+        tx.send(register).await.expect("queue register");
+        let mut rx = client
+            .executor_channel(ReceiverStream::new(rx))
+            .await
+            .expect("executor channel")
+            .into_inner();
+        let id = match Self::recv_from(&mut rx).await {
+            driver_message::Msg::Registered(r) => {
+                assert_eq!(r.heartbeat_interval_ms, 1000);
+                r.executor_id
+            }
+            other => panic!("expected Registered, got {other:?}"),
+        };
+        FakeExecutor { id, tx, rx }
+    }
+
+    async fn recv_from(rx: &mut Streaming<DriverMessage>) -> driver_message::Msg {
+        tokio::time::timeout(WAIT, rx.message())
+            .await
+            .expect("driver message in time")
+            .expect("executor stream ok")
+            .expect("executor stream open")
+            .msg
+            .expect("message with a body")
+    }
+
+    pub async fn recv(&mut self) -> driver_message::Msg {
+        Self::recv_from(&mut self.rx).await
+    }
+
+    /// The next message, which must be a launch.
+    pub async fn launched(&mut self) -> ember_proto::LaunchTask {
+        match self.recv().await {
+            driver_message::Msg::Launch(l) => l,
+            other => panic!("expected LaunchTask, got {other:?}"),
+        }
+    }
+
+    pub async fn send(&self, msg: executor_message::Msg) {
+        self.tx
+            .send(ExecutorMessage { msg: Some(msg) })
+            .await
+            .expect("send to driver");
+    }
+
+    pub async fn heartbeat(&self) {
+        self.send(executor_message::Msg::Heartbeat(Heartbeat::default()))
+            .await;
+    }
+
+    /// Reports `task` done with `result` as its output.
+    pub async fn succeed(&self, task: &TaskDescription, result: Vec<u8>) {
+        let status = TaskStatus {
+            task_id: task.task_id,
+            executor_id: self.id.clone(),
+            metrics: None,
+            outcome: Some(task_status::Outcome::Success(TaskSuccess {
+                output: Some(task_success::Output::Result(result)),
+                ..Default::default()
+            })),
+        };
+        self.send(executor_message::Msg::Status(status)).await;
+    }
+}
