@@ -33,6 +33,8 @@ pub(crate) struct ExecutorEnv {
     /// Broadcast id -> serialised value, for broadcasts shipped to the executor once
     /// rather than with each task (cluster mode).
     pub broadcast_bytes: DashMap<u64, Arc<Vec<u8>>>,
+    /// Tasks asked to stop; a running task checks once per batch at its sources.
+    pub killed: dashmap::DashSet<u64>,
     /// Reads of map outputs held by other executors (cluster workers only).
     pub remote: Option<Arc<RemoteShuffle>>,
 }
@@ -78,6 +80,7 @@ impl ExecutorEnv {
             memory: MemoryPool::new(memory_limit),
             broadcasts: DashMap::new(),
             broadcast_bytes: DashMap::new(),
+            killed: dashmap::DashSet::new(),
             remote,
         })
     }

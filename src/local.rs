@@ -33,6 +33,7 @@ pub(crate) struct LocalCluster {
 /// Hands tasks to the worker threads.
 struct LocalLauncher {
     tasks: Sender<Vec<u8>>,
+    env: Arc<ExecutorEnv>,
 }
 
 impl TaskLauncher for LocalLauncher {
@@ -41,8 +42,9 @@ impl TaskLauncher for LocalLauncher {
         let _ = self.tasks.send(task.encode_to_vec());
     }
 
-    fn kill(&mut self, _executor_id: &str, _task_id: u64) {
-        // Local tasks run to completion; their late statuses are ignored by the scheduler.
+    fn kill(&mut self, _executor_id: &str, task_id: u64) {
+        // A running task stops at its next batch; its late status is ignored.
+        self.env.killed.insert(task_id);
     }
 }
 
@@ -70,14 +72,15 @@ impl LocalCluster {
         )
         .map_err(|e| EmberError::io(dir.path(), e))?;
         let (tx, rx) = crossbeam_channel::unbounded();
+        let env = Arc::new(env);
         Ok((
             LocalCluster {
-                env: Arc::new(env),
+                env: env.clone(),
                 tasks: rx,
                 workers: Mutex::new(Vec::new()),
                 work_dir: Some(dir),
             },
-            Box::new(LocalLauncher { tasks: tx }),
+            Box::new(LocalLauncher { tasks: tx, env }),
         ))
     }
 

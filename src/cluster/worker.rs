@@ -14,7 +14,6 @@
 //! its only master); a task whose kill arrives before it starts is answered `killed`
 //! without running; a panic in user code fails that task only.
 
-use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -107,18 +106,16 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     )?;
     info!(executor = %executor_id, cores, "worker {} ready", std::process::id());
 
-    let killed: Arc<Mutex<HashSet<u64>>> = Arc::default();
     let (tasks_tx, tasks_rx) = crossbeam_channel::unbounded::<TaskDescription>();
     for i in 0..cores.max(1) {
         let rx = tasks_rx.clone();
         let env = env.clone();
         let writer = writer.clone();
-        let killed = killed.clone();
         std::thread::Builder::new()
             .name(format!("ember-task-{i}"))
             .spawn(move || {
                 while let Ok(task) = rx.recv() {
-                    let status = if killed.lock().remove(&task.task_id) {
+                    let status = if env.killed.remove(&task.task_id).is_some() {
                         killed_status(&env, task.task_id)
                     } else {
                         crate::task::run_task(&env, task)
@@ -147,8 +144,8 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 let _ = tasks_tx.send(task);
             }
             Some(to_worker::Msg::Kill(k)) => {
-                // Tasks that already run finish; their status is ignored by the driver.
-                killed.lock().insert(k.task_id);
+                // A running task stops at its next batch; a queued one does not start.
+                env.killed.insert(k.task_id);
             }
             Some(to_worker::Msg::Broadcast(b)) => {
                 env.broadcast_bytes.insert(b.id, Arc::new(b.value));

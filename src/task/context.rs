@@ -47,6 +47,7 @@ pub(crate) struct TaskContext {
     pub stage_id: u32,
     pub partition: u32,
     pub attempt: u32,
+    pub task_id: u64,
     pub shuffle_id: Option<u32>,
     metrics: RefCell<TaskMetrics>,
     accumulators: RefCell<HashMap<u64, Box<dyn crate::accumulator::TaskAccumulator>>>,
@@ -90,6 +91,7 @@ impl TaskContext {
             stage_id: desc.stage_id,
             partition: desc.partition,
             attempt: desc.attempt,
+            task_id: desc.task_id,
             shuffle_id: desc.shuffle_id,
             metrics: RefCell::new(TaskMetrics::default()),
             accumulators: RefCell::new(HashMap::new()),
@@ -158,14 +160,36 @@ impl TaskContext {
         // SAFETY: `TaskContext::new` checked that the plan was built by this binary.
         let f: ComputeFn = unsafe { ComputeFn::from_offset(node.compute_fn) };
         let erased = f(self, node, part)?;
-        erased.downcast::<Batches<T>>().map(|b| *b).map_err(|_| {
+        let batches = erased.downcast::<Batches<T>>().map(|b| *b).map_err(|_| {
             EmberError::Plan(format!(
                 "node {} ({}) does not produce records of type {}",
                 node.id,
                 node.name,
                 std::any::type_name::<T>()
             ))
-        })
+        })?;
+        // Every pipeline starts at a source or a shuffle read: check for a kill there,
+        // once per batch.
+        let head = !node
+            .deps
+            .iter()
+            .any(|d| matches!(d.kind, Some(dependency::Kind::Narrow(_))));
+        if !head {
+            return Ok(batches);
+        }
+        let tc = self.clone();
+        Ok(Box::new(batches.map(move |b| tc.check_killed().and(b))))
+    }
+
+    /// `Err(Cancelled)` once the executor was asked to kill this task.
+    pub(crate) fn check_killed(&self) -> Result<()> {
+        if self.env.killed.contains(&self.task_id) {
+            return Err(EmberError::Cancelled(format!(
+                "task {} was killed",
+                self.task_id
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn note_cached(&self, rdd_id: u32, partition: u32) {

@@ -54,6 +54,7 @@ pub(crate) fn run_task(env: &std::sync::Arc<ExecutorEnv>, desc: TaskDescription)
     let task_id = desc.task_id;
     panic::install_hook();
     let outcome = panic::catch(|| run_inner(env, desc));
+    env.killed.remove(&task_id);
     let (outcome, mut metrics) = match outcome {
         Ok((Ok(success), metrics)) => (task_status::Outcome::Success(success), metrics),
         Ok((Err(e), metrics)) => (task_status::Outcome::Failure(failure_of(e)), metrics),
@@ -88,6 +89,7 @@ fn failure_of(e: EmberError) -> TaskFailure {
             reduce_partition,
             message,
         }),
+        EmberError::Cancelled(m) => task_failure::Reason::Killed(m),
         other => task_failure::Reason::UserError(other.to_string()),
     };
     TaskFailure {
