@@ -275,6 +275,46 @@ fn kvsum_sums_exactly() {
     });
 }
 
+#[test]
+fn join_counts_and_maxes_per_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    let mut want: BTreeMap<u64, (u64, i64)> = BTreeMap::new();
+    write_inputs(&input, 23, |rng| {
+        let key = rng.below(300);
+        let t = rng.below(200_000) as i64 - 100_000;
+        let e = want.entry(key).or_insert((0, i64::MIN));
+        e.0 += 1;
+        e.1 = e.1.max(t);
+        format!("{key},{}", decimal_text(rng, t))
+    });
+    let min_count = 3;
+    let want: BTreeMap<u64, String> = want
+        .into_iter()
+        .filter(|(_, (c, _))| *c >= min_count)
+        .map(|(k, (c, m))| (k, format!("{c}\t{}", thousandths_text(m))))
+        .collect();
+    assert!(want.len() > 50);
+    run_all_partitionings(
+        "join",
+        &input,
+        tmp.path(),
+        &["--min-count", "3"],
+        |p, out| {
+            let mut got = BTreeMap::new();
+            for line in &out {
+                let (k, rest) = split_tab(line);
+                let k: u64 = k.parse().unwrap_or_else(|_| panic!("bad key in {line:?}"));
+                assert!(
+                    got.insert(k, rest.to_string()).is_none(),
+                    "key {k} twice (p={p})"
+                );
+            }
+            assert_eq!(got, want, "partitions {p}");
+        },
+    );
+}
+
 fn sort_key(line: &str) -> u64 {
     line.split_once(',')
         .and_then(|(k, _)| k.parse().ok())

@@ -33,6 +33,7 @@ pub fn example_bin(name: &str) -> PathBuf {
         exe.clone(),
         manifest.join("examples").join(format!("{name}.rs")),
         manifest.join("examples/support/args.rs"),
+        manifest.join("examples/support/kv.rs"),
     ];
     let mtime = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
     let stale = match mtime(&bin) {

@@ -1,0 +1,56 @@
+//! The `key,value` line format of the kv data set, shared by kvsum and join: `key` an
+//! unsigned integer, `value` a decimal with at most three decimals, handled exactly as
+//! integer thousandths.
+//!
+//! Included with `#[path = "support/kv.rs"] mod kv;`.
+
+// Each example uses a different subset of this module.
+#![allow(dead_code)]
+
+/// `key,value` with `key` a u64 and `value` in thousandths; `None` if malformed.
+/// Spaces around either field are allowed.
+pub fn parse_line(line: &str) -> Option<(u64, i64)> {
+    let (k, v) = line.split_once(',')?;
+    let k = k.trim();
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((k.parse().ok()?, parse_thousandths(v.trim())?))
+}
+
+/// A decimal `[+-]DIGITS[.D{1,3}]` as integer thousandths; `None` if malformed or out
+/// of range.
+pub fn parse_thousandths(s: &str) -> Option<i64> {
+    let (negative, digits) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = match digits.split_once('.') {
+        Some((i, f)) if (1..=3).contains(&f.len()) => (i, f),
+        Some(_) => return None,
+        None => (digits, ""),
+    };
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !all_digits(int) || !all_digits(frac) {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for b in int.bytes() {
+        value = value.checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+    }
+    let mut frac_value = 0i64;
+    for i in 0..3 {
+        let digit = frac.as_bytes().get(i).map_or(0, |b| i64::from(b - b'0'));
+        frac_value = frac_value * 10 + digit;
+    }
+    let magnitude = value.checked_mul(1000)?.checked_add(frac_value)?;
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Thousandths as `[-]INT.DDD`.
+pub fn format_thousandths(t: i64) -> String {
+    let sign = if t < 0 { "-" } else { "" };
+    let a = t.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
