@@ -193,3 +193,42 @@ async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_slot() {
     let status = c.status(Empty {}).await.unwrap().into_inner();
     assert_eq!((status.sessions, status.running_jobs), (1, 0));
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_session_executor_and_job_streams() {
+    let driver = start(Options::default()).await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 1).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, mut session) = open_session(&mut c, &sha).await;
+    let mut job = c
+        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .await
+        .unwrap()
+        .into_inner();
+    let _task = exec.launched().await;
+    driver.stop_within(Duration::from_secs(3)).await;
+
+    let events = job_events(&mut job).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(JobEvent::JobFailed {
+                failure: JobFailure::Cancelled(_),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let end = tokio::time::timeout(WAIT, session.message())
+        .await
+        .expect("in time");
+    assert!(
+        matches!(&end, Err(e) if e.code() == Code::Unavailable),
+        "{end:?}"
+    );
+    let end = tokio::time::timeout(WAIT, exec.rx.message())
+        .await
+        .expect("in time");
+    assert!(matches!(end, Ok(None) | Err(_)), "{end:?}");
+}

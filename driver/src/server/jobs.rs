@@ -8,8 +8,9 @@
 //! - Each job stream ends with the job's `succeeded` or `failed` event (or an error
 //!   if the scheduler stopped). A client that drops the stream before then cancels
 //!   the job, which kills its running tasks.
-//! - A job's [`JobTrack`] is ended before its last event is sent, so a cancel that
-//!   races with the end is never sent for a job that already ended.
+//! - A job's [`JobTrack`] is ended, and its session told, before its last event is
+//!   sent: a cancel that races with the end is never sent for an ended job, and a
+//!   client that has seen the end knows the driver is done with the job.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -164,8 +165,9 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
     std::thread::Builder::new()
         .name(format!("ember-job-{submission}"))
         .spawn(move || {
-            bridge(&bridge_state, &bridge_track, events, tx);
-            sessions::job_ended(&bridge_state, session_id, submission);
+            bridge(&bridge_state, &bridge_track, events, tx, || {
+                sessions::job_ended(&bridge_state, session_id, submission)
+            });
         })
         .map_err(|e| {
             track.cancel(&state.to_scheduler, "the driver could not follow the job");
@@ -180,12 +182,15 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
     })
 }
 
-/// Forwards a job's events from the scheduler to its client stream.
+/// Forwards a job's events from the scheduler to its client stream; runs `ended`
+/// before the last event goes out, so a client that has seen its job end knows the
+/// driver is done with it (a closed session's cleanup included).
 fn bridge(
     state: &DriverState,
     track: &JobTrack,
     events: Receiver<JobEvent>,
     tx: mpsc::UnboundedSender<WireEvent>,
+    ended: impl FnOnce(),
 ) {
     for ev in events.iter() {
         let last = matches!(
@@ -202,15 +207,16 @@ fn bridge(
         }
         if last {
             track.end();
+            ended();
+            let _ = tx.send(Ok(to_wire(ev)));
+            return;
         }
         // A client that has gone still gets its job cancelled by the stream's guard;
         // keep draining until the scheduler ends the job.
         let _ = tx.send(Ok(to_wire(ev)));
-        if last {
-            return;
-        }
     }
     track.end();
+    ended();
     let _ = tx.send(Err(Status::unavailable(
         "the scheduler stopped before the job ended",
     )));

@@ -36,6 +36,7 @@ pub struct TestDriver {
     pub daemon: Arc<DriverDaemon>,
     pub binary_dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<()>>,
     _dir: tempfile::TempDir,
 }
 
@@ -44,6 +45,20 @@ impl Drop for TestDriver {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
+    }
+}
+
+impl TestDriver {
+    /// Signals shutdown; the server must then return within `within`.
+    pub async fn stop_within(mut self, within: Duration) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let served = self.served.take().expect("serving");
+        tokio::time::timeout(within, served)
+            .await
+            .expect("server stops in time")
+            .expect("server task");
     }
 }
 
@@ -79,18 +94,19 @@ pub async fn start(opts: Options) -> TestDriver {
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
     let d = daemon.clone();
-    tokio::spawn(async move {
-        let _ = d
-            .serve(listener, async {
-                let _ = stopped.await;
-            })
-            .await;
+    let served = tokio::spawn(async move {
+        d.serve(listener, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("serve");
     });
     TestDriver {
         addr,
         daemon,
         binary_dir,
         stop: Some(stop),
+        served: Some(served),
         _dir: dir,
     }
 }
