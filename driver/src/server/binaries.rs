@@ -117,14 +117,14 @@ impl BinaryStore {
             .map_err(|e| io("cannot sync the temporary file", e))?;
         drop(file);
         let actual = hex(&hasher.finalize());
-        if actual != declared {
-            return Err(Status::invalid_argument(format!(
-                "binary hash mismatch: declared {declared}, content hashes to {actual}"
-            )));
-        }
         if received != declared_len {
             return Err(Status::invalid_argument(format!(
                 "binary length mismatch: declared {declared_len} bytes, received {received}"
+            )));
+        }
+        if actual != declared {
+            return Err(Status::invalid_argument(format!(
+                "binary hash mismatch: declared {declared}, content hashes to {actual}"
             )));
         }
         tmp.persist(self.dir.join(&declared))
