@@ -3,11 +3,14 @@
 //!
 //! Blocks held by this executor are read from its shuffle directory; blocks held by
 //! other executors (cluster mode) are fetched over their shuffle service, one stream
-//! per executor. Empty blocks (size 0 in the map status) are skipped without a read.
+//! per executor carrying all of that executor's blocks. Empty blocks (size 0 in the map
+//! status) are skipped without a read.
 //!
-//! Invariants: every record of every non-empty block is yielded exactly once, or the
-//! iterator ends with a typed `FetchFailed` naming the block that could not be read;
-//! the reducer's `shuffle_bytes_read` counts the compressed block sizes it asked for.
+//! Invariants: blocks are consumed in map-partition order wherever they live, so a
+//! reducer sees the same record order in local and cluster mode (and floating-point
+//! aggregates come out bit-identical); every record of every non-empty block is yielded
+//! exactly once, or the iterator ends with a typed `FetchFailed` naming the block that
+//! could not be read; `shuffle_bytes_read` counts the compressed block sizes asked for.
 
 use std::rc::Rc;
 
@@ -18,16 +21,12 @@ use crate::error::{EmberError, Result};
 use crate::shuffle::{open_block_records, BlockId, BlockRecords};
 use crate::task::TaskContext;
 
-/// Where a group of blocks comes from.
+/// Where one block comes from.
 enum Source {
-    /// One block in this executor's shuffle directory.
+    /// This executor's shuffle directory.
     Local(BlockId),
-    /// Blocks of these map partitions, all on one other executor.
-    Remote {
-        executor_id: String,
-        address: String,
-        maps: Vec<u32>,
-    },
+    /// The stream from the other executor with this index in `remote`.
+    Remote(usize),
 }
 
 /// Iterates every record of this reducer's blocks, map partition by map partition.
@@ -75,28 +74,27 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
                 loc.executor_id
             )));
         }
-        match remote.iter_mut().find(|(e, _, _)| *e == loc.executor_id) {
-            Some((_, _, maps)) => maps.push(m),
-            None => remote.push((
-                loc.executor_id.clone(),
-                loc.shuffle_address.clone(),
-                vec![m],
-            )),
+        match remote.iter().position(|(e, _, _)| *e == loc.executor_id) {
+            Some(i) => {
+                remote[i].2.push(m);
+                sources.push(Source::Remote(i));
+            }
+            None => {
+                remote.push((
+                    loc.executor_id.clone(),
+                    loc.shuffle_address.clone(),
+                    vec![m],
+                ));
+                sources.push(Source::Remote(remote.len() - 1));
+            }
         }
     }
-    sources.extend(
-        remote
-            .into_iter()
-            .map(|(executor_id, address, maps)| Source::Remote {
-                executor_id,
-                address,
-                maps,
-            }),
-    );
     let dir = tc.env.shuffle_dir();
+    // One stream per executor, opened when its first block is needed.
+    let mut streams: Vec<Option<crate::cluster::fetch::RemoteBlocks>> =
+        remote.iter().map(|_| None).collect();
     let env = tc.env.clone();
     let mut sources = sources.into_iter();
-    let mut fetching: Option<crate::cluster::fetch::RemoteBlocks> = None;
     let mut current: Option<BlockRecords<T>> = None;
     let tc = tc.clone();
     Ok(std::iter::from_fn(move || loop {
@@ -106,28 +104,26 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
             }
             current = None;
         }
-        if let Some(f) = fetching.as_mut() {
-            match f.next() {
-                Some(Ok((id, bytes))) => {
-                    current = Some(BlockRecords::from_bytes(id, bytes));
-                    continue;
-                }
-                Some(Err(e)) => return Some(Err(e)),
-                None => fetching = None,
-            }
-        }
         match sources.next()? {
             Source::Local(id) => match open_block_records::<T>(&dir, &id) {
                 Ok(records) => current = Some(records),
                 Err(e) => return Some(Err(e)),
             },
-            Source::Remote {
-                executor_id,
-                address,
-                maps,
-            } => {
-                let remote = env.remote.as_ref().expect("checked above");
-                fetching = Some(remote.fetch(&executor_id, &address, shuffle_id, reduce, maps));
+            Source::Remote(i) => {
+                let stream = streams[i].get_or_insert_with(|| {
+                    let (executor_id, address, maps) = &remote[i];
+                    let fetcher = env.remote.as_ref().expect("checked above");
+                    fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
+                });
+                match stream.next() {
+                    Some(Ok((id, bytes))) => current = Some(BlockRecords::from_bytes(id, bytes)),
+                    Some(Err(e)) => return Some(Err(e)),
+                    None => {
+                        return Some(Err(EmberError::Plan(
+                            "remote block stream ended early".into(),
+                        )))
+                    }
+                }
             }
         }
     })
