@@ -2,6 +2,7 @@
 //! reference implementations of the operators (to compare ember's results against).
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod process;
 
 use std::collections::{BTreeMap, HashMap};

@@ -84,6 +84,12 @@ impl std::fmt::Debug for Run {
 /// to files in `scratch` (so a chatty child cannot block on a full pipe), and it gets a
 /// fresh, empty `EMBER_LOCAL_DIR` there ([`Run::work`]).
 pub fn run_example(name: &str, args: &[&str], scratch: &Path) -> Run {
+    run_example_env(name, args, scratch, &[])
+}
+
+/// [`run_example`] with extra environment variables (`EMBER_SECRET` is passed only if
+/// listed here).
+pub fn run_example_env(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &str)]) -> Run {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let bin = example_bin(name);
     let id = format!("{name}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed));
@@ -98,6 +104,9 @@ pub fn run_example(name: &str, args: &[&str], scratch: &Path) -> Run {
         .env("RUST_BACKTRACE", "0")
         .env_remove("EMBER_MASTER")
         .env_remove("EMBER_EXECUTOR_MEMORY")
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out_path).unwrap())
         .stderr(fs::File::create(&err_path).unwrap())

@@ -1,0 +1,277 @@
+//! Cluster mode with real processes: a driver and three executors on 127.0.0.1, the
+//! example jobs submitted to them with `--master http://...`, results compared with the
+//! same jobs in local mode; concurrent clients; the shared secret; binary hash checks;
+//! a failing job leaving the daemons healthy; session cleanup of shuffle files.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::cluster::Cluster;
+use common::process::run_example;
+
+/// Deterministic pseudo-random numbers (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Writes `files` input files of `lines` lines each under `dir/name`; returns the dir.
+fn inputs(
+    dir: &Path,
+    name: &str,
+    files: usize,
+    lines: usize,
+    mut line: impl FnMut(&mut Rng) -> String,
+) -> PathBuf {
+    let d = dir.join(name);
+    fs::create_dir_all(&d).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+    for f in 0..files {
+        let text: String = (0..lines).map(|_| line(&mut rng) + "\n").collect();
+        fs::write(d.join(format!("part-{f}.txt")), text).unwrap();
+    }
+    d
+}
+
+fn text(rng: &mut Rng) -> String {
+    const WORDS: [&str; 12] = [
+        "ember",
+        "spark",
+        "rdd",
+        "shuffle",
+        "stage",
+        "task",
+        "lineage",
+        "driver",
+        "executor",
+        "partition",
+        "Ünïcode",
+        "x",
+    ];
+    (0..1 + rng.below(12))
+        .map(|_| WORDS[rng.below(WORDS.len() as u64) as usize])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn kv(rng: &mut Rng) -> String {
+    format!(
+        "{},{}.{:03}",
+        rng.below(5000),
+        rng.below(1000),
+        rng.below(1000)
+    )
+}
+
+fn edge(rng: &mut Rng) -> String {
+    format!("n{} n{}", rng.below(200), rng.below(200))
+}
+
+/// The part files of an output directory, by name, with their contents.
+fn output(dir: &Path) -> Vec<(String, String)> {
+    assert!(
+        dir.join("_SUCCESS").exists(),
+        "{} has no _SUCCESS",
+        dir.display()
+    );
+    let mut parts: Vec<(String, String)> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("part-"))
+        .map(|n| (n.clone(), fs::read_to_string(dir.join(&n)).unwrap()))
+        .collect();
+    parts.sort();
+    parts
+}
+
+/// Runs `name` in local mode (3 slots) and on the cluster with the same arguments and
+/// asserts that the outputs are identical part by part.
+fn same_as_local(cluster: &Cluster, scratch: &Path, name: &str, input: &Path, extra: &[&str]) {
+    let local_out = scratch.join(format!("{name}-local"));
+    let cluster_out = scratch.join(format!("{name}-cluster"));
+    let mut args: Vec<&str> = vec!["--partitions", "3"];
+    args.extend_from_slice(extra);
+    let input = input.to_str().unwrap();
+    let mut local_args = vec!["--master", "local[3]"];
+    local_args.extend(&args);
+    local_args.extend([input, local_out.to_str().unwrap()]);
+    let local = run_example(name, &local_args, scratch);
+    assert!(local.success, "{name} in local mode: {local:?}");
+    let mut cluster_args = args.clone();
+    cluster_args.extend([input, cluster_out.to_str().unwrap()]);
+    let run = cluster.run(name, &cluster_args, scratch);
+    assert!(
+        run.success,
+        "{name} on the cluster: {run:?}\n{}",
+        cluster.logs()
+    );
+    let (want, got) = (output(&local_out), output(&cluster_out));
+    assert!(
+        !want.iter().all(|(_, t)| t.is_empty()),
+        "{name} wrote nothing"
+    );
+    assert_eq!(got, want, "{name}: cluster output differs from local mode");
+}
+
+#[test]
+fn examples_on_a_cluster_match_local_mode_and_sessions_clean_up() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(3, 1, None);
+    let words = inputs(s, "words", 4, 3000, text);
+    let kvs = inputs(s, "kv", 3, 4000, kv);
+    let edges = inputs(s, "edges", 2, 1500, edge);
+    same_as_local(&cluster, s, "wordcount", &words, &[]);
+    same_as_local(&cluster, s, "kvsum", &kvs, &[]);
+    same_as_local(&cluster, s, "sort", &kvs, &[]);
+    same_as_local(&cluster, s, "join", &kvs, &["--min-count", "2"]);
+    same_as_local(&cluster, s, "pagerank", &edges, &["--iterations", "4"]);
+
+    // Every job ran on more than one executor: map outputs moved between them.
+    let status = cluster.status().unwrap();
+    assert_eq!(status.executors.len(), 3);
+    // Each client's session ended with its process: its shuffle files are deleted.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left: Vec<PathBuf> = (0..3)
+            .flat_map(|i| {
+                fs::read_dir(cluster.dir().join(format!("executor-{i}/shuffle")))
+                    .into_iter()
+                    .flatten()
+            })
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shuffle files left after the sessions ended: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn two_clients_at_once_both_get_right_results() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(3, 1, None);
+    let words = inputs(s, "words", 3, 4000, text);
+    let kvs = inputs(s, "kv", 3, 4000, kv);
+    std::thread::scope(|scope| {
+        let a = scope.spawn(|| same_as_local(&cluster, s, "wordcount", &words, &[]));
+        let b = scope.spawn(|| same_as_local(&cluster, s, "kvsum", &kvs, &[]));
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+}
+
+#[test]
+fn a_panicking_job_fails_with_its_message_and_the_daemons_stay_healthy() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let mut cluster = Cluster::start(3, 1, None);
+    let bad = s.join("bad");
+    fs::create_dir_all(&bad).unwrap();
+    fs::write(bad.join("a.txt"), "1,2\n2,3\nthis is not a kv line\n3,4\n").unwrap();
+    let out = s.join("bad-out");
+    let run = cluster.run("kvsum", &[bad.to_str().unwrap(), out.to_str().unwrap()], s);
+    assert!(!run.success, "a malformed line must fail the job");
+    assert!(
+        run.stderr.contains("malformed line at") && run.stderr.contains("a.txt:3"),
+        "the job's error names the bad line: {run:?}"
+    );
+    assert!(!out.join("_SUCCESS").exists());
+    assert!(cluster.all_alive(), "a daemon died:\n{}", cluster.logs());
+    assert_eq!(cluster.status().unwrap().executors.len(), 3);
+    let words = inputs(s, "words", 2, 500, text);
+    same_as_local(&cluster, s, "wordcount", &words, &[]);
+}
+
+#[test]
+fn the_shared_secret_is_required() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let mut cluster = Cluster::start(1, 1, Some("correct-horse"));
+    let words = inputs(s, "words", 1, 200, text);
+    let input = words.to_str().unwrap();
+    let url = cluster.url.clone();
+    for (secret, needle) in [
+        (None, "missing cluster secret"),
+        (Some("wrong"), "wrong cluster secret"),
+    ] {
+        let out = s.join(format!("out-{secret:?}"));
+        let envs: Vec<(&str, &str)> = secret
+            .map(|v| vec![("EMBER_SECRET", v)])
+            .unwrap_or_default();
+        let run = common::process::run_example_env(
+            "wordcount",
+            &["--master", &url, input, out.to_str().unwrap()],
+            s,
+            &envs,
+        );
+        assert!(
+            !run.success,
+            "a client with secret {secret:?} must be refused"
+        );
+        assert!(run.stderr.contains(needle), "expected {needle:?}: {run:?}");
+    }
+    let driver_log = fs::read_to_string(cluster.dir().join("driver.log")).unwrap();
+    assert!(
+        driver_log.contains("refused a call"),
+        "refusals are logged:\n{driver_log}"
+    );
+
+    // An executor with the wrong secret is refused and stops with a clear message.
+    let exec = std::process::Command::new(common::cluster::daemon_bin("ember-executor"))
+        .args(["--driver", &url, "--cores", "1", "--shuffle-port", "0"])
+        .env("EMBER_SECRET", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(exec.status.code(), Some(1), "{exec:?}");
+    assert!(
+        String::from_utf8_lossy(&exec.stderr).contains("secret"),
+        "{exec:?}"
+    );
+
+    // With the right secret the job runs.
+    same_as_local(&cluster, s, "wordcount", &words, &[]);
+    assert!(cluster.all_alive());
+}
+
+#[test]
+fn a_binary_whose_hash_does_not_match_is_refused() {
+    let cluster = Cluster::start(0, 1, None);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = rt.block_on(async {
+        let mut client = ember_proto::driver_client::DriverClient::connect(cluster.url.clone())
+            .await
+            .unwrap();
+        let declared = "0".repeat(64);
+        let chunk = ember_proto::BinaryChunk {
+            sha256: declared,
+            total_len: 5,
+            data: b"hello".to_vec(),
+        };
+        client
+            .upload_binary(tokio_stream::iter(vec![chunk]))
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("hash mismatch"), "{err:?}");
+}

@@ -1,0 +1,265 @@
+//! A real cluster for tests: one `ember-driver` and N `ember-executor` processes on
+//! 127.0.0.1 with ephemeral ports, each logging to a file in the cluster's temp dir.
+//!
+//! Invariants: every process is killed (SIGKILL) and reaped, and the temp dir removed,
+//! when the [`Cluster`] drops, also when a test fails; startup waits are bounded.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ember_proto::auth::AddSecret;
+use ember_proto::driver_client::DriverClient;
+
+use super::process::{run_example_env, Run};
+
+/// Longest wait for a daemon to print its address or for executors to register.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// Path of a workspace binary (`ember-driver`, `ember-executor`), built once per test
+/// process (a no-op when it is up to date).
+pub fn daemon_bin(name: &str) -> PathBuf {
+    static BUILT: Mutex<bool> = Mutex::new(false);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if !*built {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "ember-driver",
+            "-p",
+            "ember-executor",
+        ])
+        .current_dir(manifest);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().expect("running cargo build");
+        assert!(
+            out.status.success(),
+            "building the daemons failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        *built = true;
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary is in target/<profile>/deps")
+        .join(name)
+}
+
+/// Starts `cmd` and returns it with the first line it prints on stdout.
+fn spawn_with_line(mut cmd: Command, log: &Path) -> (Child, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(first)) = lines.next() {
+            let _ = tx.send(first);
+        }
+        for _ in lines {} // keep draining
+    });
+    match rx.recv_timeout(STARTUP) {
+        Ok(line) => (child, line),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} printed no address within {STARTUP:?}; its log:\n{}",
+                fs::read_to_string(log).unwrap_or_default()
+            )
+        }
+    }
+}
+
+/// The address at the end of a daemon's "... on http://HOST:PORT" line.
+fn address_of(line: &str) -> String {
+    line.rsplit(' ').next().unwrap_or_default().to_string()
+}
+
+/// A running driver and its executors.
+pub struct Cluster {
+    pub url: String,
+    pub secret: Option<String>,
+    driver: Option<Child>,
+    executors: Vec<Option<Child>>,
+    cores: u32,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let all = self
+            .executors
+            .iter_mut()
+            .chain(std::iter::once(&mut self.driver));
+        for child in all.flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Cluster {
+    /// A driver and `executors` executors with `cores` cores each, all registered.
+    pub fn start(executors: usize, cores: u32, secret: Option<&str>) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("ember-cluster-")
+            .tempdir()
+            .unwrap();
+        let mut cmd = Command::new(daemon_bin("ember-driver"));
+        cmd.args(["--host", "127.0.0.1", "--port", "0"]);
+        Self::secret_env(&mut cmd, secret);
+        let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
+        let mut cluster = Cluster {
+            url: address_of(&line),
+            secret: secret.map(str::to_string),
+            driver: Some(driver),
+            executors: Vec::new(),
+            cores,
+            dir,
+        };
+        for _ in 0..executors {
+            cluster.add_executor();
+        }
+        cluster.wait_for_executors(executors);
+        cluster
+    }
+
+    fn secret_env(cmd: &mut Command, secret: Option<&str>) {
+        cmd.env_remove("EMBER_SECRET")
+            .env_remove("EMBER_SECRET_FILE");
+        if let Some(s) = secret {
+            cmd.env("EMBER_SECRET", s);
+        }
+        cmd.env("EMBER_LOG", "info");
+    }
+
+    /// Starts one more executor (not waiting for it to register); returns its index.
+    pub fn add_executor(&mut self) -> usize {
+        let i = self.executors.len();
+        let work = self.dir.path().join(format!("executor-{i}"));
+        let mut cmd = Command::new(daemon_bin("ember-executor"));
+        cmd.args([
+            "--driver",
+            &self.url,
+            "--host",
+            "127.0.0.1",
+            "--shuffle-port",
+            "0",
+        ])
+        .args(["--cores", &self.cores.to_string(), "--memory", "512m"])
+        .arg("--work-dir")
+        .arg(&work);
+        Self::secret_env(&mut cmd, self.secret.as_deref());
+        let log = self.dir.path().join(format!("executor-{i}.log"));
+        let (child, _line) = spawn_with_line(cmd, &log);
+        self.executors.push(Some(child));
+        i
+    }
+
+    /// Asks the driver for its status.
+    pub fn status(&self) -> Result<ember_proto::ClusterStatus, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let channel = tonic::transport::Endpoint::from_shared(self.url.clone())
+                .map_err(|e| e.to_string())?
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut client = DriverClient::with_interceptor(
+                channel,
+                AddSecret::new(self.secret.as_deref()).unwrap(),
+            );
+            client
+                .status(ember_proto::Empty {})
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|s| s.to_string())
+        })
+    }
+
+    /// Waits until exactly `n` executors are registered.
+    pub fn wait_for_executors(&self, n: usize) {
+        let started = Instant::now();
+        loop {
+            if let Ok(s) = self.status() {
+                if s.executors.len() == n {
+                    return;
+                }
+            }
+            if started.elapsed() > STARTUP {
+                panic!(
+                    "{n} executors did not register within {STARTUP:?}: {:?}\n{}",
+                    self.status(),
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the driver and every executor still run.
+    pub fn all_alive(&mut self) -> bool {
+        let all = self
+            .executors
+            .iter_mut()
+            .chain(std::iter::once(&mut self.driver));
+        all.flatten().all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The temp dir holding logs and executor work dirs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Every daemon's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut names: Vec<_> = fs::read_dir(self.dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        names.sort();
+        names
+            .iter()
+            .map(|p| {
+                format!(
+                    "--- {} ---\n{}",
+                    p.display(),
+                    fs::read_to_string(p).unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Runs example `name` against this cluster (`--master URL` is prepended).
+    pub fn run(&self, name: &str, args: &[&str], scratch: &Path) -> Run {
+        let mut all = vec!["--master", self.url.as_str()];
+        all.extend_from_slice(args);
+        let envs: Vec<(&str, &str)> = self
+            .secret
+            .as_deref()
+            .map(|s| vec![("EMBER_SECRET", s)])
+            .unwrap_or_default();
+        run_example_env(name, &all, scratch, &envs)
+    }
+}
