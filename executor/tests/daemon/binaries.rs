@@ -1,0 +1,89 @@
+//! Fetching job binaries from a (fake) driver: verified before they are stored.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::Ordering;
+
+use ember_executor::binaries::{BinaryError, BinaryStore};
+
+use crate::common::{driver_conn, sha256_hex, start_driver, within};
+
+#[tokio::test]
+async fn a_binary_that_does_not_match_its_hash_is_refused_and_not_kept() {
+    let claimed = sha256_hex(b"the real binary");
+    let served = b"something else entirely".to_vec();
+    let actual = sha256_hex(&served);
+    let driver = start_driver(HashMap::from([(claimed.clone(), served)]), Some("s")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = BinaryStore::new(dir.path());
+    let conn = driver_conn(&driver.url, Some("s")).await;
+
+    let err = within("ensure", store.ensure(&claimed, &conn))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BinaryError::HashMismatch { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "binary {claimed} fetched from the driver does not match its hash (content hashes \
+             to {actual}); refusing to run it"
+        )
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+}
+
+#[tokio::test]
+async fn a_matching_binary_is_stored_executable_and_fetched_once() {
+    let content = b"#!/bin/sh\nexit 0\n".repeat(10);
+    let sha = sha256_hex(&content);
+    let driver = start_driver(HashMap::from([(sha.clone(), content.clone())]), None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(BinaryStore::new(dir.path()));
+    let conn = driver_conn(&driver.url, None).await;
+
+    // Concurrent tasks of one binary share one fetch.
+    let mut joins = Vec::new();
+    for _ in 0..4 {
+        let (store, conn, sha) = (store.clone(), conn.clone(), sha.clone());
+        joins.push(tokio::spawn(async move { store.ensure(&sha, &conn).await }));
+    }
+    for j in joins {
+        let path = within("ensure", j).await.unwrap().unwrap();
+        assert_eq!(path, dir.path().join(&sha));
+    }
+    assert_eq!(driver.fetches.load(Ordering::SeqCst), 1);
+    let path = dir.path().join(&sha);
+    assert_eq!(std::fs::read(&path).unwrap(), content);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temp left"
+    );
+
+    // Present already: no fetch.
+    store.ensure(&sha, &conn).await.unwrap();
+    assert_eq!(driver.fetches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn bad_hashes_and_unknown_binaries_are_errors() {
+    let driver = start_driver(HashMap::new(), None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = BinaryStore::new(dir.path());
+    let conn = driver_conn(&driver.url, None).await;
+    for bad in ["", "../../etc/passwd", &"A".repeat(64), &"a".repeat(63)] {
+        let err = store.ensure(bad, &conn).await.unwrap_err();
+        assert!(matches!(err, BinaryError::BadHash(_)), "{bad}: {err}");
+    }
+    assert_eq!(driver.fetches.load(Ordering::SeqCst), 0);
+    let unknown = sha256_hex(b"nobody uploaded this");
+    let err = store.ensure(&unknown, &conn).await.unwrap_err();
+    assert!(matches!(err, BinaryError::Fetch { .. }), "{err}");
+    assert!(err.to_string().contains("NotFound"), "{err}");
+}

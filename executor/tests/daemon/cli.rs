@@ -1,0 +1,118 @@
+//! The daemon binary: refusal to start, its stdout line, exit codes, and SIGTERM.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use ember_proto::{driver_message, executor_message, Registered};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::common::*;
+
+fn executor(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-executor"));
+    cmd.args(args)
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_LOG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Reads the first stdout line and checks it; returns the stderr reader task.
+async fn started(child: &mut Child) -> tokio::task::JoinHandle<String> {
+    let mut stderr = child.stderr.take().unwrap();
+    let err = tokio::spawn(async move {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s).await;
+        s
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within("the stdout line", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    let port = line
+        .strip_prefix("ember-executor shuffle service on http://127.0.0.1:")
+        .unwrap_or_else(|| panic!("unexpected stdout line {line:?}"));
+    assert!(port.parse::<u16>().unwrap() > 0);
+    err
+}
+
+#[tokio::test]
+async fn refuses_a_public_host_without_a_secret() {
+    let out = within(
+        "exit",
+        executor(&["--driver", "http://127.0.0.1:1", "--host", "10.1.2.3"]).output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without a cluster secret"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn exits_1_when_the_driver_refuses_its_secret() {
+    let driver = start_driver(HashMap::new(), Some("right")).await;
+    let mut child = executor(&["--driver", &driver.url])
+        .env("EMBER_SECRET", "wrong")
+        .spawn()
+        .unwrap();
+    let stderr = started(&mut child).await;
+    let status = within("exit", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(1));
+    let stderr = stderr.await.unwrap();
+    assert!(
+        stderr.contains("driver refused registration: wrong or missing cluster secret"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_stops_it_cleanly_and_removes_its_temp_dir() {
+    let mut driver = start_driver(HashMap::new(), None).await;
+    let mut child = executor(&["--driver", &driver.url, "--cores", "2", "--memory", "1g"])
+        .spawn()
+        .unwrap();
+    let stderr = started(&mut child).await;
+    let mut conn = within("registration", driver.channels.recv())
+        .await
+        .unwrap();
+    match conn.next().await {
+        executor_message::Msg::Register(r) => assert_eq!((r.cores, r.memory_bytes), (2, 1 << 30)),
+        other => panic!("expected Register, got {other:?}"),
+    }
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-T".into(),
+        heartbeat_interval_ms: 100,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = within("exit", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    let stderr = stderr.await.unwrap();
+    let work_dir = stderr
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("work_dir="))
+        .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
+    assert!(work_dir.contains("ember-executor-"), "{work_dir}");
+    assert!(
+        !std::path::Path::new(work_dir).exists(),
+        "{work_dir} left behind"
+    );
+}

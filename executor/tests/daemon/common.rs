@@ -1,0 +1,285 @@
+//! A fake driver, and helpers shared by the tests.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_executor::config::Config;
+use ember_proto::auth::RequireSecret;
+use ember_proto::driver_server::{Driver, DriverServer};
+use ember_proto::*;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Bounds every wait in the tests.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// A config for a work dir under `root`, prepared.
+pub fn config(root: &Path, secret: Option<&str>) -> Config {
+    let config = Config {
+        driver: "http://127.0.0.1:1".into(),
+        cores: 3,
+        memory_bytes: 123 << 20,
+        work_dir: root.join("work"),
+        secret: secret.map(str::to_string),
+        host: "127.0.0.1".into(),
+    };
+    config.prepare_work_dir().unwrap();
+    config
+}
+
+/// One executor's channel, as the fake driver sees it.
+pub struct ExecutorConn {
+    pub from_executor: Streaming<ExecutorMessage>,
+    pub to_executor: mpsc::Sender<Result<DriverMessage, Status>>,
+}
+
+impl ExecutorConn {
+    pub async fn next(&mut self) -> executor_message::Msg {
+        within("a message from the executor", self.from_executor.message())
+            .await
+            .expect("executor channel failed")
+            .expect("executor channel ended")
+            .msg
+            .expect("empty executor message")
+    }
+
+    /// The next message that is not a heartbeat.
+    pub async fn next_non_heartbeat(&mut self) -> executor_message::Msg {
+        loop {
+            match self.next().await {
+                executor_message::Msg::Heartbeat(_) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    pub async fn send(&self, msg: driver_message::Msg) {
+        self.to_executor
+            .send(Ok(DriverMessage { msg: Some(msg) }))
+            .await
+            .expect("executor went away");
+    }
+}
+
+/// A driver that serves binaries by hash (whatever bytes the test says) and hands each
+/// executor channel to the test.
+pub struct FakeDriver {
+    pub binaries: HashMap<String, Vec<u8>>,
+    pub fetches: Arc<AtomicUsize>,
+    pub channels: mpsc::UnboundedSender<ExecutorConn>,
+}
+
+type Stream<T> = ReceiverStream<Result<T, Status>>;
+
+#[tonic::async_trait]
+impl Driver for FakeDriver {
+    type ExecutorChannelStream = Stream<DriverMessage>;
+    type FetchBinaryStream = Stream<BinaryChunk>;
+    type OpenSessionStream = Stream<SessionEvent>;
+    type SubmitJobStream = Stream<JobEvent>;
+
+    async fn executor_channel(
+        &self,
+        request: Request<Streaming<ExecutorMessage>>,
+    ) -> Result<Response<Self::ExecutorChannelStream>, Status> {
+        let (tx, rx) = mpsc::channel(16);
+        let _ = self.channels.send(ExecutorConn {
+            from_executor: request.into_inner(),
+            to_executor: tx,
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn has_binary(
+        &self,
+        _: Request<BinaryRef>,
+    ) -> Result<Response<HasBinaryResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn upload_binary(
+        &self,
+        _: Request<Streaming<BinaryChunk>>,
+    ) -> Result<Response<BinaryRef>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn fetch_binary(
+        &self,
+        request: Request<BinaryRef>,
+    ) -> Result<Response<Self::FetchBinaryStream>, Status> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        let sha = request.into_inner().sha256;
+        let Some(bytes) = self.binaries.get(&sha).cloned() else {
+            return Err(Status::not_found(format!("no binary {sha}")));
+        };
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let total_len = bytes.len() as u64;
+            // Small chunks, so the executor assembles several.
+            for (i, piece) in bytes.chunks(7).enumerate() {
+                let chunk = BinaryChunk {
+                    sha256: if i == 0 { sha.clone() } else { String::new() },
+                    total_len,
+                    data: piece.to_vec(),
+                };
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn open_session(
+        &self,
+        _: Request<OpenSessionRequest>,
+    ) -> Result<Response<Self::OpenSessionStream>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn submit_job(
+        &self,
+        _: Request<SubmitJobRequest>,
+    ) -> Result<Response<Self::SubmitJobStream>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn unpersist(&self, _: Request<UnpersistRequest>) -> Result<Response<Empty>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn status(&self, _: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+/// A running fake driver.
+pub struct FakeDriverHandle {
+    pub url: String,
+    pub fetches: Arc<AtomicUsize>,
+    pub channels: mpsc::UnboundedReceiver<ExecutorConn>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeDriverHandle {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// Starts a fake driver on 127.0.0.1:0 serving `binaries` (hash -> bytes).
+pub async fn start_driver(
+    binaries: HashMap<String, Vec<u8>>,
+    secret: Option<&str>,
+) -> FakeDriverHandle {
+    let (tx, channels) = mpsc::unbounded_channel();
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let driver = FakeDriver {
+        binaries,
+        fetches: fetches.clone(),
+        channels: tx,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let svc = InterceptedService::new(
+        DriverServer::new(driver),
+        RequireSecret::new(secret, "driver"),
+    );
+    let server = tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await;
+    });
+    FakeDriverHandle {
+        url,
+        fetches,
+        channels,
+        server,
+    }
+}
+
+/// A connected driver client for `url`.
+pub async fn driver_conn(
+    url: &str,
+    secret: Option<&str>,
+) -> ember_executor::registration::DriverConn {
+    let channel = ember_executor::registration::driver_endpoint(url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    ember_executor::registration::driver_client(channel, secret).unwrap()
+}
+
+/// A client that never connects unless used (for tests that need no driver).
+pub fn unused_driver_conn() -> ember_executor::registration::DriverConn {
+    let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+    ember_executor::registration::driver_client(channel, None).unwrap()
+}
+
+/// A task of binary `sha`.
+pub fn task(task_id: u64, sha: &str) -> TaskDescription {
+    TaskDescription {
+        task_id,
+        partition: task_id as u32,
+        plan: Some(Plan {
+            binary_hash: sha.to_string(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Installs `bytes` as verified binary `sha256(bytes)` in `config`'s store; returns the hash.
+pub fn install_binary(config: &Config, bytes: &[u8]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let sha = sha256_hex(bytes);
+    let path = config.binaries_dir().join(&sha);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sha
+}
+
+/// The user error of a failed status, or a panic.
+pub fn user_error(status: &TaskStatus) -> &str {
+    match &status.outcome {
+        Some(task_status::Outcome::Failure(TaskFailure {
+            reason: Some(task_failure::Reason::UserError(m)),
+        })) => m,
+        other => panic!("expected a user error, got {other:?}"),
+    }
+}
+
+/// The next status the executor sends on `rx`, skipping heartbeats.
+pub async fn next_status(rx: &mut mpsc::Receiver<ExecutorMessage>) -> TaskStatus {
+    loop {
+        let msg = within("a task status", rx.recv())
+            .await
+            .expect("channel closed");
+        match msg.msg {
+            Some(executor_message::Msg::Status(s)) => return s,
+            Some(executor_message::Msg::Heartbeat(_)) => continue,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

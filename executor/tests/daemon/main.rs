@@ -1,0 +1,12 @@
+//! Integration tests of the executor daemon, one test binary: the shuffle service end to
+//! end over gRPC, binary fetch and verification against a fake driver, the worker
+//! protocol and crash handling with fake workers, the registration loop, and the
+//! command line. Every wait is bounded; every temp dir is removed.
+
+mod binaries;
+mod cli;
+mod common;
+mod protocol;
+mod registration;
+mod shuffle_service;
+mod workers;

@@ -1,0 +1,161 @@
+//! The registration loop against a fake driver: register, heartbeat, launch, cleanup,
+//! loss and re-registration, and a refused secret.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_executor::binaries::BinaryStore;
+use ember_executor::blocks::SharedExecutorId;
+use ember_executor::registration::{self, Registration, RegistrationError};
+use ember_proto::*;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::*;
+
+fn registration(
+    cfg: ember_executor::config::Config,
+) -> (Registration, SharedExecutorId, CancellationToken) {
+    let id = SharedExecutorId::default();
+    let token = CancellationToken::new();
+    let cfg = Arc::new(cfg);
+    let reg = Registration {
+        binaries: Arc::new(BinaryStore::new(cfg.binaries_dir())),
+        config: cfg,
+        shuffle_address: "http://127.0.0.1:9".into(),
+        executor_id: id.clone(),
+        shutdown: token.clone(),
+    };
+    (reg, id, token)
+}
+
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    within(what, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
+    let claimed = sha256_hex(b"the real job");
+    let mut driver = start_driver(
+        HashMap::from([(claimed.clone(), b"a forgery".to_vec())]),
+        Some("s"),
+    )
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = config(root.path(), Some("s"));
+    cfg.driver = driver.url.clone();
+    let shuffle = cfg.shuffle_dir();
+    for name in [
+        "shuffle_10_0.data",
+        "shuffle_10_0.index",
+        "shuffle_30_1.data",
+    ] {
+        std::fs::write(shuffle.join(name), b"x").unwrap();
+    }
+    let (reg, id, token) = registration(cfg);
+    let run = tokio::spawn(async move { registration::run(&reg).await });
+
+    let mut conn = within("the executor channel", driver.channels.recv())
+        .await
+        .unwrap();
+    match conn.next().await {
+        executor_message::Msg::Register(r) => {
+            assert_eq!((r.cores, r.memory_bytes), (3, 123 << 20));
+            assert_eq!(r.shuffle_address, "http://127.0.0.1:9");
+            assert_eq!((r.host.as_str(), r.pid), ("127.0.0.1", std::process::id()));
+        }
+        other => panic!("expected Register, got {other:?}"),
+    }
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-A".into(),
+        heartbeat_interval_ms: 50,
+    }))
+    .await;
+    match conn.next().await {
+        executor_message::Msg::Heartbeat(h) => assert!(h.running_tasks.is_empty()),
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+    assert_eq!(*id.lock().unwrap(), "exec-A");
+
+    // A task whose binary the driver serves wrong is refused.
+    conn.send(driver_message::Msg::Launch(LaunchTask {
+        task: Some(task(9, &claimed)),
+        broadcasts: vec![],
+    }))
+    .await;
+    let status = match conn.next_non_heartbeat().await {
+        executor_message::Msg::Status(s) => s,
+        other => panic!("expected a status, got {other:?}"),
+    };
+    assert_eq!((status.task_id, status.executor_id.as_str()), (9, "exec-A"));
+    let actual = sha256_hex(b"a forgery");
+    assert_eq!(
+        user_error(&status),
+        format!(
+            "binary {claimed} fetched from the driver does not match its hash (content hashes \
+             to {actual}); refusing to run it"
+        )
+    );
+
+    // A session cleanup deletes that session's shuffle files only.
+    conn.send(driver_message::Msg::Cleanup(CleanupSession {
+        id_lo: 0,
+        id_hi: 20,
+        broadcast_lo: 0,
+        broadcast_hi: 0,
+    }))
+    .await;
+    eventually("session cleanup", || {
+        !shuffle.join("shuffle_10_0.index").exists()
+    })
+    .await;
+    assert!(!shuffle.join("shuffle_10_0.data").exists());
+    assert!(shuffle.join("shuffle_30_1.data").exists());
+
+    // The driver restarts: the executor drops its shuffle files and registers again.
+    drop(conn);
+    let mut conn = within("re-registration", driver.channels.recv())
+        .await
+        .unwrap();
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Register(_)
+    ));
+    assert!(!shuffle.join("shuffle_30_1.data").exists());
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-B".into(),
+        heartbeat_interval_ms: 50,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+    assert_eq!(*id.lock().unwrap(), "exec-B");
+
+    token.cancel();
+    within("shutdown", run).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_secret_stops_the_loop() {
+    let driver = start_driver(HashMap::new(), Some("right")).await;
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = config(root.path(), Some("wrong"));
+    cfg.driver = driver.url.clone();
+    let (reg, _, _) = registration(cfg);
+    let err = within("refusal", registration::run(&reg))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistrationError::Unauthenticated(_)));
+    assert!(
+        err.to_string()
+            .starts_with("driver refused registration: wrong or missing cluster secret"),
+        "{err}"
+    );
+}

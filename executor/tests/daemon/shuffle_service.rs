@@ -1,0 +1,251 @@
+//! The Shuffle service end to end over gRPC on 127.0.0.1:0, against real shuffle files.
+
+use std::path::Path;
+
+use ember::shuffle::{data_path, index_path, IndexFile, ShuffleWriter};
+use ember_executor::blocks::{self, ShuffleService, CHUNK_BYTES};
+use ember_proto::auth::AddSecret;
+use ember_proto::shuffle_client::ShuffleClient;
+use ember_proto::{BlockChunk, FetchBlocksRequest};
+use tokio_util::sync::CancellationToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::Code;
+
+use crate::common::within;
+
+const SECRET: &str = "shuffle-secret";
+const SHUFFLE: u32 = 7;
+
+type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
+
+/// Writes map output `map` of shuffle 7 with 3 reducers: reducer 0 gets about 2.5 MB of
+/// poorly compressible records (several chunks), reducer 1 nothing, reducer 2 a few.
+fn write_map_output(dir: &Path, map: u32) {
+    let mut w = ShuffleWriter::<(u64, String)>::new(dir, SHUFFLE, map, 3);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ map as u64;
+    for i in 0..40_000u64 {
+        let mut s = String::with_capacity(64);
+        for _ in 0..8 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.push_str(&format!("{x:016x}"));
+        }
+        w.write(0, &(i, s)).unwrap();
+    }
+    for i in 0..5u64 {
+        w.write(2, &(i, format!("small-{map}-{i}"))).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+struct Server {
+    url: String,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+    shuffle_dir: std::path::PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let shuffle_dir = dir.path().join("shuffle");
+    std::fs::create_dir_all(&shuffle_dir).unwrap();
+    write_map_output(&shuffle_dir, 0);
+    write_map_output(&shuffle_dir, 1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let id = blocks::SharedExecutorId::default();
+    *id.lock().unwrap() = "exec-7".into();
+    let service = ShuffleService::new(&shuffle_dir, id);
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        blocks::serve(listener, service, Some(SECRET), s.cancelled_owned()).await
+    });
+    Server {
+        url: blocks::advertised_address("127.0.0.1", port),
+        stop,
+        _dir: dir,
+        shuffle_dir,
+    }
+}
+
+async fn client(url: &str, secret: Option<&str>) -> Client {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    ShuffleClient::with_interceptor(channel, AddSecret::new(secret).unwrap())
+        .max_decoding_message_size(ember_proto::auth::MAX_MESSAGE_BYTES)
+}
+
+/// Fetches and returns the chunks received, and the error that ended the stream if any.
+async fn fetch(
+    c: &mut Client,
+    reduce: u32,
+    maps: Vec<u32>,
+) -> (Vec<BlockChunk>, Option<tonic::Status>) {
+    let req = FetchBlocksRequest {
+        shuffle_id: SHUFFLE,
+        reduce_partition: reduce,
+        map_partitions: maps,
+    };
+    let mut stream = match within("fetch_blocks", c.fetch_blocks(req)).await {
+        Ok(r) => r.into_inner(),
+        Err(s) => return (Vec::new(), Some(s)),
+    };
+    let mut chunks = Vec::new();
+    loop {
+        match within("a block chunk", stream.message()).await {
+            Ok(Some(chunk)) => chunks.push(chunk),
+            Ok(None) => return (chunks, None),
+            Err(s) => return (chunks, Some(s)),
+        }
+    }
+}
+
+/// Reassembles chunks into (map partition, block_len, crc, bytes) per block.
+fn blocks_of(chunks: &[BlockChunk]) -> Vec<(u32, u64, u32, Vec<u8>)> {
+    let mut out: Vec<(u32, u64, u32, Vec<u8>)> = Vec::new();
+    for c in chunks {
+        assert!(
+            c.data.len() <= CHUNK_BYTES,
+            "chunk of {} bytes",
+            c.data.len()
+        );
+        if c.first {
+            out.push((c.map_partition, c.block_len, c.crc32, c.data.clone()));
+        } else {
+            let last = out
+                .last_mut()
+                .expect("continuation chunk before a first chunk");
+            assert_eq!(last.0, c.map_partition);
+            last.3.extend_from_slice(&c.data);
+        }
+    }
+    out
+}
+
+/// The bytes and crc of a block, straight from the files.
+fn block_on_disk(dir: &Path, map: u32, reduce: u32) -> (Vec<u8>, u32) {
+    let entry = IndexFile::read(&index_path(dir, SHUFFLE, map))
+        .unwrap()
+        .entry(reduce)
+        .unwrap();
+    let data = std::fs::read(data_path(dir, SHUFFLE, map)).unwrap();
+    (
+        data[entry.offset as usize..(entry.offset + entry.len) as usize].to_vec(),
+        entry.crc,
+    )
+}
+
+#[tokio::test]
+async fn blocks_arrive_whole_in_request_order_with_their_crc() {
+    let server = start().await;
+    let mut c = client(&server.url, Some(SECRET)).await;
+
+    let (chunks, err) = fetch(&mut c, 0, vec![1, 0]).await;
+    assert!(err.is_none(), "{err:?}");
+    assert!(
+        chunks.len() >= 4,
+        "large blocks come in several chunks: {}",
+        chunks.len()
+    );
+    let got = blocks_of(&chunks);
+    assert_eq!(got.iter().map(|b| b.0).collect::<Vec<_>>(), [1, 0]);
+    for (map, len, crc, bytes) in &got {
+        let (want, want_crc) = block_on_disk(&server.shuffle_dir, *map, 0);
+        assert!(want.len() > CHUNK_BYTES, "test block should span chunks");
+        assert_eq!(*len as usize, want.len());
+        assert_eq!(*crc, want_crc);
+        assert!(bytes == &want, "block of map {map} differs from the file");
+    }
+
+    // An empty block is one chunk with no data; a small one is one chunk.
+    let (chunks, err) = fetch(&mut c, 1, vec![0, 1]).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(chunks.len(), 2);
+    for (c, map) in chunks.iter().zip([0, 1]) {
+        assert!(c.first && c.block_len == 0 && c.data.is_empty() && c.map_partition == map);
+    }
+    let (chunks, _) = fetch(&mut c, 2, vec![0]).await;
+    let (want, want_crc) = block_on_disk(&server.shuffle_dir, 0, 2);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!((chunks[0].data.clone(), chunks[0].crc32), (want, want_crc));
+}
+
+#[tokio::test]
+async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
+    let server = start().await;
+    let mut c = client(&server.url, Some(SECRET)).await;
+
+    // Map 0 arrives whole, then the missing map 5 ends the stream.
+    let (chunks, err) = fetch(&mut c, 2, vec![0, 5]).await;
+    let err = err.expect("missing map output must fail");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(
+        err.message().contains("shuffle_7_5.index"),
+        "{}",
+        err.message()
+    );
+    assert!(err.message().contains("map 5"), "{}", err.message());
+    assert_eq!(blocks_of(&chunks).len(), 1);
+
+    // A reducer the index does not have.
+    let (_, err) = fetch(&mut c, 9, vec![0]).await;
+    let err = err.unwrap();
+    assert_eq!(err.code(), Code::DataLoss, "{err:?}");
+    assert!(
+        err.message().contains("shuffle_7_0.index"),
+        "{}",
+        err.message()
+    );
+
+    // A truncated data file.
+    let data = data_path(&server.shuffle_dir, SHUFFLE, 1);
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let (_, err) = fetch(&mut c, 0, vec![1]).await;
+    let err = err.unwrap();
+    assert_eq!(err.code(), Code::DataLoss, "{err:?}");
+    assert!(
+        err.message().contains("shuffle_7_1.data") && err.message().contains("short"),
+        "{}",
+        err.message()
+    );
+
+    // A missing data file whose index exists.
+    std::fs::remove_file(&data).unwrap();
+    let (_, err) = fetch(&mut c, 0, vec![1]).await;
+    let err = err.unwrap();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(
+        err.message().contains("shuffle_7_1.data"),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn wrong_or_missing_secret_is_unauthenticated() {
+    let server = start().await;
+    for secret in [Some("not-it"), None] {
+        let mut c = client(&server.url, secret).await;
+        let (chunks, err) = fetch(&mut c, 0, vec![0]).await;
+        assert!(chunks.is_empty());
+        assert_eq!(err.unwrap().code(), Code::Unauthenticated);
+    }
+}

@@ -1,0 +1,295 @@
+//! Worker processes: the protocol with a fake worker played by the test itself, and
+//! crash handling. The "job binary" is a shell script that records its environment and
+//! then sleeps (or exits at once); the test connects to the socket in its place.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_executor::binaries::BinaryStore;
+use ember_executor::config::Config;
+use ember_executor::protocol::{self, WorkerFramed};
+use ember_executor::workers::Workers;
+use ember_proto::*;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+
+use crate::common::*;
+
+fn workers(cfg: &Arc<Config>, tx: mpsc::Sender<ExecutorMessage>) -> Workers {
+    let store = Arc::new(BinaryStore::new(cfg.binaries_dir()));
+    Workers::new(
+        cfg.clone(),
+        "exec-1".into(),
+        store,
+        unused_driver_conn(),
+        tx,
+    )
+}
+
+fn launch(task_id: u64, sha: &str, broadcasts: &[(u64, &[u8])]) -> LaunchTask {
+    LaunchTask {
+        task: Some(task(task_id, sha)),
+        broadcasts: broadcasts
+            .iter()
+            .map(|(id, v)| BroadcastValue {
+                id: *id,
+                value: v.to_vec(),
+            })
+            .collect(),
+    }
+}
+
+/// A script that writes its environment to `<probe>/env-<pid>` and sleeps.
+fn recording_script(probe: &Path) -> String {
+    let p = probe.display();
+    format!("#!/bin/sh\nenv > \"{p}/tmp-$$\" && mv \"{p}/tmp-$$\" \"{p}/env-$$\"\nexec sleep 30\n")
+}
+
+/// Waits for a worker not in `seen` to record its environment; returns pid and env.
+async fn next_worker(probe: &Path, seen: &mut Vec<u32>) -> (u32, HashMap<String, String>) {
+    within("a worker process to start", async {
+        loop {
+            for e in std::fs::read_dir(probe).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                let Some(pid) = name.strip_prefix("env-") else {
+                    continue;
+                };
+                let pid: u32 = pid.parse().unwrap();
+                if seen.contains(&pid) {
+                    continue;
+                }
+                seen.push(pid);
+                let text = std::fs::read_to_string(probe.join(&name)).unwrap();
+                let env = text
+                    .lines()
+                    .filter_map(|l| l.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                return (pid, env);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+async fn connect(env: &HashMap<String, String>, pid: u32, sha: &str) -> WorkerFramed {
+    let stream = tokio::net::UnixStream::connect(&env["EMBER_WORKER_SOCKET"])
+        .await
+        .unwrap();
+    let mut w = protocol::framed(stream);
+    let ready = FromWorker {
+        msg: Some(from_worker::Msg::Ready(WorkerReady {
+            pid,
+            binary_sha256: sha.to_string(),
+        })),
+    };
+    w.send(protocol::encode_from_worker(&ready)).await.unwrap();
+    w
+}
+
+async fn recv(w: &mut WorkerFramed) -> to_worker::Msg {
+    let frame = within("a frame to the worker", w.next())
+        .await
+        .unwrap()
+        .unwrap();
+    protocol::decode_to_worker(&frame).unwrap().msg.unwrap()
+}
+
+async fn send_status(w: &mut WorkerFramed, task_id: u64) {
+    let status = TaskStatus {
+        task_id,
+        executor_id: "made-up".into(),
+        metrics: None,
+        outcome: Some(task_status::Outcome::Success(TaskSuccess {
+            output: Some(task_success::Output::Result(b"ok".to_vec())),
+            ..Default::default()
+        })),
+    };
+    let msg = FromWorker {
+        msg: Some(from_worker::Msg::Status(status)),
+    };
+    w.send(protocol::encode_from_worker(&msg)).await.unwrap();
+}
+
+fn alive(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+async fn gone(path: PathBuf) {
+    within("a worker dir to be removed", async {
+        while path.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(config(root.path(), Some("cluster-secret")));
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let sha16 = &sha[..16];
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    let mut seen = Vec::new();
+
+    workers.launch(launch(1, &sha, &[(5, b"five")])).await;
+    let (pid, env) = next_worker(&probe, &mut seen).await;
+    assert_eq!(env["EMBER_EXECUTOR_ID"], "exec-1");
+    assert_eq!(env["EMBER_WORKER_CORES"], "3");
+    assert_eq!(env["EMBER_EXECUTOR_MEMORY"], (123u64 << 20).to_string());
+    assert_eq!(env["EMBER_BINARY_SHA256"], sha);
+    assert_eq!(env["EMBER_SECRET"], "cluster-secret");
+    assert_eq!(
+        Path::new(&env["EMBER_WORKER_SHUFFLE_DIR"]),
+        cfg.shuffle_dir()
+    );
+    let scratch = PathBuf::from(&env["EMBER_WORKER_DIR"]);
+    assert!(scratch.is_dir() && scratch.starts_with(cfg.workers_dir()));
+    let socket = &env["EMBER_WORKER_SOCKET"];
+    assert!(
+        socket.ends_with(".sock") && socket.contains(sha16),
+        "{socket}"
+    );
+    assert!(!env.contains_key("EMBER_MASTER"));
+
+    let mut w = connect(&env, pid, &sha).await;
+    // The broadcast goes before the task that needs it.
+    assert!(
+        matches!(recv(&mut w).await, to_worker::Msg::Broadcast(b) if b.id == 5 && b.value == b"five")
+    );
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
+    assert_eq!(workers.running_tasks(), [1]);
+
+    // The status goes to the driver under this executor's id, once.
+    send_status(&mut w, 1).await;
+    let s = next_status(&mut rx).await;
+    assert_eq!((s.task_id, s.executor_id.as_str()), (1, "exec-1"));
+    assert!(matches!(s.outcome, Some(task_status::Outcome::Success(_))));
+    send_status(&mut w, 1).await; // a duplicate: dropped
+
+    workers.launch(launch(2, &sha, &[])).await;
+    workers.launch(launch(3, &sha, &[(6, b"six")])).await;
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 2));
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Broadcast(b) if b.id == 6));
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 3));
+    workers.kill(KillTask {
+        task_id: 2,
+        reason: "test".into(),
+    });
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Kill(k) if k.task_id == 2));
+    let cleanup = CleanupSession {
+        id_lo: 0,
+        id_hi: 0,
+        broadcast_lo: 6,
+        broadcast_hi: 7,
+    };
+    workers.cleanup(cleanup);
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Cleanup(c) if c == cleanup));
+    assert_eq!(workers.running_tasks(), [2, 3]);
+
+    // The worker dies: both its tasks fail, saying how.
+    assert!(std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    for id in [2, 3] {
+        let s = next_status(&mut rx).await;
+        assert_eq!(s.task_id, id);
+        assert_eq!(
+            user_error(&s),
+            format!("worker process for binary {sha16} exited (signal: 9 (SIGKILL)) while running this task")
+        );
+    }
+    assert!(workers.running_tasks().is_empty());
+    gone(scratch).await;
+
+    // The next task starts a new worker, which gets the broadcasts still stored.
+    workers.launch(launch(4, &sha, &[])).await;
+    let (pid2, env2) = next_worker(&probe, &mut seen).await;
+    assert_ne!(env2["EMBER_WORKER_SOCKET"], env["EMBER_WORKER_SOCKET"]);
+    let mut w2 = connect(&env2, pid2, &sha).await;
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Broadcast(b) if b.id == 5));
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Run(t) if t.task_id == 4));
+
+    // Losing the driver kills every worker.
+    within("shutdown", workers.shutdown()).await;
+    assert!(!alive(pid2), "worker {pid2} still running");
+    gone(PathBuf::from(&env2["EMBER_WORKER_DIR"])).await;
+}
+
+#[tokio::test]
+async fn a_worker_that_exits_before_ready_fails_every_waiting_task_with_a_hint() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(config(root.path(), None));
+    let sha = install_binary(&cfg, b"#!/bin/sh\nexit 3\n");
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    workers.launch(launch(1, &sha, &[])).await;
+    workers.launch(launch(2, &sha, &[])).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let s = next_status(&mut rx).await;
+        let msg = user_error(&s);
+        assert!(
+            msg.contains(&format!("worker process for binary {}", &sha[..16])),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("exited (exit status: 3) before it was ready"),
+            "{msg}"
+        );
+        assert!(msg.contains("ember::Context::from_env()"), "{msg}");
+        assert_eq!(s.executor_id, "exec-1");
+        ids.push(s.task_id);
+    }
+    ids.sort();
+    assert_eq!(ids, [1, 2]);
+    assert!(workers.running_tasks().is_empty());
+    workers.shutdown().await;
+    assert_eq!(std::fs::read_dir(cfg.workers_dir()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_worker_of_another_binary_or_a_bad_hash_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(config(root.path(), None));
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+
+    workers.launch(launch(1, "not-a-hash", &[])).await;
+    let s = next_status(&mut rx).await;
+    assert!(
+        user_error(&s).contains("not a SHA-256"),
+        "{}",
+        user_error(&s)
+    );
+
+    workers.launch(launch(2, &sha, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut Vec::new()).await;
+    let _w = connect(&env, pid, &"0".repeat(64)).await;
+    let s = next_status(&mut rx).await;
+    assert_eq!(s.task_id, 2);
+    assert!(
+        user_error(&s).contains("reports that it runs binary"),
+        "{}",
+        user_error(&s)
+    );
+    assert!(!alive(pid), "a refused worker is killed");
+    workers.shutdown().await;
+}
