@@ -275,3 +275,20 @@ fn a_binary_whose_hash_does_not_match_is_refused() {
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
     assert!(err.message().contains("hash mismatch"), "{err:?}");
 }
+
+#[test]
+fn executors_re_register_with_a_restarted_driver() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let mut cluster = Cluster::start(2, 1, None);
+    let words = inputs(s, "words", 2, 500, text);
+    same_as_local(&cluster, s, "wordcount", &words, &[]);
+    cluster.restart_driver();
+    cluster.wait_for_executors(2);
+    assert!(cluster.all_alive(), "{}", cluster.logs());
+    // The new driver has no binary yet: the client uploads it again, executors reuse
+    // theirs (same hash) and run the job.
+    let again = s.join("again");
+    fs::create_dir_all(&again).unwrap();
+    same_as_local(&cluster, &again, "wordcount", &words, &[]);
+}

@@ -171,6 +171,21 @@ impl Cluster {
         i
     }
 
+    /// Kills the driver (SIGKILL) and starts a new one on the same port.
+    pub fn restart_driver(&mut self) {
+        if let Some(mut d) = self.driver.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        let port = self.url.rsplit(':').next().unwrap().to_string();
+        let mut cmd = Command::new(daemon_bin("ember-driver"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port]);
+        Self::secret_env(&mut cmd, self.secret.as_deref());
+        let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
+        assert_eq!(address_of(&line), self.url, "the new driver took another address");
+        self.driver = Some(driver);
+    }
+
     /// Asks the driver for its status.
     pub fn status(&self) -> Result<ember_proto::ClusterStatus, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
