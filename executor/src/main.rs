@@ -141,7 +141,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
     let stop = shutdown.clone();
     let secret = config.secret.clone();
-    let mut server = tokio::spawn(async move {
+    let server = tokio::spawn(async move {
         blocks::serve(listener, service, secret.as_deref(), stop.cancelled_owned()).await
     });
     println!("ember-executor shuffle service on {shuffle_address}");
@@ -159,6 +159,19 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         tracing::info!("stopping: killing workers");
         signals.cancel();
     });
+    // If the shuffle service dies, stop too (after killing the workers), with code 1.
+    let stop = shutdown.clone();
+    let watcher = tokio::spawn(async move {
+        let failed = match server.await {
+            Ok(Ok(())) if stop.is_cancelled() => return false,
+            Ok(Ok(())) => "stopped".to_string(),
+            Ok(Err(e)) => format!("failed: {e}"),
+            Err(e) => format!("task failed: {e}"),
+        };
+        tracing::error!("the shuffle service {failed}; stopping");
+        stop.cancel();
+        true
+    });
 
     let reg = Registration {
         config: config.clone(),
@@ -167,30 +180,20 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         executor_id,
         shutdown: shutdown.clone(),
     };
-    let code = tokio::select! {
-        result = registration::run(&reg) => match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!("{e}");
-                eprintln!("ember-executor: {e}");
-                ExitCode::from(1)
-            }
-        },
-        ended = &mut server => {
-            match ended {
-                Ok(Ok(())) => tracing::error!("the shuffle service stopped"),
-                Ok(Err(e)) => tracing::error!("the shuffle service failed: {e}"),
-                Err(e) => tracing::error!("the shuffle service task failed: {e}"),
-            }
-            // Let the registration loop kill the workers before exiting.
-            shutdown.cancel();
-            let _ = registration::run(&reg).await;
+    let result = registration::run(&reg).await;
+    shutdown.cancel();
+    let server_failed = tokio::time::timeout(std::time::Duration::from_secs(2), watcher)
+        .await
+        .is_ok_and(|r| r.unwrap_or(false));
+    match result {
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("ember-executor: {e}");
             ExitCode::from(1)
         }
-    };
-    shutdown.cancel();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), server).await;
-    code
+        Ok(()) if server_failed => ExitCode::from(1),
+        Ok(()) => ExitCode::SUCCESS,
+    }
 }
 
 async fn wait_for_signal() {
