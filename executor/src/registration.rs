@@ -60,6 +60,8 @@ pub fn driver_endpoint(url: &str) -> Result<Endpoint, String> {
     Ok(endpoint
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
+        // Binaries are tens of MB: let HTTP/2 flow control grow past its 64 KiB default.
+        .http2_adaptive_window(true)
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(20))
         .keep_alive_while_idle(true))
