@@ -47,7 +47,7 @@ pub(crate) enum Backend {
         cluster: Option<LocalCluster>,
     },
     /// Cluster mode: a session with a driver daemon.
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl Backend {
@@ -159,7 +159,7 @@ impl Context {
                 let parallelism = (client.session.total_cores as usize).max(2);
                 let (id_base, broadcast_base) =
                     (client.session.id_base, client.session.broadcast_base);
-                let backend = Backend::Cluster(client);
+                let backend = Backend::Cluster(Box::new(client));
                 Ok(Context::new(
                     conf,
                     backend,

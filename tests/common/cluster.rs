@@ -182,7 +182,11 @@ impl Cluster {
         cmd.args(["--host", "127.0.0.1", "--port", &port]);
         Self::secret_env(&mut cmd, self.secret.as_deref());
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
-        assert_eq!(address_of(&line), self.url, "the new driver took another address");
+        assert_eq!(
+            address_of(&line),
+            self.url,
+            "the new driver took another address"
+        );
         self.driver = Some(driver);
     }
 
