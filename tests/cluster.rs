@@ -292,3 +292,84 @@ fn executors_re_register_with_a_restarted_driver() {
     fs::create_dir_all(&again).unwrap();
     same_as_local(&cluster, &again, "wordcount", &words, &[]);
 }
+
+#[test]
+fn a_client_that_dies_mid_job_has_its_job_cancelled_and_tasks_killed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(2, 1, None);
+    // Big enough that the job is still running when the client is killed.
+    let words = inputs(s, "words", 4, 150_000, text);
+    let out = s.join("out");
+    let mut client = std::process::Command::new(common::process::example_bin("wordcount"))
+        .args(["--master", &cluster.url, "--partitions", "8"])
+        .arg(&words)
+        .arg(&out)
+        .env("EMBER_PROGRESS", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st = cluster.status().unwrap();
+        if st.running_jobs > 0 && st.executors.iter().any(|e| e.running_tasks > 0) {
+            break;
+        }
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "the job ended before it could be interrupted; give it more input"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let st = cluster.status().unwrap();
+        let busy: u32 = st.executors.iter().map(|e| e.running_tasks).sum();
+        if st.sessions == 0 && st.running_jobs == 0 && busy == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead client's job still runs: {st:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!out.join("_SUCCESS").exists());
+    // The slots are free again: the next client's job runs.
+    let small = inputs(s, "small", 1, 300, text);
+    same_as_local(&cluster, s, "wordcount", &small, &[]);
+}
+
+#[test]
+fn one_clients_failing_job_does_not_disturb_anothers() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(3, 1, None);
+    let kvs = inputs(s, "kv", 3, 20_000, kv);
+    let bad = s.join("bad");
+    fs::create_dir_all(&bad).unwrap();
+    let mut text: String = (0..20_000).map(|i| format!("{i},1\n")).collect();
+    text.push_str("oops\n");
+    fs::write(bad.join("b.txt"), text).unwrap();
+    std::thread::scope(|scope| {
+        let good = scope.spawn(|| same_as_local(&cluster, s, "kvsum", &kvs, &[]));
+        let failing = scope.spawn(|| {
+            let out = s.join("bad-out");
+            cluster.run("kvsum", &[bad.to_str().unwrap(), out.to_str().unwrap()], s)
+        });
+        good.join().unwrap();
+        let run = failing.join().unwrap();
+        assert!(
+            !run.success && run.stderr.contains("b.txt:20001"),
+            "{run:?}"
+        );
+    });
+}
