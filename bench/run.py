@@ -3,7 +3,8 @@
 
     python3 bench/run.py [--data DIR] [--out DIR] [--runs N]
                          [--engines ember,duckdb,polars,spark]
-                         [--jobs wordcount,kvsum,sort,latency,tiny,scaling] [--small]
+                         [--jobs wordcount,kvsum,sort,latency,tiny,scaling,cluster] [--small]
+                         [--profile release|debug]
 
 Stdlib only (Python 3.11); matplotlib is used for the plot if this interpreter or the
 reference venv has it. See bench/README.md for what each job measures and how answers are
@@ -17,21 +18,26 @@ crash or timeout), 2 on a usage / setup error (e.g. the data could not be genera
 import argparse
 import json
 import os
+import shlex
+import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from emberbench.build import build_examples  # noqa: E402
+from emberbench.build import build_daemons, build_examples, snapshot_profile  # noqa: E402
 from emberbench.checks import input_line_digest, kv_expected_digest  # noqa: E402
-from emberbench.config import (ALL_ENGINES, ALL_JOBS, DATASET_TINY, DATASETS_FULL,  # noqa: E402
-                               DATASETS_SMALL, DEFAULT_SHARED, INSTALL_HINT, JOB_ENGINES,
-                               JOB_EXAMPLE, KNOWN_KV, KNOWN_TEXT, REPO, die, log)
+from emberbench.cluster import Cluster, ClusterError, sha256_of  # noqa: E402
+from emberbench.config import (ALL_ENGINES, ALL_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
+                               CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_LATENCY, CLUSTER_LOCAL,
+                               CLUSTER_WC, DAEMONS, DATASET_TINY, DATASETS_FULL, DATASETS_SMALL,
+                               DEFAULT_SHARED, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
+                               KNOWN_TEXT, PROFILES, REPO, die, log)
 from emberbench.data import data_files, ensure_dataset, warm_up  # noqa: E402
 from emberbench.engines import Ctx, detect_references  # noqa: E402
 from emberbench.machine import machine_info  # noqa: E402
-from emberbench.report import make_plot, plot, render, summarize  # noqa: E402
-from emberbench.runs import do_run  # noqa: E402
+from emberbench.report import cluster_verdict, make_plot, plot, render, summarize  # noqa: E402
+from emberbench.runs import GNU_TIME, do_run  # noqa: E402
 
 
 def parse_args():
@@ -55,6 +61,8 @@ def parse_args():
     ap.add_argument("--no-sort-digest", dest="sort_digest", action="store_false",
                     help="sort check: skip comparing the output's lines with the input's (one extra pass)")
     ap.add_argument("--skip-build", action="store_true", help="use the binaries already in OUT/bin")
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="release",
+                    help="cargo profile to build ember in (default release; debug for a quick smoke test)")
     ap.add_argument("--plot-from", nargs=2, metavar=("JSON", "PNG"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.plot_from:
@@ -76,7 +84,96 @@ def parse_args():
     return a
 
 
+def as_record(res):
+    return {k: v for k, v in vars(res).items()}
+
+
+def failed_record(job, engine, msg):
+    """A run record for a run that could not be made (e.g. the cluster did not start)."""
+    return {"job": job, "engine": engine, "round": 0, "ok": False, "check": [msg], "wall_s": None,
+            "cpu_s": None, "maxrss_kib": 0, "anchors": {}, "cmd": None, "rc": None}
+
+
+def shown_cmd(cmd, env):
+    """A run's command as a shell line: its EMBER_MASTER, without the GNU time wrapper."""
+    if cmd and cmd[0] == GNU_TIME:
+        cmd = cmd[5:]  # /usr/bin/time -f %M -o FILE
+    master = env.get("EMBER_MASTER")
+    return (f"EMBER_MASTER={master} " if master else "") + shlex.join(cmd or [])
+
+
+def run_cluster_job(ctx, inp, man, notes):
+    """The cluster job: starts a driver and CLUSTER_EXECUTORS executors (CLUSTER_CORES cores
+    each), makes one uncounted warm-up wordcount on it (binary upload + fetch), then
+    alternates wordcount local[2] / wordcount on the cluster --runs times, then runs the
+    `latency` example on the cluster --runs times; reads the daemons' and workers' peak RSS
+    at the end. The cluster is stopped and its temp dir removed when this returns or raises.
+    Returns (run records, [(job, engine)] row order, meta["cluster"])."""
+    args, job = ctx.args, "cluster"
+    has_latency = "latency" in ctx.bins
+    engines = [CLUSTER_LOCAL, CLUSTER_FIRST, CLUSTER_WC] + ([CLUSTER_LATENCY] if has_latency else [])
+    order = [(job, e) for e in engines]
+    info = {"executors": CLUSTER_EXECUTORS, "cores": CLUSTER_CORES, "memory": args.executor_memory,
+            "profile": ctx.profile, "input": f"{inp} ({man['bytes'] / 2**20:.0f} MiB)", "runs": args.runs,
+            "commands": {"harness": ctx.command}}
+    cluster = Cluster(ctx.bins, CLUSTER_EXECUTORS, CLUSTER_CORES, args.executor_memory,
+                      os.path.join(ctx.out, "logs"))
+    log(f"cluster: starting 1 driver + {CLUSTER_EXECUTORS} executors x {CLUSTER_CORES} core "
+        f"({args.executor_memory}) from {os.path.dirname(ctx.bins['ember-driver'])}")
+    try:
+        cluster.start()
+    except ClusterError as e:
+        msg = f"the cluster did not start: {e}"
+        log(f"cluster: FAILED: {msg}")
+        return [failed_record(job, CLUSTER_FIRST, msg)], order, info
+    try:
+        info["start_s"], info["url"] = cluster.start_s, cluster.url
+        info["commands"].update(cluster.commands())
+        log(f"cluster: up in {cluster.start_s:.2f} s; driver {cluster.url}, status page {cluster.ui_url}")
+        runs = cluster_runs(ctx, cluster, inp, man, has_latency)
+        names = {sha256_of(ctx.bins[n]): n for n in CLUSTER_EXAMPLES if n in ctx.bins}
+        info["memory_report"] = cluster.memory_report(names)
+        notes.extend(f"cluster: {msg}" for msg in cluster.dead())
+    finally:
+        cluster.stop()
+    log(f"cluster: stopped; daemon logs in {os.path.join(ctx.out, 'logs')}/cluster-*")
+    keys = {CLUSTER_LOCAL: "local", CLUSTER_WC: "client", CLUSTER_LATENCY: "latency"}
+    for r in runs:
+        if r["cmd"] and r["engine"] in keys:
+            info["commands"].setdefault(keys[r["engine"]], shown_cmd(r["cmd"], r["env"]))
+    return runs, order, info
+
+
+def cluster_runs(ctx, cluster, inp, man, has_latency):
+    """The cluster job's runs: the uncounted first wordcount on the cluster (binary upload +
+    fetch), --runs rounds of local[2] / cluster wordcount, then --runs `latency` processes
+    on the cluster. Returns their run records."""
+    rounds = ctx.args.runs
+    runs = [on_cluster(ctx, cluster, CLUSTER_FIRST, 0, inp, man)]
+    for rnd in range(rounds):
+        runs.append(as_record(do_run(ctx, "cluster", CLUSTER_LOCAL, rnd, inp, man, master="local[2]")))
+        runs.append(on_cluster(ctx, cluster, CLUSTER_WC, rnd, inp, man))
+    for rnd in range(rounds if has_latency else 0):
+        runs.append(on_cluster(ctx, cluster, CLUSTER_LATENCY, rnd, None, man))
+    return runs
+
+
+def on_cluster(ctx, cluster, engine, rnd, inp, man):
+    """One run of the client on the cluster. Its CPU time becomes the client's plus the
+    cluster's (daemons and workers, from /proc) during the run; both parts are kept."""
+    before = cluster.cpu_seconds()
+    res = do_run(ctx, "cluster", engine, rnd, inp, man, master=cluster.url)
+    res.cluster_cpu_s = cluster.cpu_seconds() - before
+    res.client_cpu_s = res.cpu_s
+    res.cpu_s = res.client_cpu_s + res.cluster_cpu_s
+    log(f"  {'':9s} {'':21s}        cpu of the driver, executors and workers during the run "
+        f"{res.cluster_cpu_s:.3f} s (total {res.cpu_s:.3f} s)")
+    return as_record(res)
+
+
 def main():
+    # SIGTERM unwinds like Ctrl-C, so the cluster's try/finally and atexit clean up
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     args = parse_args()
     ctx = Ctx()
     ctx.args, ctx.shared, ctx.out = args, args.shared, args.out
@@ -92,7 +189,9 @@ def main():
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "work"), exist_ok=True)
 
-    meta = {"args": vars(args), "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    ctx.command = shlex.join(["python3", os.path.relpath(os.path.abspath(sys.argv[0]), REPO)] + sys.argv[1:])
+    meta = {"args": vars(args), "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": ctx.command}
     m = meta["machine"]
     log(f"machine: {m['nproc']} CPUs, {m.get('cpu_model', '?')}, {m.get('mem_available_mib')} MiB available "
         f"({m.get('mem_free_mib')} MiB free), load {m['loadavg_start']}")
@@ -116,7 +215,7 @@ def main():
 
     # ---- data
     sets = DATASETS_SMALL if args.small else DATASETS_FULL
-    need_text = any(j in args.jobs for j in ("wordcount", "scaling"))
+    need_text = any(j in args.jobs for j in ("wordcount", "scaling", "cluster"))
     need_kv = any(j in args.jobs for j in ("kvsum", "sort"))
     need_tiny = "tiny" in args.jobs
     gen_py = sys.executable
@@ -156,22 +255,34 @@ def main():
 
     # ---- build
     needed = {JOB_EXAMPLE[j] for j in args.jobs} if "ember" in engines else set()
+    if needed and "cluster" in args.jobs:
+        needed |= set(CLUSTER_EXAMPLES)
+    daemons = set(DAEMONS) if needed and "cluster" in args.jobs else set()
     if needed and args.skip_build:
         bindir = os.path.join(args.out, "bin")
-        ctx.bins = {n: os.path.join(bindir, n) for n in needed if os.access(os.path.join(bindir, n), os.X_OK)}
-        missing_ex = {n: f"not in {bindir} (--skip-build)" for n in needed if n not in ctx.bins}
+        ctx.bins = {n: os.path.join(bindir, n) for n in needed | daemons
+                    if os.access(os.path.join(bindir, n), os.X_OK)}
+        missing_ex = {n: f"not in {bindir} (--skip-build)" for n in needed | daemons if n not in ctx.bins}
+        ctx.profile = snapshot_profile(args.out, ctx.bins)
     elif needed:
-        ctx.bins, missing_ex = build_examples(args.out, needed)
+        ctx.bins, missing_ex = build_examples(args.out, needed, args.profile)
+        if daemons:
+            bins_d, missing_d = build_daemons(args.out, args.profile)
+            ctx.bins.update(bins_d)
+            missing_ex.update(missing_d)
+        ctx.profile = args.profile
     else:
-        ctx.bins, missing_ex = {}, {}
+        ctx.bins, missing_ex, ctx.profile = {}, {}, args.profile
+    meta["profile"] = ctx.profile
     meta["ember_examples"] = {"built": sorted(ctx.bins), "missing": missing_ex}
     for n, why in sorted(missing_ex.items()):
-        if n in needed:
-            jobs_hit = [j for j in args.jobs if JOB_EXAMPLE[j] == n]
-            if n == "latency":
-                notes.append(f"latency row skipped for ember: the `latency` example is missing ({why})")
-            else:
-                notes.append(f"ember example `{n}` missing ({why}): no ember row for {', '.join(jobs_hit)}")
+        if n in daemons:
+            notes.append(f"cluster daemon `{n}` missing ({why}): no cluster rows")
+        elif n in needed:
+            rows_hit = [j for j in args.jobs if JOB_EXAMPLE[j] == n]
+            if "cluster" in args.jobs and n in CLUSTER_EXAMPLES and "cluster" not in rows_hit:
+                rows_hit.append(f"cluster ({n} on the cluster)")
+            notes.append(f"ember example `{n}` missing ({why}): no ember row for {', '.join(rows_hit)}")
 
     # ---- runs
     all_runs = []
@@ -179,6 +290,18 @@ def main():
     warmed = set()
     t_start = time.time()
     for job in args.jobs:
+        if job == "cluster":
+            if "ember" in engines and all(n in ctx.bins for n in ["wordcount"] + DAEMONS):
+                log(f"\n== cluster on {datasets['text']}: wordcount local[2] vs on the cluster, "
+                    f"{args.runs} rounds after a warm-up run, then latency on the cluster")
+                warm_up(datasets["text"], warmed)
+                runs, order, meta["cluster"] = run_cluster_job(ctx, datasets["text"], manifests["text"], notes)
+                all_runs.extend(runs)
+                rows_order.extend(order)
+            else:
+                log("\n== cluster: nothing to run (needs ember, its wordcount example and the daemons)")
+                notes.append("cluster: nothing ran (needs the ember engine, `wordcount` and the daemons)")
+            continue
         if job == "scaling":
             job_engines = ["ember-local[1]", "ember-local[2]"] if ("ember" in engines and "wordcount" in ctx.bins) else []
         else:
@@ -222,6 +345,8 @@ def main():
     meta["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["elapsed_s"] = time.time() - t_start
     rows = summarize(all_runs, rows_order)
+    if meta.get("cluster"):
+        meta["cluster"]["verdict"] = cluster_verdict(rows)
     # move ember first within each job for the table
     rows.sort(key=lambda r: (args.jobs.index(r["job"]), 0 if r["engine"].startswith("ember") else 1))
     results_json = os.path.join(args.out, "results.json")
@@ -250,4 +375,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # the cluster (if any) was stopped on the way out
+        log("\ninterrupted")
+        sys.exit(130)

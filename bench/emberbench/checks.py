@@ -215,6 +215,17 @@ def cached_digest(d, name, man, compute):
     return digest
 
 
+def check_latency_anchors(anchors):
+    """ember's `latency`: ANCHOR trivial_job_median_ms=<float> (and its p90, when printed)."""
+    v = anchors.get("trivial_job_median_ms")
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False, ["no ANCHOR trivial_job_median_ms=<float> in its output"]
+    p90 = anchors.get("trivial_job_p90_ms")
+    return True, [f"trivial_job_median_ms={v}" + (f" p90_ms={p90}" if p90 is not None else "")]
+
+
 def check_ref_anchors(job, engine, res, man, ctx):
     """Check a reference engine's own ANCHOR figures against the manifest."""
     a = res.anchors

@@ -9,7 +9,7 @@ REPO = os.path.dirname(BENCH_DIR)
 DEFAULT_SHARED = os.path.join(os.path.dirname(REPO), "shared", "bench")
 
 ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
-ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling"]
+ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster"]
 
 # Which engines can run which job (ember is always first: it is what the ratios are about).
 JOB_ENGINES = {
@@ -19,10 +19,35 @@ JOB_ENGINES = {
     "latency": ["ember", "spark"],
     "tiny": ["ember", "spark"],
     "scaling": ["ember"],
+    "cluster": ["ember"],
 }
-# ember example each job needs.
+# ember example each job needs (the cluster job also runs `latency`, see CLUSTER_EXAMPLES).
 JOB_EXAMPLE = {"wordcount": "wordcount", "kvsum": "kvsum", "sort": "sort", "latency": "latency",
-               "tiny": "wordcount", "scaling": "wordcount"}
+               "tiny": "wordcount", "scaling": "wordcount", "cluster": "wordcount"}
+
+# The cluster job: a driver and CLUSTER_EXECUTORS executors of CLUSTER_CORES cores each on this
+# machine, compared with local[2]; the targets are the (cluster wall <= 1.3x local[2],
+# a trivial 8-task job under 20 ms once the binary is on the executors).
+DAEMONS = ["ember-driver", "ember-executor"]
+CLUSTER_EXAMPLES = ["wordcount", "latency"]
+CLUSTER_EXECUTORS = 2
+CLUSTER_CORES = 1
+CLUSTER_MAX_RATIO = 1.3
+CLUSTER_MAX_TRIVIAL_MS = 20.0
+# The cluster job's rows (engine ids; the report shows the labels).
+CLUSTER_LOCAL = "ember-local[2]"
+CLUSTER_FIRST = "ember-cluster-first"
+CLUSTER_WC = "ember-cluster"
+CLUSTER_LATENCY = "ember-cluster-latency"
+CLUSTER_LABELS = {
+    CLUSTER_LOCAL: "wordcount local[2]",
+    CLUSTER_FIRST: "wordcount cluster, first run (binary upload + fetch; not counted)",
+    CLUSTER_WC: f"wordcount cluster (1 driver + {CLUSTER_EXECUTORS}x{CLUSTER_CORES} core)",
+    CLUSTER_LATENCY: "latency cluster (trivial 8-task job)",
+}
+
+# cargo profiles the harness can build (--profile): name -> cargo flags (target/<name>/).
+PROFILES = {"release": ["--release"], "debug": []}
 SPARK_CLASS = {"wordcount": "WordCount", "kvsum": "KvSum", "sort": "SortByKey", "latency": "Latency",
                "tiny": "WordCount"}
 

@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 
-from .config import JOB_EXAMPLE, SPARK_CLASS
+from .config import CLUSTER_LATENCY, JOB_EXAMPLE, SPARK_CLASS
 
 
 def detect_references(args):
@@ -49,12 +49,14 @@ def engine_label(engine):
 
 
 def make_command(ctx, job, engine, inp, out, master="local[2]"):
-    """(cmd, env, output kind) for one run; output kind tells the checker what to look at."""
+    """(cmd, env) for one run. `master` is ember's: local[N] or the cluster job's driver URL."""
     ember_env = {"EMBER_LOG": "warn", "EMBER_PROGRESS": "0", "EMBER_MASTER": master,
                  "EMBER_EXECUTOR_MEMORY": ctx.args.executor_memory}
     if engine.startswith("ember"):
         if job == "latency":
             return [ctx.bins["latency"]], ember_env
+        if engine == CLUSTER_LATENCY:
+            return [ctx.bins["latency"], "--master", master], ember_env
         exe = ctx.bins[JOB_EXAMPLE[job]]
         return [exe, "--master", master, inp, out], ember_env
     if engine in ("duckdb", "polars"):

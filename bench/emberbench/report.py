@@ -5,7 +5,8 @@ import os
 import statistics
 import subprocess
 
-from .config import RUN_PY
+from .config import (CLUSTER_FIRST, CLUSTER_LABELS, CLUSTER_LATENCY, CLUSTER_LOCAL, CLUSTER_MAX_RATIO,
+                     CLUSTER_MAX_TRIVIAL_MS, CLUSTER_WC, RUN_PY)
 
 
 def med(xs):
@@ -39,11 +40,116 @@ def summarize(runs, rows_order):
                "in_job_s": med([float(r["anchors"]["in_job_s"]) for r in rs if "in_job_s" in r["anchors"]]),
                "failures": [f"run {r['round'] + 1}: " + "; ".join(r["check"]) for r in rs if not r["ok"]],
                "note": next((r["check"][0] for r in rs if r["ok"] and r["check"]), "")}
+        is_latency = job == "latency" or engine == CLUSTER_LATENCY
         lat = [r["anchors"].get("trivial_job_median_ms", r["anchors"].get("median_ms")) for r in rs]
         lat = [float(x) for x in lat if x is not None]
-        row["latency_ms"] = med(lat) if job == "latency" else None
+        row["latency_ms"] = med(lat) if is_latency else None
+        p90 = [float(r["anchors"]["trivial_job_p90_ms"]) for r in rs if "trivial_job_p90_ms" in r["anchors"]]
+        row["latency_p90_ms"] = med(p90) if is_latency else None
         rows.append(row)
     return rows
+
+
+def engine_label(job, engine):
+    """How a row's engine is shown: the cluster job's rows say what they run."""
+    return CLUSTER_LABELS.get(engine, engine) if job == "cluster" else engine
+
+
+def row_ratio(job, r, rs):
+    """The ember/ref column of row r among its job's rows rs."""
+    if job == "cluster":
+        local = next((x for x in rs if x["engine"] == CLUSTER_LOCAL), None)
+        if r["engine"] == CLUSTER_WC and local and local["wall_s"] and r["wall_s"]:
+            return f"{fmt_ratio(r['wall_s'] / local['wall_s'])} (cluster / local[2])"
+        return ""
+    ember = next((x for x in rs if x["engine"] == "ember"), None)
+    if not ember or r["engine"] == "ember":
+        return ""
+    if job == "latency":
+        if ember["latency_ms"] and r["latency_ms"]:
+            return f"{fmt_ratio(ember['latency_ms'] / r['latency_ms'])} (trivial job)"
+        return ""
+    if job == "scaling" or not (ember["wall_s"] and r["wall_s"]):
+        return ""
+    ratio = fmt_ratio(ember['wall_s'] / r['wall_s'])
+    if r["in_job_s"]:
+        ratio += f" ({fmt_ratio(ember['wall_s'] / r['in_job_s'])})"
+    return ratio
+
+
+def cluster_verdict(rows):
+    """The cluster job's figures against the issue's targets, from its summary rows:
+    cluster/local[2] wall ratio (<= CLUSTER_MAX_RATIO) and the trivial job's median on the
+    cluster (< CLUSTER_MAX_TRIVIAL_MS). Values are None when the row did not run or failed."""
+    by = {r["engine"]: r for r in rows if r["job"] == "cluster"}
+
+    def ok_val(engine, key):
+        r = by.get(engine)
+        return r[key] if r and r["ok"] else None
+    local_s, cluster_s = ok_val(CLUSTER_LOCAL, "wall_s"), ok_val(CLUSTER_WC, "wall_s")
+    ratio = cluster_s / local_s if local_s and cluster_s else None
+    lat = ok_val(CLUSTER_LATENCY, "latency_ms")
+    return {"local_wall_s": local_s, "cluster_wall_s": cluster_s, "ratio": ratio,
+            "ratio_target": CLUSTER_MAX_RATIO,
+            "ratio_ok": None if ratio is None else ratio <= CLUSTER_MAX_RATIO,
+            "first_run_wall_s": ok_val(CLUSTER_FIRST, "wall_s"),
+            "trivial_job_median_ms": lat, "trivial_job_p90_ms": ok_val(CLUSTER_LATENCY, "latency_p90_ms"),
+            "trivial_job_target_ms": CLUSTER_MAX_TRIVIAL_MS,
+            "trivial_job_ok": None if lat is None else lat < CLUSTER_MAX_TRIVIAL_MS}
+
+
+def yes_no(v):
+    return "—" if v is None else ("yes" if v else "**NO**")
+
+
+def render_cluster(c):
+    """The cluster job's section of results.md, from meta["cluster"]."""
+    v = c["verdict"]
+    out = ["", f"## Cluster mode (1 driver + {c['executors']} executors x {c['cores']} core, "
+               f"executor memory {c['memory']}, {c['profile']} build)", ""]
+    out.append(f"- wordcount on {c['input']}, median of {c['runs']} alternated runs each: "
+               f"local[2] {fmt_s(v['local_wall_s'])}, cluster {fmt_s(v['cluster_wall_s'])}; "
+               f"cluster / local[2] = {fmt_ratio(v['ratio']) + 'x' if v['ratio'] else '—'} "
+               f"(target <= {v['ratio_target']}x: {yes_no(v['ratio_ok'])})")
+    out.append(f"- first cluster run (binary upload + fetch), not counted above: "
+               f"{fmt_s(v['first_run_wall_s'])}; cluster start (daemons up, executors registered): "
+               f"{fmt_s(c.get('start_s'))}")
+    if v["trivial_job_median_ms"] is not None:
+        out.append(f"- trivial 8-task job on the cluster (`latency`, median over {c['runs']} processes of "
+                   f"each one's median of 100 jobs after 5 warm-up jobs): median "
+                   f"{v['trivial_job_median_ms']:.2f} ms, p90 {fmt_ms(v['trivial_job_p90_ms'])} "
+                   f"(target < {v['trivial_job_target_ms']:.0f} ms: {yes_no(v['trivial_job_ok'])})")
+    else:
+        out.append("- trivial 8-task job on the cluster: not measured (see notes)")
+    mem = c.get("memory_report") or []
+    if mem:
+        out.append("- peak RSS of the cluster's processes: VmHWM from /proc/PID/status, read once at the "
+                   "end of the cluster job; VmHWM is per process and never goes down, so each figure is "
+                   "that process's peak over all the job's runs (a worker serves one binary and lives "
+                   "across runs). In the table, the cluster rows' peak RSS is the client's alone (GNU "
+                   "time) and their CPU is the client's plus that of the driver, executors and workers "
+                   "during the run (/proc/PID/stat, reaped workers included).")
+        out.append("")
+        out.append("  | process | pid | peak RSS (VmHWM) | RSS at the end |")
+        out.append("  |---|---|---|---|")
+        for p in mem:
+            out.append(f"  | {p['process']} | {p['pid']} | {fmt_mib(p['vmhwm_mib'])} | {fmt_mib(p['vmrss_mib'])} |")
+        out.append("")
+    cmds = c.get("commands") or {}
+    if cmds:
+        out.append("- commands:")
+        for k in ("harness", "driver", "executor", "local", "client", "latency"):
+            if k in cmds:
+                out.append(f"  - {k}: `{cmds[k]}`")
+    return out
+
+
+def fmt_ms(x):
+    return "—" if x is None else f"{x:.2f} ms"
+
+
+def fmt_mib(x):
+    return "—" if x is None else f"{x:.0f} MiB"
 
 
 def render(meta, rows, notes):
@@ -61,6 +167,8 @@ def render(meta, rows, notes):
                      if isinstance(v, dict) and v.get("version"))
     out.append(f"- references: {vers or 'none'}")
     out.append(f"- data: " + "; ".join(f"{k} = {v}" for k, v in meta["datasets"].items()))
+    out.append(f"- command: `{meta.get('command', '?')}`; ember binaries: {meta.get('profile', '?')} "
+               f"profile, snapshot in {meta['args']['out']}/bin")
     out.append(f"- runs per engine: {meta['args']['runs']} (tiny: {meta['args']['tiny_runs']}), engines "
                f"alternated run by run; inputs read once before the first run (page cache warm)")
     out.append("")
@@ -76,29 +184,26 @@ def render(meta, rows, notes):
     for r in rows:
         by_job.setdefault(r["job"], []).append(r)
     for job, rs in by_job.items():
-        ember = next((r for r in rs if r["engine"] == "ember"), None)
         for r in rs:
-            ratio = ""
-            if job == "latency":
-                if ember and r["engine"] != "ember" and ember["latency_ms"] and r["latency_ms"]:
-                    ratio = f"{fmt_ratio(ember['latency_ms'] / r['latency_ms'])} (trivial job)"
-            elif ember and r["engine"] != "ember" and job != "scaling" and ember["wall_s"] and r["wall_s"]:
-                ratio = fmt_ratio(ember['wall_s'] / r['wall_s'])
-                if r["in_job_s"]:
-                    ratio += f" ({fmt_ratio(ember['wall_s'] / r['in_job_s'])})"
+            ratio = row_ratio(job, r, rs)
             wall = fmt_s(r["wall_s"])
-            if job == "latency" and r["latency_ms"] is not None:
+            if r["latency_ms"] is not None:
                 wall += f"; trivial job {r['latency_ms']:.2f} ms"
+                if r["latency_p90_ms"] is not None and job == "cluster":
+                    wall += f" (p90 {r['latency_p90_ms']:.2f} ms)"
             cpuw = f"{r['cpu_s'] / r['wall_s']:.2f}" if r["wall_s"] else ""
             chk = "ok" if r["ok"] else "**FAILED**"
-            out.append(f"| {job} | {r['engine']} | {r['runs']} | {wall} | {fmt_s(r['in_job_s'])} | "
-                       f"{fmt_s(r['cpu_s'])} | {cpuw} | {r['maxrss_mib']:.0f} MiB | {ratio} | {chk} |")
+            out.append(f"| {job} | {engine_label(job, r['engine'])} | {r['runs']} | {wall} | "
+                       f"{fmt_s(r['in_job_s'])} | {fmt_s(r['cpu_s'])} | {cpuw} | {r['maxrss_mib']:.0f} MiB | "
+                       f"{ratio} | {chk} |")
     sc = {r["engine"]: r for r in by_job.get("scaling", [])}
     if "ember-local[1]" in sc and "ember-local[2]" in sc and sc["ember-local[2]"]["wall_s"]:
         out.append("")
         out.append(f"Scaling (ember wordcount): local[1] {fmt_s(sc['ember-local[1]']['wall_s'])}, "
                    f"local[2] {fmt_s(sc['ember-local[2]']['wall_s'])}: speed-up "
                    f"{sc['ember-local[1]']['wall_s'] / sc['ember-local[2]']['wall_s']:.2f}x")
+    if meta.get("cluster"):
+        out.extend(render_cluster(meta["cluster"]))
     fails = [(r["job"], r["engine"], f) for r in rows for f in r["failures"]]
     if fails:
         out.append("")
@@ -125,6 +230,7 @@ def plot(results_json, png):
     jobs = list(dict.fromkeys(r["job"] for r in rows))
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     colors = {"ember": "#d62728", "ember-local[1]": "#ff9896", "ember-local[2]": "#d62728",
+              CLUSTER_FIRST: "#c5b0d5", CLUSTER_WC: "#9467bd", CLUSTER_LATENCY: "#8c564b",
               "duckdb": "#1f77b4", "polars": "#2ca02c", "spark": "#ff7f0e"}
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(jobs) + 2), 4.8))
     width = 0.8 / max(1, max(sum(1 for r in rows if r["job"] == j) for j in jobs))
@@ -137,7 +243,10 @@ def plot(results_json, png):
             b = ax.bar([x], [r["wall_s"]], width, color=colors.get(eng, "#7f7f7f"),
                        hatch="//" if not r["ok"] else None, label=None if eng in seen else eng)
             seen.add(eng)
-            ax.annotate(("FAILED " if not r["ok"] else "") + fmt_s(r["wall_s"]),
+            text = ("FAILED " if not r["ok"] else "") + fmt_s(r["wall_s"])
+            if r.get("latency_ms") is not None:
+                text += f" (job {r['latency_ms']:.2f} ms)"
+            ax.annotate(text,
                         (x, r["wall_s"]), ha="center", va="bottom", fontsize=7, rotation=90)
     lo = min(r["wall_s"] for r in rows)
     hi = max(r["wall_s"] for r in rows)

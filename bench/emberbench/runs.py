@@ -9,9 +9,9 @@ import subprocess
 import threading
 import time
 
-from .checks import (check_kvsum_output, check_ref_anchors, check_sorted_output, check_tiny_output,
-                     check_wordcount_output)
-from .config import log
+from .checks import (check_kvsum_output, check_latency_anchors, check_ref_anchors, check_sorted_output,
+                     check_tiny_output, check_wordcount_output)
+from .config import CLUSTER_LATENCY, log
 from .engines import make_command
 
 
@@ -58,6 +58,11 @@ def run_measured(cmd, env_extra, stdout_path, stderr_path, timeout, cwd=None):
                     break
                 except InterruptedError:
                     continue
+        except BaseException:
+            # Ctrl-C or SIGTERM: the child runs in its own session, so it would outlive us
+            kill()
+            os.waitpid(p.pid, 0)
+            raise
         finally:
             timer.cancel()
         wall = time.perf_counter() - t0
@@ -117,7 +122,9 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
     else:
         t0 = time.time()
         if engine.startswith("ember"):
-            if job in ("wordcount", "scaling"):
+            if job == "latency" or engine == CLUSTER_LATENCY:
+                ok, msgs = check_latency_anchors(res.anchors)
+            elif job in ("wordcount", "scaling", "cluster"):
                 ok, msgs, _ = check_wordcount_output(ctx, out, man)
             elif job == "tiny":
                 ok, msgs = check_tiny_output(out, ctx.tiny_expected)
@@ -125,13 +132,6 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
                 ok, msgs = check_kvsum_output(out, man, ctx.kvsum_digest)
             elif job == "sort":
                 ok, msgs = check_sorted_output(ctx, out, man, ctx.kv_digest)
-            elif job == "latency":
-                v = res.anchors.get("trivial_job_median_ms")
-                try:
-                    float(v)
-                    msgs = [f"trivial_job_median_ms={v}"]
-                except (TypeError, ValueError):
-                    ok, msgs = False, ["no ANCHOR trivial_job_median_ms=<float> in its output"]
         else:
             ok, msgs = check_ref_anchors(job, engine, res, man, ctx)
             if ok and job == "wordcount":
@@ -154,9 +154,11 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
     if "in_job_s" in res.anchors:
         extra = f" in-job {float(res.anchors['in_job_s']):.3f} s"
     for k in ("trivial_job_median_ms", "median_ms"):
-        if k in res.anchors and job == "latency":
+        if k in res.anchors and (job == "latency" or engine == CLUSTER_LATENCY):
             extra = f" {k}={res.anchors[k]}"
+    if "trivial_job_p90_ms" in res.anchors:
+        extra += f" p90={res.anchors['trivial_job_p90_ms']}"
     status = "ok" if ok else "FAILED: " + "; ".join(msgs)
-    log(f"  {job:9s} {engine:14s} run {rnd + 1}: wall {res.wall_s:8.3f} s  cpu {res.cpu_s:8.3f} s  "
+    log(f"  {job:9s} {engine:21s} run {rnd + 1}: wall {res.wall_s:8.3f} s  cpu {res.cpu_s:8.3f} s  "
         f"rss {res.maxrss_kib / 1024:8.1f} MiB{extra}  [{status}]")
     return res
