@@ -45,6 +45,23 @@ struct Args {
     /// Attempts per task before its job fails.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     max_task_attempts: u32,
+    /// Failed tasks of one stage on one executor before that executor gets no more
+    /// tasks of the stage.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    max_failures_per_executor: u32,
+    /// Launch a second copy of a task far slower than its stage's median (off by
+    /// default); the first copy to finish wins.
+    #[arg(long)]
+    speculation: bool,
+    /// Speculation: "far slower" is this many times the median of finished tasks...
+    #[arg(long, default_value_t = 1.5)]
+    speculation_multiplier: f64,
+    /// ...once this fraction of the stage's tasks has finished...
+    #[arg(long, default_value_t = 0.75)]
+    speculation_quantile: f64,
+    /// ...and at least this long.
+    #[arg(long, default_value_t = 100)]
+    speculation_min_ms: u64,
     /// Where uploaded job binaries are kept (default: a temporary directory removed
     /// at exit).
     #[arg(long)]
@@ -53,6 +70,14 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let quantile_ok = args.speculation_quantile > 0.0 && args.speculation_quantile <= 1.0;
+    if !quantile_ok || args.speculation_multiplier < 1.0 || args.speculation_multiplier.is_nan() {
+        eprintln!(
+            "ember-driver: --speculation-quantile must be in (0, 1] and --speculation-multiplier at least 1 (got {} and {})",
+            args.speculation_quantile, args.speculation_multiplier
+        );
+        return ExitCode::from(2);
+    }
     let filter = std::env::var("EMBER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".into());
@@ -136,7 +161,15 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
 
     let daemon = DriverDaemon::start(DriverConfig {
         heartbeat_timeout: Duration::from_millis(args.heartbeat_timeout_ms),
-        max_task_attempts: args.max_task_attempts,
+        scheduler: ember_driver::SchedulerConfig {
+            max_task_attempts: args.max_task_attempts,
+            max_failures_per_executor_per_stage: args.max_failures_per_executor,
+            speculation: args.speculation,
+            speculation_multiplier: args.speculation_multiplier,
+            speculation_quantile: args.speculation_quantile,
+            speculation_min: Duration::from_millis(args.speculation_min_ms),
+            ..Default::default()
+        },
         binary_dir: binary_dir.clone(),
         secret,
     })?;

@@ -95,10 +95,14 @@ impl Scheduler {
                 holders.push(run.executor_id.clone());
             }
         }
-        if !self.stages.contains_key(&run.stage_id) {
+        let Some(st) = self.stages.get_mut(&run.stage_id) else {
             return;
+        };
+        if run.stage_attempt == st.attempt && st.pending.contains(&run.partition) {
+            st.durations.push(run.started.elapsed());
         }
         self.report_task_end(&run, metrics, Some(&success));
+        self.kill_other_copies(&run);
         let kind = self.stages[&run.stage_id].kind;
         match (kind, success.output) {
             (StageKind::ShuffleMap(sid), Some(task_success::Output::MapStatus(ms))) => {
@@ -154,6 +158,28 @@ impl Scheduler {
                 };
                 self.task_failed(run, failure, TaskMetrics::default());
             }
+        }
+    }
+
+    /// Kills the other running attempts of a partition that just finished (the loser
+    /// of a speculative race); their slots come back when their statuses arrive.
+    fn kill_other_copies(&mut self, winner: &TaskRun) {
+        let losers: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.stage_id == winner.stage_id && r.partition == winner.partition)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in losers {
+            let run = self.running.remove(&id).expect("running");
+            info!(
+                stage = run.stage_id,
+                partition = run.partition,
+                executor = %run.executor_id,
+                "killing a redundant attempt: another one finished first"
+            );
+            self.launcher.kill(&run.executor_id, id);
+            self.abandoned.insert(id, run.executor_id);
         }
     }
 
@@ -275,6 +301,21 @@ impl Scheduler {
                     );
                     return;
                 }
+                let on_executor = st
+                    .executor_failures
+                    .entry(run.executor_id.clone())
+                    .or_insert(0);
+                *on_executor += 1;
+                if *on_executor >= self.config.max_failures_per_executor_per_stage
+                    && st.excluded.insert(run.executor_id.clone())
+                {
+                    warn!(
+                        stage = run.stage_id,
+                        executor = %run.executor_id,
+                        "executor excluded from the rest of the stage after {} failed tasks",
+                        on_executor
+                    );
+                }
                 let n = st.task_failures.entry(run.partition).or_insert(0);
                 *n += 1;
                 if *n >= max {
@@ -328,6 +369,7 @@ impl Scheduler {
             attempt: run.attempt + 1,
             preferred: Vec::new(),
             excluded,
+            speculative: false,
         });
     }
 

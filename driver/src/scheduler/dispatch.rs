@@ -24,14 +24,18 @@ impl Scheduler {
         let mut i = 0;
         while i < self.queue.len() && !free.is_empty() {
             let p = &self.queue[i];
+            let stage_excluded = self.stages.get(&p.stage_id).map(|s| &s.excluded);
+            let excluded = |e: &String| {
+                p.excluded.contains(e) || stage_excluded.is_some_and(|x| x.contains(e))
+            };
             let choice = free
                 .iter()
-                .position(|e| p.preferred.contains(e) && !p.excluded.contains(e))
-                .or_else(|| free.iter().position(|e| !p.excluded.contains(e)))
+                .position(|e| p.preferred.contains(e) && !excluded(e))
+                .or_else(|| free.iter().position(|e| !excluded(e)))
                 .or_else(|| {
                     // Every free executor is excluded: only wait if some other executor could take it.
-                    let others = self.executors.keys().any(|e| !p.excluded.contains(e));
-                    if others {
+                    let others = self.executors.keys().any(|e| !excluded(e));
+                    if others || p.speculative {
                         None
                     } else {
                         Some(0)
@@ -56,8 +60,9 @@ impl Scheduler {
         let Some(st) = self.stages.get(&p.stage_id) else {
             return;
         };
-        if p.stage_attempt != st.attempt {
-            // A newer attempt of the stage superseded this task.
+        if p.stage_attempt != st.attempt || !st.pending.contains(&p.partition) {
+            // A newer attempt of the stage superseded this task, or another attempt
+            // (a speculative copy) already finished the partition.
             if let Some(ex) = self.executors.get_mut(executor_id) {
                 ex.free += 1;
             }
@@ -108,6 +113,7 @@ impl Scheduler {
                 attempt: p.attempt,
                 executor_id: executor_id.to_string(),
                 excluded: p.excluded,
+                started: std::time::Instant::now(),
             },
         );
         for job in self.jobs.values() {

@@ -16,10 +16,11 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
-use tracing::debug;
+use tracing::{debug, info};
 
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
@@ -27,6 +28,7 @@ use crate::map_output::MapOutputTracker;
 
 mod completion;
 mod dispatch;
+mod speculation;
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -35,6 +37,19 @@ pub struct SchedulerConfig {
     pub max_task_attempts: u32,
     /// Consecutive failed attempts of a stage (fetch failures) before its job fails.
     pub max_stage_attempts: u32,
+    /// Failed tasks of one stage on one executor after which that executor gets no
+    /// more tasks of the stage (Spark's `excludeOnFailure.stage.maxFailedTasksPerExecutor`).
+    pub max_failures_per_executor_per_stage: u32,
+    /// Launch a second copy of a task far slower than its stage's median
+    /// (Spark's `spark.speculation`); off by default.
+    pub speculation: bool,
+    /// A task is "far slower" when it has run this many times the median duration of
+    /// the stage's finished tasks...
+    pub speculation_multiplier: f64,
+    /// ...once this fraction of the stage's tasks has finished...
+    pub speculation_quantile: f64,
+    /// ...and for at least this long.
+    pub speculation_min: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -42,6 +57,11 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             max_task_attempts: 4,
             max_stage_attempts: 4,
+            max_failures_per_executor_per_stage: 2,
+            speculation: false,
+            speculation_multiplier: 1.5,
+            speculation_quantile: 0.75,
+            speculation_min: Duration::from_millis(100),
         }
     }
 }
@@ -110,6 +130,13 @@ struct Stage {
     running: bool,
     /// Failed attempts per partition (user errors).
     task_failures: HashMap<u32, u32>,
+    /// Failed tasks per executor, and the executors that get no more of its tasks.
+    executor_failures: HashMap<String, u32>,
+    excluded: HashSet<String>,
+    /// Run times of the current attempt's finished tasks (for speculation).
+    durations: Vec<Duration>,
+    /// Partitions of the current attempt that already have a speculative copy.
+    speculated: HashSet<u32>,
 }
 
 struct Job {
@@ -133,6 +160,7 @@ struct TaskRun {
     attempt: u32,
     executor_id: String,
     excluded: Vec<String>,
+    started: Instant,
 }
 
 struct Pending {
@@ -142,6 +170,8 @@ struct Pending {
     attempt: u32,
     preferred: Vec<String>,
     excluded: Vec<String>,
+    /// A speculative copy: runs only on an executor not excluded, never forced.
+    speculative: bool,
 }
 
 struct Executor {
@@ -190,10 +220,28 @@ impl Scheduler {
     }
 
     fn run(mut self, rx: Receiver<SchedulerEvent>) {
-        while let Ok(ev) = rx.recv() {
+        // With speculation on, the loop also wakes up to look for slow tasks.
+        let tick = Duration::from_millis(100);
+        loop {
+            let ev = if self.config.speculation {
+                match rx.recv_timeout(tick) {
+                    Ok(ev) => Some(ev),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(ev) => Some(ev),
+                    Err(_) => break,
+                }
+            };
             match ev {
-                SchedulerEvent::Shutdown => break,
-                other => self.handle(other),
+                Some(SchedulerEvent::Shutdown) => break,
+                Some(other) => self.handle(other),
+                None => {}
+            }
+            if self.config.speculation {
+                self.speculate();
             }
             self.dispatch();
         }
@@ -438,6 +486,10 @@ impl Scheduler {
                 pending: HashSet::new(),
                 running: false,
                 task_failures: HashMap::new(),
+                executor_failures: HashMap::new(),
+                excluded: HashSet::new(),
+                durations: Vec::new(),
+                speculated: HashSet::new(),
             },
         );
         id
@@ -534,14 +586,28 @@ impl Scheduler {
         st.attempt += 1;
         st.running = true;
         st.pending = partitions.iter().copied().collect();
+        st.durations.clear();
+        st.speculated.clear();
         let info = stage_info(st, partitions.len() as u32);
-        debug!(
-            stage = stage_id,
-            attempt = st.attempt,
-            tasks = partitions.len(),
-            "submitting stage {}",
-            st.name
-        );
+        if partitions.len() as u32 == st.num_partitions {
+            info!(
+                stage = stage_id,
+                attempt = st.attempt,
+                "submitting stage {}: all {} partitions",
+                st.name,
+                partitions.len()
+            );
+        } else {
+            info!(
+                stage = stage_id,
+                attempt = st.attempt,
+                "submitting stage {}: {} of {} partitions {:?}",
+                st.name,
+                partitions.len(),
+                st.num_partitions,
+                partitions
+            );
+        }
         for (partition, preferred) in partitions.into_iter().zip(preferred) {
             self.queue.push_back(Pending {
                 stage_id,
@@ -550,6 +616,7 @@ impl Scheduler {
                 attempt: 0,
                 preferred,
                 excluded: Vec::new(),
+                speculative: false,
             });
         }
         let job = self.jobs.get_mut(&job_id).expect("job");

@@ -56,8 +56,8 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct DriverConfig {
     /// An executor silent for longer than this is lost.
     pub heartbeat_timeout: Duration,
-    /// Attempts per task before its job fails.
-    pub max_task_attempts: u32,
+    /// Retries, exclusion and speculation.
+    pub scheduler: SchedulerConfig,
     /// Where uploaded binaries are kept.
     pub binary_dir: PathBuf,
     /// The cluster secret every call must carry (none: open, loopback only).
@@ -125,8 +125,8 @@ impl DriverDaemon {
         let launcher = GrpcLauncher::new(executors.clone(), sender_slot.clone());
         let scheduler = SchedulerHandle::start(
             SchedulerConfig {
-                max_task_attempts: config.max_task_attempts.max(1),
-                ..SchedulerConfig::default()
+                max_task_attempts: config.scheduler.max_task_attempts.max(1),
+                ..config.scheduler.clone()
             },
             Box::new(launcher),
         );

@@ -84,7 +84,10 @@ pub async fn start(opts: Options) -> TestDriver {
     let daemon = Arc::new(
         DriverDaemon::start(DriverConfig {
             heartbeat_timeout: opts.heartbeat_timeout,
-            max_task_attempts: opts.max_task_attempts,
+            scheduler: ember_driver::SchedulerConfig {
+                max_task_attempts: opts.max_task_attempts,
+                ..Default::default()
+            },
             binary_dir: binary_dir.clone(),
             secret: opts.secret.map(str::to_string),
         })

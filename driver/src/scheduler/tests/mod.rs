@@ -12,17 +12,22 @@ use ember_proto::{
 
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
 
-struct FakeLauncher(Sender<(String, TaskDescription)>);
+mod recovery;
+
+struct FakeLauncher(Sender<(String, TaskDescription)>, Sender<u64>);
 impl TaskLauncher for FakeLauncher {
     fn launch(&mut self, executor_id: &str, task: TaskDescription) {
         let _ = self.0.send((executor_id.to_string(), task));
     }
-    fn kill(&mut self, _: &str, _: u64) {}
+    fn kill(&mut self, _: &str, task_id: u64) {
+        let _ = self.1.send(task_id);
+    }
 }
 
 struct Harness {
     sched: SchedulerHandle,
     launched: Receiver<(String, TaskDescription)>,
+    killed: Receiver<u64>,
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -30,7 +35,8 @@ const WAIT: Duration = Duration::from_secs(5);
 impl Harness {
     fn new(executors: &[(&str, u32)], config: SchedulerConfig) -> Self {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx)));
+        let (ktx, krx) = crossbeam_channel::unbounded();
+        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx)));
         for (id, slots) in executors {
             sched.send(SchedulerEvent::ExecutorAdded {
                 executor_id: id.to_string(),
@@ -41,6 +47,7 @@ impl Harness {
         Harness {
             sched,
             launched: rx,
+            killed: krx,
         }
     }
 
