@@ -83,6 +83,7 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
         .init();
 

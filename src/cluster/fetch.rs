@@ -24,6 +24,36 @@ use crate::shuffle::BlockId;
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
+/// Longest wait for the next piece of a block stream (or for the stream to open)
+/// before the fetch counts as failed: an executor that stopped answering without
+/// closing its connections must not hang its reducers. `EMBER_FETCH_TIMEOUT_MS`
+/// overrides it.
+fn fetch_timeout() -> std::time::Duration {
+    static T: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        let ms = std::env::var("EMBER_FETCH_TIMEOUT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(30_000);
+        std::time::Duration::from_millis(ms)
+    })
+}
+
+/// `fut`, or an error naming the executor if it takes longer than [`fetch_timeout`].
+async fn timed<T>(
+    executor_id: &str,
+    fut: impl std::future::Future<Output = T>,
+) -> std::result::Result<T, String> {
+    tokio::time::timeout(fetch_timeout(), fut)
+        .await
+        .map_err(|_| {
+            format!(
+                "executor {executor_id} sent nothing for {} ms",
+                fetch_timeout().as_millis()
+            )
+        })
+}
+
 /// Connections to other executors' shuffle services, shared by a worker's tasks.
 pub(crate) struct RemoteShuffle {
     secret: AddSecret,
@@ -101,7 +131,9 @@ impl RemoteBlocks {
 
     async fn next_block(&mut self, map: u32) -> std::result::Result<Vec<u8>, String> {
         if self.stream.is_none() {
-            let mut client = match self.owner.client(&self.address).await {
+            let mut client = match timed(&self.executor_id, self.owner.client(&self.address))
+                .await?
+            {
                 Ok(c) => c,
                 Err(e) => return Err(format!("executor {} unreachable: {e}", self.executor_id)),
             };
@@ -110,7 +142,7 @@ impl RemoteBlocks {
                 reduce_partition: self.reduce,
                 map_partitions: self.maps.clone(),
             };
-            match client.fetch_blocks(request).await {
+            match timed(&self.executor_id, client.fetch_blocks(request)).await? {
                 Ok(r) => self.stream = Some(r.into_inner()),
                 Err(s) => {
                     self.owner.clients.remove(&self.address);
@@ -125,7 +157,7 @@ impl RemoteBlocks {
         let stream = self.stream.as_mut().expect("stream opened above");
         let first = match self.carry.take() {
             Some(c) => c,
-            None => match stream.message().await {
+            None => match timed(&self.executor_id, stream.message()).await? {
                 Ok(Some(c)) => c,
                 Ok(None) => return Err("the block stream ended before this block".into()),
                 Err(s) => {
@@ -151,7 +183,7 @@ impl RemoteBlocks {
         let mut bytes = first.data;
         bytes.reserve(len.saturating_sub(bytes.len()));
         while bytes.len() < len {
-            match stream.message().await {
+            match timed(&self.executor_id, stream.message()).await? {
                 Ok(Some(c)) if !c.first && c.map_partition == map => {
                     bytes.extend_from_slice(&c.data)
                 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ember_proto::auth::AddSecret;
 use ember_proto::driver_client::DriverClient;
 
-use super::process::{run_example_env, Run};
+use super::process::{spawn_example, Run, Running};
 
 /// Longest wait for a daemon to print its address or for executors to register.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -97,6 +97,7 @@ pub struct Cluster {
     driver: Option<Child>,
     executors: Vec<Option<Child>>,
     cores: u32,
+    executor_env: Vec<(String, String)>,
     dir: tempfile::TempDir,
 }
 
@@ -116,12 +117,24 @@ impl Drop for Cluster {
 impl Cluster {
     /// A driver and `executors` executors with `cores` cores each, all registered.
     pub fn start(executors: usize, cores: u32, secret: Option<&str>) -> Cluster {
+        Self::start_with(executors, cores, secret, &[], &[])
+    }
+
+    /// [`Cluster::start`] with extra driver flags and executor environment variables.
+    pub fn start_with(
+        executors: usize,
+        cores: u32,
+        secret: Option<&str>,
+        driver_args: &[&str],
+        executor_env: &[(&str, &str)],
+    ) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("ember-cluster-")
             .tempdir()
             .unwrap();
         let mut cmd = Command::new(daemon_bin("ember-driver"));
-        cmd.args(["--host", "127.0.0.1", "--port", "0"]);
+        cmd.args(["--host", "127.0.0.1", "--port", "0"])
+            .args(driver_args);
         Self::secret_env(&mut cmd, secret);
         let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
         let mut cluster = Cluster {
@@ -130,6 +143,10 @@ impl Cluster {
             driver: Some(driver),
             executors: Vec::new(),
             cores,
+            executor_env: executor_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             dir,
         };
         for _ in 0..executors {
@@ -165,10 +182,48 @@ impl Cluster {
         .arg("--work-dir")
         .arg(&work);
         Self::secret_env(&mut cmd, self.secret.as_deref());
+        cmd.envs(self.executor_env.iter().map(|(k, v)| (k, v)));
         let log = self.dir.path().join(format!("executor-{i}.log"));
         let (child, _line) = spawn_with_line(cmd, &log);
         self.executors.push(Some(child));
         i
+    }
+
+    /// The work directory of executor `i`.
+    pub fn executor_dir(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("executor-{i}"))
+    }
+
+    /// Sends `signal` (a `kill -s` name: KILL, STOP, CONT) to executor `i`; with KILL
+    /// the process is also reaped and forgotten.
+    pub fn signal_executor(&mut self, i: usize, signal: &str) {
+        let child = self.executors[i].as_mut().expect("executor still running");
+        let ok = Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .expect("running kill")
+            .success();
+        assert!(ok, "kill -s {signal} failed");
+        if signal == "KILL" {
+            let _ = child.wait();
+            self.executors[i] = None;
+        }
+    }
+
+    /// Kills the driver (SIGKILL) without starting another.
+    pub fn kill_driver(&mut self) {
+        if let Some(mut d) = self.driver.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+
+    /// The driver's log so far (all drivers this cluster started).
+    pub fn driver_log(&self) -> String {
+        ["driver.log", "driver-2.log"]
+            .iter()
+            .map(|n| fs::read_to_string(self.dir.path().join(n)).unwrap_or_default())
+            .collect()
     }
 
     /// Kills the driver (SIGKILL) and starts a new one on the same port.
@@ -272,6 +327,11 @@ impl Cluster {
 
     /// Runs example `name` against this cluster (`--master URL` is prepended).
     pub fn run(&self, name: &str, args: &[&str], scratch: &Path) -> Run {
+        self.spawn(name, args, scratch).wait()
+    }
+
+    /// Starts example `name` against this cluster without waiting for it.
+    pub fn spawn(&self, name: &str, args: &[&str], scratch: &Path) -> Running {
         let mut all = vec!["--master", self.url.as_str()];
         all.extend_from_slice(args);
         let envs: Vec<(&str, &str)> = self
@@ -279,6 +339,6 @@ impl Cluster {
             .as_deref()
             .map(|s| vec![("EMBER_SECRET", s)])
             .unwrap_or_default();
-        run_example_env(name, &all, scratch, &envs)
+        spawn_example(name, &all, scratch, &envs)
     }
 }

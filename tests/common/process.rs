@@ -90,6 +90,67 @@ pub fn run_example(name: &str, args: &[&str], scratch: &Path) -> Run {
 /// [`run_example`] with extra environment variables (`EMBER_SECRET` is passed only if
 /// listed here).
 pub fn run_example_env(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &str)]) -> Run {
+    spawn_example(name, args, scratch, envs).wait()
+}
+
+/// An example started by [`spawn_example`], not yet waited for.
+pub struct Running {
+    name: String,
+    child: std::process::Child,
+    work: PathBuf,
+    out_path: PathBuf,
+    err_path: PathBuf,
+    started: Instant,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited.
+    pub fn finished(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the process, killing it after [`RUN_TIMEOUT`] from its start.
+    pub fn wait(mut self) -> Run {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                break status;
+            }
+            if self.started.elapsed() > RUN_TIMEOUT {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} did not finish within {RUN_TIMEOUT:?}\n--- stderr ---\n{}",
+                    self.name,
+                    fs::read_to_string(&self.err_path).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Run {
+            work: self.work.clone(),
+            success: status.success(),
+            code: status.code(),
+            stdout: fs::read_to_string(&self.out_path).unwrap_or_default(),
+            stderr: fs::read_to_string(&self.err_path).unwrap_or_default(),
+        }
+    }
+}
+
+/// Starts example `name` with `args` and extra environment variables; see
+/// [`run_example`].
+pub fn spawn_example(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &str)]) -> Running {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let bin = example_bin(name);
     let id = format!("{name}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed));
@@ -97,7 +158,7 @@ pub fn run_example_env(name: &str, args: &[&str], scratch: &Path, envs: &[(&str,
     let err_path = scratch.join(format!("{id}.stderr"));
     let work = scratch.join(format!("{id}.work"));
     fs::create_dir_all(&work).unwrap();
-    let mut child = Command::new(&bin)
+    let child = Command::new(&bin)
         .args(args)
         .env("EMBER_PROGRESS", "0")
         .env("EMBER_LOCAL_DIR", &work)
@@ -112,26 +173,12 @@ pub fn run_example_env(name: &str, args: &[&str], scratch: &Path, envs: &[(&str,
         .stderr(fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if started.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{name} {args:?} did not finish within {RUN_TIMEOUT:?}\n--- stderr ---\n{}",
-                fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
+    Running {
+        name: format!("{name} {args:?}"),
+        child,
         work,
-        success: status.success(),
-        code: status.code(),
-        stdout: fs::read_to_string(&out_path).unwrap_or_default(),
-        stderr: fs::read_to_string(&err_path).unwrap_or_default(),
+        out_path,
+        err_path,
+        started: Instant::now(),
     }
 }

@@ -1,0 +1,126 @@
+//! A three-stage job with fault-injection switches, for fault-tolerance tests and demos:
+//! `faultjob [--master M] [--partitions P] [--map-delay-ms D] [--gate DIR]
+//! [--panic-once DIR] [--always-panic P] INPUT OUTPUT`.
+//!
+//! INPUT lines are `key,value` as for kvsum. Stage 1 parses them and hash-partitions
+//! them by key (shuffle 1, no map-side combine, so every record crosses it); stage 2
+//! sums each key's values and groups the sums into 7 buckets by key (shuffle 2); stage
+//! 3 writes `bucket<TAB>key<TAB>sum` lines, each bucket's keys in order. Without switches
+//! it is an ordinary job whose output does not depend on how it was scheduled.
+//!
+//! Switches (all off by default):
+//! - `--map-delay-ms D`: stage 1 sleeps D ms every 1,000 records (a slow map stage).
+//! - `--gate DIR`: each stage-2 task creates `DIR/waiting-<partition>`, then waits for
+//!   `DIR/open` before reading its shuffle input, so a test can act between the stages.
+//! - `--panic-once DIR`: partition 0 of stage 1 panics on its first attempt only (the
+//!   attempt leaves `DIR/panicked` behind).
+//! - `--always-panic P`: partition P of stage 1 panics on every attempt.
+
+#[path = "support/args.rs"]
+mod args;
+
+#[path = "support/alloc.rs"]
+mod alloc;
+
+#[path = "support/kv.rs"]
+mod kv;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use ember::{LinePosition, Records};
+
+/// Stage-1 switches: (delay ms per 1,000 records, panic-once dir or "", always-panic
+/// partition or -1).
+type MapFaults = (u64, String, i64);
+
+fn main() -> anyhow::Result<()> {
+    alloc::keep_freed_memory();
+    let ctx = ember::Context::from_env()?;
+    let flags = [
+        ("--map-delay-ms", "D"),
+        ("--gate", "DIR"),
+        ("--panic-once", "DIR"),
+        ("--always-panic", "P"),
+    ];
+    let Some(args) = args::Args::parse("faultjob", &flags)? else {
+        return Ok(()); // --help
+    };
+    let faults: MapFaults = (
+        args.get_or("--map-delay-ms", 0u64)?,
+        args.get_or("--panic-once", String::new())?,
+        args.get_or("--always-panic", -1i64)?,
+    );
+    let gate: String = args.get_or("--gate", String::new())?;
+    let parts = args.partitions.unwrap_or(ctx.default_parallelism());
+    let buckets = ctx
+        .text_file_with_positions(&args.input, parts)
+        .with_context(|| format!("reading {}", args.input))?
+        .map_partitions_with_index_with(faults, inject_map_faults)
+        .partition_by(parts)
+        .map_partitions_with_index_with(gate, sum_after_gate)
+        .map(|(k, sum): (u64, i64)| (k % 7, (k, sum)))
+        .group_by_key();
+    buckets
+        .flat_map(|(bucket, mut members): (u64, Vec<(u64, i64)>)| {
+            members.sort_unstable();
+            members
+                .into_iter()
+                .map(|(k, sum)| format!("{bucket}\t{k}\t{}", kv::format_thousandths(sum)))
+                .collect::<Vec<_>>()
+        })
+        .save_as_text_file(&args.output)
+        .with_context(|| format!("writing {}", args.output))?;
+    Ok(())
+}
+
+/// Parses stage 1's records, applying its fault switches.
+fn inject_map_faults(
+    faults: &MapFaults,
+    partition: u32,
+    records: Records<(LinePosition, String)>,
+) -> Vec<(u64, i64)> {
+    let (delay_ms, panic_once, always_panic) = faults;
+    if i64::from(partition) == *always_panic {
+        panic!("injected failure in partition {partition}");
+    }
+    if partition == 0 && !panic_once.is_empty() {
+        let marker = Path::new(panic_once).join("panicked");
+        if !marker.exists() {
+            std::fs::write(&marker, b"").expect("writing the panic-once marker");
+            panic!("injected failure in partition 0, first attempt");
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (pos, line)) in records.enumerate() {
+        if *delay_ms > 0 && i % 1000 == 0 {
+            std::thread::sleep(Duration::from_millis(*delay_ms));
+        }
+        match kv::parse_line(&line) {
+            Some(kv) => out.push(kv),
+            None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
+        }
+    }
+    out
+}
+
+/// Stage 2: sums the values of each key (all of a key's records are in this partition),
+/// after waiting at the gate, if any, before the shuffle files are read.
+fn sum_after_gate(gate: &String, partition: u32, records: Records<(u64, i64)>) -> Vec<(u64, i64)> {
+    if !gate.is_empty() {
+        let dir = Path::new(gate);
+        std::fs::write(dir.join(format!("waiting-{partition}")), b"")
+            .expect("writing the gate marker");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !dir.join("open").exists() {
+            assert!(Instant::now() < deadline, "the gate {gate} never opened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let mut sums = std::collections::BTreeMap::new();
+    for (k, v) in records {
+        *sums.entry(k).or_insert(0i64) += v;
+    }
+    sums.into_iter().collect()
+}

@@ -1,0 +1,475 @@
+//! Fault tolerance with real processes: executors killed (SIGKILL) or stopped
+//! (SIGSTOP) in the middle of a shuffle-heavy job, shuffle files deleted or corrupted
+//! under an executor, tasks that panic once or always, a lost driver, and a chaos run;
+//! every job that can finish must give exactly the output of a fault-free run.
+//!
+//! The job is `examples/faultjob.rs` (three stages, two shuffles). Its `--gate DIR`
+//! switch holds the second stage until the test has done its damage.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::process::run_example;
+
+const PARTITIONS: &str = "6";
+
+/// Deterministic pseudo-random numbers (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// Six kv input files of `lines` lines each.
+fn kv_input(dir: &Path, lines: usize) -> PathBuf {
+    let d = dir.join("input");
+    fs::create_dir_all(&d).unwrap();
+    let mut rng = Rng(0x5eed);
+    for f in 0..6 {
+        let text: String = (0..lines)
+            .map(|_| {
+                format!(
+                    "{},{}.{:03}\n",
+                    rng.below(3000),
+                    rng.below(1000),
+                    rng.below(1000)
+                )
+            })
+            .collect();
+        fs::write(d.join(format!("part-{f}.txt")), text).unwrap();
+    }
+    d
+}
+
+/// The concatenated part files of a finished output directory, in order.
+fn output(dir: &Path) -> String {
+    assert!(
+        dir.join("_SUCCESS").exists(),
+        "{} has no _SUCCESS",
+        dir.display()
+    );
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("part-"))
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| fs::read_to_string(dir.join(n)).unwrap())
+        .collect()
+}
+
+/// The output of a fault-free local run of faultjob over `input`.
+fn reference(input: &Path, scratch: &Path) -> String {
+    let out = scratch.join("reference");
+    let run = run_example(
+        "faultjob",
+        &[
+            "--master",
+            "local[3]",
+            "--partitions",
+            PARTITIONS,
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        scratch,
+    );
+    assert!(run.success, "reference run: {run:?}");
+    let text = output(&out);
+    assert!(text.lines().count() > 1000);
+    text
+}
+
+/// The session's first shuffle id and the map outputs (index files) of it that each
+/// executor holds.
+fn first_shuffle(cluster: &Cluster, executors: usize) -> (u32, Vec<Vec<String>>) {
+    let per: Vec<Vec<(u32, String)>> = (0..executors)
+        .map(|i| {
+            fs::read_dir(cluster.executor_dir(i).join("shuffle"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let id = ember::shuffle::parse_file_name(&name)?.0;
+                    name.ends_with(".index").then_some((id, name))
+                })
+                .collect()
+        })
+        .collect();
+    let first = per.iter().flatten().map(|(id, _)| *id).min();
+    let held = per
+        .into_iter()
+        .map(|v| {
+            v.into_iter()
+                .filter(|(id, _)| Some(*id) == first)
+                .map(|(_, n)| n)
+                .collect()
+        })
+        .collect();
+    (first.unwrap_or(0), held)
+}
+
+fn first_shuffle_outputs(cluster: &Cluster, executors: usize) -> Vec<Vec<String>> {
+    first_shuffle(cluster, executors).1
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The driver's submissions of the map stage writing `shuffle_id`: the number of
+/// partitions of each ("submitting stage NAME (shuffle S): all N partitions" or
+/// "...: K of N partitions [..]").
+fn submissions(driver_log: &str, shuffle_id: u32) -> Vec<usize> {
+    let tag = format!("(shuffle {shuffle_id}): ");
+    driver_log
+        .lines()
+        .filter(|l| l.contains("submitting stage"))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(&tag)?;
+            let mut words = rest.split_whitespace();
+            match words.next()? {
+                "all" => words.next()?.parse().ok(),
+                k => k.parse().ok(),
+            }
+        })
+        .collect()
+}
+
+struct GateRun {
+    gate: PathBuf,
+    out: PathBuf,
+    client: common::process::Running,
+}
+
+/// Starts faultjob on the cluster with its gate closed; returns once the first stage
+/// has finished (a second-stage task is waiting at the gate).
+fn start_gated(cluster: &Cluster, input: &Path, scratch: &Path) -> GateRun {
+    let gate = scratch.join("gate");
+    fs::create_dir_all(&gate).unwrap();
+    let out = scratch.join("out");
+    let mut client = cluster.spawn(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            "--gate",
+            gate.to_str().unwrap(),
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        scratch,
+    );
+    wait_for("the second stage to start", Duration::from_secs(60), || {
+        assert!(!client.finished(), "the job ended before its gate opened");
+        fs::read_dir(&gate)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("waiting-"))
+    });
+    GateRun { gate, out, client }
+}
+
+impl GateRun {
+    fn open_and_finish(self, cluster: &Cluster) -> String {
+        fs::write(self.gate.join("open"), b"").unwrap();
+        let run = self.client.wait();
+        assert!(run.success, "the job failed: {run:?}\n{}", cluster.logs());
+        output(&self.out)
+    }
+}
+
+#[test]
+fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start(3, 1, None);
+    let run = start_gated(&cluster, &input, s);
+    let (shuffle, held) = first_shuffle(&cluster, 3);
+    let total: usize = held.iter().map(Vec::len).sum();
+    assert_eq!(total, 6, "all map outputs written: {held:?}");
+    let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
+    let lost = held[victim].len();
+    cluster.signal_executor(victim, "KILL");
+    let got = run.open_and_finish(&cluster);
+    assert_eq!(got, want, "output differs from the fault-free run");
+    let log = cluster.driver_log();
+    assert!(log.contains("executor lost"), "{log}");
+    // The map stage ran once in full, then only for the outputs the dead executor held.
+    assert_eq!(
+        submissions(&log, shuffle),
+        vec![6, lost],
+        "map stage submissions (the victim held {lost} outputs):\n{log}"
+    );
+}
+
+#[test]
+fn killing_an_executor_during_the_map_stage_still_gives_the_same_output() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 3000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start(3, 1, None);
+    let out = s.join("out");
+    let client = cluster.spawn(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            "--map-delay-ms",
+            "150",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    // Some map outputs exist, others are still being written.
+    wait_for("a first map output", Duration::from_secs(60), || {
+        first_shuffle_outputs(&cluster, 3)
+            .iter()
+            .any(|v| !v.is_empty())
+    });
+    let done: usize = first_shuffle_outputs(&cluster, 3)
+        .iter()
+        .map(Vec::len)
+        .sum();
+    assert!(done < 6, "the map stage finished before the kill");
+    cluster.signal_executor(1, "KILL");
+    let run = client.wait();
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    assert_eq!(output(&out), want);
+}
+
+#[test]
+fn deleted_and_corrupted_shuffle_files_are_recomputed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let cluster = Cluster::start(3, 1, None);
+    let run = start_gated(&cluster, &input, s);
+    let held = first_shuffle_outputs(&cluster, 3);
+    let mut damaged = 0;
+    for (i, names) in held.iter().enumerate() {
+        let Some(index) = names.first() else { continue };
+        let data = cluster
+            .executor_dir(i)
+            .join("shuffle")
+            .join(index.replace(".index", ".data"));
+        if damaged == 0 {
+            fs::remove_file(&data).unwrap();
+        } else {
+            let mut bytes = fs::read(&data).unwrap();
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x5a;
+            fs::write(&data, bytes).unwrap();
+        }
+        damaged += 1;
+        if damaged == 2 {
+            break;
+        }
+    }
+    assert_eq!(damaged, 2, "two executors hold map outputs: {held:?}");
+    assert_eq!(run.open_and_finish(&cluster), want);
+    let log = cluster.driver_log();
+    assert!(log.contains("fetch failure"), "{log}");
+}
+
+#[test]
+fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 1000);
+    let want = reference(&input, s);
+    let cluster = Cluster::start(3, 1, None);
+    let marker = s.join("marker");
+    fs::create_dir_all(&marker).unwrap();
+    let out = s.join("once");
+    let run = cluster.run(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            "--panic-once",
+            marker.to_str().unwrap(),
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(run.success, "{run:?}");
+    assert!(
+        marker.join("panicked").exists(),
+        "the first attempt did panic"
+    );
+    assert_eq!(output(&out), want);
+
+    let out = s.join("always");
+    let run = cluster.run(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            "--always-panic",
+            "1",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(!run.success);
+    assert!(
+        run.stderr.contains("injected failure in partition 1")
+            && run.stderr.contains("partition 1"),
+        "the job's error carries the panic and names the partition: {run:?}"
+    );
+    assert!(run.stderr.contains("executor executor-"), "{run:?}");
+    assert!(!out.join("_SUCCESS").exists());
+    let retries = cluster
+        .driver_log()
+        .lines()
+        .filter(|l| {
+            l.contains("task failed, retrying") && l.contains("injected failure in partition 1")
+        })
+        .count();
+    assert_eq!(retries, 3, "4 attempts in all:\n{}", cluster.driver_log());
+}
+
+#[test]
+fn a_stopped_executor_is_lost_after_the_heartbeat_timeout() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start_with(
+        3,
+        1,
+        None,
+        &["--heartbeat-timeout-ms", "2000"],
+        &[("EMBER_FETCH_TIMEOUT_MS", "3000")],
+    );
+    let run = start_gated(&cluster, &input, s);
+    let held = first_shuffle_outputs(&cluster, 3);
+    let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
+    cluster.signal_executor(victim, "STOP");
+    let result = run.open_and_finish(&cluster);
+    cluster.signal_executor(victim, "CONT");
+    assert_eq!(result, want);
+    let log = cluster.driver_log();
+    assert!(log.contains("sent no heartbeat"), "{log}");
+}
+
+#[test]
+fn losing_the_driver_fails_the_client_clearly_and_executors_wait_for_a_new_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 2000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start(2, 1, None);
+    let run = start_gated(&cluster, &input, s);
+    cluster.kill_driver();
+    let started = Instant::now();
+    let result = run.client.wait();
+    assert!(!result.success);
+    assert!(
+        result.stderr.contains("driver"),
+        "a clear error naming the driver: {result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the client must not hang"
+    );
+    // The executors killed their workers' tasks and wait; a new driver gets them back.
+    cluster.restart_driver();
+    cluster.wait_for_executors(2);
+    let again = s.join("again");
+    fs::create_dir_all(&again).unwrap();
+    let out = again.join("out");
+    let run = cluster.run(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        &again,
+    );
+    assert!(run.success, "{run:?}");
+    assert_eq!(output(&out), want);
+}
+
+#[test]
+fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 3000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start(3, 1, None);
+    let mut live: Vec<usize> = vec![0, 1, 2];
+    // How long a fault-free run takes here bounds the random kill moment.
+    let t0 = Instant::now();
+    let out = s.join("warm");
+    let run = cluster.run(
+        "faultjob",
+        &[
+            "--partitions",
+            PARTITIONS,
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(run.success, "{run:?}");
+    assert_eq!(output(&out), want);
+    let typical = t0.elapsed();
+    let mut rng = Rng(0xc4a05);
+    for round in 0..10 {
+        let dir = s.join(format!("round-{round}"));
+        fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out");
+        let client = cluster.spawn(
+            "faultjob",
+            &[
+                "--partitions",
+                PARTITIONS,
+                "--map-delay-ms",
+                "20",
+                input.to_str().unwrap(),
+                out.to_str().unwrap(),
+            ],
+            &dir,
+        );
+        let delay = Duration::from_millis(rng.below(typical.as_millis() as u64 + 1));
+        std::thread::sleep(delay);
+        let victim = live.remove(rng.below(live.len() as u64) as usize);
+        cluster.signal_executor(victim, "KILL");
+        let run = client.wait();
+        assert!(
+            run.success,
+            "round {round} (killed executor {victim} after {delay:?}): {run:?}\n{}",
+            cluster.logs()
+        );
+        assert_eq!(output(&out), want, "round {round}: output differs");
+        live.push(cluster.add_executor());
+        cluster.wait_for_executors(3);
+    }
+}
