@@ -6,7 +6,9 @@
 //! them by key (shuffle 1, no map-side combine, so every record crosses it); stage 2
 //! sums each key's values and groups the sums into 7 buckets by key (shuffle 2); stage
 //! 3 writes `bucket<TAB>key<TAB>sum` lines, each bucket's keys in order. Without switches
-//! it is an ordinary job whose output does not depend on how it was scheduled.
+//! it is an ordinary job whose output does not depend on how it was scheduled. It then
+//! prints `records parsed: N`, counted by an accumulator in stage 1: N is the number of
+//! input lines however many task attempts ran.
 //!
 //! Switches (all off by default):
 //! - `--map-delay-ms D`: stage 1 sleeps D ms every 1,000 records (a slow map stage).
@@ -29,11 +31,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use ember::{LinePosition, Records};
+use ember::{Accumulator, LinePosition, Records};
 
 /// Stage-1 switches: (delay ms per 1,000 records, panic-once dir or "", always-panic
-/// partition or -1).
-type MapFaults = (u64, String, i64);
+/// partition or -1), and the records-parsed accumulator.
+type MapFaults = (u64, String, i64, Accumulator<u64>);
 
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
@@ -51,7 +53,9 @@ fn main() -> anyhow::Result<()> {
         args.get_or("--map-delay-ms", 0u64)?,
         args.get_or("--panic-once", String::new())?,
         args.get_or("--always-panic", -1i64)?,
+        ctx.accumulator::<u64>("records parsed"),
     );
+    let parsed = faults.3.clone();
     let gate: String = args.get_or("--gate", String::new())?;
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
     let buckets = ctx
@@ -72,6 +76,7 @@ fn main() -> anyhow::Result<()> {
         })
         .save_as_text_file(&args.output)
         .with_context(|| format!("writing {}", args.output))?;
+    println!("records parsed: {}", parsed.value());
     Ok(())
 }
 
@@ -81,7 +86,7 @@ fn inject_map_faults(
     partition: u32,
     records: Records<(LinePosition, String)>,
 ) -> Vec<(u64, i64)> {
-    let (delay_ms, panic_once, always_panic) = faults;
+    let (delay_ms, panic_once, always_panic, parsed) = faults;
     if i64::from(partition) == *always_panic {
         panic!("injected failure in partition {partition}");
     }
@@ -102,6 +107,7 @@ fn inject_map_faults(
             None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
         }
     }
+    parsed.add(out.len() as u64);
     out
 }
 

@@ -70,8 +70,9 @@ fn output(dir: &Path) -> String {
         .collect()
 }
 
-/// The output of a fault-free local run of faultjob over `input`.
-fn reference(input: &Path, scratch: &Path) -> String {
+/// The output of a fault-free local run of faultjob over `input`, and its count of
+/// records parsed (checked against the input's line count).
+fn reference(input: &Path, scratch: &Path) -> (String, u64) {
     let out = scratch.join("reference");
     let run = run_example(
         "faultjob",
@@ -88,7 +89,17 @@ fn reference(input: &Path, scratch: &Path) -> String {
     assert!(run.success, "reference run: {run:?}");
     let text = output(&out);
     assert!(text.lines().count() > 1000);
-    text
+    let lines: usize = fs::read_dir(input)
+        .unwrap()
+        .flatten()
+        .map(|e| fs::read_to_string(e.path()).unwrap().lines().count())
+        .sum();
+    assert_eq!(
+        parsed(&run),
+        lines as u64,
+        "records parsed in a fault-free run"
+    );
+    (text, parsed(&run))
 }
 
 /// The session's first shuffle id and the map outputs (index files) of it that each
@@ -187,12 +198,22 @@ fn start_gated(cluster: &Cluster, input: &Path, scratch: &Path) -> GateRun {
 }
 
 impl GateRun {
-    fn open_and_finish(self, cluster: &Cluster) -> String {
+    /// Opens the gate; returns the output and the records-parsed count the job printed.
+    fn open_and_finish(self, cluster: &Cluster) -> (String, u64) {
         fs::write(self.gate.join("open"), b"").unwrap();
         let run = self.client.wait();
         assert!(run.success, "the job failed: {run:?}\n{}", cluster.logs());
-        output(&self.out)
+        (output(&self.out), parsed(&run))
     }
+}
+
+/// The `records parsed: N` the job printed (its accumulator's value).
+fn parsed(run: &common::process::Run) -> u64 {
+    run.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("records parsed: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no records count in {run:?}"))
 }
 
 #[test]
@@ -255,7 +276,7 @@ fn killing_an_executor_during_the_map_stage_still_gives_the_same_output() {
     cluster.signal_executor(1, "KILL");
     let run = client.wait();
     assert!(run.success, "{run:?}\n{}", cluster.logs());
-    assert_eq!(output(&out), want);
+    assert_eq!((output(&out), parsed(&run)), want);
 }
 
 #[test]
@@ -320,7 +341,11 @@ fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job()
         marker.join("panicked").exists(),
         "the first attempt did panic"
     );
-    assert_eq!(output(&out), want);
+    assert_eq!(
+        (output(&out), parsed(&run)),
+        want,
+        "the failed attempt's accumulator update is not counted"
+    );
 
     let out = s.join("always");
     let run = cluster.run(
@@ -414,7 +439,7 @@ fn losing_the_driver_fails_the_client_clearly_and_executors_wait_for_a_new_one()
         &again,
     );
     assert!(run.success, "{run:?}");
-    assert_eq!(output(&out), want);
+    assert_eq!((output(&out), parsed(&run)), want);
 }
 
 #[test]
@@ -439,7 +464,7 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
         s,
     );
     assert!(run.success, "{run:?}");
-    assert_eq!(output(&out), want);
+    assert_eq!((output(&out), parsed(&run)), want);
     let typical = t0.elapsed();
     let mut rng = Rng(0xc4a05);
     for round in 0..10 {
@@ -468,7 +493,11 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
             "round {round} (killed executor {victim} after {delay:?}): {run:?}\n{}",
             cluster.logs()
         );
-        assert_eq!(output(&out), want, "round {round}: output differs");
+        assert_eq!(
+            (output(&out), parsed(&run)),
+            want,
+            "round {round}: output differs"
+        );
         live.push(cluster.add_executor());
         cluster.wait_for_executors(3);
     }
