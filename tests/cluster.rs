@@ -373,3 +373,31 @@ fn one_clients_failing_job_does_not_disturb_anothers() {
         );
     });
 }
+
+#[test]
+fn idle_workers_are_stopped_and_start_again_on_the_next_task() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start_with(1, 1, None, &[], &["--worker-idle-secs", "2"], &[]);
+    let words = inputs(s, "words", 1, 300, text);
+    let workers = cluster.dir().join("executor-0/workers");
+    // A worker's scratch dir lives exactly as long as the worker process.
+    let live_workers = || {
+        fs::read_dir(&workers)
+            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+            .unwrap_or(0)
+    };
+    same_as_local(&cluster, s, "wordcount", &words, &[]);
+    assert_eq!(live_workers(), 1, "the job's worker runs after its job");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while live_workers() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle worker was not stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let again = s.join("again");
+    fs::create_dir_all(&again).unwrap();
+    same_as_local(&cluster, &again, "wordcount", &words, &[]);
+}

@@ -389,6 +389,7 @@ fn a_stopped_executor_is_lost_after_the_heartbeat_timeout() {
         1,
         None,
         &["--heartbeat-timeout-ms", "2000"],
+        &[],
         &[("EMBER_FETCH_TIMEOUT_MS", "3000")],
     );
     let run = start_gated(&cluster, &input, s);

@@ -28,6 +28,9 @@ pub struct Config {
     pub secret: Option<String>,
     /// Host the shuffle service binds to and advertises.
     pub host: String,
+    /// A worker with no task for this long is stopped (it restarts on the next task
+    /// for its binary), so binaries nobody uses any more do not keep processes alive.
+    pub worker_idle: std::time::Duration,
 }
 
 impl Config {

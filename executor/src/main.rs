@@ -48,6 +48,9 @@ struct Cli {
     /// Port of the shuffle service (0: any free port).
     #[arg(long, default_value_t = 0)]
     shuffle_port: u16,
+    /// Seconds a worker process may sit without tasks before it is stopped.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    worker_idle_secs: u64,
 }
 
 fn init_logging() {
@@ -109,6 +112,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         work_dir,
         secret,
         host: cli.host.clone(),
+        worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
     };
     config
         .prepare_work_dir()

@@ -13,6 +13,8 @@
 //!   each task it was running fails with a message saying how the worker ended; its
 //!   statuses already on the socket are still read and forwarded first.
 //! * When the command channel closes (the registration is over) the worker is killed.
+//! * A worker with no task for `Config::worker_idle` is stopped; the next task for its
+//!   binary starts a new one (with every stored broadcast sent again).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -87,6 +89,7 @@ enum Event {
     Cmd(SlotCmd),
     Frame(Option<std::io::Result<BytesMut>>),
     Exited(String),
+    Idle,
 }
 
 /// How a worker was lost.
@@ -104,15 +107,19 @@ impl Slot {
                     Some(cmd) => Event::Cmd(cmd),
                     None => break,
                 },
-                Some(live) => tokio::select! {
-                    biased;
-                    frame = live.input.next() => Event::Frame(frame),
-                    cmd = rx.recv() => match cmd {
-                        Some(cmd) => Event::Cmd(cmd),
-                        None => break,
-                    },
-                    status = live.proc.child.wait() => Event::Exited(describe_exit(&status)),
-                },
+                Some(live) => {
+                    let idle = live.tasks.is_empty();
+                    tokio::select! {
+                        biased;
+                        frame = live.input.next() => Event::Frame(frame),
+                        cmd = rx.recv() => match cmd {
+                            Some(cmd) => Event::Cmd(cmd),
+                            None => break,
+                        },
+                        status = live.proc.child.wait() => Event::Exited(describe_exit(&status)),
+                        _ = tokio::time::sleep(self.env.config.worker_idle), if idle => Event::Idle,
+                    }
+                }
             };
             match event {
                 Event::Cmd(cmd) => self.command(cmd, &mut rx).await,
@@ -128,6 +135,13 @@ impl Slot {
                 }
                 Event::Frame(None) => self.lost(Loss::Closed).await,
                 Event::Exited(status) => self.lost(Loss::Exited(status)).await,
+                Event::Idle => {
+                    if let Some(mut live) = self.worker.take() {
+                        let how = live.proc.kill().await;
+                        live.writer.abort();
+                        tracing::info!(worker = %live.proc.name, "stopped idle worker process ({how})");
+                    }
+                }
             }
         }
         if let Some(mut live) = self.worker.take() {

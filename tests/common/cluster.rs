@@ -97,6 +97,7 @@ pub struct Cluster {
     driver: Option<Child>,
     executors: Vec<Option<Child>>,
     cores: u32,
+    executor_args: Vec<String>,
     executor_env: Vec<(String, String)>,
     dir: tempfile::TempDir,
 }
@@ -117,15 +118,17 @@ impl Drop for Cluster {
 impl Cluster {
     /// A driver and `executors` executors with `cores` cores each, all registered.
     pub fn start(executors: usize, cores: u32, secret: Option<&str>) -> Cluster {
-        Self::start_with(executors, cores, secret, &[], &[])
+        Self::start_with(executors, cores, secret, &[], &[], &[])
     }
 
-    /// [`Cluster::start`] with extra driver flags and executor environment variables.
+    /// [`Cluster::start`] with extra driver flags, executor flags and executor
+    /// environment variables.
     pub fn start_with(
         executors: usize,
         cores: u32,
         secret: Option<&str>,
         driver_args: &[&str],
+        executor_args: &[&str],
         executor_env: &[(&str, &str)],
     ) -> Cluster {
         let dir = tempfile::Builder::new()
@@ -143,6 +146,7 @@ impl Cluster {
             driver: Some(driver),
             executors: Vec::new(),
             cores,
+            executor_args: executor_args.iter().map(|a| a.to_string()).collect(),
             executor_env: executor_env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -182,6 +186,7 @@ impl Cluster {
         .arg("--work-dir")
         .arg(&work);
         Self::secret_env(&mut cmd, self.secret.as_deref());
+        cmd.args(&self.executor_args);
         cmd.envs(self.executor_env.iter().map(|(k, v)| (k, v)));
         let log = self.dir.path().join(format!("executor-{i}.log"));
         let (child, _line) = spawn_with_line(cmd, &log);
