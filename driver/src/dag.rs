@@ -19,11 +19,19 @@ pub struct PlanIndex {
 }
 
 impl PlanIndex {
-    /// Indexes `plan`; fails if a dependency names a node the plan lacks.
+    /// Indexes `plan`; fails (naming the node or shuffle) if a dependency names a node
+    /// the plan lacks or that comes later, a node id repeats, a node has no partitions,
+    /// or a shuffle's reduce side does not match the node that reads it.
     pub fn new(plan: &Plan) -> Result<Self, String> {
-        let mut nodes = HashMap::new();
-        let mut shuffles = HashMap::new();
+        let mut nodes: HashMap<u32, RddNode> = HashMap::new();
+        let mut shuffles: HashMap<u32, ShuffleDependency> = HashMap::new();
         for n in &plan.nodes {
+            if nodes.contains_key(&n.id) {
+                return Err(format!("node {} appears twice in the plan", n.id));
+            }
+            if n.num_partitions == 0 {
+                return Err(format!("node {} ({}) has no partitions", n.id, n.name));
+            }
             for d in &n.deps {
                 match &d.kind {
                     Some(Kind::Narrow(nd)) if !nodes.contains_key(&nd.parent) => {
@@ -38,6 +46,20 @@ impl PlanIndex {
                                 "shuffle {} reads unknown node {}",
                                 sd.shuffle_id, sd.parent
                             ));
+                        }
+                        if sd.num_reduce_partitions != n.num_partitions {
+                            return Err(format!(
+                                "shuffle {} has {} reduce partitions but node {} reading it has {}",
+                                sd.shuffle_id, sd.num_reduce_partitions, n.id, n.num_partitions
+                            ));
+                        }
+                        if let Some(other) = shuffles.get(&sd.shuffle_id) {
+                            if other.parent != sd.parent {
+                                return Err(format!(
+                                    "shuffle {} is written by two nodes ({} and {})",
+                                    sd.shuffle_id, other.parent, sd.parent
+                                ));
+                            }
                         }
                         shuffles.insert(sd.shuffle_id, sd.clone());
                     }
@@ -191,5 +213,42 @@ mod tests {
         };
         let err = PlanIndex::new(&plan).unwrap_err();
         assert!(err.contains("unknown node 0"), "{err}");
+    }
+
+    #[test]
+    fn malformed_plans_are_refused_with_the_reason() {
+        let plan = |nodes: Vec<RddNode>, final_rdd| Plan {
+            nodes,
+            final_rdd,
+            ..Default::default()
+        };
+        let err = |p: Plan| PlanIndex::new(&p).unwrap_err();
+        // A later node as parent (a cycle cannot be written any other way).
+        assert!(err(plan(
+            vec![node(0, vec![narrow(1)]), node(1, vec![narrow(0)])],
+            1
+        ))
+        .contains("unknown node 1"));
+        assert!(err(plan(vec![node(0, vec![]), node(0, vec![])], 0)).contains("appears twice"));
+        let mut empty = node(0, vec![]);
+        empty.num_partitions = 0;
+        assert!(err(plan(vec![empty], 0)).contains("no partitions"));
+        let mut reader = node(1, vec![shuffle(0, 0)]);
+        reader.num_partitions = 3;
+        assert!(err(plan(vec![node(0, vec![]), reader], 1)).contains("2 reduce partitions"));
+        let twice = plan(
+            vec![
+                node(0, vec![]),
+                node(1, vec![]),
+                node(2, vec![shuffle(7, 0)]),
+                node(3, vec![shuffle(7, 1)]),
+            ],
+            3,
+        );
+        assert!(err(twice).contains("written by two nodes"));
+        assert!(err(plan(vec![node(0, vec![])], 9)).contains("final node 9"));
+        let mut no_dep = node(1, vec![]);
+        no_dep.deps.push(Dependency { kind: None });
+        assert!(err(plan(vec![node(0, vec![]), no_dep], 1)).contains("empty dependency"));
     }
 }
