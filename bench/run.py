@@ -3,7 +3,7 @@
 
     python3 bench/run.py [--data DIR] [--out DIR] [--runs N]
                          [--engines ember,duckdb,polars,spark]
-                         [--jobs wordcount,kvsum,sort,latency,tiny,scaling,cluster] [--small]
+                         [--jobs wordcount,kvsum,sort,latency,tiny,scaling,cluster,faults] [--small]
                          [--profile release|debug]
 
 Stdlib only (Python 3.11); matplotlib is used for the plot if this interpreter or the
@@ -29,15 +29,16 @@ from emberbench.build import build_daemons, build_examples, snapshot_profile  # 
 from emberbench.checks import input_line_digest, kv_expected_digest  # noqa: E402
 from emberbench.cluster import Cluster, ClusterError, sha256_of  # noqa: E402
 from emberbench.config import (ALL_ENGINES, ALL_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
-                               CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_LATENCY, CLUSTER_LOCAL,
+                               CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_JOBS, CLUSTER_LATENCY, CLUSTER_LOCAL,
                                CLUSTER_WC, DAEMONS, DATASET_TINY, DATASETS_FULL, DATASETS_SMALL,
                                DEFAULT_SHARED, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
                                KNOWN_TEXT, PROFILES, REPO, die, log)
 from emberbench.data import data_files, ensure_dataset, warm_up  # noqa: E402
 from emberbench.engines import Ctx, detect_references  # noqa: E402
+from emberbench.faults import run_faults_job  # noqa: E402
 from emberbench.machine import machine_info  # noqa: E402
-from emberbench.report import cluster_verdict, make_plot, plot, render, summarize  # noqa: E402
-from emberbench.runs import GNU_TIME, do_run  # noqa: E402
+from emberbench.report import cluster_verdict, faults_verdict, make_plot, plot, render, summarize  # noqa: E402
+from emberbench.runs import as_record, do_run, failed_record, shown_cmd  # noqa: E402
 
 
 def parse_args():
@@ -82,24 +83,6 @@ def parse_args():
     a.data = os.path.abspath(a.data)
     a.out = os.path.abspath(a.out)
     return a
-
-
-def as_record(res):
-    return {k: v for k, v in vars(res).items()}
-
-
-def failed_record(job, engine, msg):
-    """A run record for a run that could not be made (e.g. the cluster did not start)."""
-    return {"job": job, "engine": engine, "round": 0, "ok": False, "check": [msg], "wall_s": None,
-            "cpu_s": None, "maxrss_kib": 0, "anchors": {}, "cmd": None, "rc": None}
-
-
-def shown_cmd(cmd, env):
-    """A run's command as a shell line: its EMBER_MASTER, without the GNU time wrapper."""
-    if cmd and cmd[0] == GNU_TIME:
-        cmd = cmd[5:]  # /usr/bin/time -f %M -o FILE
-    master = env.get("EMBER_MASTER")
-    return (f"EMBER_MASTER={master} " if master else "") + shlex.join(cmd or [])
 
 
 def run_cluster_job(ctx, inp, man, notes):
@@ -216,7 +199,7 @@ def main():
     # ---- data
     sets = DATASETS_SMALL if args.small else DATASETS_FULL
     need_text = any(j in args.jobs for j in ("wordcount", "scaling", "cluster"))
-    need_kv = any(j in args.jobs for j in ("kvsum", "sort"))
+    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults"))
     need_tiny = "tiny" in args.jobs
     gen_py = sys.executable
     datasets, manifests = {}, {}
@@ -257,7 +240,7 @@ def main():
     needed = {JOB_EXAMPLE[j] for j in args.jobs} if "ember" in engines else set()
     if needed and "cluster" in args.jobs:
         needed |= set(CLUSTER_EXAMPLES)
-    daemons = set(DAEMONS) if needed and "cluster" in args.jobs else set()
+    daemons = set(DAEMONS) if needed and any(j in args.jobs for j in CLUSTER_JOBS) else set()
     if needed and args.skip_build:
         bindir = os.path.join(args.out, "bin")
         ctx.bins = {n: os.path.join(bindir, n) for n in needed | daemons
@@ -277,7 +260,8 @@ def main():
     meta["ember_examples"] = {"built": sorted(ctx.bins), "missing": missing_ex}
     for n, why in sorted(missing_ex.items()):
         if n in daemons:
-            notes.append(f"cluster daemon `{n}` missing ({why}): no cluster rows")
+            notes.append(f"cluster daemon `{n}` missing ({why}): no "
+                         f"{' or '.join(j for j in CLUSTER_JOBS if j in args.jobs)} rows")
         elif n in needed:
             rows_hit = [j for j in args.jobs if JOB_EXAMPLE[j] == n]
             if "cluster" in args.jobs and n in CLUSTER_EXAMPLES and "cluster" not in rows_hit:
@@ -301,6 +285,20 @@ def main():
             else:
                 log("\n== cluster: nothing to run (needs ember, its wordcount example and the daemons)")
                 notes.append("cluster: nothing ran (needs the ember engine, `wordcount` and the daemons)")
+            continue
+        if job == "faults":
+            if "ember" in engines and all(n in ctx.bins for n in ["faultjob"] + DAEMONS):
+                log(f"\n== faults on {datasets['kv']}: faultjob on the cluster without and with an executor "
+                    f"SIGKILLed at the second map stage, {args.runs} rounds after a warm-up run")
+                if ctx.kvsum_digest is None:
+                    ctx.kvsum_digest = kv_expected_digest(datasets["kv"], manifests["kv"])
+                warm_up(datasets["kv"], warmed)
+                runs, order, meta["faults"] = run_faults_job(ctx, datasets["kv"], manifests["kv"], notes)
+                all_runs.extend(runs)
+                rows_order.extend(order)
+            else:
+                log("\n== faults: nothing to run (needs ember, its faultjob example and the daemons)")
+                notes.append("faults: nothing ran (needs the ember engine, `faultjob` and the daemons)")
             continue
         if job == "scaling":
             job_engines = ["ember-local[1]", "ember-local[2]"] if ("ember" in engines and "wordcount" in ctx.bins) else []
@@ -347,6 +345,8 @@ def main():
     rows = summarize(all_runs, rows_order)
     if meta.get("cluster"):
         meta["cluster"]["verdict"] = cluster_verdict(rows)
+    if meta.get("faults"):
+        meta["faults"]["verdict"] = faults_verdict(rows)
     # move ember first within each job for the table
     rows.sort(key=lambda r: (args.jobs.index(r["job"]), 0 if r["engine"].startswith("ember") else 1))
     results_json = os.path.join(args.out, "results.json")

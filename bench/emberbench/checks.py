@@ -110,38 +110,53 @@ def _kv_expected_digest(d, man):
 
 def check_kvsum_output(out_path, man, expected_digest=None):
     msgs = []
-    digest = 0
     if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
         msgs.append("no _SUCCESS")
+
+    def lines():
+        for f in data_files(out_path):
+            with open(f, "rb") as fh:
+                for line in fh:
+                    yield os.path.basename(f), line
+    ok, more = check_kv_lines(lines(), man, expected_digest)
+    if msgs:
+        return False, msgs + ([] if ok else more)
+    return ok, more
+
+
+def check_kv_lines(lines, man, expected_digest=None):
+    """The kvsum check over `(file name, line)` pairs: `key<TAB>sum` lines, 3 decimals,
+    every key once and in range, as many keys as the manifest's distinct_keys, the exact
+    total and (with expected_digest) the per-key digest. Returns (ok, [messages])."""
+    msgs = []
+    digest = 0
     nkeys = man["keys"]
     seen = bytearray(nkeys)
     n = 0
     total = 0
     dup = bad = 0
     pat = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
-    for f in data_files(out_path):
-        with open(f, "rb") as fh:
-            for line in fh:
-                line = line.rstrip(b"\n")
-                m = pat.match(line)
-                if not m:
-                    bad += 1
-                    if bad <= 3:
-                        msgs.append(f"malformed line {line[:60]!r} in {os.path.basename(f)}")
-                    continue
-                k = int(m.group(1))
-                v = int(m.group(3)) * 1000 + int(m.group(4))
-                total += -v if m.group(2) else v
-                n += 1
-                digest += line_hash(line)
-                if k >= nkeys:
-                    bad += 1
-                    if bad <= 3:
-                        msgs.append(f"key {k} out of range [0,{nkeys})")
-                elif seen[k]:
-                    dup += 1
-                else:
-                    seen[k] = 1
+    for name, line in lines:
+        line = line.rstrip(b"\n")
+        m = pat.match(line)
+        if not m:
+            bad += 1
+            if bad <= 3:
+                msgs.append(f"malformed line {line[:60]!r} in {name}")
+            continue
+        k = int(m.group(1))
+        v = int(m.group(3)) * 1000 + int(m.group(4))
+        total += -v if m.group(2) else v
+        n += 1
+        digest += line_hash(line)
+        if k >= nkeys:
+            bad += 1
+            if bad <= 3:
+                msgs.append(f"key {k} out of range [0,{nkeys})")
+        elif seen[k]:
+            dup += 1
+        else:
+            seen[k] = 1
     if dup:
         msgs.append(f"{dup} duplicate keys")
     if bad > 3:
@@ -156,6 +171,67 @@ def check_kvsum_output(out_path, man, expected_digest=None):
     ok = not msgs
     return ok, msgs or [f"keys={n} sum={total // 1000}.{total % 1000:03d} exact"
                         + (", every per-key sum exact" if expected_digest else "")]
+
+
+def output_sha256(out_path):
+    """SHA-256 of the concatenated part-* files of an output directory, in name order."""
+    h = hashlib.sha256()
+    for f in data_files(out_path):
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def check_faultjob_output(out_path, man, ref, expected_digest=None):
+    """faultjob's `bucket<TAB>key<TAB>sum` output. `ref` is the job's state, a dict: while
+    ref["sha256"] is None (the first fault-free run) the output is verified on its own (every
+    bucket is key % 7, each bucket's keys ascending, no key twice; then the `key<TAB>sum` lines
+    must pass the kvsum check: key count, exact total, per-key digest from the input) and its
+    SHA-256 (concatenated part files in order) becomes ref["sha256"]; every later output must
+    have exactly that SHA-256."""
+    if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        return False, ["no _SUCCESS"]
+    sha = output_sha256(out_path)
+    if ref.get("sha256") is not None:
+        if sha != ref["sha256"]:
+            return False, [f"output sha256 {sha[:16]}... != the first fault-free output's "
+                           f"{ref['sha256'][:16]}... (part files concatenated in order)"]
+        return True, [f"output identical to the first fault-free one (sha256 {sha[:16]}...)"]
+    # First output: verify it, its lines without the bucket through the kvsum check.
+    msgs = []
+    last = {}  # bucket -> last key seen
+    bad = 0
+
+    def kv_lines():
+        nonlocal bad
+        for f in data_files(out_path):
+            with open(f, "rb") as fh:
+                for line in fh:
+                    parts = line.rstrip(b"\n").split(b"\t")
+                    try:
+                        b, k = int(parts[0]), int(parts[1])
+                        ok = len(parts) == 3 and b == k % 7 and k > last.get(b, -1)
+                    except (ValueError, IndexError):
+                        ok = False
+                    if not ok:
+                        bad += 1
+                        if bad <= 3:
+                            msgs.append(f"line {line[:60]!r} in {os.path.basename(f)}: expected "
+                                        f"bucket<TAB>key<TAB>sum, bucket = key % 7, keys ascending per bucket")
+                        continue
+                    last[b] = k
+                    yield os.path.basename(f), parts[1] + b"\t" + parts[2]
+    ok, kv_msgs = check_kv_lines(kv_lines(), man, expected_digest)
+    if bad > 3:
+        msgs.append(f"{bad} bad lines in all")
+    if not ok:
+        msgs.extend(kv_msgs)
+    if msgs:
+        return False, msgs
+    ref["sha256"] = sha
+    return True, [f"first fault-free output verified ({kv_msgs[0]}); sha256 {sha[:16]}... "
+                  f"is the reference for the other runs"]
 
 
 def check_sorted_output(ctx, out_path, man, input_digest):

@@ -1,13 +1,16 @@
-"""A local ember cluster for the `cluster` job: one `ember-driver` and N `ember-executor`
-daemons on 127.0.0.1 with ephemeral ports, started from the snapshot binaries in OUT/bin.
+"""A local ember cluster for the `cluster` and `faults` jobs: one `ember-driver` and N
+`ember-executor` daemons on 127.0.0.1 with ephemeral ports, started from the snapshot binaries
+in OUT/bin. The `faults` job also kills executors (`kill_executor`) and starts replacements
+(`add_executor`).
 
 Invariants: every daemon (and every worker process an executor started) is stopped and
 reaped, and the cluster's temp dir (executor work dirs, the driver's binary store) is
 removed, when `stop()` runs: at the end of the `with` block, on an exception or Ctrl-C
 (KeyboardInterrupt unwinds through it), and at interpreter exit (atexit) as a backstop.
 The daemons also get SIGKILL from the kernel if the harness dies without cleaning up
-(PR_SET_PDEATHSIG). Startup waits are bounded. Daemon logs go to OUT/logs/cluster-*,
-which outlive the cluster.
+(PR_SET_PDEATHSIG). Startup waits are bounded. Daemon logs go to OUT/logs/PREFIX-* (PREFIX
+`cluster` unless told otherwise), which outlive the cluster. An executor killed on purpose
+is reaped at once and its workers are SIGKILLed with it, so nothing of it outlives the kill.
 """
 import atexit
 import ctypes
@@ -19,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -35,12 +39,13 @@ def _die_with_parent():
         pass
 
 
-def daemon_env():
-    """The daemons' environment: quiet logs, no cluster secret (loopback only)."""
+def daemon_env(log_level="warn"):
+    """The daemons' environment: EMBER_LOG=log_level (quiet by default), no cluster secret
+    (loopback only)."""
     env = dict(os.environ)
-    for k in ("EMBER_SECRET", "EMBER_SECRET_FILE", "EMBER_MASTER"):
+    for k in ("EMBER_SECRET", "EMBER_SECRET_FILE", "EMBER_MASTER", "RUST_LOG"):
         env.pop(k, None)
-    env["EMBER_LOG"] = "warn"
+    env["EMBER_LOG"] = log_level
     env["NO_COLOR"] = "1"  # plain log files
     return env
 
@@ -62,17 +67,17 @@ class ClusterError(RuntimeError):
 
 
 class Daemon:
-    """One daemon process with its stdout/stderr in log files."""
+    """One daemon process with its stdout/stderr in log files (LOG_DIR/PREFIX-NAME.out|.err)."""
 
-    def __init__(self, name, cmd, log_dir):
-        self.name, self.cmd = name, cmd
-        self.out = os.path.join(log_dir, f"cluster-{name}.out")
-        self.err = os.path.join(log_dir, f"cluster-{name}.err")
+    def __init__(self, name, cmd, log_dir, prefix="cluster", log_level="warn", work_dir=None):
+        self.name, self.cmd, self.work_dir = name, cmd, work_dir
+        self.out = os.path.join(log_dir, f"{prefix}-{name}.out")
+        self.err = os.path.join(log_dir, f"{prefix}-{name}.err")
         with open(self.out, "wb") as o, open(self.err, "wb") as e:
             # own session: a Ctrl-C in the terminal reaches the harness, which stops the
             # daemons in order, not the daemons directly
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=o, stderr=e,
-                                         env=daemon_env(), start_new_session=True,
+                                         env=daemon_env(log_level), start_new_session=True,
                                          preexec_fn=_die_with_parent)
 
     @property
@@ -99,16 +104,22 @@ class Daemon:
 
 class Cluster:
     """A driver (with its status page on an ephemeral port) and `executors` executors of
-    `cores` cores and `memory` each. Use as a context manager, or call start()/stop()."""
+    `cores` cores and `memory` each. Use as a context manager, or call start()/stop().
+    `prefix` names the daemons' log files; `driver_log` is the driver's EMBER_LOG (the
+    executors log at warn). Executors are numbered from 1 in the order they are started; a
+    replacement gets the next number (and a fresh work dir), never a dead one's."""
 
-    def __init__(self, bins, executors, cores, memory, log_dir):
+    def __init__(self, bins, executors, cores, memory, log_dir, prefix="cluster", driver_log="warn"):
         self.bins, self.n_executors, self.cores, self.memory = bins, executors, cores, memory
-        self.log_dir = log_dir
+        self.log_dir, self.prefix, self.driver_log = log_dir, prefix, driver_log
         self.dir = None
         self.driver = None
         self.executors = []
+        self.next_executor = 1
         self.url = self.ui_url = None
         self.start_s = None
+        self.lost_cpu_ticks = 0  # CPU of executors (and their workers) killed on purpose
+        self.lock = threading.RLock()  # kill_executor may run on another thread than stop()
 
     # ---- lifecycle
 
@@ -124,14 +135,12 @@ class Cluster:
         atexit.register(self.stop)
         t0 = time.monotonic()
         deadline = t0 + STARTUP_S
-        self.dir = tempfile.mkdtemp(prefix="ember-bench-cluster-")
+        self.dir = tempfile.mkdtemp(prefix=f"ember-bench-{self.prefix}-")
         try:
-            self.driver = Daemon("driver", self.driver_cmd(), self.log_dir)
+            self.driver = Daemon("driver", self.driver_cmd(), self.log_dir, self.prefix, self.driver_log)
             self.url, self.ui_url = self.driver.wait_for_addresses(2, deadline)
-            for i in range(1, self.n_executors + 1):
-                ex = Daemon(f"executor-{i}", self.executor_cmd(i), self.log_dir)
-                self.executors.append(ex)
-                ex.wait_for_addresses(1, deadline)
+            for _ in range(self.n_executors):
+                self.add_executor(deadline)
             self.wait_for_registration(deadline)
         except BaseException:
             self.stop()
@@ -142,17 +151,55 @@ class Cluster:
     def stop(self):
         """SIGTERM to the executors (they kill their workers), then to the driver; SIGKILL to
         whatever is left after a grace period; then removes the temp dir. Idempotent."""
-        workers = [p for d in self.executors for p in child_pids(d.pid)]
-        _terminate(self.executors)
-        _terminate([self.driver] if self.driver else [])
-        for pid, started in workers:  # orphaned only if an executor had to be SIGKILLed
-            if _start_time(pid) == started:
-                _signal(pid, signal.SIGKILL)
-        self.executors, self.driver = [], None
-        if self.dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
-        atexit.unregister(self.stop)
+        with self.lock:
+            workers = [p for d in self.executors for p in child_pids(d.pid)]
+            _terminate(self.executors)
+            _terminate([self.driver] if self.driver else [])
+            for pid, started in workers:  # orphaned only if an executor had to be SIGKILLed
+                if _start_time(pid) == started:
+                    _signal(pid, signal.SIGKILL)
+            self.executors, self.driver = [], None
+            if self.dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+                self.dir = None
+            atexit.unregister(self.stop)
+
+    def add_executor(self, deadline=None):
+        """Starts the next executor and waits (until `deadline`, default STARTUP_S from now)
+        for it to print its address; it registers with the driver on its own (see
+        wait_for_registration). Returns its Daemon."""
+        deadline = deadline or time.monotonic() + STARTUP_S
+        with self.lock:
+            i = self.next_executor
+            self.next_executor += 1
+            ex = Daemon(f"executor-{i}", self.executor_cmd(i), self.log_dir, self.prefix,
+                        work_dir=os.path.join(self.dir, f"executor-{i}"))
+            self.executors.append(ex)
+        ex.wait_for_addresses(1, deadline)
+        return ex
+
+    def kill_executor(self, ex, workers=None):
+        """SIGKILL to executor `ex` (a crash, as `kill -9`), then to its worker processes
+        (they would exit on their own once their socket closes; killing them makes the loss
+        that of a whole machine and leaves nothing running), then reaps it. `workers`:
+        its [(pid, start time)] from child_pids(), read beforehand to keep the /proc scan out
+        of the kill's path (default: read now). Their CPU time up to the kill is kept in
+        lost_cpu_ticks so cpu_seconds() stays monotonic. Returns {"pid", "workers",
+        "killed_at"}: the executor's pid, its workers' pids and the time.time() of the
+        SIGKILL."""
+        with self.lock:
+            if workers is None:
+                workers = child_pids(ex.pid)
+            ticks = _cpu_ticks(ex.pid) + sum(_cpu_ticks(pid) for pid, _ in workers)
+            _signal(ex.pid, signal.SIGKILL)
+            killed_at = time.time()
+            for pid, started in workers:
+                if _start_time(pid) == started:
+                    _signal(pid, signal.SIGKILL)
+            ex.proc.wait()
+            self.lost_cpu_ticks += ticks
+            self.executors.remove(ex)
+        return {"pid": ex.pid, "workers": [pid for pid, _ in workers], "killed_at": killed_at}
 
     # ---- commands
 
@@ -161,14 +208,15 @@ class Cluster:
                 "--binary-dir", os.path.join(self.dir, "driver-binaries")]
 
     def executor_cmd(self, i):
-        """Executor i's command line (i from 1, like the driver's executor ids)."""
+        """Executor i's command line (i from 1, in start order; the driver's executor ids
+        are in registration order, see executor_ids())."""
         return [self.bins["ember-executor"], "--driver", self.url, "--cores", str(self.cores),
                 "--memory", self.memory, "--work-dir", os.path.join(self.dir, f"executor-{i}"),
                 "--host", "127.0.0.1", "--shuffle-port", "0"]
 
     def commands(self):
         """The daemons' command lines (executor 1's; the others differ in their work dir)."""
-        return {"driver": "EMBER_LOG=warn " + shlex.join(self.driver_cmd()),
+        return {"driver": f"EMBER_LOG={shlex.quote(self.driver_log)} " + shlex.join(self.driver_cmd()),
                 "executor": "EMBER_LOG=warn " + shlex.join(self.executor_cmd(1))
                             + f"  (x{self.n_executors}: executor-1 ... executor-{self.n_executors})"}
 
@@ -183,7 +231,15 @@ class Cluster:
         m = re.search(r"^executors: (\d+) \((\d+) cores\)", self.status_page(), re.M)
         return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
-    def wait_for_registration(self, deadline):
+    def executor_ids(self):
+        """{pid: the driver's executor id} of the executors the status page lists."""
+        return {int(m.group(2)): m.group(1) for m in
+                re.finditer(r"^  (\S+)  cores \d+ .* pid (\d+) ", self.status_page(), re.M)}
+
+    def wait_for_registration(self, deadline=None):
+        """Waits until the status page lists n_executors executors with their cores, and
+        they are exactly the live ones (a killed executor dropped, a replacement in)."""
+        deadline = deadline or time.monotonic() + STARTUP_S
         want = (self.n_executors, self.n_executors * self.cores)
         got = None
         while True:
@@ -192,6 +248,8 @@ class Cluster:
                 raise ClusterError("cluster daemon exited during startup: " + "; ".join(dead))
             try:
                 got = self.registered()
+                if got == want and set(self.executor_ids()) != {d.pid for d in self.executors}:
+                    got = f"{got}, but not the live executors' pids"
             except OSError as e:
                 got = f"status page: {e}"
             if got == want:
@@ -216,13 +274,11 @@ class Cluster:
 
     def cpu_seconds(self):
         """CPU time (user + sys, s) the cluster has used so far: the daemons', their live
-        workers' and that of the workers they have already reaped (cutime, cstime). The
-        difference of two readings is the cluster's CPU time in between."""
-        ticks = 0
-        for _, pid in self.processes():
-            fields = _stat_fields(pid)
-            if fields:
-                ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        workers' and that of the workers they have already reaped (cutime, cstime), plus
+        that of executors killed on purpose up to their kill. The difference of two readings
+        is the cluster's CPU time in between."""
+        with self.lock:
+            ticks = self.lost_cpu_ticks + sum(_cpu_ticks(pid) for _, pid in self.processes())
         return ticks / os.sysconf("SC_CLK_TCK")
 
     def memory_report(self, names_by_sha):
@@ -269,6 +325,12 @@ def _stat_fields(pid):
     except OSError:
         return None
     return s[s.rfind(")") + 2:].split()
+
+
+def _cpu_ticks(pid):
+    """utime + stime + cutime + cstime of a live process, in clock ticks (0 if gone)."""
+    fields = _stat_fields(pid)
+    return sum(int(x) for x in fields[11:15]) if fields else 0
 
 
 def _start_time(pid):

@@ -9,7 +9,7 @@ REPO = os.path.dirname(BENCH_DIR)
 DEFAULT_SHARED = os.path.join(os.path.dirname(REPO), "shared", "bench")
 
 ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
-ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster"]
+ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
 
 # Which engines can run which job (ember is always first: it is what the ratios are about).
 JOB_ENGINES = {
@@ -20,10 +20,13 @@ JOB_ENGINES = {
     "tiny": ["ember", "spark"],
     "scaling": ["ember"],
     "cluster": ["ember"],
+    "faults": ["ember"],
 }
 # ember example each job needs (the cluster job also runs `latency`, see CLUSTER_EXAMPLES).
 JOB_EXAMPLE = {"wordcount": "wordcount", "kvsum": "kvsum", "sort": "sort", "latency": "latency",
-               "tiny": "wordcount", "scaling": "wordcount", "cluster": "wordcount"}
+               "tiny": "wordcount", "scaling": "wordcount", "cluster": "wordcount", "faults": "faultjob"}
+# Jobs that run on a local cluster of ember daemons (they need DAEMONS built).
+CLUSTER_JOBS = ("cluster", "faults")
 
 # The cluster job: a driver and CLUSTER_EXECUTORS executors of CLUSTER_CORES cores each on this
 # machine, compared with local[2]; the targets are the (cluster wall <= 1.3x local[2],
@@ -44,6 +47,26 @@ CLUSTER_LABELS = {
     CLUSTER_FIRST: "wordcount cluster, first run (binary upload + fetch; not counted)",
     CLUSTER_WC: f"wordcount cluster (1 driver + {CLUSTER_EXECUTORS}x{CLUSTER_CORES} core)",
     CLUSTER_LATENCY: "latency cluster (trivial 8-task job)",
+}
+
+# The faults job: `faultjob --partitions FAULTS_PARTITIONS` over the kv set on a driver and
+# FAULTS_EXECUTORS executors of FAULTS_CORES core each; fault-free runs vs runs in which the
+# executor holding the most map outputs of the first shuffle is SIGKILLed as soon as the
+# driver submits the second map stage. FAULTS_DRIVER_LOG is the driver's EMBER_LOG: info (the
+# stage submissions, fetch failures, lost executors and map outputs) plus debug for the
+# scheduler's completion module alone, the only place that logs each running task lost with
+# an executor ("task lost with its executor"; a handful of lines per run).
+FAULTS_PARTITIONS = 6
+FAULTS_EXECUTORS = 3
+FAULTS_CORES = 1
+FAULTS_DRIVER_LOG = "info,ember_driver::scheduler::completion=debug"
+FAULTS_FIRST = "ember-faults-first"
+FAULTS_FREE = "ember-faults-free"
+FAULTS_KILL = "ember-faults-kill"
+FAULTS_LABELS = {
+    FAULTS_FIRST: "faultjob cluster, first run (binary upload + fetch; not counted)",
+    FAULTS_FREE: f"faultjob cluster, fault-free (1 driver + {FAULTS_EXECUTORS}x{FAULTS_CORES} core)",
+    FAULTS_KILL: "faultjob cluster, executor SIGKILLed at the 2nd map stage",
 }
 
 # cargo profiles the harness can build (--profile): name -> cargo flags (target/<name>/).

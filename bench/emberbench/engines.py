@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 
-from .config import CLUSTER_LATENCY, JOB_EXAMPLE, SPARK_CLASS
+from .config import CLUSTER_LATENCY, FAULTS_PARTITIONS, JOB_EXAMPLE, SPARK_CLASS
 
 
 def detect_references(args):
@@ -57,6 +57,9 @@ def make_command(ctx, job, engine, inp, out, master="local[2]"):
             return [ctx.bins["latency"]], ember_env
         if engine == CLUSTER_LATENCY:
             return [ctx.bins["latency"], "--master", master], ember_env
+        if job == "faults":
+            return [ctx.bins["faultjob"], "--master", master, "--partitions", str(FAULTS_PARTITIONS),
+                    inp, out], ember_env
         exe = ctx.bins[JOB_EXAMPLE[job]]
         return [exe, "--master", master, inp, out], ember_env
     if engine in ("duckdb", "polars"):

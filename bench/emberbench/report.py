@@ -6,7 +6,8 @@ import statistics
 import subprocess
 
 from .config import (CLUSTER_FIRST, CLUSTER_LABELS, CLUSTER_LATENCY, CLUSTER_LOCAL, CLUSTER_MAX_RATIO,
-                     CLUSTER_MAX_TRIVIAL_MS, CLUSTER_WC, RUN_PY)
+                     CLUSTER_MAX_TRIVIAL_MS, CLUSTER_WC, FAULTS_FIRST, FAULTS_FREE, FAULTS_KILL,
+                     FAULTS_LABELS, RUN_PY)
 
 
 def med(xs):
@@ -51,7 +52,9 @@ def summarize(runs, rows_order):
 
 
 def engine_label(job, engine):
-    """How a row's engine is shown: the cluster job's rows say what they run."""
+    """How a row's engine is shown: the cluster and faults jobs' rows say what they run."""
+    if job == "faults":
+        return FAULTS_LABELS.get(engine, engine)
     return CLUSTER_LABELS.get(engine, engine) if job == "cluster" else engine
 
 
@@ -61,6 +64,11 @@ def row_ratio(job, r, rs):
         local = next((x for x in rs if x["engine"] == CLUSTER_LOCAL), None)
         if r["engine"] == CLUSTER_WC and local and local["wall_s"] and r["wall_s"]:
             return f"{fmt_ratio(r['wall_s'] / local['wall_s'])} (cluster / local[2])"
+        return ""
+    if job == "faults":
+        free = next((x for x in rs if x["engine"] == FAULTS_FREE), None)
+        if r["engine"] == FAULTS_KILL and free and free["wall_s"] and r["wall_s"]:
+            return f"{fmt_ratio(r['wall_s'] / free['wall_s'])} (with fault / fault-free)"
         return ""
     ember = next((x for x in rs if x["engine"] == "ember"), None)
     if not ember or r["engine"] == "ember":
@@ -96,6 +104,95 @@ def cluster_verdict(rows):
             "trivial_job_median_ms": lat, "trivial_job_p90_ms": ok_val(CLUSTER_LATENCY, "latency_p90_ms"),
             "trivial_job_target_ms": CLUSTER_MAX_TRIVIAL_MS,
             "trivial_job_ok": None if lat is None else lat < CLUSTER_MAX_TRIVIAL_MS}
+
+
+def faults_verdict(rows):
+    """The faults job's medians from its summary rows: fault-free and with-fault wall time
+    and their ratio (None when a row did not run or failed)."""
+    by = {r["engine"]: r for r in rows if r["job"] == "faults"}
+
+    def ok_wall(engine):
+        r = by.get(engine)
+        return r["wall_s"] if r and r["ok"] else None
+    free, kill = ok_wall(FAULTS_FREE), ok_wall(FAULTS_KILL)
+    return {"free_wall_s": free, "kill_wall_s": kill, "ratio": kill / free if free and kill else None,
+            "first_run_wall_s": ok_wall(FAULTS_FIRST)}
+
+
+def render_faults(c):
+    """The faults job's section of results.md, from meta["faults"]."""
+    v = c.get("verdict") or {}
+    out = ["", f"## Fault tolerance: executor killed during the shuffle (faultjob, 1 driver + {c['executors']} "
+               f"executors x {c['cores']} core, executor memory {c['memory']}, {c['profile']} build)", ""]
+    out.append(f"- faultjob `--partitions {c['partitions']}` on {c['input']}: stage 1 parses and "
+               f"hash-partitions the records (shuffle 1, no map-side combine), stage 2 sums per key and "
+               f"buckets the sums (shuffle 2), stage 3 writes `bucket<TAB>key<TAB>sum`")
+    ratio = v.get("ratio")
+    out.append(f"- median of {c['runs']} alternated runs each: fault-free {fmt_s(v.get('free_wall_s'))}, "
+               f"with the fault {fmt_s(v.get('kill_wall_s'))}; with fault / fault-free = "
+               f"{fmt_ratio(ratio) + 'x' if ratio else '—'}")
+    out.append(f"- the fault: the harness follows the driver's log (EMBER_LOG=`{c['driver_log']}`) and, as "
+               f"soon as the driver submits the run's second map stage (the first submission naming the "
+               f"run's second shuffle, which reads shuffle 1), sends SIGKILL to the executor holding the "
+               f"most map outputs of shuffle 1 (its `shuffle_S1_*.index` files; ties: the first started) "
+               f"and to its workers (the watching thread runs at nice -10 when allowed, so a loaded CPU "
+               f"delays the kill less). The job finishes on the other {c['executors'] - 1}; then a replacement "
+               f"executor is started and the harness waits until {c['executors']} are registered, and a "
+               f"small uncounted faultjob run has the replacement fetch the binary, so no counted run "
+               f"pays for it")
+    out.append(f"- first run (binary upload + fetch; its output, verified against the input's exact "
+               f"per-key sums, is the reference every counted run must match byte for byte): "
+               f"{fmt_s(v.get('first_run_wall_s'))}; cluster start {fmt_s(c.get('start_s'))}")
+    fr = c.get("fault_runs") or []
+    if fr:
+        out.append("")
+        out.append("  Per run with the fault (counted from the run's part of the driver log: a stage's "
+                   "first submission is its run, every later one reruns the partitions it lists; "
+                   "\"map\" = the stage writing shuffle 1, \"reducer\" = the later stages):")
+        out.append("")
+        out.append("  | run | wall | killed | at | after the submission | lost map outputs | map tasks rerun "
+                   "| reducer tasks rerun | running tasks lost | fetch failures | output |")
+        out.append("  |---|---|---|---|---|---|---|---|---|---|---|")
+        for f in fr:
+            k = f.get("kill") or {}
+            if not k:
+                out.append(f"  | {f['round'] + 1} | {fmt_s(f['wall_s'])} | no kill | | | | | | | | "
+                           f"{'ok' if f['ok'] else '**FAILED**'} |")
+                continue
+            rt = f.get("running_tasks_lost")
+            held = ", ".join(f"{n} {h}" for n, h in k["held"].items())
+            out.append(
+                f"  | {f['round'] + 1} | {fmt_s(f['wall_s'])} | {k['victim']} ({k.get('victim_id') or '?'}) "
+                f"| {k['kill_at_s']:.2f} s | {fmt_ms(k.get('kill_after_submission_ms'))} "
+                f"| {k['lost_map_outputs']} (held: {held}) "
+                f"| {f['map_tasks_rerun']} ({'; '.join(f['map_resubmissions']) or 'none'}) "
+                f"| {f['reducer_tasks_rerun']} ({'; '.join(f['reducer_resubmissions']) or 'none'}) "
+                f"| {'not in the log' if rt is None else rt} | {f['fetch_failures']} "
+                f"| {'identical' if f['ok'] else '**FAILED**'} |")
+        out.append("")
+        out.append("  Running tasks lost: the tasks running on the executor when it died (the driver's "
+                   "`task lost with its executor` lines, logged at debug by the scheduler's completion "
+                   "module, hence that module's debug level); they are queued again within their stage "
+                   "attempt, or rerun by a resubmission of their stage, so they may already be among the "
+                   "reducer tasks rerun.")
+    for u in c.get("unexpected") or []:
+        out.append(f"- unexpected: {u}")
+    reps = c.get("replacements") or []
+    if reps:
+        out.append(f"- replacement executors registered in " +
+                   ", ".join(fmt_s(r["registered_s"]) for r in reps) + " (start to registered)")
+    if c.get("nproc") and c["nproc"] < c["executors"] * c["cores"]:
+        out.append(f"- caveat: {c['executors']} executors x {c['cores']} core on a {c['nproc']}-CPU machine: "
+                   f"the executors' cores are oversubscribed (so losing one of them loses no CPU, only "
+                   f"its map outputs and running tasks); the driver, the client and the harness share the "
+                   f"same CPUs")
+    cmds = c.get("commands") or {}
+    if cmds:
+        out.append("- commands:")
+        for k in ("harness", "driver", "executor", "client"):
+            if k in cmds:
+                out.append(f"  - {k}: `{cmds[k]}`")
+    return out
 
 
 def yes_no(v):
@@ -204,6 +301,8 @@ def render(meta, rows, notes):
                    f"{sc['ember-local[1]']['wall_s'] / sc['ember-local[2]']['wall_s']:.2f}x")
     if meta.get("cluster"):
         out.extend(render_cluster(meta["cluster"]))
+    if meta.get("faults"):
+        out.extend(render_faults(meta["faults"]))
     fails = [(r["job"], r["engine"], f) for r in rows for f in r["failures"]]
     if fails:
         out.append("")
@@ -231,6 +330,7 @@ def plot(results_json, png):
     engines = list(dict.fromkeys(r["engine"] for r in rows))
     colors = {"ember": "#d62728", "ember-local[1]": "#ff9896", "ember-local[2]": "#d62728",
               CLUSTER_FIRST: "#c5b0d5", CLUSTER_WC: "#9467bd", CLUSTER_LATENCY: "#8c564b",
+              FAULTS_FIRST: "#c7c7c7", FAULTS_FREE: "#17becf", FAULTS_KILL: "#bcbd22",
               "duckdb": "#1f77b4", "polars": "#2ca02c", "spark": "#ff7f0e"}
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(jobs) + 2), 4.8))
     width = 0.8 / max(1, max(sum(1 for r in rows if r["job"] == j) for j in jobs))

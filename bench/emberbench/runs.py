@@ -3,14 +3,15 @@ peak RSS, then checking its answer and logging the result line."""
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
 import threading
 import time
 
-from .checks import (check_kvsum_output, check_latency_anchors, check_ref_anchors, check_sorted_output,
-                     check_tiny_output, check_wordcount_output)
+from .checks import (check_faultjob_output, check_kvsum_output, check_latency_anchors, check_ref_anchors,
+                     check_sorted_output, check_tiny_output, check_wordcount_output)
 from .config import CLUSTER_LATENCY, log
 from .engines import make_command
 
@@ -105,6 +106,24 @@ def rm(path):
         os.remove(path)
 
 
+def shown_cmd(cmd, env):
+    """A run's command as a shell line: its EMBER_MASTER, without the GNU time wrapper."""
+    if cmd and cmd[0] == GNU_TIME:
+        cmd = cmd[5:]  # /usr/bin/time -f %M -o FILE
+    master = env.get("EMBER_MASTER")
+    return (f"EMBER_MASTER={master} " if master else "") + shlex.join(cmd or [])
+
+
+def as_record(res):
+    return {k: v for k, v in vars(res).items()}
+
+
+def failed_record(job, engine, msg):
+    """A run record for a run that could not be made (e.g. the cluster did not start)."""
+    return {"job": job, "engine": engine, "round": 0, "ok": False, "check": [msg], "wall_s": None,
+            "cpu_s": None, "maxrss_kib": 0, "anchors": {}, "cmd": None, "rc": None}
+
+
 def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
     work = os.path.join(ctx.out, "work")
     logs = os.path.join(ctx.out, "logs")
@@ -132,6 +151,8 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
                 ok, msgs = check_kvsum_output(out, man, ctx.kvsum_digest)
             elif job == "sort":
                 ok, msgs = check_sorted_output(ctx, out, man, ctx.kv_digest)
+            elif job == "faults":
+                ok, msgs = check_faultjob_output(out, man, ctx.faults_ref, ctx.kvsum_digest)
         else:
             ok, msgs = check_ref_anchors(job, engine, res, man, ctx)
             if ok and job == "wordcount":
