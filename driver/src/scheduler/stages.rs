@@ -1,0 +1,347 @@
+//! Turning a submitted plan into stages and queued tasks: the result stage and the
+//! shuffle-map stages it needs (shared with other jobs by shuffle id), parents first and
+//! only for missing map outputs, with preferred executors from the cache.
+//!
+//! Invariants: a stage attempt queues exactly its missing partitions; a stage whose
+//! shuffle output is complete is reported skipped, not run; a waiting stage is
+//! submitted once its parents' outputs are all available.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use ember_proto::Plan;
+use tracing::{debug, info};
+
+use super::{Job, Pending, Scheduler, Stage, StageKind};
+use crate::dag::PlanIndex;
+use crate::events::{JobEvent, JobFailure, StageInfo};
+
+impl Scheduler {
+    pub(super) fn fully_cached(&self, rdd_id: u32, num_partitions: u32) -> bool {
+        (0..num_partitions).all(|p| self.cache.get(&(rdd_id, p)).is_some_and(|e| !e.is_empty()))
+    }
+
+    pub(super) fn submit_job(
+        &mut self,
+        plan: Plan,
+        broadcasts: HashMap<u64, Vec<u8>>,
+        events: Sender<JobEvent>,
+    ) {
+        let job_id = self.next_job;
+        self.next_job += 1;
+        let index = match PlanIndex::new(&plan) {
+            Ok(i) => Arc::new(i),
+            Err(e) => {
+                let _ = events.send(JobEvent::JobFailed {
+                    job_id,
+                    failure: JobFailure::InvalidPlan(e),
+                });
+                return;
+            }
+        };
+        let final_node = index.node(plan.final_rdd).expect("checked by PlanIndex");
+        let partitions: Vec<u32> = if plan.partitions.is_empty() {
+            (0..final_node.num_partitions).collect()
+        } else {
+            let mut p = plan.partitions.clone();
+            p.sort_unstable();
+            p.dedup();
+            if let Some(bad) = p.iter().find(|&&x| x >= final_node.num_partitions) {
+                let _ = events.send(JobEvent::JobFailed {
+                    job_id,
+                    failure: JobFailure::InvalidPlan(format!(
+                        "partition {bad} requested, but node {} has {} partitions",
+                        final_node.id, final_node.num_partitions
+                    )),
+                });
+                return;
+            }
+            p
+        };
+        let plan = Arc::new(plan);
+        let broadcasts = Arc::new(broadcasts);
+        let result_stage = self.new_stage(
+            StageKind::Result(job_id),
+            final_node.id,
+            final_node.num_partitions,
+            final_node.name.clone(),
+            &plan,
+            &index,
+            &broadcasts,
+        );
+        // Make sure every shuffle stage of the plan exists and uses this plan.
+        let mut job = Job {
+            id: job_id,
+            events,
+            result_stage,
+            partitions: partitions.clone(),
+            done: HashSet::new(),
+            counted: HashSet::new(),
+            stages: HashSet::new(),
+            waiting: HashSet::new(),
+            reported_skipped: HashSet::new(),
+        };
+        let num_stages =
+            1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
+        let _ = job.events.send(JobEvent::Started { job_id, num_stages });
+        debug!(
+            job = job_id,
+            stages = num_stages,
+            "job submitted: {}",
+            plan.description
+        );
+        if partitions.is_empty() {
+            let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+            self.stages.remove(&result_stage);
+            return;
+        }
+        job.stages.insert(result_stage);
+        // Stages whose shuffle output already exists (from an earlier job) are skipped.
+        let mut skipped: Vec<u32> = job
+            .stages
+            .iter()
+            .copied()
+            .filter(|s| self.stage_available(*s))
+            .collect();
+        skipped.sort_unstable();
+        for s in skipped {
+            job.reported_skipped.insert(s);
+            let _ = job
+                .events
+                .send(JobEvent::StageSkipped(stage_info(&self.stages[&s], 0)));
+        }
+        self.jobs.insert(job_id, job);
+        self.submit_stage(job_id, result_stage);
+    }
+
+    /// Creates (or refreshes) the shuffle-map stages behind `rdd_id`; returns how many.
+    fn collect_shuffle_stages(
+        &mut self,
+        plan: &Arc<Plan>,
+        index: &Arc<PlanIndex>,
+        broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+        rdd_id: u32,
+        job: &mut Job,
+    ) -> u32 {
+        let mut count = 0;
+        for sid in index.all_stage_shuffles(rdd_id) {
+            let dep = index.shuffle(sid).expect("indexed").clone();
+            let parent = index.node(dep.parent).expect("indexed").clone();
+            let stage_id = match self.shuffle_stage.get(&sid) {
+                Some(&s) => {
+                    let st = self.stages.get_mut(&s).expect("stage of shuffle");
+                    if !st.running {
+                        st.plan = plan.clone();
+                        st.index = index.clone();
+                        st.broadcasts = broadcasts.clone();
+                    }
+                    s
+                }
+                None => {
+                    let name = format!("{} (shuffle {sid})", parent.name);
+                    let s = self.new_stage(
+                        StageKind::ShuffleMap(sid),
+                        parent.id,
+                        parent.num_partitions,
+                        name,
+                        plan,
+                        index,
+                        broadcasts,
+                    );
+                    self.shuffle_stage.insert(sid, s);
+                    self.tracker.register_shuffle(sid, parent.num_partitions);
+                    s
+                }
+            };
+            if job.stages.insert(stage_id) {
+                count += 1 + self.collect_shuffle_stages(plan, index, broadcasts, parent.id, job);
+            }
+        }
+        count
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_stage(
+        &mut self,
+        kind: StageKind,
+        rdd_id: u32,
+        num_partitions: u32,
+        name: String,
+        plan: &Arc<Plan>,
+        index: &Arc<PlanIndex>,
+        broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+    ) -> u32 {
+        let id = self.next_stage;
+        self.next_stage += 1;
+        self.stages.insert(
+            id,
+            Stage {
+                id,
+                kind,
+                rdd_id,
+                num_partitions,
+                name,
+                plan: plan.clone(),
+                index: index.clone(),
+                broadcasts: broadcasts.clone(),
+                attempt: 0,
+                failed_attempts: 0,
+                last_failed_attempt: None,
+                pending: HashSet::new(),
+                running: false,
+                task_failures: HashMap::new(),
+                executor_failures: HashMap::new(),
+                excluded: HashSet::new(),
+                durations: Vec::new(),
+                speculated: HashSet::new(),
+            },
+        );
+        id
+    }
+
+    /// Shuffle stages that `stage_id` reads and whose output is incomplete.
+    fn missing_parents(&self, stage_id: u32) -> Vec<u32> {
+        let st = &self.stages[&stage_id];
+        let cached =
+            |n: &ember_proto::RddNode| n.storage != 0 && self.fully_cached(n.id, n.num_partitions);
+        st.index
+            .parent_shuffles(st.rdd_id, &cached)
+            .into_iter()
+            .filter(|sid| !self.tracker.is_available(*sid))
+            .filter_map(|sid| self.shuffle_stage.get(&sid).copied())
+            .collect()
+    }
+
+    fn stage_available(&self, stage_id: u32) -> bool {
+        match self.stages[&stage_id].kind {
+            StageKind::ShuffleMap(sid) => self.tracker.is_available(sid),
+            StageKind::Result(_) => false,
+        }
+    }
+
+    pub(super) fn submit_stage(&mut self, job_id: u64, stage_id: u32) {
+        if !self.jobs.contains_key(&job_id) {
+            return;
+        }
+        if self.stage_available(stage_id) {
+            let job = self.jobs.get_mut(&job_id).expect("job");
+            if job.reported_skipped.insert(stage_id) {
+                let st = &self.stages[&stage_id];
+                let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
+            }
+            return;
+        }
+        if self.stages[&stage_id].running {
+            self.jobs
+                .get_mut(&job_id)
+                .expect("job")
+                .waiting
+                .insert(stage_id);
+            return;
+        }
+        let missing = self.missing_parents(stage_id);
+        if missing.is_empty() {
+            self.submit_tasks(job_id, stage_id);
+        } else {
+            self.jobs
+                .get_mut(&job_id)
+                .expect("job")
+                .waiting
+                .insert(stage_id);
+            for parent in missing {
+                self.submit_stage(job_id, parent);
+            }
+        }
+    }
+
+    pub(super) fn submit_tasks(&mut self, job_id: u64, stage_id: u32) {
+        let partitions: Vec<u32> = match self.stages[&stage_id].kind {
+            StageKind::ShuffleMap(sid) => self.tracker.missing(sid),
+            StageKind::Result(_) => {
+                let job = &self.jobs[&job_id];
+                job.partitions
+                    .iter()
+                    .copied()
+                    .filter(|p| !job.done.contains(p))
+                    .collect()
+            }
+        };
+        let preferred: Vec<Vec<String>> = {
+            let st = &self.stages[&stage_id];
+            let persisted: Vec<u32> = st
+                .index
+                .persisted_nodes(st.rdd_id)
+                .iter()
+                .map(|n| n.id)
+                .collect();
+            partitions
+                .iter()
+                .map(|p| {
+                    persisted
+                        .iter()
+                        .filter_map(|r| self.cache.get(&(*r, *p)))
+                        .flatten()
+                        .cloned()
+                        .collect()
+                })
+                .collect()
+        };
+        let st = self.stages.get_mut(&stage_id).expect("stage");
+        st.attempt += 1;
+        st.running = true;
+        st.pending = partitions.iter().copied().collect();
+        st.durations.clear();
+        st.speculated.clear();
+        let info = stage_info(st, partitions.len() as u32);
+        if partitions.len() as u32 == st.num_partitions {
+            info!(
+                stage = stage_id,
+                attempt = st.attempt,
+                "submitting stage {}: all {} partitions",
+                st.name,
+                partitions.len()
+            );
+        } else {
+            info!(
+                stage = stage_id,
+                attempt = st.attempt,
+                "submitting stage {}: {} of {} partitions {:?}",
+                st.name,
+                partitions.len(),
+                st.num_partitions,
+                partitions
+            );
+        }
+        for (partition, preferred) in partitions.into_iter().zip(preferred) {
+            self.queue.push_back(Pending {
+                stage_id,
+                stage_attempt: st.attempt,
+                partition,
+                attempt: 0,
+                preferred,
+                excluded: Vec::new(),
+                speculative: false,
+            });
+        }
+        let job = self.jobs.get_mut(&job_id).expect("job");
+        job.waiting.remove(&stage_id);
+        let _ = job.events.send(JobEvent::StageSubmitted(info.clone()));
+        // Other jobs waiting on the same shuffle stage see it submitted too.
+        for (jid, other) in &mut self.jobs {
+            if *jid != job_id && other.waiting.contains(&stage_id) {
+                let _ = other.events.send(JobEvent::StageSubmitted(info.clone()));
+            }
+        }
+    }
+}
+
+fn stage_info(st: &Stage, tasks_to_run: u32) -> StageInfo {
+    StageInfo {
+        stage_id: st.id,
+        name: st.name.clone(),
+        num_tasks: st.num_partitions,
+        tasks_to_run,
+        attempt: st.attempt,
+    }
+}
