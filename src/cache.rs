@@ -76,6 +76,10 @@ pub(crate) fn compute_cached<T: Data>(
         }
         None => {}
     }
+    if tc.sampling() {
+        // A sampling task may see part of its input: never cache that.
+        return tc.compute_uncached(node, part);
+    }
     // Compute the whole partition, store it, then replay it.
     let mut batches: Vec<Vec<T>> = Vec::new();
     for b in tc.compute_uncached::<T>(node, part)? {

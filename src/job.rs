@@ -61,8 +61,22 @@ impl Context {
         partitions: Option<Vec<u32>>,
         action: &str,
     ) -> Result<Vec<(u32, Vec<u8>)>> {
+        self.run_job_with(node, result_fn, payload, partitions, action, false)
+    }
+
+    /// [`Context::run_job`]; with `sample_sources`, a sampling job whose result tasks
+    /// may read only part of their text input (see `Plan::sample_sources`).
+    pub(crate) fn run_job_with(
+        &self,
+        node: &std::sync::Arc<LineageNode>,
+        result_fn: ResultFn,
+        payload: Vec<u8>,
+        partitions: Option<Vec<u32>>,
+        action: &str,
+        sample_sources: bool,
+    ) -> Result<Vec<(u32, Vec<u8>)>> {
         let description = format!("{action} of {}", node.name);
-        let plan = build_plan(
+        let mut plan = build_plan(
             node,
             result_fn.to_offset(),
             payload,
@@ -70,6 +84,7 @@ impl Context {
             description.clone(),
             self.inner.binary_id.clone(),
         );
+        plan.sample_sources = sample_sources;
         let events = self.inner.backend.submit(plan, &self.inner.broadcasts);
         let mut progress = ProgressBar::new(self.inner.conf.progress);
         let mut stages: BTreeMap<u32, StageSummary> = BTreeMap::new();

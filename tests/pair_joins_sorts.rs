@@ -335,3 +335,43 @@ fn self_join_and_diamond_over_one_shuffle() {
     let zeros: Vec<(u64, i64)> = ref_sums.iter().map(|&(k, _)| (k, 0)).collect();
     assert_eq!(sorted(both.collect().unwrap()), zeros);
 }
+
+#[test]
+fn sort_samples_large_text_splits_in_windows_and_caches_nothing_partial() {
+    // Two ~10 MiB files: large enough that the sampling job reads only windows of them.
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = Vec::new();
+    for f in 0..2u64 {
+        let mut text = String::new();
+        for i in 0..400_000u64 {
+            let key = (i * 7919 + f * 104_729) % 1_000_003;
+            text.push_str(&format!("{key:07},{f}-{i}-padding-padding\n"));
+            want.push(format!("{key:07},{f}-{i}-padding-padding"));
+        }
+        std::fs::write(dir.path().join(format!("f{f}.txt")), text).unwrap();
+    }
+    want.sort_by_key(|l| l[..7].parse::<u64>().unwrap());
+    let c = ctx(2);
+    let keyed = c
+        .text_file(dir.path().to_str().unwrap(), 2)
+        .unwrap()
+        .map(|l: String| (l[..7].parse::<u64>().unwrap(), l))
+        .cache();
+    let sorted = keyed.sort_by_key(true, 4).unwrap();
+    let sampled = c.last_job_metrics().unwrap().totals.records_in;
+    assert!(
+        sampled > 1000 && sampled < 200_000,
+        "the sampling job read {sampled} of 800000 lines"
+    );
+    // The cached RDD holds whole partitions, not the sampled windows.
+    assert_eq!(keyed.count().unwrap(), 800_000);
+    let got: Vec<String> = sorted.values().collect().unwrap();
+    let keys = |v: &[String]| v.iter().map(|l| l[..7].to_string()).collect::<Vec<_>>();
+    assert_eq!(keys(&got), keys(&want), "keys in order");
+    assert_eq!(sorted_copy(got), sorted_copy(want), "every line once");
+}
+
+fn sorted_copy(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}

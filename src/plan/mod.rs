@@ -119,5 +119,6 @@ pub(crate) fn build_plan(
         partitions,
         description,
         binary_hash,
+        sample_sources: false,
     }
 }

@@ -246,6 +246,18 @@ impl<T: Data> Rdd<T> {
         decode_results(parts)
     }
 
+    /// The records a sampling job sees: every record of partitions computed from
+    /// shuffles or caches, a spread-out part of those read from text files (for
+    /// choosing range bounds, where reading everything would only cost time).
+    pub(crate) fn collect_sample(&self) -> Result<Vec<T>> {
+        let f: ResultFn = result_compute::<Collect<T>>;
+        let parts = self
+            .ctx
+            .run_job_with(&self.node, f, Vec::new(), None, "sample", true)?;
+        let parts: Vec<Vec<T>> = decode_results(parts)?;
+        Ok(parts.into_iter().flatten().collect())
+    }
+
     /// All records, in partition order.
     pub fn collect(&self) -> Result<Vec<T>> {
         let parts = self.run_action::<Collect<T>>(Vec::new(), None, "collect")?;

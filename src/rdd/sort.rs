@@ -1,6 +1,7 @@
 //! Global sorts: `sort_by_key` and `sort_by`. As in Spark, a sampling job first picks
 //! range bounds from a sample of the keys, so that each output partition holds a
-//! contiguous key range of similar size; each reducer then sorts its range (spilling
+//! contiguous key range of similar size (unlike Spark's, it reads text input only in
+//! windows spread over each split, see `source.rs`); each reducer then sorts its range (spilling
 //! sorted runs under memory pressure), so reading the partitions in order yields all
 //! records in key order.
 
@@ -32,7 +33,7 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
                     reservoir(it.map(|(k, _)| k), size, u64::from(i))
                 },
             )
-            .collect()?;
+            .collect_sample()?;
         let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
         let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
         let read: ComputeFn = if ascending {

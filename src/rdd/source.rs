@@ -66,14 +66,79 @@ fn split_of(node: &RddNode, part: u32) -> Result<FileSplit> {
         .ok_or_else(|| crate::error::EmberError::Plan(format!("text_file has no split {part}")))
 }
 
+/// Windows a sampling task reads instead of a whole split.
+const SAMPLE_WINDOWS: u64 = 32;
+/// Bytes per sampling window.
+const SAMPLE_WINDOW_BYTES: u64 = 64 << 10;
+
+/// The parts of `split` a task reads: all of it, or, for a sampling task and a split
+/// much larger than the windows, [`SAMPLE_WINDOWS`] sub-splits of
+/// [`SAMPLE_WINDOW_BYTES`] spread evenly over it. Sub-splits follow the split rules
+/// (a line belongs to the sub-split it starts in), so every line read is a line of the
+/// split, read once.
+fn parts_to_read(tc: &TaskContext, split: FileSplit) -> Vec<FileSplit> {
+    let len = split.end.saturating_sub(split.start);
+    if !tc.sampling() || len < 4 * SAMPLE_WINDOWS * SAMPLE_WINDOW_BYTES {
+        return vec![split];
+    }
+    let stride = len / SAMPLE_WINDOWS;
+    (0..SAMPLE_WINDOWS)
+        .map(|i| {
+            let start = split.start + i * stride;
+            FileSplit {
+                path: split.path.clone(),
+                start,
+                end: start + SAMPLE_WINDOW_BYTES,
+            }
+        })
+        .collect()
+}
+
+/// Reads the lines of several splits of one file in order, one batch at a time.
+struct SplitsReader {
+    parts: std::vec::IntoIter<FileSplit>,
+    reader: Option<LineReader>,
+}
+
+impl SplitsReader {
+    fn new(parts: Vec<FileSplit>) -> Self {
+        SplitsReader {
+            parts: parts.into_iter(),
+            reader: None,
+        }
+    }
+
+    /// Fills `f`'s batch from the current reader, moving to the next split when one is
+    /// exhausted; `Ok(false)` when every split is.
+    fn next(&mut self, mut f: impl FnMut(&mut LineReader) -> Result<bool>) -> Result<bool> {
+        loop {
+            let reader = match &mut self.reader {
+                Some(r) => r,
+                None => match self.parts.next() {
+                    Some(split) => self.reader.insert(LineReader::open(&split)?),
+                    None => return Ok(false),
+                },
+            };
+            if f(reader)? {
+                return Ok(true);
+            }
+            self.reader = None;
+        }
+    }
+}
+
 pub(crate) fn text_file_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
-    let mut reader = LineReader::open(&split_of(node, part)?)?;
+    let mut reader = SplitsReader::new(parts_to_read(tc, split_of(node, part)?));
     let tc = tc.clone();
     let out: Batches<String> = Box::new(std::iter::from_fn(move || {
         let mut batch = Vec::with_capacity(BATCH);
-        match reader.next_batch(BATCH, &mut batch) {
-            Ok(()) if batch.is_empty() => None,
-            Ok(()) => {
+        let more = reader.next(|r| {
+            r.next_batch(BATCH, &mut batch)?;
+            Ok(!batch.is_empty())
+        });
+        match more {
+            Ok(false) => None,
+            Ok(true) => {
                 count_in(&tc, batch.len());
                 Some(Ok(batch))
             }
@@ -90,14 +155,18 @@ pub(crate) fn text_file_positions_compute(
 ) -> Result<Erased> {
     let split = split_of(node, part)?;
     let file = file_id(&split.path.to_string_lossy());
-    let mut reader = LineReader::open(&split)?;
+    let mut reader = SplitsReader::new(parts_to_read(tc, split));
     let tc = tc.clone();
     let mut raw = Vec::with_capacity(BATCH);
     let out: Batches<(LinePosition, String)> = Box::new(std::iter::from_fn(move || {
         raw.clear();
-        match reader.next_batch_with_offsets(BATCH, &mut raw) {
-            Ok(()) if raw.is_empty() => None,
-            Ok(()) => {
+        let more = reader.next(|r| {
+            r.next_batch_with_offsets(BATCH, &mut raw)?;
+            Ok(!raw.is_empty())
+        });
+        match more {
+            Ok(false) => None,
+            Ok(true) => {
                 count_in(&tc, raw.len());
                 let batch = raw
                     .drain(..)

@@ -181,6 +181,12 @@ impl TaskContext {
         Ok(Box::new(batches.map(move |b| tc.check_killed().and(b))))
     }
 
+    /// Whether this task may read only part of its text input: a result task of a
+    /// sampling job (see `Plan::sample_sources`).
+    pub(crate) fn sampling(&self) -> bool {
+        self.shuffle_id.is_none() && self.plan.sample_sources
+    }
+
     /// `Err(Cancelled)` once the executor was asked to kill this task.
     pub(crate) fn check_killed(&self) -> Result<()> {
         if self.env.killed.contains(&self.task_id) {
