@@ -11,9 +11,17 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `mi_option_purge_delay` in mimalloc.h (the same index in mimalloc v2 and v3).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+/// `mi_option_purge_decommits` in mimalloc.h (the same index in v2 and v3).
+const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 
-/// Keeps freed pages instead of returning them to the OS (`-1`: never purge).
+/// Keeps freed pages instead of returning them to the OS (`-1`: never purge), and
+/// where mimalloc purges anyway (freed huge blocks), resets the pages instead of
+/// decommitting them, so reusing them faults in no fresh zeroed pages. On the sort job
+/// the second setting took system time from 6.4 s to 3.2 s (9.5 s to 7.9 s wall).
 pub fn keep_freed_memory() {
     // SAFETY: setting an option is always allowed; it only changes later purging.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0);
+    }
 }
