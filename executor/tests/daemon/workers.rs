@@ -293,33 +293,3 @@ async fn a_worker_of_another_binary_or_a_bad_hash_is_refused() {
     assert!(!alive(pid), "a refused worker is killed");
     workers.shutdown().await;
 }
-
-/// The real worker side (ember's worker mode) against this executor: a job binary named
-/// by `EMBER_TEST_JOB_BINARY` (e.g. a built `examples/wordcount`) must connect, say
-/// Ready, and answer a task it cannot run (an empty plan) with a failed status of its
-/// own rather than by dying. Run with
-/// `EMBER_TEST_JOB_BINARY=target/debug/examples/wordcount cargo test -p ember-executor -- --ignored`.
-#[tokio::test]
-#[ignore = "needs a built job binary in EMBER_TEST_JOB_BINARY"]
-async fn a_real_job_binary_serves_as_a_worker() {
-    let job = std::env::var("EMBER_TEST_JOB_BINARY").expect("EMBER_TEST_JOB_BINARY");
-    let root = tempfile::tempdir().unwrap();
-    let cfg = Arc::new(config(root.path(), None));
-    let sha = install_binary(&cfg, &std::fs::read(job).unwrap());
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
-    workers.launch(launch(1, &sha, &[(3, b"three")])).await;
-    let s = next_status(&mut rx).await;
-    assert_eq!((s.task_id, s.executor_id.as_str()), (1, "exec-1"));
-    let reason = match &s.outcome {
-        Some(task_status::Outcome::Failure(f)) => format!("{:?}", f.reason),
-        other => panic!("an empty plan cannot succeed: {other:?}"),
-    };
-    assert!(
-        !reason.contains("worker process for binary"),
-        "the worker died: {reason}"
-    );
-    eprintln!("the real worker answered: {reason}");
-    within("shutdown", workers.shutdown()).await;
-    assert_eq!(std::fs::read_dir(cfg.workers_dir()).unwrap().count(), 0);
-}
