@@ -10,18 +10,7 @@ use std::path::{Path, PathBuf};
 
 use common::cluster::Cluster;
 use common::process::run_example;
-
-/// Deterministic pseudo-random numbers (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
+use common::SplitMix;
 
 /// Writes `files` input files of `lines` lines each under `dir/name`; returns the dir.
 fn inputs(
@@ -29,11 +18,11 @@ fn inputs(
     name: &str,
     files: usize,
     lines: usize,
-    mut line: impl FnMut(&mut Rng) -> String,
+    mut line: impl FnMut(&mut SplitMix) -> String,
 ) -> PathBuf {
     let d = dir.join(name);
     fs::create_dir_all(&d).unwrap();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+    let mut rng = SplitMix::new(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
     for f in 0..files {
         let text: String = (0..lines).map(|_| line(&mut rng) + "\n").collect();
         fs::write(d.join(format!("part-{f}.txt")), text).unwrap();
@@ -41,7 +30,7 @@ fn inputs(
     d
 }
 
-fn text(rng: &mut Rng) -> String {
+fn text(rng: &mut SplitMix) -> String {
     const WORDS: [&str; 12] = [
         "ember",
         "spark",
@@ -62,7 +51,7 @@ fn text(rng: &mut Rng) -> String {
         .join(" ")
 }
 
-fn kv(rng: &mut Rng) -> String {
+fn kv(rng: &mut SplitMix) -> String {
     format!(
         "{},{}.{:03}",
         rng.below(5000),
@@ -71,7 +60,7 @@ fn kv(rng: &mut Rng) -> String {
     )
 }
 
-fn edge(rng: &mut Rng) -> String {
+fn edge(rng: &mut SplitMix) -> String {
     format!("n{} n{}", rng.below(200), rng.below(200))
 }
 

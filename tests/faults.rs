@@ -14,26 +14,15 @@ use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
 use common::process::run_example;
+use common::SplitMix;
 
 const PARTITIONS: &str = "6";
-
-/// Deterministic pseudo-random numbers (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
 
 /// Six kv input files of `lines` lines each.
 fn kv_input(dir: &Path, lines: usize) -> PathBuf {
     let d = dir.join("input");
     fs::create_dir_all(&d).unwrap();
-    let mut rng = Rng(0x5eed);
+    let mut rng = SplitMix::new(0x5eed);
     for f in 0..6 {
         let text: String = (0..lines)
             .map(|_| {
@@ -467,7 +456,7 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
     assert!(run.success, "{run:?}");
     assert_eq!((output(&out), parsed(&run)), want);
     let typical = t0.elapsed();
-    let mut rng = Rng(0xc4a05);
+    let mut rng = SplitMix::new(0xc4a05);
     for round in 0..10 {
         let dir = s.join(format!("round-{round}"));
         fs::create_dir_all(&dir).unwrap();

@@ -52,9 +52,7 @@ pub enum BinaryError {
 
 /// Whether `s` is a SHA-256 in the form binaries are named by.
 pub fn is_valid_sha(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    ember_proto::digest::is_sha256_hex(s)
 }
 
 /// The binaries directory and the fetches in flight.

@@ -6,6 +6,7 @@
 //! job binary that built it (see `Plan::binary_hash`).
 
 pub mod auth;
+pub mod digest;
 
 /// Version 1 of the protocol.
 #[allow(clippy::all)]

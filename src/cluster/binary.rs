@@ -38,17 +38,7 @@ pub(crate) fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
         }
         h.update(&buf[..n]);
     }
-    Ok(hex(&h.finalize()))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    Ok(ember_proto::digest::to_hex(&h.finalize()))
 }
 
 #[cfg(test)]

@@ -24,28 +24,8 @@ const STARTUP: Duration = Duration::from_secs(30);
 pub fn daemon_bin(name: &str) -> PathBuf {
     static BUILT: Mutex<bool> = Mutex::new(false);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     if !*built {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "ember-driver",
-            "-p",
-            "ember-executor",
-        ])
-        .current_dir(manifest);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("running cargo build");
-        assert!(
-            out.status.success(),
-            "building the daemons failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        super::process::cargo_build(&["-p", "ember-driver", "-p", "ember-executor"]);
         *built = true;
     }
     let exe = std::env::current_exe().expect("current_exe");

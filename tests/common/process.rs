@@ -41,23 +41,30 @@ pub fn example_bin(name: &str) -> PathBuf {
         Some(built) => sources.iter().any(|s| mtime(s).is_some_and(|t| t > built)),
     };
     if stale {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "--example", name])
-            .current_dir(manifest);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("running cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build --example {name} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        cargo_build(&["--example", name]);
     }
     assert!(bin.exists(), "example binary {} not found", bin.display());
     checked.insert(name.to_string());
     bin
+}
+
+/// Runs `cargo build ARGS` for this workspace in the test's own profile; panics with
+/// cargo's output if the build fails.
+pub fn cargo_build(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if !cfg!(debug_assertions) {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("running cargo build");
+    assert!(
+        out.status.success(),
+        "cargo build {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Outcome of one example run.

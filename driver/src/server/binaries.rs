@@ -23,12 +23,7 @@ pub const MAX_BINARY_BYTES: u64 = 2 << 30;
 /// Size of the chunks `FetchBinary` sends.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
-/// Whether `s` is a SHA-256 digest in lower-case hex.
-pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
+pub use ember_proto::digest::is_sha256_hex;
 
 /// `Err(INVALID_ARGUMENT)` unless `s` is a lower-case hex SHA-256.
 pub fn check_sha256(s: &str) -> Result<(), Status> {
@@ -116,7 +111,7 @@ impl BinaryStore {
             .await
             .map_err(|e| io("cannot sync the temporary file", e))?;
         drop(file);
-        let actual = hex(&hasher.finalize());
+        let actual = ember_proto::digest::to_hex(&hasher.finalize());
         if received != declared_len {
             return Err(Status::invalid_argument(format!(
                 "binary length mismatch: declared {declared_len} bytes, received {received}"
@@ -205,35 +200,15 @@ impl BinaryStore {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_lower_case_hex_digests_are_names() {
-        assert!(is_sha256_hex(&"a".repeat(64)));
-        assert!(is_sha256_hex(&"0123456789abcdef".repeat(4)));
-        assert!(!is_sha256_hex(&"A".repeat(64)));
-        assert!(!is_sha256_hex(&"a".repeat(63)));
-        assert!(!is_sha256_hex(&format!("../{}", "a".repeat(61))));
-        assert!(!is_sha256_hex(""));
-    }
-
-    #[test]
     fn hex_matches_sha2() {
         let d = Sha256::digest(b"abc");
         assert_eq!(
-            hex(&d),
+            ember_proto::digest::to_hex(&d),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
