@@ -59,6 +59,20 @@ fn output(dir: &Path) -> String {
         .collect()
 }
 
+/// Starts faultjob on the cluster: `--partitions 6`, then `switches`, INPUT, OUTPUT.
+fn spawn_faultjob(
+    cluster: &Cluster,
+    switches: &[&str],
+    input: &Path,
+    out: &Path,
+    scratch: &Path,
+) -> common::process::Running {
+    let mut args = vec!["--partitions", PARTITIONS];
+    args.extend_from_slice(switches);
+    args.extend([input.to_str().unwrap(), out.to_str().unwrap()]);
+    cluster.spawn("faultjob", &args, scratch)
+}
+
 /// The output of a fault-free local run of faultjob over `input`, and its count of
 /// records parsed (checked against the input's line count).
 fn reference(input: &Path, scratch: &Path) -> (String, u64) {
@@ -164,16 +178,11 @@ fn start_gated(cluster: &Cluster, input: &Path, scratch: &Path) -> GateRun {
     let gate = scratch.join("gate");
     fs::create_dir_all(&gate).unwrap();
     let out = scratch.join("out");
-    let mut client = cluster.spawn(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            "--gate",
-            gate.to_str().unwrap(),
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
+    let mut client = spawn_faultjob(
+        cluster,
+        &["--gate", gate.to_str().unwrap()],
+        input,
+        &out,
         scratch,
     );
     wait_for("the second stage to start", Duration::from_secs(60), || {
@@ -239,18 +248,7 @@ fn killing_an_executor_during_the_map_stage_still_gives_the_same_output() {
     let want = reference(&input, s);
     let mut cluster = Cluster::start(3, 1, None);
     let out = s.join("out");
-    let client = cluster.spawn(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            "--map-delay-ms",
-            "150",
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
-        s,
-    );
+    let client = spawn_faultjob(&cluster, &["--map-delay-ms", "150"], &input, &out, s);
     // Some map outputs exist, others are still being written.
     wait_for("a first map output", Duration::from_secs(60), || {
         first_shuffle_outputs(&cluster, 3)
@@ -313,18 +311,14 @@ fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job()
     let marker = s.join("marker");
     fs::create_dir_all(&marker).unwrap();
     let out = s.join("once");
-    let run = cluster.run(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            "--panic-once",
-            marker.to_str().unwrap(),
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
+    let run = spawn_faultjob(
+        &cluster,
+        &["--panic-once", marker.to_str().unwrap()],
+        &input,
+        &out,
         s,
-    );
+    )
+    .wait();
     assert!(run.success, "{run:?}");
     assert!(
         marker.join("panicked").exists(),
@@ -337,18 +331,7 @@ fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job()
     );
 
     let out = s.join("always");
-    let run = cluster.run(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            "--always-panic",
-            "1",
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
-        s,
-    );
+    let run = spawn_faultjob(&cluster, &["--always-panic", "1"], &input, &out, s).wait();
     assert!(!run.success);
     assert!(
         run.stderr.contains("injected failure in partition 1")
@@ -418,16 +401,7 @@ fn losing_the_driver_fails_the_client_clearly_and_executors_wait_for_a_new_one()
     let again = s.join("again");
     fs::create_dir_all(&again).unwrap();
     let out = again.join("out");
-    let run = cluster.run(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
-        &again,
-    );
+    let run = spawn_faultjob(&cluster, &[], &input, &out, &again).wait();
     assert!(run.success, "{run:?}");
     assert_eq!((output(&out), parsed(&run)), want);
 }
@@ -443,16 +417,7 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
     // How long a fault-free run takes here bounds the random kill moment.
     let t0 = Instant::now();
     let out = s.join("warm");
-    let run = cluster.run(
-        "faultjob",
-        &[
-            "--partitions",
-            PARTITIONS,
-            input.to_str().unwrap(),
-            out.to_str().unwrap(),
-        ],
-        s,
-    );
+    let run = spawn_faultjob(&cluster, &[], &input, &out, s).wait();
     assert!(run.success, "{run:?}");
     assert_eq!((output(&out), parsed(&run)), want);
     let typical = t0.elapsed();
@@ -461,18 +426,7 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
         let dir = s.join(format!("round-{round}"));
         fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out");
-        let client = cluster.spawn(
-            "faultjob",
-            &[
-                "--partitions",
-                PARTITIONS,
-                "--map-delay-ms",
-                "20",
-                input.to_str().unwrap(),
-                out.to_str().unwrap(),
-            ],
-            &dir,
-        );
+        let client = spawn_faultjob(&cluster, &["--map-delay-ms", "20"], &input, &out, &dir);
         let delay = Duration::from_millis(rng.below(typical.as_millis() as u64 + 1));
         std::thread::sleep(delay);
         let victim = live.remove(rng.below(live.len() as u64) as usize);
