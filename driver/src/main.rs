@@ -179,6 +179,9 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    // Watch the signals before telling anyone the address, so a SIGTERM sent as soon as
+    // the address is out is a clean shutdown, not the default kill.
+    let signals = ShutdownSignals::install();
 
     {
         let mut out = std::io::stdout().lock();
@@ -191,7 +194,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     info!(%addr, binary_dir = %binary_dir.display(), "driver started");
 
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.wait().await;
         let _ = stop_tx.send(true);
     });
 
@@ -217,27 +220,56 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn wait_for_signal() {
+/// SIGINT and SIGTERM handlers, registered when installed.
+struct ShutdownSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let watch = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    warn!("cannot watch {name}: {e}");
+                    None
                 }
-            }
-            Err(e) => {
-                warn!("cannot watch SIGTERM: {e}");
-                let _ = tokio::signal::ctrl_c().await;
+            };
+            ShutdownSignals {
+                term: watch(SignalKind::terminate(), "SIGTERM"),
+                int: watch(SignalKind::interrupt(), "SIGINT"),
             }
         }
+        #[cfg(not(unix))]
+        ShutdownSignals {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Resolves on the first SIGINT or SIGTERM.
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.term) => {}
+                _ = recv(&mut self.int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        info!("shutdown signal received");
     }
-    info!("shutdown signal received");
 }

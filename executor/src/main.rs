@@ -148,6 +148,10 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let server = tokio::spawn(async move {
         blocks::serve(listener, service, secret.as_deref(), stop.cancelled_owned()).await
     });
+    // Watch the signals before printing the address: a SIGTERM sent as soon as the
+    // address is out must be a clean shutdown, not the default kill.
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     println!("ember-executor shuffle service on {shuffle_address}");
     let _ = std::io::stdout().flush();
     tracing::info!(
@@ -159,7 +163,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
 
     let signals = shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        wait_for_signal(term, int).await;
         tracing::info!("stopping: killing workers");
         signals.cancel();
     });
@@ -200,19 +204,25 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     }
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("cannot listen for SIGTERM: {e}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// Resolves on the first SIGTERM or SIGINT among the handlers that could be installed.
+async fn wait_for_signal(
+    term: std::io::Result<tokio::signal::unix::Signal>,
+    int: std::io::Result<tokio::signal::unix::Signal>,
+) {
+    async fn recv(s: std::io::Result<tokio::signal::unix::Signal>, name: &str) {
+        match s {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for {name}: {e}");
+                std::future::pending::<()>().await;
+            }
         }
-    };
+    }
     tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = recv(term, "SIGTERM") => {}
+        _ = recv(int, "SIGINT") => {}
     }
 }
 
