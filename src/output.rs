@@ -18,6 +18,9 @@ pub(crate) fn save_text<T: Data>(
     opts: SaveOptions,
     run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
 ) -> Result<()> {
+    // Tasks may run in other processes with other working directories: give them (and
+    // the commit below) one absolute path.
+    let out = &std::path::absolute(out).map_err(|e| EmberError::io(out, e))?;
     if out.exists() {
         if !opts.overwrite {
             return Err(EmberError::OutputExists {

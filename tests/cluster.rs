@@ -390,3 +390,37 @@ fn idle_workers_are_stopped_and_start_again_on_the_next_task() {
     fs::create_dir_all(&again).unwrap();
     same_as_local(&cluster, &again, "wordcount", &words, &[]);
 }
+
+#[test]
+fn relative_paths_are_resolved_in_the_clients_working_directory() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(2, 1, None);
+    inputs(s, "words", 2, 500, text);
+    let local = s.join("local-out");
+    let run = run_example(
+        "wordcount",
+        &[
+            "--master",
+            "local[2]",
+            s.join("words").to_str().unwrap(),
+            local.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(run.success, "{run:?}");
+    // The executors run in another directory: the client's relative paths must reach
+    // them absolute, for reading the input and for writing and committing the output.
+    let out = std::process::Command::new(common::process::example_bin("wordcount"))
+        .args(["--master", &cluster.url, "words", "relative-out"])
+        .current_dir(s)
+        .env("EMBER_PROGRESS", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(output(&s.join("relative-out")), output(&local));
+}

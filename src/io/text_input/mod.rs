@@ -91,8 +91,12 @@ pub fn list_input_files(path: &str) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Lists one (non-comma) input path into `out`.
+/// Lists one (non-comma) input path into `out`. A relative path is made absolute
+/// against this process's working directory first: tasks may run in other processes
+/// (cluster workers) with other working directories.
 fn list_one(piece: &str, out: &mut Vec<PathBuf>) -> Result<()> {
+    let abs = std::path::absolute(piece).map_err(|e| EmberError::io(piece, e))?;
+    let piece = abs.to_str().unwrap_or(piece);
     let p = Path::new(piece);
     match fs::metadata(p) {
         // An existing path is taken literally, even if it contains glob characters.
