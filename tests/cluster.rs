@@ -424,3 +424,33 @@ fn relative_paths_are_resolved_in_the_clients_working_directory() {
     );
     assert_eq!(output(&s.join("relative-out")), output(&local));
 }
+
+#[test]
+fn unpersist_drops_cached_partitions_on_the_executors() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    // One executor: every task lands where the cached blocks are.
+    let cluster = Cluster::start(1, 2, None);
+    let words = inputs(s, "words", 3, 400, text);
+    let out = s.join("out");
+    let run = cluster.run(
+        "cache",
+        &[
+            "--partitions",
+            "3",
+            words.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    // 3 partitions read by the first count, none by the second (cached), 3 again after
+    // unpersist + cache: a stale block left on the executor would have been read instead.
+    assert_eq!(
+        output(&out),
+        vec![(
+            "part-00000".to_string(),
+            "lines\t1200\tpartitions computed\t6\n".to_string()
+        )]
+    );
+}

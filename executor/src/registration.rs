@@ -272,6 +272,7 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
         driver_message::Msg::Launch(_) => "LaunchTask",
         driver_message::Msg::Kill(_) => "KillTask",
         driver_message::Msg::Cleanup(_) => "CleanupSession",
+        driver_message::Msg::Unpersist(_) => "UnpersistRdd",
     }
 }
 
@@ -292,6 +293,7 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
             });
             workers.cleanup(c);
         }
+        Some(driver_message::Msg::Unpersist(u)) => workers.unpersist(u),
         Some(driver_message::Msg::Registered(_)) => {
             tracing::warn!("driver sent Registered again; ignored");
         }

@@ -43,6 +43,7 @@ pub enum SlotCmd {
     },
     Kill(KillTask),
     Cleanup(CleanupSession),
+    Unpersist(ember_proto::UnpersistRdd),
 }
 
 /// Starts the slot actor for binary `sha`.
@@ -183,6 +184,12 @@ impl Slot {
                 _ => tracing::debug!(task_id = kill.task_id, "kill for a task with no worker"),
             },
             SlotCmd::Cleanup(c) => self.cleanup(c),
+            SlotCmd::Unpersist(u) => {
+                // A worker that is not running holds no cached blocks.
+                if let Some(live) = self.worker.as_mut() {
+                    live.send(to_worker::Msg::Unpersist(u));
+                }
+            }
         }
     }
 
@@ -251,7 +258,7 @@ impl Slot {
                     self.store_broadcasts(&task, broadcasts);
                     self.env.fail(task.task_id, msg.to_string()).await;
                 }
-                SlotCmd::Kill(_) => {}
+                SlotCmd::Kill(_) | SlotCmd::Unpersist(_) => {}
                 SlotCmd::Cleanup(c) => self.cleanup(c),
             }
         }

@@ -190,6 +190,14 @@ impl Workers {
         }
     }
 
+    /// Forwards an unpersist to every slot (and so every live worker).
+    pub fn unpersist(&mut self, unpersist: ember_proto::UnpersistRdd) {
+        let shas: Vec<String> = self.slots.keys().cloned().collect();
+        for sha in shas {
+            self.send(&sha, SlotCmd::Unpersist(unpersist));
+        }
+    }
+
     /// Sends `cmd` to `sha`'s slot, creating it (again, if its actor ended) as needed.
     fn send(&mut self, sha: &str, cmd: SlotCmd) {
         let cmd = match self.slots.get(sha) {

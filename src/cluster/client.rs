@@ -282,18 +282,20 @@ impl ClusterClient {
         }
     }
 
-    /// Tells the driver to forget the cached blocks of an RDD.
+    /// Tells the driver (and through it every executor) to drop the cached blocks of
+    /// an RDD. Waits for the driver's answer, so a job submitted afterwards cannot
+    /// overtake it and find the blocks still there.
     pub(crate) fn unpersist(&self, rdd_id: u32) {
         let mut driver = self.driver.clone();
         let session_id = self.session.session_id;
-        runtime::get().spawn(async move {
-            if let Err(s) = driver
+        let sent = runtime::block_on(async move {
+            driver
                 .unpersist(UnpersistRequest { session_id, rdd_id })
                 .await
-            {
-                debug!("unpersist of rdd {rdd_id} failed: {}", status_text(&s));
-            }
         });
+        if let Err(s) = sent {
+            warn!("unpersist of rdd {rdd_id} failed: {}", status_text(&s));
+        }
     }
 }
 

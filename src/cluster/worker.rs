@@ -150,6 +150,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             Some(to_worker::Msg::Broadcast(b)) => {
                 env.broadcast_bytes.insert(b.id, Arc::new(b.value));
             }
+            Some(to_worker::Msg::Unpersist(u)) => env.blocks.remove_rdd(u.rdd_id),
             Some(to_worker::Msg::Cleanup(c)) => {
                 env.blocks.remove_rdd_range(c.id_lo, c.id_hi);
                 let in_range = |id: &u64| *id >= c.broadcast_lo && *id < c.broadcast_hi;

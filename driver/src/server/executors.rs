@@ -227,6 +227,15 @@ impl ExecutorRegistry {
         }
     }
 
+    /// Tells every executor to drop the cached partitions of an RDD.
+    pub(crate) fn unpersist(&self, rdd_id: u32) {
+        let inner = self.inner.lock();
+        for e in inner.executors.values() {
+            let msg = driver_message::Msg::Unpersist(ember_proto::UnpersistRdd { rdd_id });
+            let _ = e.outbound.send(Ok(DriverMessage { msg: Some(msg) }));
+        }
+    }
+
     /// Drops every registration (driver shutdown): their response streams end.
     pub(crate) fn clear(&self) {
         self.inner.lock().executors.clear();

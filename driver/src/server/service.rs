@@ -106,6 +106,7 @@ impl Driver for DriverService {
         self.state
             .scheduler
             .send(SchedulerEvent::Unpersist { rdd_id: req.rdd_id });
+        self.state.executors.unpersist(req.rdd_id);
         Ok(Response::new(Empty {}))
     }
 
