@@ -123,14 +123,6 @@ impl Conf {
             progress: true,
         }
     }
-
-    /// Number of task slots (local threads).
-    pub fn default_parallelism(&self) -> usize {
-        match self.master {
-            Master::Local { threads, .. } => threads,
-            Master::Cluster(_) => 2,
-        }
-    }
 }
 
 fn master_from_args(args: &[String]) -> Option<String> {

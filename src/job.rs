@@ -52,21 +52,10 @@ pub struct JobMetrics {
 
 impl Context {
     /// Runs `result_fn` on `partitions` (all if `None`) of `node`; returns each
-    /// partition's serialised result, in partition order.
+    /// partition's serialised result, in partition order. With `sample_sources` it is a
+    /// sampling job, whose result tasks may read only part of their text input (see
+    /// `Plan::sample_sources`).
     pub(crate) fn run_job(
-        &self,
-        node: &std::sync::Arc<LineageNode>,
-        result_fn: ResultFn,
-        payload: Vec<u8>,
-        partitions: Option<Vec<u32>>,
-        action: &str,
-    ) -> Result<Vec<(u32, Vec<u8>)>> {
-        self.run_job_with(node, result_fn, payload, partitions, action, false)
-    }
-
-    /// [`Context::run_job`]; with `sample_sources`, a sampling job whose result tasks
-    /// may read only part of their text input (see `Plan::sample_sources`).
-    pub(crate) fn run_job_with(
         &self,
         node: &std::sync::Arc<LineageNode>,
         result_fn: ResultFn,

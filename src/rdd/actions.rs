@@ -242,7 +242,7 @@ impl<T: Data> Rdd<T> {
         let f: ResultFn = result_compute::<R>;
         let parts = self
             .ctx
-            .run_job(&self.node, f, payload, partitions, action)?;
+            .run_job(&self.node, f, payload, partitions, action, false)?;
         decode_results(parts)
     }
 
@@ -253,7 +253,7 @@ impl<T: Data> Rdd<T> {
         let f: ResultFn = result_compute::<Collect<T>>;
         let parts = self
             .ctx
-            .run_job_with(&self.node, f, Vec::new(), None, "sample", true)?;
+            .run_job(&self.node, f, Vec::new(), None, "sample", true)?;
         let parts: Vec<Vec<T>> = decode_results(parts)?;
         Ok(parts.into_iter().flatten().collect())
     }
