@@ -48,7 +48,8 @@ pub(crate) struct ClusterClient {
     session_task: tokio::task::JoinHandle<()>,
     /// Set when the session stream ends on the driver's side.
     driver_lost: Arc<Mutex<Option<String>>>,
-    sent_broadcasts: Mutex<HashSet<u64>>,
+    /// Broadcasts the driver accepted (or is being sent with a job in flight).
+    sent_broadcasts: Arc<Mutex<HashSet<u64>>>,
     /// Job id -> the switch that stops its event-forwarding task (which drops the
     /// stream: the driver then cancels the job).
     running: Arc<Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>>,
@@ -162,7 +163,7 @@ impl ClusterClient {
                 session,
                 session_task,
                 driver_lost,
-                sent_broadcasts: Mutex::new(HashSet::new()),
+                sent_broadcasts: Arc::new(Mutex::new(HashSet::new())),
                 running: Arc::new(Mutex::new(HashMap::new())),
             })
         })
@@ -200,6 +201,8 @@ impl ClusterClient {
             plan: Some(plan),
             new_broadcasts,
         };
+        let new_ids: Vec<u64> = request.new_broadcasts.iter().map(|b| b.id).collect();
+        let sent_broadcasts = self.sent_broadcasts.clone();
         let mut driver = self.driver.clone();
         let url = self.url.clone();
         let running = self.running.clone();
@@ -209,10 +212,13 @@ impl ClusterClient {
             let mut stream = match driver.submit_job(request).await {
                 Ok(r) => r.into_inner(),
                 Err(s) => {
+                    // The driver did not take the job, so not its broadcasts either:
+                    // the next job must send them.
+                    sent_broadcasts.lock().retain(|id| !new_ids.contains(id));
                     return fail(
                         &tx,
                         format!("the driver at {url} refused the job: {}", status_text(&s)),
-                    )
+                    );
                 }
             };
             let mut job_id = None;
