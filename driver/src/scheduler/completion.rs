@@ -164,23 +164,35 @@ impl Scheduler {
     /// Kills the other running attempts of a partition that just finished (the loser
     /// of a speculative race); their slots come back when their statuses arrive.
     fn kill_other_copies(&mut self, winner: &TaskRun) {
-        let losers: Vec<u64> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.stage_id == winner.stage_id && r.partition == winner.partition)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in losers {
-            let run = self.running.remove(&id).expect("running");
+        let abandoned = self
+            .abandon_running(|r| r.stage_id == winner.stage_id && r.partition == winner.partition);
+        for run in abandoned {
             info!(
                 stage = run.stage_id,
                 partition = run.partition,
                 executor = %run.executor_id,
-                "killing a redundant attempt: another one finished first"
+                "killed a redundant attempt: another one finished first"
             );
-            self.launcher.kill(&run.executor_id, id);
-            self.abandoned.insert(id, run.executor_id);
         }
+    }
+
+    /// Gives up on the running attempts `which` selects: asks their executors to kill
+    /// them and keeps their slots taken (in `abandoned`) until their statuses arrive.
+    fn abandon_running(&mut self, which: impl Fn(&TaskRun) -> bool) -> Vec<TaskRun> {
+        let ids: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| which(r))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter()
+            .map(|id| {
+                let run = self.running.remove(&id).expect("running");
+                self.launcher.kill(&run.executor_id, id);
+                self.abandoned.insert(id, run.executor_id.clone());
+                run
+            })
+            .collect()
     }
 
     fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
@@ -429,17 +441,7 @@ impl Scheduler {
             .filter(|s| !still_used.contains(s))
             .collect();
         self.queue.retain(|p| !orphaned.contains(&p.stage_id));
-        let to_kill: Vec<u64> = self
-            .running
-            .iter()
-            .filter(|(_, r)| orphaned.contains(&r.stage_id))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in to_kill {
-            let run = self.running.remove(&id).expect("running");
-            self.launcher.kill(&run.executor_id, id);
-            self.abandoned.insert(id, run.executor_id);
-        }
+        self.abandon_running(|r| orphaned.contains(&r.stage_id));
         for s in &orphaned {
             if let Some(st) = self.stages.get_mut(s) {
                 st.running = false;
