@@ -19,8 +19,9 @@ use std::sync::Arc;
 use compact_str::CompactString;
 use ember_proto::{MapStatus, ShuffleDependency};
 
+use super::pass_through::PassThrough;
 use super::shuffle_ops::{
-    combine_probe_says_skip, read_combined, Adapter, AggFns, FnAgg, MapSide, WritePayload,
+    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapSide, WritePayload,
 };
 use super::{decode, encode, Rdd};
 use crate::data::{Data, Key};
@@ -71,8 +72,6 @@ impl<T: Data> Rdd<T> {
     {
         assert_stateless(&f);
         assert_stateless(&reduce);
-        let create = |_: &(), v: V| v;
-        let merge = move |_: &(), a: V, b: V| conjure::<R>()(a, b);
         fn shuffle<T: Data, Q, K, G, F>(
             rdd: &Rdd<T>,
             _: std::marker::PhantomData<G>,
@@ -102,13 +101,8 @@ impl<T: Data> Rdd<T> {
                 state,
             )
         }
-        fn marker<V, Fc, Fm>(
-            _: &Fc,
-            _: &Fm,
-        ) -> std::marker::PhantomData<FnAgg<(), V, V, Fc, Fm, Fm>> {
-            std::marker::PhantomData
-        }
-        shuffle::<T, Q, K, _, F>(self, marker::<V, _, _>(&create, &merge), Location::caller())
+        let marker = std::marker::PhantomData::<PassThrough<V, R>>;
+        shuffle::<T, Q, K, _, F>(self, marker, Location::caller())
     }
 }
 
@@ -163,59 +157,58 @@ where
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
     let f = conjure::<F>();
-    let mut agg: ExternalAggregator<SK, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
-        Adapter::<G>(state.clone()),
-        tc.reservation("map-side combine"),
-        tc.env.spill_dir(),
-    );
+    let mut agg: Option<ExternalAggregator<SK, G::V, Option<G::C>, Adapter<G>>> =
+        Some(ExternalAggregator::new(
+            Adapter::<G>(state.clone()),
+            tc.reservation("map-side combine"),
+            tc.env.spill_dir(),
+        ));
     let mut out = MapSide::<(SK, G::C)>::new(tc, dep, map);
     let n = dep.num_reduce_partitions;
     let mut error: Option<EmberError> = None;
     let mut emitted = 0u64;
-    let mut decided = false;
-    let mut bypass = false;
+    let mut decided = !G::PASS_THROUGH;
     for batch in tc.compute::<T>(dep.parent, map)? {
         for rec in batch? {
-            if bypass {
-                let mut sink = |q: &Q, v: G::V| {
-                    if error.is_none() {
-                        let k = make(view(q));
-                        let r = hash_partition(&k, n);
-                        if let Err(e) = out.write(r, &(k, G::create(&state, v))) {
-                            error = Some(e);
+            match agg.as_mut() {
+                None => {
+                    let mut sink = |q: &Q, v: G::V| {
+                        if error.is_none() {
+                            let k = make(view(q));
+                            let r = hash_partition(&k, n);
+                            if let Err(e) = out.write(r, &(k, G::create(&state, v))) {
+                                error = Some(e);
+                            }
                         }
-                    }
-                };
-                f(&rec, &mut Emit { sink: &mut sink });
-            } else {
-                let mut sink = |q: &Q, v: G::V| {
-                    if error.is_none() {
-                        emitted += 1;
-                        if let Err(e) = agg.insert_ref(view(q), v, &make) {
-                            error = Some(e);
+                    };
+                    f(&rec, &mut Emit { sink: &mut sink });
+                }
+                Some(table) => {
+                    let mut sink = |q: &Q, v: G::V| {
+                        if error.is_none() {
+                            emitted += 1;
+                            if let Err(e) = table.insert_ref(view(q), v, &make) {
+                                error = Some(e);
+                            }
                         }
-                    }
-                };
-                f(&rec, &mut Emit { sink: &mut sink });
+                    };
+                    f(&rec, &mut Emit { sink: &mut sink });
+                }
             }
             if let Some(e) = error.take() {
                 return Err(e);
             }
         }
-        if !decided && !bypass && emitted >= super::shuffle_ops::COMBINE_PROBE_RECORDS {
+        if !decided && emitted >= super::shuffle_ops::COMBINE_PROBE_RECORDS {
             decided = true;
-            bypass = combine_probe_says_skip(&agg, emitted, map);
+            let table = agg.as_ref().expect("table present");
+            if combine_probe_says_skip(table, emitted, map) {
+                drain_combined(tc, agg.take().expect("table present"), &mut out, n)?;
+            }
         }
     }
-    tc.with_metrics(|m| {
-        let s = agg.metrics();
-        m.bytes_spilled += s.bytes_spilled;
-        m.spill_count += s.spill_count;
-    });
-    for rec in agg.into_iter()? {
-        let (k, c) = rec?;
-        let r = hash_partition(&k, n);
-        out.write(r, &(k, c.expect("combiner present")))?;
+    if let Some(table) = agg {
+        drain_combined(tc, table, &mut out, n)?;
     }
     out.finish(tc, dep, map)
 }

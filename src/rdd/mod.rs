@@ -11,6 +11,7 @@ mod join;
 mod narrow;
 mod ops;
 mod pair;
+mod pass_through;
 mod position;
 mod shuffle_ops;
 mod shuffle_read;

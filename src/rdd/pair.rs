@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::panic::Location;
 
 use super::ops::{Records, State};
+use super::pass_through::PassThrough;
 use super::shuffle_ops::{
     read_combined, read_plain, write_combined, write_plain, AggFns, FnAgg, HashPartitioning,
     WritePayload,
@@ -155,13 +156,8 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     ) -> Rdd<(K, V)> {
         assert_stateless(&f);
         let at = Location::caller();
-        let mut rdd = self.combine_by_key_with(
-            (),
-            |_: &(), v: V| v,
-            move |_: &(), a: V, b: V| conjure::<F>()(a, b),
-            move |_: &(), a: V, b: V| conjure::<F>()(a, b),
-            partitions,
-        );
+        let mut rdd =
+            self.aggregate_shuffle::<PassThrough<V, F>, true>("combine_by_key", at, (), partitions);
         rename(&mut rdd, "reduce_by_key", at);
         rdd
     }

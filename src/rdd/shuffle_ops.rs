@@ -68,6 +68,9 @@ pub(crate) trait AggFns: 'static {
     type S: State + Send + Sync;
     type V: Data;
     type C: Data;
+    /// `create` is the identity and `merge_value` is `merge_combiners`: a value is a
+    /// combiner of its own, so the map side may stop combining (see `pass_through`).
+    const PASS_THROUGH: bool = false;
     fn create(s: &Self::S, v: Self::V) -> Self::C;
     fn merge_value(s: &Self::S, c: Self::C, v: Self::V) -> Self::C;
     fn merge_combiners(s: &Self::S, a: Self::C, b: Self::C) -> Self::C;
@@ -126,7 +129,7 @@ impl<K, G: AggFns> Aggregate<K, G::V, Option<G::C>> for Adapter<G> {
     }
 }
 
-fn record_spills(tc: &Rc<TaskContext>, m: SpillMetrics) {
+pub(crate) fn record_spills(tc: &Rc<TaskContext>, m: SpillMetrics) {
     tc.with_metrics(|t| {
         t.bytes_spilled += m.bytes_spilled;
         t.spill_count += m.spill_count;
@@ -218,11 +221,14 @@ const COMBINE_SKIP_RATIO: f64 = 0.75;
 
 /// Map side with combining: aggregate `(K, V)` into `(K, C)` per key, then route.
 ///
-/// Adaptive, as Trino and DuckDB do for partial aggregation: if the first
-/// [`COMBINE_PROBE_RECORDS`] records are nearly all distinct keys, the hash table would
-/// only cost memory and cache misses, so the rest of the partition is written as
-/// `(key, create(value))` straight to the shuffle and the reducers do all the merging.
-/// The result is the same either way; only where the merging happens changes.
+/// Adaptive, as Trino and DuckDB do for partial aggregation, but only for a
+/// [`AggFns::PASS_THROUGH`] aggregation: if the first [`COMBINE_PROBE_RECORDS`]
+/// records are nearly all distinct keys, the hash table would only cost memory and cache
+/// misses, so it is written out and the rest of the partition goes straight to the
+/// shuffle; the reducers ([`super::pass_through::read_grouped`]) merge in an order that
+/// gives exactly the answer of combining everything here. Any other aggregation
+/// (`fold_by_key`'s zero, `combine_by_key`'s `create`) always combines: its `create`
+/// runs once per key of this partition.
 pub(crate) fn write_combined<K: Key, G: AggFns>(
     tc: &Rc<TaskContext>,
     dep: &ShuffleDependency,
@@ -230,42 +236,57 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
 ) -> Result<MapStatus> {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
-    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
-        Adapter::<G>(state.clone()),
-        tc.reservation("map-side combine"),
-        tc.env.spill_dir(),
-    );
+    let mut agg: Option<ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>>> =
+        Some(ExternalAggregator::new(
+            Adapter::<G>(state.clone()),
+            tc.reservation("map-side combine"),
+            tc.env.spill_dir(),
+        ));
     let mut out = MapSide::<(K, G::C)>::new(tc, dep, map);
     let n = dep.num_reduce_partitions;
     let mut inserted = 0u64;
-    let mut decided = false;
-    let mut bypass = false;
+    let mut decided = !G::PASS_THROUGH;
     for batch in tc.compute::<(K, G::V)>(dep.parent, map)? {
         let batch = batch?;
-        if bypass {
+        let Some(table) = agg.as_mut() else {
             for (k, v) in batch {
                 let r = hash_partition(&k, n);
                 out.write(r, &(k, G::create(&state, v)))?;
             }
             continue;
-        }
+        };
         inserted += batch.len() as u64;
         for (k, v) in batch {
-            agg.insert(k, v)?;
+            table.insert(k, v)?;
         }
         if !decided && inserted >= COMBINE_PROBE_RECORDS {
             decided = true;
-            bypass = combine_probe_says_skip(&agg, inserted, map);
+            if combine_probe_says_skip(table, inserted, map) {
+                drain_combined(tc, agg.take().expect("table present"), &mut out, n)?;
+            }
         }
     }
-    record_spills(tc, agg.metrics());
-    for rec in agg.into_iter()? {
+    if let Some(table) = agg {
+        drain_combined(tc, table, &mut out, n)?;
+    }
+    out.finish(tc, dep, map)
+}
+
+/// Writes every combiner of a map-side table to its reducer.
+pub(crate) fn drain_combined<K: Key, V: 'static, C: Data, A: Aggregate<K, V, Option<C>>>(
+    tc: &Rc<TaskContext>,
+    table: ExternalAggregator<K, V, Option<C>, A>,
+    out: &mut MapSide<(K, C)>,
+    n: u32,
+) -> Result<()> {
+    record_spills(tc, table.metrics());
+    for rec in table.into_iter()? {
         let (k, c) = rec?;
         let c = c.expect("combiner present");
         let r = hash_partition(&k, n);
         out.write(r, &(k, c))?;
     }
-    out.finish(tc, dep, map)
+    Ok(())
 }
 
 /// True when the map-side combine holds nearly one key per record after `inserted`
@@ -293,7 +314,9 @@ where
     skip
 }
 
-fn into_batches<T: 'static>(it: impl Iterator<Item = Result<T>> + 'static) -> Batches<T> {
+pub(crate) fn into_batches<T: 'static>(
+    it: impl Iterator<Item = Result<T>> + 'static,
+) -> Batches<T> {
     let mut it = it;
     Box::new(std::iter::from_fn(move || {
         let mut batch = Vec::with_capacity(BATCH);
@@ -328,6 +351,9 @@ pub(crate) fn read_combined<K: Key, G: AggFns, const MAP_SIDE: bool>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
+    if MAP_SIDE && G::PASS_THROUGH {
+        return super::pass_through::read_grouped::<K, G>(tc, node, part);
+    }
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &node.payload)?);
     let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
         Adapter::<G>(state),

@@ -35,6 +35,15 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
     node: &RddNode,
     reduce: u32,
 ) -> Result<impl Iterator<Item = Result<T>>> {
+    Ok(read_indexed_blocks(tc, node, reduce)?.map(|r| r.map(|(_, t)| t)))
+}
+
+/// [`read_blocks`] with the map partition each record comes from.
+pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    reduce: u32,
+) -> Result<impl Iterator<Item = Result<(u32, T)>>> {
     let dep = match node.deps.first().and_then(|d| d.kind.as_ref()) {
         Some(ember_proto::dependency::Kind::Shuffle(s)) => s.clone(),
         _ => {
@@ -95,18 +104,19 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
         remote.iter().map(|_| None).collect();
     let env = tc.env.clone();
     let mut sources = sources.into_iter();
-    let mut current: Option<BlockRecords<T>> = None;
+    let mut current: Option<(u32, BlockRecords<T>)> = None;
     let tc = tc.clone();
     Ok(std::iter::from_fn(move || loop {
-        if let Some(c) = current.as_mut() {
+        if let Some((m, c)) = current.as_mut() {
             if let Some(r) = c.next() {
-                return Some(r);
+                let m = *m;
+                return Some(r.map(|t| (m, t)));
             }
             current = None;
         }
         match sources.next()? {
             Source::Local(id) => match open_block_records::<T>(&dir, &id) {
-                Ok(records) => current = Some(records),
+                Ok(records) => current = Some((id.map_partition, records)),
                 Err(e) => return Some(Err(e)),
             },
             Source::Remote(i) => {
@@ -116,7 +126,9 @@ pub(crate) fn read_blocks<T: DeserializeOwned + 'static>(
                     fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
                 });
                 match stream.next() {
-                    Some(Ok((id, bytes))) => current = Some(BlockRecords::from_bytes(id, bytes)),
+                    Some(Ok((id, bytes))) => {
+                        current = Some((id.map_partition, BlockRecords::from_bytes(id, bytes)))
+                    }
                     Some(Err(e)) => return Some(Err(e)),
                     None => {
                         return Some(Err(EmberError::Plan(
