@@ -21,7 +21,8 @@ use ember_proto::{MapStatus, ShuffleDependency};
 
 use super::pass_through::PassThrough;
 use super::shuffle_ops::{
-    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapSide, WritePayload,
+    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapCombiner, MapSide,
+    WritePayload,
 };
 use super::{decode, encode, Rdd};
 use crate::data::{Data, Key};
@@ -157,12 +158,11 @@ where
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
     let f = conjure::<F>();
-    let mut agg: Option<ExternalAggregator<SK, G::V, Option<G::C>, Adapter<G>>> =
-        Some(ExternalAggregator::new(
-            Adapter::<G>(state.clone()),
-            tc.reservation("map-side combine"),
-            tc.env.spill_dir(),
-        ));
+    let mut agg: Option<MapCombiner<SK, G>> = Some(ExternalAggregator::new(
+        Adapter::<G>(state.clone()),
+        tc.reservation("map-side combine"),
+        tc.env.spill_dir(),
+    ));
     let mut out = MapSide::<(SK, G::C)>::new(tc, dep, map);
     let n = dep.num_reduce_partitions;
     let mut error: Option<EmberError> = None;

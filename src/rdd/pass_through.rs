@@ -121,6 +121,10 @@ impl<K, G: AggFns> Aggregate<K, (u32, G::C), Grouped<G::C>> for GroupedAdapter<G
     }
 }
 
+/// The reduce-side table of a [`PassThrough`] aggregation.
+type GroupedTable<K, G> =
+    ExternalAggregator<K, (u32, <G as AggFns>::C), Grouped<<G as AggFns>::C>, GroupedAdapter<G>>;
+
 /// Reduce side of a [`PassThrough`] aggregation (see the module invariants).
 pub(crate) fn read_grouped<K: Key, G: AggFns>(
     tc: &Rc<TaskContext>,
@@ -128,12 +132,11 @@ pub(crate) fn read_grouped<K: Key, G: AggFns>(
     part: u32,
 ) -> Result<Erased> {
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &node.payload)?);
-    let mut agg: ExternalAggregator<K, (u32, G::C), Grouped<G::C>, GroupedAdapter<G>> =
-        ExternalAggregator::new(
-            GroupedAdapter::<G>(state.clone()),
-            tc.reservation("reduce-side aggregation"),
-            tc.env.spill_dir(),
-        );
+    let mut agg: GroupedTable<K, G> = ExternalAggregator::new(
+        GroupedAdapter::<G>(state.clone()),
+        tc.reservation("reduce-side aggregation"),
+        tc.env.spill_dir(),
+    );
     for r in read_indexed_blocks::<(K, G::C)>(tc, node, part)? {
         let (map, (k, c)) = r?;
         agg.insert(k, (map, c))?;

@@ -105,6 +105,10 @@ where
     }
 }
 
+/// The map-side combine table of an aggregation.
+pub(crate) type MapCombiner<K, G> =
+    ExternalAggregator<K, <G as AggFns>::V, Option<<G as AggFns>::C>, Adapter<G>>;
+
 /// Adapts [`AggFns`] to the spillable aggregator. Combiners are held as `Option<C>` so
 /// the by-value user functions can be applied in place; a panic in one leaves `None`
 /// behind, never a moved-from value.
@@ -236,12 +240,11 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
 ) -> Result<MapStatus> {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
-    let mut agg: Option<ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>>> =
-        Some(ExternalAggregator::new(
-            Adapter::<G>(state.clone()),
-            tc.reservation("map-side combine"),
-            tc.env.spill_dir(),
-        ));
+    let mut agg: Option<MapCombiner<K, G>> = Some(ExternalAggregator::new(
+        Adapter::<G>(state.clone()),
+        tc.reservation("map-side combine"),
+        tc.env.spill_dir(),
+    ));
     let mut out = MapSide::<(K, G::C)>::new(tc, dep, map);
     let n = dep.num_reduce_partitions;
     let mut inserted = 0u64;
