@@ -104,7 +104,10 @@ fn inject_map_faults(
         }
         match kv::parse_line(&line) {
             Some(kv) => out.push(kv),
-            None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
+            None => panic!(
+                "malformed line at {pos}: {}: expected key,value",
+                ember::io::excerpt(&line)
+            ),
         }
     }
     parsed.add(out.len() as u64);

@@ -32,7 +32,10 @@ fn main() -> anyhow::Result<()> {
         .map(
             |(pos, line): (LinePosition, String)| match kv::parse_line(&line) {
                 Some(kv) => kv,
-                None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
+                None => panic!(
+                    "malformed line at {pos}: {}: expected key,value",
+                    ember::io::excerpt(&line)
+                ),
             },
         )
         .reduce_by_key(|a: i64, b: i64| {

@@ -8,14 +8,10 @@ use std::time::Instant;
 fn main() -> anyhow::Result<()> {
     let ctx = ember::Context::from_env()?;
     let mut runs = 100usize;
-    let mut args = std::env::args().skip(1);
+    let mut args = ember::job_args().into_iter().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--runs" => runs = args.next().unwrap_or_default().parse()?,
-            "--master" => {
-                args.next();
-            }
-            other if other.starts_with("--master=") => {}
             other => {
                 anyhow::bail!("unknown argument {other:?}; usage: latency [--master M] [--runs N]")
             }

@@ -65,6 +65,9 @@ fn parse_edge(pos: &LinePosition, line: &str) -> Option<(String, String)> {
     let mut fields = line.split_whitespace();
     match (fields.next(), fields.next(), fields.next()) {
         (Some(src), Some(dst), None) => Some((src.to_string(), dst.to_string())),
-        _ => panic!("malformed line at {pos}: {line:?}: expected src dst"),
+        _ => panic!(
+            "malformed line at {pos}: {}: expected src dst",
+            ember::io::excerpt(&line)
+        ),
     }
 }

@@ -34,7 +34,10 @@ fn main() -> anyhow::Result<()> {
     let keyed = lines.map(
         |(pos, line): (LinePosition, String)| match parse_key(&line) {
             Some(k) => (k, line),
-            None => panic!("malformed line at {pos}: {line:?}: expected key,value"),
+            None => panic!(
+                "malformed line at {pos}: {}: expected key,value",
+                ember::io::excerpt(&line)
+            ),
         },
     );
     // As Spark's sortByKey: as many output partitions as input partitions.

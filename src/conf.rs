@@ -125,9 +125,43 @@ impl Conf {
     }
 }
 
+/// The process's command line (program name first, like [`std::env::args`]) without the
+/// `--master M` / `--master=M` that [`Context::from_env`](crate::Context::from_env)
+/// reads: what a job hands its own argument parser (`clap`'s `parse_from`, say).
+pub fn job_args() -> Vec<String> {
+    strip_master(std::env::args().collect())
+}
+
+fn strip_master(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    if let Some(program) = it.next() {
+        out.push(program);
+    }
+    while let Some(a) = it.next() {
+        if a == "--" {
+            out.push(a);
+            out.extend(it);
+            break;
+        }
+        if a == "--master" {
+            it.next();
+            continue;
+        }
+        if a.starts_with("--master=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}
+
 fn master_from_args(args: &[String]) -> Option<String> {
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
+        if a == "--" {
+            return None;
+        }
         if a == "--master" {
             return it.next().cloned();
         }
@@ -169,6 +203,34 @@ mod tests {
         let e = Master::parse("yarn").unwrap_err().to_string();
         assert!(e.contains("\"yarn\""), "{e}");
         assert!(Master::parse("local[0]").is_err());
+    }
+
+    #[test]
+    fn job_args_drop_the_master_flag_and_keep_everything_else() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            strip_master(a(&[
+                "prog",
+                "--master",
+                "local[2]",
+                "in",
+                "--partitions",
+                "4",
+                "out"
+            ])),
+            a(&["prog", "in", "--partitions", "4", "out"])
+        );
+        assert_eq!(
+            strip_master(a(&["prog", "--master=local", "in"])),
+            a(&["prog", "in"])
+        );
+        // After `--` everything is the job's, a `--master` too.
+        assert_eq!(
+            strip_master(a(&["prog", "x", "--", "--master", "y"])),
+            a(&["prog", "x", "--", "--master", "y"])
+        );
+        assert_eq!(master_from_args(&a(&["prog", "--", "--master", "y"])), None);
+        assert_eq!(strip_master(Vec::new()), Vec::<String>::new());
     }
 
     #[test]

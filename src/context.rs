@@ -243,6 +243,7 @@ impl Context {
             payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+            invalid: None,
         };
         Rdd::from_node(self.clone(), Arc::new(node))
     }
@@ -250,7 +251,18 @@ impl Context {
     /// An RDD of the given records cut into `partitions` even slices.
     #[track_caller]
     pub fn parallelize<T: Data>(&self, data: Vec<T>, partitions: usize) -> Rdd<T> {
-        let n = partitions.max(1);
+        if partitions == 0 {
+            return self
+                .source::<T>(
+                    "parallelize",
+                    Location::caller(),
+                    0,
+                    parallelize_compute::<T>,
+                    Vec::new(),
+                )
+                .invalid("number of partitions must be positive, got 0");
+        }
+        let n = partitions;
         let len = data.len();
         let mut slices = Vec::with_capacity(n);
         let mut it = data.into_iter();
@@ -273,13 +285,17 @@ impl Context {
     #[track_caller]
     pub fn range(&self, start: i64, end: i64, partitions: usize) -> Rdd<i64> {
         let compute: ComputeFn = range_compute;
-        self.source(
+        let rdd = self.source(
             "range",
             Location::caller(),
-            partitions.max(1) as u32,
+            partitions as u32,
             compute,
             encode("range", &(start, end)),
-        )
+        );
+        if partitions == 0 {
+            return rdd.invalid("number of partitions must be positive, got 0");
+        }
+        rdd
     }
 
     /// The lines of a text file, a directory of files or a glob, split into at least
@@ -331,7 +347,8 @@ impl Context {
         min_partitions: usize,
     ) -> Result<Rdd<(String, String)>> {
         let files = list_input_files(path)?;
-        let n = min_partitions.clamp(1, files.len().max(1));
+        // No files, no partitions (as Spark's wholeTextFiles of an empty directory).
+        let n = min_partitions.clamp(1, files.len().max(1)).min(files.len());
         let groups: Vec<Vec<PathBuf>> = (0..n)
             .map(|i| files[i * files.len() / n..(i + 1) * files.len() / n].to_vec())
             .collect();
@@ -348,7 +365,16 @@ impl Context {
     /// An empty RDD.
     #[track_caller]
     pub fn empty<T: Data>(&self) -> Rdd<T> {
-        self.parallelize(Vec::new(), 1)
+        // Spark's emptyRDD: no partitions at all.
+        let compute: ComputeFn = parallelize_compute::<T>;
+        let no_slices: Vec<Vec<u8>> = Vec::new();
+        self.source(
+            "empty",
+            Location::caller(),
+            0,
+            compute,
+            encode("empty", &no_slices),
+        )
     }
 
     /// Ships `value` to every executor once per job; read it in tasks with

@@ -9,6 +9,29 @@ use serde::Serialize;
 use std::hash::Hash;
 
 /// A record type an RDD can hold.
+///
+/// **Records must own their data.** A record that borrows (`(1, "x")` is a
+/// `(i32, &'static str)`, a `&[u8]`, a struct with a `&str` field) cannot be read back
+/// from a shuffle file or the wire, and the compiler says so as
+///
+/// ```text
+/// error: implementation of `Deserialize` is not general enough
+///   = note: `(i32, &str)` must implement `Deserialize<'0>`, for any lifetime `'0`...
+/// ```
+///
+/// Use owned types: `String` for `&str` (`"x".to_string()`), `Vec<u8>` for `&[u8]`,
+/// `Box<T>`/`T` for `&T`.
+///
+/// ```compile_fail
+/// let ctx = ember::Context::local(1).unwrap();
+/// let _ = ctx.parallelize(vec![(1, "x")], 1); // borrowed &str: does not compile
+/// ```
+///
+/// ```
+/// let ctx = ember::Context::local(1).unwrap();
+/// let owned = ctx.parallelize(vec![(1, "x".to_string())], 1);
+/// assert_eq!(owned.collect().unwrap(), vec![(1, "x".to_string())]);
+/// ```
 pub trait Data: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static> Data for T {}
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 pub type Result<T, E = EmberError> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in ember.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum EmberError {
     /// An input path named by the job does not exist or matches no file.
     #[error("input path does not exist: {path}")]
@@ -74,6 +74,11 @@ pub enum EmberError {
     #[error("invalid plan: {0}")]
     Plan(String),
 
+    /// An operator was given an argument it cannot work with (a partition count of 0,
+    /// a negative sample fraction); names the operator and its call site.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
     /// An action that needs at least one element met an empty RDD.
     #[error("{0} of an empty RDD")]
     EmptyRdd(&'static str),
@@ -94,5 +99,23 @@ impl EmberError {
             what: what.into(),
             message: e.to_string(),
         }
+    }
+}
+
+/// `Debug` is the `Display` text (with the chain of causes), so that an error returned
+/// from `main` (which Rust prints with `{:?}`) reads as a message, not a struct dump.
+impl std::fmt::Debug for EmberError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            // Most variants already quote their cause in their own text.
+            if !self.to_string().contains(&text) {
+                write!(f, "\n  caused by: {text}")?;
+            }
+            source = cause.source();
+        }
+        Ok(())
     }
 }

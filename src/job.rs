@@ -72,7 +72,7 @@ impl Context {
             partitions.unwrap_or_default(),
             description.clone(),
             self.inner.binary_id.clone(),
-        );
+        )?;
         plan.sample_sources = sample_sources;
         let events = self.inner.backend.submit(plan, &self.inner.broadcasts);
         let mut progress = ProgressBar::new(self.inner.conf.progress);

@@ -49,7 +49,7 @@ mod task;
 
 pub use accumulator::{Accumulator, AccumulatorValue};
 pub use broadcast::Broadcast;
-pub use conf::{Conf, Master, DEFAULT_EXECUTOR_MEMORY};
+pub use conf::{job_args, Conf, Master, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;

@@ -3,7 +3,7 @@
 //!
 //! Included by each example with `#[path = "support/args.rs"] mod args;` (every example
 //! is its own crate root, so there is no shared crate to put it in). `--master` is read
-//! by `ember::Context::from_env()`; here it is only skipped. Every flag also accepts the
+//! by `ember::Context::from_env()`; `ember::job_args()` hands this parser the rest. Every flag also accepts the
 //! `--flag=value` form.
 
 // Each example uses a different subset of this module.
@@ -26,12 +26,12 @@ pub struct Args {
 }
 
 impl Args {
-    /// Parses `std::env::args()` for example `name`, which also accepts the flags in
+    /// Parses the job's arguments (`ember::job_args()`) for example `name`, which also accepts the flags in
     /// `extra` (each takes one value), e.g. `&[("--iterations", "N")]`. `None` means
     /// `--help` was asked for and the usage has been printed: return from `main` (rather
     /// than `process::exit`) so that the context is dropped and cleans up.
     pub fn parse(name: &str, extra: &[(&'static str, &str)]) -> anyhow::Result<Option<Args>> {
-        Args::parse_from(name, extra, std::env::args().skip(1))
+        Args::parse_from(name, extra, ember::job_args().into_iter().skip(1))
     }
 
     /// Parses `args` (without the program name); see [`Args::parse`].
@@ -71,9 +71,6 @@ impl Args {
                 }
             };
             match flag.as_str() {
-                "--master" => {
-                    value("M")?;
-                }
                 "--partitions" => {
                     let p = value("P")?;
                     let n: usize = p.parse().ok().filter(|&n| n > 0).with_context(|| {

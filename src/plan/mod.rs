@@ -7,6 +7,7 @@
 //!   its lifetime, so a later job can find shuffle outputs and cached blocks of an
 //!   earlier one.
 //! - A plan lists every node reachable from its final node exactly once, parents first.
+//! - No plan is built over a node marked invalid: the action fails with its reason.
 
 pub(crate) mod op;
 
@@ -26,6 +27,10 @@ pub(crate) struct LineageNode {
     pub name: String,
     /// A [`ember_proto::StorageLevel`] value; changed by persist/unpersist.
     pub storage: AtomicI32,
+    /// Why this node cannot run (an invalid argument at definition): every action over
+    /// it fails with this reason before anything is submitted. Defining an RDD never
+    /// panics; this is how a bad definition reaches the user.
+    pub invalid: Option<String>,
 }
 
 /// How a node reads its parent.
@@ -91,7 +96,7 @@ pub(crate) fn build_plan(
     partitions: Vec<u32>,
     description: String,
     binary_hash: String,
-) -> Plan {
+) -> crate::error::Result<Plan> {
     let mut order = Vec::new();
     let mut seen = HashSet::new();
     // Iterative post-order DFS: parents before children.
@@ -104,6 +109,9 @@ pub(crate) fn build_plan(
         if !seen.insert(node.id) {
             continue;
         }
+        if let Some(why) = &node.invalid {
+            return Err(crate::error::EmberError::InvalidArgument(why.clone()));
+        }
         stack.push((node.clone(), true));
         for p in node.parents() {
             if !seen.contains(&p.id) {
@@ -111,7 +119,7 @@ pub(crate) fn build_plan(
             }
         }
     }
-    Plan {
+    Ok(Plan {
         nodes: order,
         final_rdd: root.id,
         result_fn,
@@ -120,5 +128,5 @@ pub(crate) fn build_plan(
         description,
         binary_hash,
         sample_sources: false,
-    }
+    })
 }

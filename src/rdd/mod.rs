@@ -120,6 +120,7 @@ impl<T: Data> Rdd<T> {
             payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+            invalid: None,
         };
         Rdd::from_node(self.ctx.clone(), Arc::new(node))
     }
@@ -151,8 +152,43 @@ impl<T: Data> Rdd<T> {
             payload: read_payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+            invalid: None,
         };
-        Rdd::from_node(self.ctx.clone(), Arc::new(node))
+        let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
+        let parent = self.node.num_partitions;
+        if num_partitions == 0 && parent > 0 {
+            return rdd.invalid(format!(
+                "cannot shuffle {parent} partitions into 0 partitions"
+            ));
+        }
+        rdd
+    }
+
+    /// Marks this freshly made RDD as unable to run: every action over it (or over
+    /// anything derived from it) fails with [`EmberError::InvalidArgument`] naming the
+    /// operator, its call site and `why`. Defining an RDD never panics.
+    ///
+    /// [`EmberError::InvalidArgument`]: crate::EmberError::InvalidArgument
+    pub(crate) fn invalid(mut self, why: impl std::fmt::Display) -> Self {
+        let reason = format!("{}: {why}", self.node.name);
+        match Arc::get_mut(&mut self.node) {
+            Some(node) => node.invalid = Some(reason),
+            None => {
+                let old = &self.node;
+                let node = LineageNode {
+                    id: self.ctx.next_rdd_id(),
+                    num_partitions: old.num_partitions,
+                    deps: vec![LineageDep::Narrow(old.clone())],
+                    compute_fn: old.compute_fn,
+                    payload: Vec::new(),
+                    name: old.name.clone(),
+                    storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+                    invalid: Some(reason),
+                };
+                self.node = Arc::new(node);
+            }
+        }
+        self
     }
 
     /// Keeps computed partitions in executor memory after the first action.

@@ -196,19 +196,23 @@ impl<T: Data> Rdd<T> {
     #[track_caller]
     pub fn coalesce(&self, num_partitions: usize) -> Rdd<T> {
         let parent = self.node.num_partitions as usize;
-        let n = num_partitions.clamp(1, parent.max(1));
+        let n = num_partitions.min(parent);
         let groups: Vec<Vec<u32>> = (0..n)
             .map(|i| ((i * parent / n) as u32..((i + 1) * parent / n) as u32).collect())
             .collect();
         let compute: ComputeFn = coalesce_compute::<T>;
-        self.narrow_child(
+        let rdd = self.narrow_child(
             "coalesce",
             Location::caller(),
             vec![self.node.clone()],
             n as u32,
             compute,
             encode("coalesce", &groups),
-        )
+        );
+        if num_partitions == 0 {
+            return rdd.invalid("number of partitions must be positive, got 0");
+        }
+        rdd
     }
 
     /// A random sample: each record kept with probability `fraction` (or, with
@@ -216,28 +220,31 @@ impl<T: Data> Rdd<T> {
     /// the same sample.
     #[track_caller]
     pub fn sample(&self, with_replacement: bool, fraction: f64, seed: u64) -> Rdd<T> {
-        assert!(
-            fraction >= 0.0,
-            "ember: sample fraction must be >= 0, got {fraction}"
-        );
-        assert!(
-            with_replacement || fraction <= 1.0,
-            "ember: sample fraction without replacement must be <= 1, got {fraction}"
-        );
         let compute: ComputeFn = sample_compute::<T>;
         let spec = SampleSpec {
             with_replacement,
             fraction,
             seed,
         };
-        self.narrow_child(
+        let rdd = self.narrow_child(
             "sample",
             Location::caller(),
             vec![self.node.clone()],
             self.node.num_partitions,
             compute,
             encode("sample", &spec),
-        )
+        );
+        if !(fraction >= 0.0 && fraction.is_finite()) {
+            return rdd.invalid(format!(
+                "sample fraction must be a finite number >= 0, got {fraction}"
+            ));
+        }
+        if !with_replacement && fraction > 1.0 {
+            return rdd.invalid(format!(
+                "sample fraction without replacement must be <= 1, got {fraction}"
+            ));
+        }
+        rdd
     }
 
     /// Pairs each record with its position in the RDD (partition order, then record
@@ -247,19 +254,30 @@ impl<T: Data> Rdd<T> {
         let at = Location::caller();
         let counts = self
             .map_partitions(|it: Records<T>| std::iter::once(it.count() as u64))
-            .collect()
-            .unwrap_or_else(|e| panic!("ember: zip_with_index could not count partitions: {e}"));
-        let mut offsets = Vec::with_capacity(counts.len());
+            .collect();
+        let failed = counts.as_ref().err().map(|e| e.to_string());
+        let mut offsets = Vec::new();
         let mut acc = 0u64;
-        for c in counts {
+        for c in counts.unwrap_or_default() {
             offsets.push(acc);
             acc += c;
         }
-        let _ = at;
-        self.map_partitions_with_index_with(
+        let mut rdd = self.map_partitions_with_index_with(
             offsets,
-            |offs: &Vec<u64>, part: u32, it: Records<T>| it.zip(offs[part as usize]..),
-        )
+            |offs: &Vec<u64>, part: u32, it: Records<T>| {
+                let start = offs.get(part as usize).copied().unwrap_or(0);
+                it.zip(start..)
+            },
+        );
+        if let Some(node) = std::sync::Arc::get_mut(&mut rdd.node) {
+            node.name = super::op_name("zip_with_index", at);
+        }
+        match failed {
+            Some(e) => rdd.invalid(format!(
+                "counting the records of each partition failed: {e}"
+            )),
+            None => rdd,
+        }
     }
 }
 

@@ -70,7 +70,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         state: G::S,
         partitions: usize,
     ) -> Rdd<(K, G::C)> {
-        let n = partitions.max(1) as u32;
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
         let write: ShuffleWriteFn = if MAP_SIDE {
             write_combined::<K, G>
         } else {
@@ -252,10 +252,10 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Redistributes the records into `partitions` hash partitions by key.
     #[track_caller]
     pub fn partition_by(&self, partitions: usize) -> Rdd<(K, V)> {
-        let n = partitions.max(1) as u32;
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
         let write: ShuffleWriteFn = write_plain::<K, V, HashPartitioning>;
         let read: ComputeFn = read_plain::<K, V>;
-        self.shuffle_child(
+        let rdd = self.shuffle_child(
             "partition_by",
             Location::caller(),
             n,
@@ -263,7 +263,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             encode("partition_by", &WritePayload::default()),
             read,
             Vec::new(),
-        )
+        );
+        if partitions == 0 {
+            return rdd.invalid("number of partitions must be positive, got 0");
+        }
+        rdd
     }
 
     /// Number of records per key, brought to the driver.
@@ -312,7 +316,11 @@ impl<T: Data> Rdd<T> {
         });
         let mut shuffled = keyed.partition_by(partitions);
         rename(&mut shuffled, "repartition", at);
-        shuffled.values()
+        let out = shuffled.values();
+        if partitions == 0 {
+            return out.invalid("number of partitions must be positive, got 0");
+        }
+        out
     }
 }
 

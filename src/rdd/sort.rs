@@ -24,16 +24,28 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
     #[track_caller]
     pub fn sort_by_key(&self, ascending: bool, partitions: usize) -> Result<Rdd<(K, V)>> {
         let at = Location::caller();
-        let n = partitions.max(1) as u32;
+        if partitions == 0 && self.num_partitions() > 0 {
+            return Err(crate::error::EmberError::InvalidArgument(format!(
+                "sort_by_key at {}:{}: cannot sort {} partitions into 0 partitions",
+                at.file(),
+                at.line(),
+                self.num_partitions()
+            )));
+        }
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
         let per_partition = (60 * n as usize / self.num_partitions().max(1)).clamp(20, 10_000);
-        let sample: Vec<K> = self
-            .map_partitions_with_index_with(
+        // No partitions, nothing to sample (and no job to run).
+        let sample: Vec<K> = if self.num_partitions() == 0 {
+            Vec::new()
+        } else {
+            self.map_partitions_with_index_with(
                 per_partition,
                 |&size: &usize, i: u32, it: Records<(K, V)>| {
                     reservoir(it.map(|(k, _)| k), size, u64::from(i))
                 },
             )
-            .collect_sample()?;
+            .collect_sample()?
+        };
         let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
         let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
         let read: ComputeFn = if ascending {

@@ -101,7 +101,8 @@ fn list_one(piece: &str, out: &mut Vec<PathBuf>) -> Result<()> {
     match fs::metadata(p) {
         // An existing path is taken literally, even if it contains glob characters.
         Ok(meta) if meta.is_dir() => list_dir(p, out),
-        Ok(_) => {
+        Ok(meta) => {
+            check_regular(p, &meta)?;
             out.push(p.to_path_buf());
             Ok(())
         }
@@ -127,6 +128,7 @@ fn list_one(piece: &str, out: &mut Vec<PathBuf>) -> Result<()> {
                 if meta.is_dir() {
                     list_dir(&m, out)?;
                 } else {
+                    check_regular(&m, &meta)?;
                     out.push(m);
                 }
             }
@@ -151,11 +153,49 @@ fn list_dir(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
             continue;
         }
         let meta = fs::metadata(&path).map_err(|e| EmberError::io(&path, e))?;
-        if meta.is_file() {
+        // Subdirectories are not descended into (Hadoop's non-recursive listing).
+        if !meta.is_dir() {
+            check_regular(&path, &meta)?;
             out.push(path);
         }
     }
     Ok(())
+}
+
+/// Refuses what is not a regular file: reading a FIFO blocks until a writer comes (a
+/// job that never ends), a device or socket is not input.
+fn check_regular(path: &Path, meta: &fs::Metadata) -> Result<()> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(EmberError::io(
+        path,
+        std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, socket or device); input must be regular files",
+        ),
+    ))
+}
+
+/// Refuses a file that reports a size of 0 but has content (`/proc` and `/sys` files):
+/// splits are planned by size, so it would silently read as empty.
+fn check_truly_empty(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut byte = [0u8; 1];
+    let n = fs::File::open(path)
+        .and_then(|mut f| f.read(&mut byte))
+        .map_err(|e| EmberError::io(path, e))?;
+    if n == 0 {
+        return Ok(());
+    }
+    Err(EmberError::io(
+        path,
+        std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "reports a size of 0 bytes but has content (a /proc or /sys file?); \
+             copy it to a regular file to read it",
+        ),
+    ))
 }
 
 /// Hadoop's hidden-file rule: the last component starts with `_` or `.`.
@@ -200,6 +240,7 @@ pub(crate) fn plan_splits_with(
     for (f, &len) in files.iter().zip(&sizes) {
         let path: Arc<Path> = Arc::from(f.as_path());
         if len == 0 {
+            check_truly_empty(f)?;
             splits.push(FileSplit {
                 path,
                 start: 0,
