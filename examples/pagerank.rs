@@ -67,7 +67,7 @@ fn parse_edge(pos: &LinePosition, line: &str) -> Option<(String, String)> {
         (Some(src), Some(dst), None) => Some((src.to_string(), dst.to_string())),
         _ => panic!(
             "malformed line at {pos}: {}: expected src dst",
-            ember::io::excerpt(&line)
+            ember::io::excerpt(line)
         ),
     }
 }

@@ -316,8 +316,9 @@ impl<T: Data> Rdd<T> {
         });
         let mut shuffled = keyed.partition_by(partitions);
         rename(&mut shuffled, "repartition", at);
-        let out = shuffled.values();
+        let mut out = shuffled.values();
         if partitions == 0 {
+            rename(&mut out, "repartition", at);
             return out.invalid("number of partitions must be positive, got 0");
         }
         out
