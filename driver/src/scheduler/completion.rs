@@ -131,10 +131,26 @@ impl Scheduler {
                 if let Some(st) = self.stages.get_mut(&run.stage_id) {
                     st.pending.remove(&run.partition);
                 }
+                let max_bytes = self.config.limits.max_result_bytes;
                 let Some(job) = self.jobs.get_mut(&job_id) else {
                     return;
                 };
                 if !job.done.insert(run.partition) {
+                    return;
+                }
+                job.result_bytes = job.result_bytes.saturating_add(bytes.len() as u64);
+                if job.result_bytes > max_bytes {
+                    let failure = JobFailure::TaskFailed {
+                        stage_id: run.stage_id,
+                        stage_name: self.stages.get(&run.stage_id).map(|s| s.name.clone()).unwrap_or_default(),
+                        partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        message: format!(
+                            "the job's results total {} bytes with this partition's, over the limit of {max_bytes} (--max-result-bytes)",
+                            job.result_bytes
+                        ),
+                    };
+                    self.fail_job(job_id, failure);
                     return;
                 }
                 let _ = job.events.send(JobEvent::TaskResult {
@@ -142,12 +158,7 @@ impl Scheduler {
                     result: bytes,
                 });
                 if job.done.len() == job.partitions.len() {
-                    let _ = job.events.send(JobEvent::StageCompleted {
-                        stage_id: run.stage_id,
-                    });
-                    let _ = job.events.send(JobEvent::JobSucceeded { job_id });
-                    debug!(job = job_id, "job succeeded");
-                    self.finish_job(job_id);
+                    self.result_stage_finished(job_id, run.stage_id);
                 }
             }
             (_, _) => {
@@ -195,7 +206,18 @@ impl Scheduler {
             .collect()
     }
 
-    fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
+    /// Every partition of a job's result stage is delivered: the job succeeded.
+    pub(super) fn result_stage_finished(&mut self, job_id: u64, stage_id: u32) {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return;
+        };
+        let _ = job.events.send(JobEvent::StageCompleted { stage_id });
+        let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+        debug!(job = job_id, "job succeeded");
+        self.finish_job(job_id);
+    }
+
+    pub(super) fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
         if !self.tracker.is_available(shuffle_id) {
             // Some outputs were lost while the stage ran: run the missing ones again.
             let jobs: Vec<u64> = self.jobs_using(stage_id);

@@ -24,6 +24,7 @@ use tracing::debug;
 
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
+use crate::limits::PlanLimits;
 use crate::map_output::MapOutputTracker;
 
 mod completion; // task outcomes, lost executors, failing and finishing jobs
@@ -51,6 +52,8 @@ pub struct SchedulerConfig {
     pub speculation_quantile: f64,
     /// ...and for at least this long.
     pub speculation_min: Duration,
+    /// Bounds on what one plan may ask for (checked before anything is allocated).
+    pub limits: PlanLimits,
 }
 
 impl Default for SchedulerConfig {
@@ -63,6 +66,7 @@ impl Default for SchedulerConfig {
             speculation_multiplier: 1.5,
             speculation_quantile: 0.75,
             speculation_min: Duration::from_millis(100),
+            limits: PlanLimits::default(),
         }
     }
 }
@@ -146,6 +150,8 @@ struct Job {
     result_stage: u32,
     partitions: Vec<u32>,
     done: HashSet<u32>,
+    /// Bytes of the results delivered so far (bounded by `max_result_bytes`).
+    result_bytes: u64,
     /// (stage, partition) pairs whose accumulator updates were counted.
     counted: HashSet<(u32, u32)>,
     /// Stages this job waits on or runs.
