@@ -46,6 +46,9 @@ struct Args {
     /// Attempts per task before its job fails.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     max_task_attempts: u32,
+    /// Times one task may be lost with its executor before its job fails.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    max_executor_losses_per_task: u32,
     /// Failed tasks of one stage on one executor before that executor gets no more
     /// tasks of the stage.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
@@ -186,6 +189,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
         heartbeat_timeout: Duration::from_millis(args.heartbeat_timeout_ms),
         scheduler: ember_driver::SchedulerConfig {
             max_task_attempts: args.max_task_attempts,
+            max_executor_losses_per_task: args.max_executor_losses_per_task,
             max_failures_per_executor_per_stage: args.max_failures_per_executor,
             speculation: args.speculation,
             speculation_multiplier: args.speculation_multiplier,

@@ -322,6 +322,37 @@ impl Scheduler {
                     task_stage = run.stage_id,
                     "task lost with its executor: {msg}"
                 );
+                let max = self.config.max_executor_losses_per_task;
+                let Some(st) = self.stages.get_mut(&run.stage_id) else {
+                    return;
+                };
+                if run.stage_attempt != st.attempt || !st.pending.contains(&run.partition) {
+                    return; // superseded or finished: nothing to retry, nothing to count
+                }
+                let lost = st.executor_losses.entry(run.partition).or_default();
+                lost.push(run.executor_id.clone());
+                if lost.len() as u32 >= max {
+                    let failure = JobFailure::TaskFailed {
+                        stage_id: st.id,
+                        stage_name: st.name.clone(),
+                        partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        message: format!(
+                            "the task was lost with its executor {} times (executors {}), the limit of --max-executor-losses-per-task; last: {msg}",
+                            lost.len(),
+                            lost.join(", ")
+                        ),
+                    };
+                    warn!(
+                        stage = run.stage_id,
+                        partition = run.partition,
+                        "giving up on a task that keeps losing its executor"
+                    );
+                    for jid in self.jobs_using(run.stage_id) {
+                        self.fail_job(jid, failure.clone());
+                    }
+                    return;
+                }
                 self.requeue(run, false);
             }
             Some(task_failure::Reason::UserError(message)) => {
@@ -419,7 +450,10 @@ impl Scheduler {
             .map(|(id, _)| *id)
             .collect();
         for id in lost {
-            let run = self.running.remove(&id).expect("running");
+            // A job failed by an earlier loss in this loop has abandoned its tasks.
+            let Some(run) = self.running.remove(&id) else {
+                continue;
+            };
             let failure = TaskFailure {
                 reason: Some(task_failure::Reason::ExecutorLost(format!(
                     "executor {executor_id} lost: {reason}"
@@ -469,6 +503,7 @@ impl Scheduler {
                 st.running = false;
                 st.pending.clear();
                 st.task_failures.clear();
+                st.executor_losses.clear();
             }
         }
         self.stages.remove(&job.result_stage);

@@ -37,6 +37,11 @@ mod stages; // plans into stages and queued tasks
 pub struct SchedulerConfig {
     /// Attempts per task before its job fails (Spark's `spark.task.maxFailures`).
     pub max_task_attempts: u32,
+    /// Times one task may be lost with its executor (its executor died or its channel
+    /// broke while it ran) before its job fails; Spark counts these toward
+    /// `spark.task.maxFailures`, here they have their own cap so that a healthy task
+    /// on a dying executor does not use up its attempts.
+    pub max_executor_losses_per_task: u32,
     /// Consecutive failed attempts of a stage (fetch failures) before its job fails.
     pub max_stage_attempts: u32,
     /// Failed tasks of one stage on one executor after which that executor gets no
@@ -60,6 +65,7 @@ impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             max_task_attempts: 4,
+            max_executor_losses_per_task: 4,
             max_stage_attempts: 4,
             max_failures_per_executor_per_stage: 2,
             speculation: false,
@@ -135,6 +141,8 @@ struct Stage {
     running: bool,
     /// Failed attempts per partition (user errors).
     task_failures: HashMap<u32, u32>,
+    /// Executors lost while running each partition, in order.
+    executor_losses: HashMap<u32, Vec<String>>,
     /// Failed tasks per executor, and the executors that get no more of its tasks.
     executor_failures: HashMap<String, u32>,
     excluded: HashSet<String>,

@@ -228,6 +228,7 @@ impl Scheduler {
                 pending: HashSet::new(),
                 running: false,
                 task_failures: HashMap::new(),
+                executor_losses: HashMap::new(),
                 executor_failures: HashMap::new(),
                 excluded: HashSet::new(),
                 durations: Vec::new(),

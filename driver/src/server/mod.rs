@@ -152,6 +152,7 @@ impl DriverDaemon {
         let scheduler = SchedulerHandle::start(
             SchedulerConfig {
                 max_task_attempts: config.scheduler.max_task_attempts.max(1),
+                max_executor_losses_per_task: config.scheduler.max_executor_losses_per_task.max(1),
                 ..config.scheduler.clone()
             },
             Box::new(launcher),
