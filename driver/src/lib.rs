@@ -12,10 +12,12 @@
 
 pub mod dag;
 pub mod events;
+pub mod limits;
 pub mod map_output;
 pub mod scheduler;
 pub mod server;
 pub mod wire;
 
 pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
+pub use limits::PlanLimits;
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ember_driver::server::{DriverConfig, DriverDaemon};
+use ember_driver::server::{DriverConfig, DriverDaemon, ServerLimits};
+use ember_driver::PlanLimits;
 use ember_proto::auth;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -45,6 +46,9 @@ struct Args {
     /// Attempts per task before its job fails.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     max_task_attempts: u32,
+    /// Times one task may be lost with its executor before its job fails.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    max_executor_losses_per_task: u32,
     /// Failed tasks of one stage on one executor before that executor gets no more
     /// tasks of the stage.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
@@ -66,6 +70,27 @@ struct Args {
     /// at exit).
     #[arg(long)]
     binary_dir: Option<PathBuf>,
+    /// Partitions of any one RDD of a plan.
+    #[arg(long, default_value_t = 100_000)]
+    max_partitions_per_node: u32,
+    /// Nodes (RDDs) of one plan; it may have twice as many dependencies.
+    #[arg(long, default_value_t = 10_000)]
+    max_plan_nodes: u32,
+    /// Tasks of one job over all its stages.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_tasks_per_job: u64,
+    /// Total bytes of one job's results; the job fails beyond it.
+    #[arg(long, default_value_t = 1 << 30)]
+    max_result_bytes: u64,
+    /// Broadcast values one client session may hold.
+    #[arg(long, default_value_t = 10_000)]
+    max_broadcasts_per_session: u32,
+    /// Total bytes of one client session's broadcast values.
+    #[arg(long, default_value_t = 1 << 30)]
+    max_broadcast_bytes_per_session: u64,
+    /// Largest job binary a client may upload.
+    #[arg(long, default_value_t = 2 << 30)]
+    max_binary_bytes: u64,
 }
 
 fn main() -> ExitCode {
@@ -164,15 +189,27 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
         heartbeat_timeout: Duration::from_millis(args.heartbeat_timeout_ms),
         scheduler: ember_driver::SchedulerConfig {
             max_task_attempts: args.max_task_attempts,
+            max_executor_losses_per_task: args.max_executor_losses_per_task,
             max_failures_per_executor_per_stage: args.max_failures_per_executor,
             speculation: args.speculation,
             speculation_multiplier: args.speculation_multiplier,
             speculation_quantile: args.speculation_quantile,
             speculation_min: Duration::from_millis(args.speculation_min_ms),
+            limits: PlanLimits {
+                max_partitions_per_node: args.max_partitions_per_node,
+                max_plan_nodes: args.max_plan_nodes,
+                max_tasks_per_job: args.max_tasks_per_job,
+                max_result_bytes: args.max_result_bytes,
+            },
             ..Default::default()
         },
         binary_dir: binary_dir.clone(),
         secret,
+        limits: ServerLimits {
+            max_broadcasts_per_session: args.max_broadcasts_per_session,
+            max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,
+            max_binary_bytes: args.max_binary_bytes,
+        },
     })?;
 
     let (stop_tx, stop_rx) = watch::channel(false);

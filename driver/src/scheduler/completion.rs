@@ -131,10 +131,26 @@ impl Scheduler {
                 if let Some(st) = self.stages.get_mut(&run.stage_id) {
                     st.pending.remove(&run.partition);
                 }
+                let max_bytes = self.config.limits.max_result_bytes;
                 let Some(job) = self.jobs.get_mut(&job_id) else {
                     return;
                 };
                 if !job.done.insert(run.partition) {
+                    return;
+                }
+                job.result_bytes = job.result_bytes.saturating_add(bytes.len() as u64);
+                if job.result_bytes > max_bytes {
+                    let failure = JobFailure::TaskFailed {
+                        stage_id: run.stage_id,
+                        stage_name: self.stages.get(&run.stage_id).map(|s| s.name.clone()).unwrap_or_default(),
+                        partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        message: format!(
+                            "the job's results total {} bytes with this partition's, over the limit of {max_bytes} (--max-result-bytes)",
+                            job.result_bytes
+                        ),
+                    };
+                    self.fail_job(job_id, failure);
                     return;
                 }
                 let _ = job.events.send(JobEvent::TaskResult {
@@ -142,12 +158,7 @@ impl Scheduler {
                     result: bytes,
                 });
                 if job.done.len() == job.partitions.len() {
-                    let _ = job.events.send(JobEvent::StageCompleted {
-                        stage_id: run.stage_id,
-                    });
-                    let _ = job.events.send(JobEvent::JobSucceeded { job_id });
-                    debug!(job = job_id, "job succeeded");
-                    self.finish_job(job_id);
+                    self.result_stage_finished(job_id, run.stage_id);
                 }
             }
             (_, _) => {
@@ -195,7 +206,18 @@ impl Scheduler {
             .collect()
     }
 
-    fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
+    /// Every partition of a job's result stage is delivered: the job succeeded.
+    pub(super) fn result_stage_finished(&mut self, job_id: u64, stage_id: u32) {
+        let Some(job) = self.jobs.get(&job_id) else {
+            return;
+        };
+        let _ = job.events.send(JobEvent::StageCompleted { stage_id });
+        let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+        debug!(job = job_id, "job succeeded");
+        self.finish_job(job_id);
+    }
+
+    pub(super) fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
         if !self.tracker.is_available(shuffle_id) {
             // Some outputs were lost while the stage ran: run the missing ones again.
             let jobs: Vec<u64> = self.jobs_using(stage_id);
@@ -300,6 +322,37 @@ impl Scheduler {
                     task_stage = run.stage_id,
                     "task lost with its executor: {msg}"
                 );
+                let max = self.config.max_executor_losses_per_task;
+                let Some(st) = self.stages.get_mut(&run.stage_id) else {
+                    return;
+                };
+                if run.stage_attempt != st.attempt || !st.pending.contains(&run.partition) {
+                    return; // superseded or finished: nothing to retry, nothing to count
+                }
+                let lost = st.executor_losses.entry(run.partition).or_default();
+                lost.push(run.executor_id.clone());
+                if lost.len() as u32 >= max {
+                    let failure = JobFailure::TaskFailed {
+                        stage_id: st.id,
+                        stage_name: st.name.clone(),
+                        partition: run.partition,
+                        executor_id: run.executor_id.clone(),
+                        message: format!(
+                            "the task was lost with its executor {} times (executors {}), the limit of --max-executor-losses-per-task; last: {msg}",
+                            lost.len(),
+                            lost.join(", ")
+                        ),
+                    };
+                    warn!(
+                        stage = run.stage_id,
+                        partition = run.partition,
+                        "giving up on a task that keeps losing its executor"
+                    );
+                    for jid in self.jobs_using(run.stage_id) {
+                        self.fail_job(jid, failure.clone());
+                    }
+                    return;
+                }
                 self.requeue(run, false);
             }
             Some(task_failure::Reason::UserError(message)) => {
@@ -397,7 +450,10 @@ impl Scheduler {
             .map(|(id, _)| *id)
             .collect();
         for id in lost {
-            let run = self.running.remove(&id).expect("running");
+            // A job failed by an earlier loss in this loop has abandoned its tasks.
+            let Some(run) = self.running.remove(&id) else {
+                continue;
+            };
             let failure = TaskFailure {
                 reason: Some(task_failure::Reason::ExecutorLost(format!(
                     "executor {executor_id} lost: {reason}"
@@ -447,6 +503,7 @@ impl Scheduler {
                 st.running = false;
                 st.pending.clear();
                 st.task_failures.clear();
+                st.executor_losses.clear();
             }
         }
         self.stages.remove(&job.result_stage);

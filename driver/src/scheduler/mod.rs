@@ -24,6 +24,7 @@ use tracing::debug;
 
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
+use crate::limits::PlanLimits;
 use crate::map_output::MapOutputTracker;
 
 mod completion; // task outcomes, lost executors, failing and finishing jobs
@@ -36,6 +37,11 @@ mod stages; // plans into stages and queued tasks
 pub struct SchedulerConfig {
     /// Attempts per task before its job fails (Spark's `spark.task.maxFailures`).
     pub max_task_attempts: u32,
+    /// Times one task may be lost with its executor (its executor died or its channel
+    /// broke while it ran) before its job fails; Spark counts these toward
+    /// `spark.task.maxFailures`, here they have their own cap so that a healthy task
+    /// on a dying executor does not use up its attempts.
+    pub max_executor_losses_per_task: u32,
     /// Consecutive failed attempts of a stage (fetch failures) before its job fails.
     pub max_stage_attempts: u32,
     /// Failed tasks of one stage on one executor after which that executor gets no
@@ -51,18 +57,22 @@ pub struct SchedulerConfig {
     pub speculation_quantile: f64,
     /// ...and for at least this long.
     pub speculation_min: Duration,
+    /// Bounds on what one plan may ask for (checked before anything is allocated).
+    pub limits: PlanLimits,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
             max_task_attempts: 4,
+            max_executor_losses_per_task: 4,
             max_stage_attempts: 4,
             max_failures_per_executor_per_stage: 2,
             speculation: false,
             speculation_multiplier: 1.5,
             speculation_quantile: 0.75,
             speculation_min: Duration::from_millis(100),
+            limits: PlanLimits::default(),
         }
     }
 }
@@ -131,6 +141,8 @@ struct Stage {
     running: bool,
     /// Failed attempts per partition (user errors).
     task_failures: HashMap<u32, u32>,
+    /// Executors lost while running each partition, in order.
+    executor_losses: HashMap<u32, Vec<String>>,
     /// Failed tasks per executor, and the executors that get no more of its tasks.
     executor_failures: HashMap<String, u32>,
     excluded: HashSet<String>,
@@ -146,6 +158,8 @@ struct Job {
     result_stage: u32,
     partitions: Vec<u32>,
     done: HashSet<u32>,
+    /// Bytes of the results delivered so far (bounded by `max_result_bytes`).
+    result_bytes: u64,
     /// (stage, partition) pairs whose accumulator updates were counted.
     counted: HashSet<(u32, u32)>,
     /// Stages this job waits on or runs.

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use ember_proto::Plan;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{Job, Pending, Scheduler, Stage, StageKind};
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, StageInfo};
+use crate::limits::check_plan;
 
 impl Scheduler {
     pub(super) fn fully_cached(&self, rdd_id: u32, num_partitions: u32) -> bool {
@@ -30,17 +31,26 @@ impl Scheduler {
     ) {
         let job_id = self.next_job;
         self.next_job += 1;
-        let index = match PlanIndex::new(&plan) {
-            Ok(i) => Arc::new(i),
-            Err(e) => {
-                let _ = events.send(JobEvent::JobFailed {
-                    job_id,
-                    failure: JobFailure::InvalidPlan(e),
-                });
-                return;
-            }
+        let refuse = |reason: String| {
+            let _ = events.send(JobEvent::JobFailed {
+                job_id,
+                failure: JobFailure::InvalidPlan(reason),
+            });
         };
-        let final_node = index.node(plan.final_rdd).expect("checked by PlanIndex");
+        // Sizes first: nothing below allocates more than the limits allow.
+        if let Err(e) = check_plan(&plan, &self.config.limits) {
+            return refuse(e.to_string());
+        }
+        let index = match PlanIndex::new(&plan).and_then(|i| {
+            self.check_known_shuffles(&i)?;
+            Ok(i)
+        }) {
+            Ok(i) => Arc::new(i),
+            Err(e) => return refuse(e),
+        };
+        let Some(final_node) = index.node(plan.final_rdd) else {
+            return refuse(format!("final node {} is not in the plan", plan.final_rdd));
+        };
         let partitions: Vec<u32> = if plan.partitions.is_empty() {
             (0..final_node.num_partitions).collect()
         } else {
@@ -48,14 +58,10 @@ impl Scheduler {
             p.sort_unstable();
             p.dedup();
             if let Some(bad) = p.iter().find(|&&x| x >= final_node.num_partitions) {
-                let _ = events.send(JobEvent::JobFailed {
-                    job_id,
-                    failure: JobFailure::InvalidPlan(format!(
-                        "partition {bad} requested, but node {} has {} partitions",
-                        final_node.id, final_node.num_partitions
-                    )),
-                });
-                return;
+                return refuse(format!(
+                    "partition {bad} requested, but node {} has {} partitions",
+                    final_node.id, final_node.num_partitions
+                ));
             }
             p
         };
@@ -77,6 +83,7 @@ impl Scheduler {
             result_stage,
             partitions: partitions.clone(),
             done: HashSet::new(),
+            result_bytes: 0,
             counted: HashSet::new(),
             stages: HashSet::new(),
             waiting: HashSet::new(),
@@ -92,6 +99,8 @@ impl Scheduler {
             plan.description
         );
         if partitions.is_empty() {
+            // A result stage of no partitions (an RDD over an empty input): nothing to
+            // run, not even its parents.
             let _ = job.events.send(JobEvent::JobSucceeded { job_id });
             self.stages.remove(&result_stage);
             return;
@@ -107,9 +116,9 @@ impl Scheduler {
         skipped.sort_unstable();
         for s in skipped {
             job.reported_skipped.insert(s);
-            let _ = job
-                .events
-                .send(JobEvent::StageSkipped(stage_info(&self.stages[&s], 0)));
+            if let Some(st) = self.stages.get(&s) {
+                let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
+            }
         }
         self.jobs.insert(job_id, job);
         self.submit_stage(job_id, result_stage);
@@ -126,17 +135,22 @@ impl Scheduler {
     ) -> u32 {
         let mut count = 0;
         for sid in index.all_stage_shuffles(rdd_id) {
-            let dep = index.shuffle(sid).expect("indexed").clone();
-            let parent = index.node(dep.parent).expect("indexed").clone();
-            let stage_id = match self.shuffle_stage.get(&sid) {
-                Some(&s) => {
-                    let st = self.stages.get_mut(&s).expect("stage of shuffle");
+            // PlanIndex checked that every shuffle and its parent exist.
+            let Some(dep) = index.shuffle(sid) else {
+                continue;
+            };
+            let Some(parent) = index.node(dep.parent).cloned() else {
+                continue;
+            };
+            let known = self.shuffle_stage.get(&sid).copied();
+            let stage_id = match known.and_then(|s| self.stages.get_mut(&s)) {
+                Some(st) => {
                     if !st.running {
                         st.plan = plan.clone();
                         st.index = index.clone();
                         st.broadcasts = broadcasts.clone();
                     }
-                    s
+                    st.id
                 }
                 None => {
                     let name = format!("{} (shuffle {sid})", parent.name);
@@ -159,6 +173,29 @@ impl Scheduler {
             }
         }
         count
+    }
+
+    /// A shuffle id the scheduler already knows (from an earlier job) must still be
+    /// written by the same node with the same partitions: its map outputs are reused.
+    fn check_known_shuffles(&self, index: &PlanIndex) -> Result<(), String> {
+        for dep in index.shuffles() {
+            let Some(st) = self
+                .shuffle_stage
+                .get(&dep.shuffle_id)
+                .and_then(|s| self.stages.get(s))
+            else {
+                continue;
+            };
+            let parts = index.node(dep.parent).map_or(0, |n| n.num_partitions);
+            if st.rdd_id != dep.parent || st.num_partitions != parts {
+                return Err(format!(
+                    "shuffle {} was written by node {} with {} partitions in an earlier job, \
+                     but this plan writes it from node {} with {parts}",
+                    dep.shuffle_id, st.rdd_id, st.num_partitions, dep.parent
+                ));
+            }
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -191,6 +228,7 @@ impl Scheduler {
                 pending: HashSet::new(),
                 running: false,
                 task_failures: HashMap::new(),
+                executor_losses: HashMap::new(),
                 executor_failures: HashMap::new(),
                 excluded: HashSet::new(),
                 durations: Vec::new(),
@@ -202,7 +240,9 @@ impl Scheduler {
 
     /// Shuffle stages that `stage_id` reads and whose output is incomplete.
     fn missing_parents(&self, stage_id: u32) -> Vec<u32> {
-        let st = &self.stages[&stage_id];
+        let Some(st) = self.stages.get(&stage_id) else {
+            return Vec::new();
+        };
         let cached =
             |n: &ember_proto::RddNode| n.storage != 0 && self.fully_cached(n.id, n.num_partitions);
         st.index
@@ -213,42 +253,46 @@ impl Scheduler {
             .collect()
     }
 
+    /// A shuffle-map stage whose every output exists (always true for a stage of no
+    /// partitions: its reducers read nothing).
     fn stage_available(&self, stage_id: u32) -> bool {
-        match self.stages[&stage_id].kind {
-            StageKind::ShuffleMap(sid) => self.tracker.is_available(sid),
-            StageKind::Result(_) => false,
+        match self.stages.get(&stage_id).map(|s| s.kind) {
+            Some(StageKind::ShuffleMap(sid)) => self.tracker.is_available(sid),
+            Some(StageKind::Result(_)) | None => false,
         }
     }
 
     pub(super) fn submit_stage(&mut self, job_id: u64, stage_id: u32) {
-        if !self.jobs.contains_key(&job_id) {
+        let Some(st) = self.stages.get(&stage_id) else {
+            warn!(
+                job = job_id,
+                stage = stage_id,
+                "cannot submit an unknown stage"
+            );
             return;
-        }
-        if self.stage_available(stage_id) {
-            let job = self.jobs.get_mut(&job_id).expect("job");
+        };
+        let running = st.running;
+        let available = self.stage_available(stage_id);
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            return;
+        };
+        if available {
             if job.reported_skipped.insert(stage_id) {
-                let st = &self.stages[&stage_id];
                 let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
             }
             return;
         }
-        if self.stages[&stage_id].running {
-            self.jobs
-                .get_mut(&job_id)
-                .expect("job")
-                .waiting
-                .insert(stage_id);
+        if running {
+            job.waiting.insert(stage_id);
             return;
         }
         let missing = self.missing_parents(stage_id);
         if missing.is_empty() {
             self.submit_tasks(job_id, stage_id);
         } else {
-            self.jobs
-                .get_mut(&job_id)
-                .expect("job")
-                .waiting
-                .insert(stage_id);
+            if let Some(job) = self.jobs.get_mut(&job_id) {
+                job.waiting.insert(stage_id);
+            }
             for parent in missing {
                 self.submit_stage(job_id, parent);
             }
@@ -256,19 +300,28 @@ impl Scheduler {
     }
 
     pub(super) fn submit_tasks(&mut self, job_id: u64, stage_id: u32) {
-        let partitions: Vec<u32> = match self.stages[&stage_id].kind {
-            StageKind::ShuffleMap(sid) => self.tracker.missing(sid),
-            StageKind::Result(_) => {
-                let job = &self.jobs[&job_id];
-                job.partitions
-                    .iter()
-                    .copied()
-                    .filter(|p| !job.done.contains(p))
-                    .collect()
+        let (Some(st), Some(job)) = (self.stages.get(&stage_id), self.jobs.get(&job_id)) else {
+            warn!(
+                job = job_id,
+                stage = stage_id,
+                "cannot submit tasks of an unknown stage or job"
+            );
+            return;
+        };
+        let partitions: Vec<u32> = match st.kind {
+            StageKind::ShuffleMap(sid) => {
+                // Known since the stage was created; registering again is a no-op.
+                self.tracker.register_shuffle(sid, st.num_partitions);
+                self.tracker.missing(sid)
             }
+            StageKind::Result(_) => job
+                .partitions
+                .iter()
+                .copied()
+                .filter(|p| !job.done.contains(p))
+                .collect(),
         };
         let preferred: Vec<Vec<String>> = {
-            let st = &self.stages[&stage_id];
             let persisted: Vec<u32> = st
                 .index
                 .persisted_nodes(st.rdd_id)
@@ -287,7 +340,9 @@ impl Scheduler {
                 })
                 .collect()
         };
-        let st = self.stages.get_mut(&stage_id).expect("stage");
+        let Some(st) = self.stages.get_mut(&stage_id) else {
+            return;
+        };
         st.attempt += 1;
         st.running = true;
         st.pending = partitions.iter().copied().collect();
@@ -313,10 +368,12 @@ impl Scheduler {
                 partitions
             );
         }
+        let (attempt, kind) = (st.attempt, st.kind);
+        let no_tasks = partitions.is_empty();
         for (partition, preferred) in partitions.into_iter().zip(preferred) {
             self.queue.push_back(Pending {
                 stage_id,
-                stage_attempt: st.attempt,
+                stage_attempt: attempt,
                 partition,
                 attempt: 0,
                 preferred,
@@ -324,13 +381,24 @@ impl Scheduler {
                 speculative: false,
             });
         }
-        let job = self.jobs.get_mut(&job_id).expect("job");
-        job.waiting.remove(&stage_id);
-        let _ = job.events.send(JobEvent::StageSubmitted(info.clone()));
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.waiting.remove(&stage_id);
+            let _ = job.events.send(JobEvent::StageSubmitted(info.clone()));
+        }
         // Other jobs waiting on the same shuffle stage see it submitted too.
         for (jid, other) in &mut self.jobs {
             if *jid != job_id && other.waiting.contains(&stage_id) {
                 let _ = other.events.send(JobEvent::StageSubmitted(info.clone()));
+            }
+        }
+        if no_tasks {
+            // Nothing to run: the stage is done as soon as it starts.
+            if let Some(st) = self.stages.get_mut(&stage_id) {
+                st.running = false;
+            }
+            match kind {
+                StageKind::ShuffleMap(sid) => self.map_stage_finished(stage_id, sid),
+                StageKind::Result(job_id) => self.result_stage_finished(job_id, stage_id),
             }
         }
     }

@@ -18,8 +18,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::{info, warn};
 
-/// Largest binary the driver accepts.
-pub const MAX_BINARY_BYTES: u64 = 2 << 30;
 /// Size of the chunks `FetchBinary` sends.
 pub const CHUNK_BYTES: usize = 1 << 20;
 
@@ -31,22 +29,28 @@ pub fn check_sha256(s: &str) -> Result<(), Status> {
         Ok(())
     } else {
         Err(Status::invalid_argument(format!(
-            "{s:?} is not a SHA-256 digest (64 lower-case hex characters)"
+            "{:?} is not a SHA-256 digest (64 lower-case hex characters)",
+            crate::limits::bounded(s)
         )))
     }
 }
 
+/// Chunks an upload may have beyond one per KiB it declares: so a client cannot keep
+/// an upload going forever with empty chunks.
+pub const SPARE_UPLOAD_CHUNKS: u64 = 1024;
+
 /// Binaries on the driver's disk.
 pub struct BinaryStore {
     dir: PathBuf,
+    max_bytes: u64,
 }
 
 impl BinaryStore {
-    /// A store in `dir` (created if missing).
-    pub fn new(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+    /// A store in `dir` (created if missing) accepting binaries of up to `max_bytes`.
+    pub fn new(dir: impl Into<PathBuf>, max_bytes: u64) -> std::io::Result<Self> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
-        Ok(BinaryStore { dir })
+        Ok(BinaryStore { dir, max_bytes })
     }
 
     /// The store's directory.
@@ -67,12 +71,13 @@ impl BinaryStore {
             .ok_or_else(|| Status::invalid_argument("empty binary upload"))?;
         let declared = first.sha256.clone();
         check_sha256(&declared)?;
-        if first.total_len > MAX_BINARY_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "binary of {} bytes exceeds the limit of {MAX_BINARY_BYTES} bytes",
-                first.total_len
+        if first.total_len > self.max_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "a binary of {} bytes is over the limit of {} bytes (--max-binary-bytes)",
+                first.total_len, self.max_bytes
             )));
         }
+        let max_chunks = first.total_len / 1024 + SPARE_UPLOAD_CHUNKS;
         let io = |what: &str, e: std::io::Error| {
             warn!("binary store: {what}: {e}");
             Status::internal(format!("binary store: {what}: {e}"))
@@ -90,8 +95,16 @@ impl BinaryStore {
         let declared_len = first.total_len;
         let mut hasher = Sha256::new();
         let mut received: u64 = 0;
+        let mut chunk_count: u64 = 0;
         let mut next = Some(first);
         while let Some(chunk) = next {
+            chunk_count += 1;
+            if chunk_count > max_chunks {
+                return Err(Status::resource_exhausted(format!(
+                    "an upload of {declared_len} bytes may have at most {max_chunks} chunks \
+                     (one per KiB and {SPARE_UPLOAD_CHUNKS} more); got more"
+                )));
+            }
             received += chunk.data.len() as u64;
             if received > declared_len {
                 return Err(Status::invalid_argument(format!(

@@ -27,7 +27,7 @@ use tonic::Status;
 use tracing::{debug, info};
 
 use super::sessions::{self, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
-use super::DriverState;
+use super::{DriverState, ServerLimits};
 use crate::events::{JobEvent, SchedulerEvent};
 use crate::wire::to_wire;
 
@@ -124,6 +124,40 @@ pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// `Err(RESOURCE_EXHAUSTED)` if adding `new` to a session's `held` broadcasts would
+/// pass the session's count or byte limit (a value sent again under its id replaces
+/// the old one).
+fn check_broadcast_limits(
+    held: &HashMap<u64, Vec<u8>>,
+    new: &[ember_proto::BroadcastValue],
+    limits: &ServerLimits,
+) -> Result<(), Status> {
+    let mut count = held.len() as u64;
+    let mut bytes: u64 = held.values().map(|v| v.len() as u64).sum();
+    for b in new {
+        match held.get(&b.id) {
+            Some(old) => bytes -= old.len() as u64,
+            None => count += 1,
+        }
+        bytes += b.value.len() as u64;
+    }
+    let max_count = u64::from(limits.max_broadcasts_per_session);
+    if count > max_count {
+        return Err(Status::resource_exhausted(format!(
+            "the session would hold {count} broadcasts, over the limit of {max_count} \
+             (--max-broadcasts-per-session)"
+        )));
+    }
+    let max_bytes = limits.max_broadcast_bytes_per_session;
+    if bytes > max_bytes {
+        return Err(Status::resource_exhausted(format!(
+            "the session's broadcasts would total {bytes} bytes, over the limit of \
+             {max_bytes} (--max-broadcast-bytes-per-session)"
+        )));
+    }
+    Ok(())
+}
+
 /// Validates and submits a job; the returned stream carries its events.
 pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<JobStream, Status> {
     let session_id = req.session_id;
@@ -132,10 +166,13 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
         .ok_or_else(|| Status::invalid_argument("SubmitJob without a plan"))?;
     // Refuse an unknown session before looking at the plan.
     state.sessions.with_session(session_id, |_| Ok(()))?;
+    // Sizes before anything else looks at the plan (the scheduler checks them again).
+    crate::limits::check_plan(&plan, &state.plan_limits)
+        .map_err(|e| Status::resource_exhausted(e.to_string()))?;
     if !state.binaries.contains(&plan.binary_hash) {
         return Err(Status::invalid_argument(format!(
             "the plan's binary {:?} is not on this driver; upload it first",
-            plan.binary_hash
+            crate::limits::bounded(&plan.binary_hash)
         )));
     }
     let description = plan.description.clone();
@@ -152,6 +189,7 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
                 b.id
             )));
         }
+        check_broadcast_limits(&session.broadcasts, &new_broadcasts, &state.limits)?;
         for b in new_broadcasts {
             session.broadcasts.insert(b.id, b.value);
         }

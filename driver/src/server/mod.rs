@@ -62,6 +62,30 @@ pub struct DriverConfig {
     pub binary_dir: PathBuf,
     /// The cluster secret every call must carry (none: open, loopback only).
     pub secret: Option<String>,
+    /// Bounds on what clients may store in the driver (plan bounds are in
+    /// `scheduler.limits`).
+    pub limits: ServerLimits,
+}
+
+/// Bounds on what clients may store in the driver: broadcasts and binaries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Broadcast values one session may hold (`--max-broadcasts-per-session`).
+    pub max_broadcasts_per_session: u32,
+    /// Total bytes of one session's broadcast values (`--max-broadcast-bytes-per-session`).
+    pub max_broadcast_bytes_per_session: u64,
+    /// Largest binary an upload may declare (`--max-binary-bytes`).
+    pub max_binary_bytes: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_broadcasts_per_session: 10_000,
+            max_broadcast_bytes_per_session: 1 << 30,
+            max_binary_bytes: 2 << 30,
+        }
+    }
 }
 
 /// Errors starting or running the daemon.
@@ -85,6 +109,8 @@ pub(crate) struct DriverState {
     pub executors: Arc<ExecutorRegistry>,
     pub sessions: sessions::SessionRegistry,
     pub binaries: BinaryStore,
+    pub limits: ServerLimits,
+    pub plan_limits: crate::limits::PlanLimits,
 }
 
 impl DriverState {
@@ -115,8 +141,8 @@ pub struct DriverDaemon {
 impl DriverDaemon {
     /// Starts the scheduler and the heartbeat monitor; must run inside a tokio runtime.
     pub fn start(config: DriverConfig) -> Result<Self, ServerError> {
-        let binaries =
-            BinaryStore::new(&config.binary_dir).map_err(|source| ServerError::BinaryDir {
+        let binaries = BinaryStore::new(&config.binary_dir, config.limits.max_binary_bytes)
+            .map_err(|source| ServerError::BinaryDir {
                 dir: config.binary_dir.clone(),
                 source,
             })?;
@@ -126,6 +152,7 @@ impl DriverDaemon {
         let scheduler = SchedulerHandle::start(
             SchedulerConfig {
                 max_task_attempts: config.scheduler.max_task_attempts.max(1),
+                max_executor_losses_per_task: config.scheduler.max_executor_losses_per_task.max(1),
                 ..config.scheduler.clone()
             },
             Box::new(launcher),
@@ -138,6 +165,8 @@ impl DriverDaemon {
             executors,
             sessions: sessions::SessionRegistry::default(),
             binaries,
+            limits: config.limits.clone(),
+            plan_limits: config.scheduler.limits.clone(),
         });
         let monitor = tokio::spawn(executors::monitor(
             Arc::downgrade(&state),

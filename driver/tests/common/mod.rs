@@ -66,6 +66,8 @@ pub struct Options {
     pub secret: Option<&'static str>,
     pub heartbeat_timeout: Duration,
     pub max_task_attempts: u32,
+    pub plan_limits: ember_driver::PlanLimits,
+    pub limits: ember_driver::server::ServerLimits,
 }
 
 impl Default for Options {
@@ -74,6 +76,8 @@ impl Default for Options {
             secret: None,
             heartbeat_timeout: Duration::from_secs(30),
             max_task_attempts: 4,
+            plan_limits: Default::default(),
+            limits: Default::default(),
         }
     }
 }
@@ -86,10 +90,12 @@ pub async fn start(opts: Options) -> TestDriver {
             heartbeat_timeout: opts.heartbeat_timeout,
             scheduler: ember_driver::SchedulerConfig {
                 max_task_attempts: opts.max_task_attempts,
+                limits: opts.plan_limits,
                 ..Default::default()
             },
             binary_dir: binary_dir.clone(),
             secret: opts.secret.map(str::to_string),
+            limits: opts.limits,
         })
         .expect("start daemon"),
     );

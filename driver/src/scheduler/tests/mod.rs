@@ -12,6 +12,7 @@ use ember_proto::{
 
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
 
+mod empty;
 mod recovery;
 
 struct FakeLauncher(Sender<(String, TaskDescription)>, Sender<u64>);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ember_proto::{task_failure, Plan, RddNode};
 
 use super::{drain_until_end, Harness};
-use crate::SchedulerConfig;
+use crate::{JobFailure, SchedulerConfig, SchedulerEvent};
 
 /// One result stage of `n` partitions.
 fn one_stage_plan(n: u32) -> Plan {
@@ -108,4 +108,49 @@ fn an_executor_failing_twice_in_a_stage_gets_no_more_of_its_tasks() {
     let (results, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok(), "{outcome:?}");
     assert_eq!(results.len(), 6);
+}
+
+#[test]
+fn a_task_that_keeps_losing_its_executor_fails_its_job_after_the_cap() {
+    // Each executor the task runs on is lost while it runs (say its channel breaks),
+    // and a new one registers: without a cap the task would be requeued forever.
+    let config = SchedulerConfig {
+        max_executor_losses_per_task: 3,
+        max_task_attempts: 1,
+        ..SchedulerConfig::default()
+    };
+    let h = Harness::new(&[("e0", 1)], config);
+    let events = h.sched.submit(one_stage_plan(1), HashMap::new());
+    for i in 0..3 {
+        let (ex, t) = h.next_task();
+        assert_eq!((ex.as_str(), t.partition), (format!("e{i}").as_str(), 0));
+        h.sched.send(SchedulerEvent::ExecutorAdded {
+            executor_id: format!("e{}", i + 1),
+            slots: 1,
+            shuffle_address: String::new(),
+        });
+        h.sched.send(SchedulerEvent::ExecutorLost {
+            executor_id: ex,
+            reason: "channel broke".into(),
+        });
+    }
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(results.is_empty());
+    assert_eq!(
+        outcome,
+        Err(JobFailure::TaskFailed {
+            stage_id: 0,
+            stage_name: "source".into(),
+            partition: 0,
+            executor_id: "e2".into(),
+            message: "the task was lost with its executor 3 times (executors e0, e1, e2), the limit of --max-executor-losses-per-task; last: executor e2 lost: channel broke".into(),
+        })
+    );
+    h.no_more_tasks();
+    // The scheduler goes on: the next job runs on the executor still there.
+    let events = h.sched.submit(one_stage_plan(1), HashMap::new());
+    let (ex, t) = h.next_task();
+    assert_eq!(ex, "e3");
+    h.succeed(&ex, &t);
+    assert_eq!(drain_until_end(&events).1, Ok(()));
 }

@@ -1,0 +1,209 @@
+//! Counts and sizes from the wire are bounded: plans, broadcasts and uploads over a
+//! limit are refused with an error naming it, and the driver goes on serving jobs.
+//! Nodes of no partitions are fine: their jobs succeed at once.
+
+mod common;
+
+use common::*;
+use ember_driver::server::ServerLimits;
+use ember_driver::JobEvent;
+use ember_proto::{BinaryChunk, BroadcastValue, SubmitJobRequest};
+use tonic::Code;
+
+fn submit(session_id: u64, plan: ember_proto::Plan, new: Vec<BroadcastValue>) -> SubmitJobRequest {
+    SubmitJobRequest {
+        session_id,
+        plan: Some(plan),
+        new_broadcasts: new,
+    }
+}
+
+#[tokio::test]
+async fn huge_plans_are_refused_and_a_normal_job_runs_afterwards() {
+    let driver = start(Options::default()).await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 2).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _session) = open_session(&mut c, &sha).await;
+    for parts in [u32::MAX, 1 << 25] {
+        let err = c
+            .submit_job(submit(
+                opened.session_id,
+                tiny_plan(opened.id_base, parts, &sha),
+                vec![],
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert_eq!(
+            err.message(),
+            format!(
+                "the number of partitions of node {} (tiny) is {parts}, over the limit of 100000 (--max-partitions-per-node)",
+                opened.id_base
+            )
+        );
+    }
+    let mut many = tiny_plan(opened.id_base, 1, &sha);
+    many.nodes = (0..10_001)
+        .map(|i| ember_proto::RddNode {
+            id: opened.id_base + i,
+            num_partitions: 1,
+            ..Default::default()
+        })
+        .collect();
+    let err = c
+        .submit_job(submit(opened.session_id, many, vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.message(),
+        "the number of nodes in the plan is 10001, over the limit of 10000 (--max-plan-nodes)"
+    );
+
+    let mut job = c
+        .submit_job(submit(
+            opened.session_id,
+            tiny_plan(opened.id_base, 1, &sha),
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let task = exec.launched().await.task.expect("task");
+    exec.succeed(&task, vec![42]).await;
+    let events = job_events(&mut job).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, JobEvent::TaskResult { result, .. } if result == &[42])),
+        "{events:?}"
+    );
+    assert!(matches!(events.last(), Some(JobEvent::JobSucceeded { .. })));
+}
+
+#[tokio::test]
+async fn a_job_over_an_rdd_of_no_partitions_succeeds_with_no_results() {
+    let driver = start(Options::default()).await;
+    let mut c = client(driver.addr, None).await;
+    let _exec = FakeExecutor::register(&mut c, 1).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _session) = open_session(&mut c, &sha).await;
+    let mut job = c
+        .submit_job(submit(
+            opened.session_id,
+            tiny_plan(opened.id_base, 0, &sha),
+            vec![],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let events = job_events(&mut job).await;
+    assert!(
+        matches!(events.first(), Some(JobEvent::Started { .. })),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.last(), Some(JobEvent::JobSucceeded { .. })),
+        "{events:?}"
+    );
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, JobEvent::TaskResult { .. })));
+}
+
+#[tokio::test]
+async fn broadcasts_per_session_are_bounded_in_count_and_bytes() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            max_broadcasts_per_session: 2,
+            max_broadcast_bytes_per_session: 8,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 1).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _session) = open_session(&mut c, &sha).await;
+    let b = |i: u64, len: usize| BroadcastValue {
+        id: opened.broadcast_base + i,
+        value: vec![7; len],
+    };
+    let plan = || tiny_plan(opened.id_base, 1, &sha);
+    let cases = [
+        (
+            vec![b(0, 1), b(1, 1), b(2, 1)],
+            "the session would hold 3 broadcasts, over the limit of 2 (--max-broadcasts-per-session)",
+        ),
+        (
+            vec![b(0, 9)],
+            "the session's broadcasts would total 9 bytes, over the limit of 8 (--max-broadcast-bytes-per-session)",
+        ),
+    ];
+    for (new, message) in cases {
+        let err = c
+            .submit_job(submit(opened.session_id, plan(), new))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert_eq!(err.message(), message);
+    }
+    // Within the limits (a value sent again replaces the old one).
+    for new in [vec![b(0, 4), b(1, 4)], vec![b(1, 4)]] {
+        let mut job = c
+            .submit_job(submit(opened.session_id, plan(), new))
+            .await
+            .unwrap()
+            .into_inner();
+        let task = exec.launched().await.task.expect("task");
+        exec.succeed(&task, vec![]).await;
+        let events = job_events(&mut job).await;
+        assert!(matches!(events.last(), Some(JobEvent::JobSucceeded { .. })));
+    }
+}
+
+#[tokio::test]
+async fn uploads_are_bounded_in_size_and_chunk_count() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            max_binary_bytes: 8,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let big = b"123456789".to_vec();
+    let err = upload_as(&mut c, &big, &sha256_hex(&big))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.message(),
+        "a binary of 9 bytes is over the limit of 8 bytes (--max-binary-bytes)"
+    );
+    // Empty chunks without end: refused after the allowance.
+    let bytes = b"abc".to_vec();
+    let mut chunks = vec![BinaryChunk {
+        sha256: sha256_hex(&bytes),
+        total_len: 3,
+        data: vec![],
+    }];
+    chunks.extend((0..2000).map(|_| BinaryChunk::default()));
+    chunks.push(BinaryChunk {
+        data: bytes.clone(),
+        ..Default::default()
+    });
+    let err = c
+        .upload_binary(tokio_stream::iter(chunks))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.message(),
+        "an upload of 3 bytes may have at most 1024 chunks (one per KiB and 1024 more); got more"
+    );
+    assert_eq!(upload(&mut c, &bytes).await, sha256_hex(&bytes));
+}
