@@ -2,6 +2,7 @@
 //! from the command line (`--master`) and the environment (`EMBER_MASTER`,
 //! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`).
 
+use crate::io::text_input::{Packing, DEFAULT_PACKING};
 use std::path::PathBuf;
 
 use crate::error::{EmberError, Result};
@@ -73,6 +74,9 @@ pub struct Conf {
     pub local_dir: Option<PathBuf>,
     /// Show the console progress bar (only ever on a terminal).
     pub progress: bool,
+    /// How file sources pack small files into partitions
+    /// (`EMBER_FILES_OPEN_COST`, `EMBER_FILES_MAX_PARTITION_BYTES`).
+    pub packing: Packing,
 }
 
 /// Default executor memory.
@@ -90,8 +94,24 @@ impl Conf {
                 .map_err(|e| EmberError::Config(format!("EMBER_EXECUTOR_MEMORY: {e}")))?,
             _ => DEFAULT_EXECUTOR_MEMORY,
         };
+        let size = |var: &str, default: u64| -> Result<u64> {
+            match std::env::var(var) {
+                Ok(m) if !m.is_empty() => {
+                    parse_memory_size(&m).map_err(|e| EmberError::Config(format!("{var}: {e}")))
+                }
+                _ => Ok(default),
+            }
+        };
+        let packing = Packing {
+            open_cost: size("EMBER_FILES_OPEN_COST", DEFAULT_PACKING.open_cost)?,
+            max_partition_bytes: size(
+                "EMBER_FILES_MAX_PARTITION_BYTES",
+                DEFAULT_PACKING.max_partition_bytes,
+            )?,
+        };
         Ok(Conf {
             master,
+            packing,
             executor_memory,
             local_dir: std::env::var_os("EMBER_LOCAL_DIR").map(PathBuf::from),
             progress: std::env::var("EMBER_PROGRESS")
@@ -121,6 +141,7 @@ impl Conf {
             executor_memory,
             local_dir: None,
             progress: true,
+            packing: DEFAULT_PACKING,
         }
     }
 }

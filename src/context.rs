@@ -22,7 +22,7 @@ use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
 use crate::data::Data;
 use crate::error::Result;
-use crate::io::text_input::{list_input_files, plan_splits};
+use crate::io::text_input::{list_input_files, pack_splits, plan_splits};
 use crate::local::LocalCluster;
 use crate::plan::op::OpRef;
 use crate::plan::LineageNode;
@@ -298,8 +298,11 @@ impl Context {
         rdd
     }
 
-    /// The lines of a text file, a directory of files or a glob, split into at least
-    /// `min_partitions` byte ranges. Fails at once if the path matches nothing.
+    /// The lines of a text file, a directory of files or a glob, in at least
+    /// `min_partitions` partitions (fewer only if the input has fewer splits). Big files
+    /// are cut into byte ranges; small files are packed several to a partition, by
+    /// bytes, counting an open cost per file ([`Conf::packing`]). Fails at once if the
+    /// path matches nothing; an empty directory gives an RDD of no partitions.
     #[track_caller]
     pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
         self.text_source(path, min_partitions, text_file_compute, Location::caller())
@@ -330,12 +333,18 @@ impl Context {
         at: &Location<'_>,
     ) -> Result<Rdd<T>> {
         let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
+        let partitions = pack_splits(splits, min_partitions, self.inner.conf.packing);
+        // One encoded list per partition, so a task decodes only its own.
+        let encoded: Vec<Vec<u8>> = partitions
+            .iter()
+            .map(|splits| encode("text_file", splits))
+            .collect();
         Ok(self.source(
             &format!("text_file({path})"),
             at,
-            splits.len() as u32,
+            partitions.len() as u32,
             compute,
-            encode("text_file", &splits),
+            encode("text_file", &encoded),
         ))
     }
 

@@ -58,12 +58,23 @@ pub(crate) fn range_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> 
     Ok(Box::new(out))
 }
 
-fn split_of(node: &RddNode, part: u32) -> Result<FileSplit> {
-    let splits: Vec<FileSplit> = decode("text_file", &node.payload)?;
-    splits
+/// The splits of partition `part` (the payload holds each partition's list encoded on
+/// its own, so only this one is decoded).
+fn splits_of(node: &RddNode, part: u32) -> Result<Vec<FileSplit>> {
+    let parts: Vec<&[u8]> = postcard::from_bytes(&node.payload)
+        .map_err(|e| crate::error::EmberError::ser("text_file", e))?;
+    let bytes = parts.get(part as usize).ok_or_else(|| {
+        crate::error::EmberError::Plan(format!("text_file has no partition {part}"))
+    })?;
+    decode("text_file partition", bytes)
+}
+
+/// Every part a task of partition `part` reads (see [`parts_to_read`]), in order.
+fn partition_parts(tc: &TaskContext, node: &RddNode, part: u32) -> Result<Vec<FileSplit>> {
+    Ok(splits_of(node, part)?
         .into_iter()
-        .nth(part as usize)
-        .ok_or_else(|| crate::error::EmberError::Plan(format!("text_file has no split {part}")))
+        .flat_map(|s| parts_to_read(tc, s))
+        .collect())
 }
 
 /// Windows a sampling task reads instead of a whole split.
@@ -94,10 +105,13 @@ fn parts_to_read(tc: &TaskContext, split: FileSplit) -> Vec<FileSplit> {
         .collect()
 }
 
-/// Reads the lines of several splits of one file in order, one batch at a time.
+/// Reads the lines of several splits (of one file or many) in order, one batch at a
+/// time; a batch never mixes lines of two splits.
 struct SplitsReader {
     parts: std::vec::IntoIter<FileSplit>,
     reader: Option<LineReader>,
+    /// The split `reader` reads.
+    current: Option<FileSplit>,
 }
 
 impl SplitsReader {
@@ -105,21 +119,30 @@ impl SplitsReader {
         SplitsReader {
             parts: parts.into_iter(),
             reader: None,
+            current: None,
         }
     }
 
     /// Fills `f`'s batch from the current reader, moving to the next split when one is
-    /// exhausted; `Ok(false)` when every split is.
-    fn next(&mut self, mut f: impl FnMut(&mut LineReader) -> Result<bool>) -> Result<bool> {
+    /// exhausted; `Ok(false)` when every split is. `f` also gets the split it reads.
+    fn next(
+        &mut self,
+        mut f: impl FnMut(&FileSplit, &mut LineReader) -> Result<bool>,
+    ) -> Result<bool> {
         loop {
             let reader = match &mut self.reader {
                 Some(r) => r,
                 None => match self.parts.next() {
-                    Some(split) => self.reader.insert(LineReader::open(&split)?),
+                    Some(split) => {
+                        let r = LineReader::open(&split)?;
+                        self.current = Some(split);
+                        self.reader.insert(r)
+                    }
                     None => return Ok(false),
                 },
             };
-            if f(reader)? {
+            let split = self.current.as_ref().expect("a reader has its split");
+            if f(split, reader)? {
                 return Ok(true);
             }
             self.reader = None;
@@ -128,11 +151,11 @@ impl SplitsReader {
 }
 
 pub(crate) fn text_file_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
-    let mut reader = SplitsReader::new(parts_to_read(tc, split_of(node, part)?));
+    let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
     let tc = tc.clone();
     let out: Batches<String> = Box::new(std::iter::from_fn(move || {
         let mut batch = Vec::with_capacity(BATCH);
-        let more = reader.next(|r| {
+        let more = reader.next(|_, r| {
             r.next_batch(BATCH, &mut batch)?;
             Ok(!batch.is_empty())
         });
@@ -153,15 +176,15 @@ pub(crate) fn text_file_positions_compute(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let split = split_of(node, part)?;
-    let file = file_id(&split.path.to_string_lossy());
-    let mut reader = SplitsReader::new(parts_to_read(tc, split));
+    let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
     let tc = tc.clone();
     let mut raw = Vec::with_capacity(BATCH);
+    let mut file = 0u32;
     let out: Batches<(LinePosition, String)> = Box::new(std::iter::from_fn(move || {
         raw.clear();
-        let more = reader.next(|r| {
+        let more = reader.next(|split, r| {
             r.next_batch_with_offsets(BATCH, &mut raw)?;
+            file = file_id(&split.path.to_string_lossy());
             Ok(!raw.is_empty())
         });
         match more {

@@ -7,6 +7,8 @@
 //!   with `_` or `.` (`_SUCCESS`, `.crc`, ...) in directory listings and glob results;
 //! - [`plan_splits`]: cutting files into [`FileSplit`]s with Hadoop's split-size rule
 //!   (`max(min_split, min(goal, max_split))`, tails under 10% folded into the previous split);
+//! - [`pack_splits`] (in `packing.rs`): packing splits into partitions, many small files
+//!   to a partition;
 //! - [`LineReader`]: reading the lines of one split.
 //!
 //! Invariants:
@@ -28,6 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{EmberError, Result};
+
+mod packing;
+pub use packing::{pack_splits, Packing, DEFAULT_PACKING};
 
 /// Smallest split [`plan_splits`] produces (Hadoop's `minSize` default: 1 byte, so
 /// `min_partitions` is honoured even for small files, as Spark users expect).
