@@ -143,6 +143,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let shuffle_address = blocks::advertised_address(&config.host, port);
     let executor_id = blocks::SharedExecutorId::default();
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
+    let session_keys = service.session_keys();
     let stop = shutdown.clone();
     let secret = config.secret.clone();
     let server = tokio::spawn(async move {
@@ -186,6 +187,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         binaries: Arc::new(BinaryStore::new(config.binaries_dir())),
         shuffle_address,
         executor_id,
+        session_keys,
         shutdown: shutdown.clone(),
     };
     let result = registration::run(&reg).await;
