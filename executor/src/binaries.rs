@@ -3,8 +3,11 @@
 //! Invariants:
 //! * A file under its hash's name has been verified: its SHA-256 and length matched
 //!   what the driver announced. It is written to a temporary file in the same
-//!   directory, hashed on the way, and renamed into place (mode 0755) only then; a
+//!   directory, hashed on the way, and renamed into place (mode 0700) only then; a
 //!   binary that does not match is deleted and never run.
+//! * A binary is hashed again right before each worker process is started from it
+//!   ([`BinaryStore::ensure_verified`]): a stored file that changed since it was
+//!   verified is deleted and fetched again, never run.
 //! * At most one fetch per hash is in flight in this process; concurrent callers for
 //!   the same hash wait for it and then find the file (or fetch again if it failed).
 //! * Only well-formed hashes (64 lower-case hex digits) ever become paths.
@@ -38,6 +41,17 @@ pub enum BinaryError {
         sha: String,
         got: u64,
         expected: u64,
+    },
+    #[error(
+        "stored binary {sha} changed on disk after it was verified (its {len} bytes hash to \
+         {actual}); deleted it, refusing to run it{refetch}"
+    )]
+    Changed {
+        sha: String,
+        actual: String,
+        len: u64,
+        /// How fetching it again went, if that failed too ("" if not tried).
+        refetch: String,
     },
     #[error("cannot fetch binary {sha} from the driver: {message}")]
     Fetch { sha: String, message: String },
@@ -104,6 +118,80 @@ impl BinaryStore {
         result
     }
 
+    /// [`ensure`](Self::ensure), then hashes the stored file again: what is about to be
+    /// run must be what was verified. A file that changed is deleted and fetched
+    /// again (once); if that fails, or the new copy does not hash right either, the
+    /// error names the mismatch.
+    pub async fn ensure_verified(
+        &self,
+        sha: &str,
+        driver: &DriverConn,
+    ) -> Result<PathBuf, BinaryError> {
+        let path = self.ensure(sha, driver).await?;
+        let Err(changed) = self.verify_stored(sha).await else {
+            return Ok(path);
+        };
+        tracing::error!("{changed}; fetching it again");
+        let again = match self.ensure(sha, driver).await {
+            Ok(_) => self.verify_stored(sha).await,
+            Err(e) => Err(e),
+        };
+        match (changed, again) {
+            (_, Ok(())) => Ok(path),
+            (
+                BinaryError::Changed {
+                    sha, actual, len, ..
+                },
+                Err(e),
+            ) => {
+                let refetch = match e {
+                    BinaryError::Changed { .. } => "; the fetched copy changed too".to_string(),
+                    other => format!("; fetching it again failed: {other}"),
+                };
+                Err(BinaryError::Changed {
+                    sha,
+                    actual,
+                    len,
+                    refetch,
+                })
+            }
+            (other, _) => Err(other),
+        }
+    }
+
+    /// Hashes stored binary `sha`; deletes it and returns `Changed` if it no longer
+    /// matches its name.
+    async fn verify_stored(&self, sha: &str) -> Result<(), BinaryError> {
+        let path = self.path_of(sha);
+        let io_err = |source| BinaryError::Io {
+            sha: sha.to_string(),
+            dir: self.dir.clone(),
+            source,
+        };
+        let hashing = path.clone();
+        let (actual, len) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+            let mut file = std::fs::File::open(&hashing)?;
+            let mut hasher = Sha256::new();
+            let len = std::io::copy(&mut file, &mut hasher)?;
+            Ok((format!("{:x}", hasher.finalize()), len))
+        })
+        .await
+        .map_err(|e| io_err(std::io::Error::other(e.to_string())))?
+        .map_err(io_err)?;
+        if actual == sha {
+            return Ok(());
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), "cannot delete a changed binary: {e}");
+        }
+        Err(BinaryError::Changed {
+            sha: sha.to_string(),
+            actual,
+            len,
+            refetch: String::new(),
+        })
+    }
+
     async fn fetch(&self, sha: &str, driver: &DriverConn) -> Result<PathBuf, BinaryError> {
         let fetch_err = |message: String| BinaryError::Fetch {
             sha: sha.to_string(),
@@ -163,7 +251,7 @@ impl BinaryStore {
         if actual != sha || written != total {
             return Err(self.mismatch(sha, actual, written, total));
         }
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700))
             .map_err(io_err)?;
         let path = self.path_of(sha);
         tmp.persist(&path).map_err(|e| io_err(e.error))?;

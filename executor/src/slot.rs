@@ -218,7 +218,7 @@ impl Slot {
         let env = &self.env;
         let binary = env
             .binaries
-            .ensure(&self.sha, &env.driver)
+            .ensure_verified(&self.sha, &env.driver)
             .await
             .map_err(|e| e.to_string())?;
         let spec = WorkerSpec {

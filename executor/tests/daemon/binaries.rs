@@ -59,7 +59,7 @@ async fn a_matching_binary_is_stored_executable_and_fetched_once() {
     let path = dir.path().join(&sha);
     assert_eq!(std::fs::read(&path).unwrap(), content);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(mode & 0o777, 0o700);
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,

@@ -257,7 +257,7 @@ pub fn install_binary(config: &Config, bytes: &[u8]) -> String {
     let sha = sha256_hex(bytes);
     let path = config.binaries_dir().join(&sha);
     std::fs::write(&path, bytes).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
     sha
 }
 
