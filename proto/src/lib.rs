@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod digest;
+pub mod limits;
 
 /// Version 1 of the protocol.
 #[allow(clippy::all)]

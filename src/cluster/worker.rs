@@ -12,7 +12,9 @@
 //!
 //! Invariants: the worker exits when the executor closes the socket (the executor is
 //! its only master); a task whose kill arrives before it starts is answered `killed`
-//! without running; a panic in user code fails that task only.
+//! without running; a panic in user code fails that task only; every status sent is
+//! bounded by `ember_proto::limits::fit_status` (failure messages cut to 4 KiB, a
+//! result too large for one message turned into that task's failure).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -120,6 +122,12 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                     } else {
                         crate::task::run_task(&env, task)
                     };
+                    // Bounded here, where it goes on the wire: a huge error or result
+                    // fails this task only.
+                    let status = ember_proto::limits::fit_status(
+                        status,
+                        ember_proto::limits::max_message_bytes(),
+                    );
                     let frame = FromWorker {
                         msg: Some(from_worker::Msg::Status(status)),
                     };
