@@ -534,3 +534,27 @@ fn a_result_over_the_message_limit_fails_its_task_and_the_next_job_runs() {
         "the executor was lost and re-registered"
     );
 }
+
+#[test]
+fn an_executor_deletes_a_binary_no_worker_has_used_for_its_max_age() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 1000);
+    let want = reference(&input, s);
+    let flags = ["--worker-idle-secs", "1", "--binary-max-age-secs", "1"];
+    let cluster = Cluster::start_with(1, 1, None, &[], &flags, &[]);
+    let run = spawn_faultjob(&cluster, &[], &input, &s.join("first"), s).wait();
+    assert!(run.success, "{run:?}");
+    let binaries = cluster.executor_dir(0).join("binaries");
+    let stored = || fs::read_dir(&binaries).unwrap().flatten().count();
+    // Its worker stops after 1 s idle; a second later the binary is unused too long.
+    wait_for("the binary to be deleted", Duration::from_secs(30), || {
+        stored() == 0
+    });
+    // The next job fetches it again.
+    let out = s.join("again");
+    let run = spawn_faultjob(&cluster, &[], &input, &out, s).wait();
+    assert!(run.success, "{run:?}");
+    assert_eq!((output(&out), parsed(&run)), want);
+    assert_eq!(stored(), 1);
+}

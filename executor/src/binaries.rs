@@ -11,6 +11,11 @@
 //! * At most one fetch per hash is in flight in this process; concurrent callers for
 //!   the same hash wait for it and then find the file (or fetch again if it failed).
 //! * Only well-formed hashes (64 lower-case hex digits) ever become paths.
+//! * A binary is deleted ([`BinaryStore::collect_garbage`]) only when no worker of it
+//!   runs (a slot holds a [`BinaryLease`] from before it fetches the binary until its
+//!   worker is gone) and it was last used (lease released, or first seen by this
+//!   process) longer than the max age ago; the check and the delete happen under one
+//!   lock, so a worker about to start never loses its binary.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -73,6 +78,29 @@ pub fn is_valid_sha(s: &str) -> bool {
 pub struct BinaryStore {
     dir: PathBuf,
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    usage: Mutex<HashMap<String, Usage>>,
+}
+
+/// Live workers of one binary and when it was last used.
+struct Usage {
+    workers: usize,
+    last_used: std::time::Instant,
+}
+
+/// Keeps a binary from being collected while held (a worker of it starts or runs).
+pub struct BinaryLease {
+    store: Arc<BinaryStore>,
+    sha: String,
+}
+
+impl Drop for BinaryLease {
+    fn drop(&mut self) {
+        let mut usage = self.store.usage();
+        if let Some(u) = usage.get_mut(&self.sha) {
+            u.workers = u.workers.saturating_sub(1);
+            u.last_used = std::time::Instant::now();
+        }
+    }
 }
 
 impl BinaryStore {
@@ -81,7 +109,71 @@ impl BinaryStore {
         BinaryStore {
             dir: dir.into(),
             fetching: Mutex::new(HashMap::new()),
+            usage: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn usage(&self) -> std::sync::MutexGuard<'_, HashMap<String, Usage>> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks binary `sha` in use until the lease drops.
+    pub fn acquire(self: &Arc<Self>, sha: &str) -> BinaryLease {
+        let mut usage = self.usage();
+        let u = usage.entry(sha.to_string()).or_insert(Usage {
+            workers: 0,
+            last_used: std::time::Instant::now(),
+        });
+        u.workers += 1;
+        u.last_used = std::time::Instant::now();
+        BinaryLease {
+            store: self.clone(),
+            sha: sha.to_string(),
+        }
+    }
+
+    /// Deletes every stored binary with no live worker that was last used (or first
+    /// seen) at least `max_age` ago; returns their hashes. Blocking file I/O.
+    pub fn collect_garbage(&self, max_age: std::time::Duration) -> Vec<String> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), "cannot list the binaries: {e}");
+                return Vec::new();
+            }
+        };
+        let now = std::time::Instant::now();
+        let mut usage = self.usage();
+        let mut deleted = Vec::new();
+        for entry in entries.flatten() {
+            let Some(sha) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !is_valid_sha(&sha) {
+                continue;
+            }
+            let u = usage.entry(sha.clone()).or_insert(Usage {
+                workers: 0,
+                last_used: now,
+            });
+            if u.workers > 0 || now.duration_since(u.last_used) < max_age {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    usage.remove(&sha);
+                    tracing::info!(
+                        sha,
+                        "deleted a job binary unused for {} s",
+                        max_age.as_secs()
+                    );
+                    deleted.push(sha);
+                }
+                Err(e) => tracing::warn!(sha, "cannot delete an unused job binary: {e}"),
+            }
+        }
+        deleted.sort();
+        deleted
     }
 
     /// Where binary `sha` lives once verified.

@@ -47,6 +47,8 @@ pub struct Config {
     /// A worker with no task for this long is stopped (it restarts on the next task
     /// for its binary), so binaries nobody uses any more do not keep processes alive.
     pub worker_idle: std::time::Duration,
+    /// A stored binary no worker runs is deleted once unused for this long.
+    pub binary_max_age: std::time::Duration,
 }
 
 impl Config {

@@ -87,3 +87,27 @@ async fn bad_hashes_and_unknown_binaries_are_errors() {
     assert!(matches!(err, BinaryError::Fetch { .. }), "{err}");
     assert!(err.to_string().contains("NotFound"), "{err}");
 }
+
+#[test]
+fn unused_binaries_past_the_max_age_are_deleted_and_leased_ones_kept() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(BinaryStore::new(dir.path()));
+    let (a, b) = (sha256_hex(b"binary a"), sha256_hex(b"binary b"));
+    for name in [a.as_str(), b.as_str(), "unrelated.txt"] {
+        std::fs::write(dir.path().join(name), b"x").unwrap();
+    }
+    let lease = store.acquire(&a);
+    // Just seen or used: kept under the default age.
+    assert!(store.collect_garbage(Duration::from_secs(3600)).is_empty());
+    // Any age: the binary with a live worker stays, the unused one goes.
+    assert_eq!(store.collect_garbage(Duration::ZERO), vec![b.clone()]);
+    assert!(dir.path().join(&a).exists() && !dir.path().join(&b).exists());
+    drop(lease); // its worker is gone: just used now
+    assert!(store.collect_garbage(Duration::from_secs(3600)).is_empty());
+    assert_eq!(store.collect_garbage(Duration::ZERO), vec![a.clone()]);
+    assert!(
+        dir.path().join("unrelated.txt").exists(),
+        "only binaries are collected"
+    );
+}

@@ -41,6 +41,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         secret: secret.map(str::to_string),
         host: "127.0.0.1".into(),
         worker_idle: std::time::Duration::from_secs(60),
+        binary_max_age: std::time::Duration::from_secs(3600),
     };
     config.prepare_work_dir().unwrap();
     config
