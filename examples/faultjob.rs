@@ -1,6 +1,7 @@
 //! A three-stage job with fault-injection switches, for fault-tolerance tests and demos:
 //! `faultjob [--master M] [--partitions P] [--map-delay-ms D] [--gate DIR]
-//! [--panic-once DIR] [--always-panic P] INPUT OUTPUT`.
+//! [--panic-once DIR] [--always-panic P] [--huge-panic-mb N] [--big-result-mb N]
+//! INPUT OUTPUT`.
 //!
 //! INPUT lines are `key,value` as for kvsum. Stage 1 parses them and hash-partitions
 //! them by key (shuffle 1, no map-side combine, so every record crosses it); stage 2
@@ -17,6 +18,11 @@
 //! - `--panic-once DIR`: partition 0 of stage 1 panics on its first attempt only (the
 //!   attempt leaves `DIR/panicked` behind).
 //! - `--always-panic P`: partition P of stage 1 panics on every attempt.
+//! - `--huge-panic-mb N`: partition 0 of stage 1 panics on every attempt with a message
+//!   of N MiB (`injected huge failure: xxx...`).
+//! - `--big-result-mb N`: before the job, runs a one-task job whose result is a string
+//!   of N MiB and prints `big result: <bytes> bytes` or `big result failed: <error>`;
+//!   the three-stage job runs either way.
 
 #[path = "support/args.rs"]
 mod args;
@@ -34,8 +40,8 @@ use anyhow::Context as _;
 use ember::{Accumulator, LinePosition, Records};
 
 /// Stage-1 switches: (delay ms per 1,000 records, panic-once dir or "", always-panic
-/// partition or -1), and the records-parsed accumulator.
-type MapFaults = (u64, String, i64, Accumulator<u64>);
+/// partition or -1, huge-panic MiB or 0), and the records-parsed accumulator.
+type MapFaults = (u64, String, i64, u64, Accumulator<u64>);
 
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
@@ -45,6 +51,8 @@ fn main() -> anyhow::Result<()> {
         ("--gate", "DIR"),
         ("--panic-once", "DIR"),
         ("--always-panic", "P"),
+        ("--huge-panic-mb", "N"),
+        ("--big-result-mb", "N"),
     ];
     let Some(args) = args::Args::parse("faultjob", &flags)? else {
         return Ok(()); // --help
@@ -53,9 +61,24 @@ fn main() -> anyhow::Result<()> {
         args.get_or("--map-delay-ms", 0u64)?,
         args.get_or("--panic-once", String::new())?,
         args.get_or("--always-panic", -1i64)?,
+        args.get_or("--huge-panic-mb", 0u64)?,
         ctx.accumulator::<u64>("records parsed"),
     );
-    let parsed = faults.3.clone();
+    let parsed = faults.4.clone();
+    let big_mb: usize = args.get_or("--big-result-mb", 0usize)?;
+    if big_mb > 0 {
+        let big = ctx
+            .parallelize(vec![big_mb], 1)
+            .map(|mb: usize| "y".repeat(mb << 20))
+            .collect();
+        match big {
+            Ok(v) => println!(
+                "big result: {} bytes",
+                v.iter().map(String::len).sum::<usize>()
+            ),
+            Err(e) => println!("big result failed: {e}"),
+        }
+    }
     let gate: String = args.get_or("--gate", String::new())?;
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
     let buckets = ctx
@@ -86,9 +109,13 @@ fn inject_map_faults(
     partition: u32,
     records: Records<(LinePosition, String)>,
 ) -> Vec<(u64, i64)> {
-    let (delay_ms, panic_once, always_panic, parsed) = faults;
+    let (delay_ms, panic_once, always_panic, huge_panic_mb, parsed) = faults;
     if i64::from(partition) == *always_panic {
         panic!("injected failure in partition {partition}");
+    }
+    if partition == 0 && *huge_panic_mb > 0 {
+        let filler = "x".repeat((*huge_panic_mb as usize) << 20);
+        panic!("injected huge failure: {filler}");
     }
     if partition == 0 && !panic_once.is_empty() {
         let marker = Path::new(panic_once).join("panicked");

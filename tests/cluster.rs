@@ -454,3 +454,141 @@ fn unpersist_drops_cached_partitions_on_the_executors() {
         )]
     );
 }
+
+/// A second client holding the cluster secret cannot reach into another client's
+/// session: submitting a job into it or unpersisting its RDDs is refused with
+/// `PermissionDenied`, whether it sends no session token or its own.
+#[test]
+fn a_second_client_cannot_use_another_clients_session() {
+    use ember_proto::{OpenSessionRequest, Plan, RddNode, SubmitJobRequest, UnpersistRequest};
+    use sha2::Digest;
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cluster = Cluster::start(1, 1, Some("shared-secret"));
+    let kvs = inputs(s, "kv", 1, 200, kv);
+    // The first client: a job held at its gate, so its session stays open.
+    let gate = s.join("gate");
+    fs::create_dir_all(&gate).unwrap();
+    let out = s.join("out");
+    let (gate_s, kvs_s, out_s) = (
+        gate.to_str().unwrap(),
+        kvs.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    let first = cluster.spawn("faultjob", &["--gate", gate_s, kvs_s, out_s], s);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !fs::read_dir(&gate)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("waiting-"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first job never reached its gate"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let binary = fs::read(common::process::example_bin("faultjob")).unwrap();
+    let sha = format!("{:x}", sha2::Sha256::digest(&binary));
+    // Session ids are sequential: the first client's is 1, its ids start at 2^20.
+    let (victim, base) = (1u64, 1u32 << 20);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refusals: Vec<tonic::Status> = rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(cluster.url.clone())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let auth = ember_proto::auth::AddSecret::new(Some("shared-secret")).unwrap();
+        let mut c = ember_proto::driver_client::DriverClient::with_interceptor(channel, auth);
+        let plan = Plan {
+            nodes: vec![RddNode {
+                id: base,
+                num_partitions: 0,
+                ..Default::default()
+            }],
+            final_rdd: base,
+            binary_hash: sha.clone(),
+            ..Default::default()
+        };
+        let submit = |token: String| {
+            let mut req = tonic::Request::new(SubmitJobRequest {
+                session_id: victim,
+                plan: Some(plan.clone()),
+                new_broadcasts: vec![],
+            });
+            if !token.is_empty() {
+                req.metadata_mut()
+                    .insert(SESSION_TOKEN_HEADER, token.parse().unwrap());
+            }
+            req
+        };
+        let unpersist = |token: String| {
+            let mut req = tonic::Request::new(UnpersistRequest {
+                session_id: victim,
+                rdd_id: base,
+            });
+            if !token.is_empty() {
+                req.metadata_mut()
+                    .insert(SESSION_TOKEN_HEADER, token.parse().unwrap());
+            }
+            req
+        };
+        // The attacker's own session: its token is valid, but not for session 1.
+        let mut own = c
+            .open_session(OpenSessionRequest {
+                app_name: "intruder".into(),
+                binary_sha256: sha.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let own_token = session_token(own.message().await.unwrap());
+        let mut refusals = Vec::new();
+        for token in [String::new(), own_token.clone(), "f".repeat(64)] {
+            match c.submit_job(submit(token.clone())).await {
+                Ok(_) => {
+                    panic!("a job was accepted into another client's session (token {token:?})")
+                }
+                Err(st) => refusals.push(st),
+            }
+            match c.unpersist(unpersist(token.clone())).await {
+                Ok(_) => panic!("an unpersist was accepted for another client's session"),
+                Err(st) => refusals.push(st),
+            }
+        }
+        for st in &refusals {
+            assert!(
+                !own_token.is_empty() && !st.message().contains(&own_token),
+                "a refusal echoes the token: {st:?}"
+            );
+        }
+        refusals
+    });
+    for st in &refusals {
+        assert_eq!(st.code(), tonic::Code::PermissionDenied, "{st:?}");
+        assert!(
+            st.message().contains("session 1") && st.message().contains("token"),
+            "{st:?}"
+        );
+    }
+    // The first client is unharmed: its job completes with the right output.
+    fs::write(gate.join("open"), b"").unwrap();
+    let run = first.wait();
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    assert!(out.join("_SUCCESS").exists());
+}
+
+/// Metadata key of the session token on session-scoped calls.
+const SESSION_TOKEN_HEADER: &str = ember_proto::auth::SESSION_TOKEN_METADATA;
+
+/// The token of the session a `SessionOpened` event opened.
+fn session_token(event: Option<ember_proto::SessionEvent>) -> String {
+    match event.and_then(|e| e.event) {
+        Some(ember_proto::session_event::Event::Opened(o)) => o.session_token,
+        None => panic!("the driver sent no SessionOpened"),
+    }
+}

@@ -446,3 +446,115 @@ fn chaos_ten_runs_each_losing_a_random_executor_at_a_random_moment() {
         cluster.wait_for_executors(3);
     }
 }
+
+/// The ids of the registered executors.
+fn executor_ids(cluster: &Cluster) -> Vec<String> {
+    let status = cluster.status().unwrap();
+    status
+        .executors
+        .into_iter()
+        .map(|e| e.executor_id)
+        .collect()
+}
+
+#[test]
+fn a_huge_failure_message_is_cut_and_the_executor_stays_registered() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 1000);
+    let want = reference(&input, s);
+    // Executors send at most 1 MiB per task status: the 3 MiB panic message exceeds it.
+    let limit = [("EMBER_MAX_MESSAGE_BYTES", "1048576")];
+    let mut cluster = Cluster::start_with(1, 1, None, &[], &[], &limit);
+    let before = executor_ids(&cluster);
+    let out = s.join("huge");
+    let run = spawn_faultjob(&cluster, &["--huge-panic-mb", "3"], &input, &out, s).wait();
+    assert!(!run.success);
+    // The message keeps its first 4 KiB and says how much of the rest was cut.
+    let cut: usize = run
+        .stderr
+        .split_once("xxxx… (")
+        .and_then(|(_, rest)| rest.split_once(" bytes more)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no cut message: {:.5000}", run.stderr));
+    assert!(
+        run.stderr.contains("injected huge failure: xxxx"),
+        "{:.5000}",
+        run.stderr
+    );
+    assert!(
+        ((3 << 20) - 4096..3 << 20).contains(&cut),
+        "{cut} bytes cut"
+    );
+    assert!(
+        run.stderr.len() < 64 << 10,
+        "the error is {} bytes",
+        run.stderr.len()
+    );
+    assert!(!out.join("_SUCCESS").exists());
+    assert!(cluster.all_alive(), "{}", cluster.logs());
+    assert_eq!(
+        executor_ids(&cluster),
+        before,
+        "the executor was lost and re-registered"
+    );
+    let out = s.join("after");
+    let run = spawn_faultjob(&cluster, &[], &input, &out, s).wait();
+    assert!(run.success, "{run:?}");
+    assert_eq!((output(&out), parsed(&run)), want);
+}
+
+#[test]
+fn a_result_over_the_message_limit_fails_its_task_and_the_next_job_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 1000);
+    let want = reference(&input, s);
+    let limit = [("EMBER_MAX_MESSAGE_BYTES", "1048576")];
+    let cluster = Cluster::start_with(1, 1, None, &[], &[], &limit);
+    let before = executor_ids(&cluster);
+    let out = s.join("out");
+    let run = spawn_faultjob(&cluster, &["--big-result-mb", "2"], &input, &out, s).wait();
+    let failed = run
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("big result failed: "))
+        .unwrap_or_else(|| panic!("the 2 MiB result did not fail: {run:?}"));
+    assert!(
+        failed.contains("task result of 20971")
+            && failed.contains("bytes exceeds the 1048576-byte limit of one message"),
+        "{failed}"
+    );
+    // The same client's next job, on the same executor, runs as usual.
+    assert!(run.success, "{run:?}");
+    assert_eq!((output(&out), parsed(&run)), want);
+    assert_eq!(
+        executor_ids(&cluster),
+        before,
+        "the executor was lost and re-registered"
+    );
+}
+
+#[test]
+fn an_executor_deletes_a_binary_no_worker_has_used_for_its_max_age() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 1000);
+    let want = reference(&input, s);
+    let flags = ["--worker-idle-secs", "1", "--binary-max-age-secs", "1"];
+    let cluster = Cluster::start_with(1, 1, None, &[], &flags, &[]);
+    let run = spawn_faultjob(&cluster, &[], &input, &s.join("first"), s).wait();
+    assert!(run.success, "{run:?}");
+    let binaries = cluster.executor_dir(0).join("binaries");
+    let stored = || fs::read_dir(&binaries).unwrap().flatten().count();
+    // Its worker stops after 1 s idle; a second later the binary is unused too long.
+    wait_for("the binary to be deleted", Duration::from_secs(30), || {
+        stored() == 0
+    });
+    // The next job fetches it again.
+    let out = s.join("again");
+    let run = spawn_faultjob(&cluster, &[], &input, &out, s).wait();
+    assert!(run.success, "{run:?}");
+    assert_eq!((output(&out), parsed(&run)), want);
+    assert_eq!(stored(), 1);
+}

@@ -58,11 +58,14 @@ async fn a_job_runs_on_a_fake_executor_and_streams_its_results() {
 
     let plan = tiny_plan(opened.id_base, 2, &sha);
     let mut job = c
-        .submit_job(SubmitJobRequest {
-            session_id: opened.session_id,
-            plan: Some(plan),
-            new_broadcasts: vec![],
-        })
+        .submit_job(tok(
+            &opened,
+            SubmitJobRequest {
+                session_id: opened.session_id,
+                plan: Some(plan),
+                new_broadcasts: vec![],
+            },
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -193,14 +196,17 @@ async fn a_broadcast_reaches_an_executor_once() {
     let (opened, _session) = open_session(&mut c, &sha).await;
 
     let err = c
-        .submit_job(SubmitJobRequest {
-            session_id: opened.session_id,
-            plan: Some(tiny_plan(opened.id_base, 1, &sha)),
-            new_broadcasts: vec![BroadcastValue {
-                id: 3,
-                value: vec![],
-            }],
-        })
+        .submit_job(tok(
+            &opened,
+            SubmitJobRequest {
+                session_id: opened.session_id,
+                plan: Some(tiny_plan(opened.id_base, 1, &sha)),
+                new_broadcasts: vec![BroadcastValue {
+                    id: 3,
+                    value: vec![],
+                }],
+            },
+        ))
         .await
         .unwrap_err();
     assert_eq!(
@@ -221,11 +227,14 @@ async fn a_broadcast_reaches_an_executor_once() {
     .enumerate()
     {
         let mut job = c
-            .submit_job(SubmitJobRequest {
-                session_id: opened.session_id,
-                plan: Some(tiny_plan(opened.id_base, 2, &sha)),
-                new_broadcasts: new,
-            })
+            .submit_job(tok(
+                &opened,
+                SubmitJobRequest {
+                    session_id: opened.session_id,
+                    plan: Some(tiny_plan(opened.id_base, 2, &sha)),
+                    new_broadcasts: new,
+                },
+            ))
             .await
             .unwrap()
             .into_inner();
@@ -278,7 +287,10 @@ async fn malformed_requests_are_refused() {
         new_broadcasts: vec![],
     };
     let err = c
-        .submit_job(submit(99, Some(tiny_plan(opened.id_base, 1, &sha))))
+        .submit_job(tok(
+            &opened,
+            submit(99, Some(tiny_plan(opened.id_base, 1, &sha))),
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
@@ -289,23 +301,29 @@ async fn malformed_requests_are_refused() {
         Some(tiny_plan(opened.id_base, 1, &sha256_hex(b"not uploaded"))),
     ] {
         let err = c
-            .submit_job(submit(opened.session_id, plan.clone()))
+            .submit_job(tok(&opened, submit(opened.session_id, plan.clone())))
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{plan:?}");
     }
     let err = c
-        .unpersist(UnpersistRequest {
-            session_id: opened.session_id,
-            rdd_id: 5,
-        })
+        .unpersist(tok(
+            &opened,
+            UnpersistRequest {
+                session_id: opened.session_id,
+                rdd_id: 5,
+            },
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    c.unpersist(UnpersistRequest {
-        session_id: opened.session_id,
-        rdd_id: opened.id_base,
-    })
+    c.unpersist(tok(
+        &opened,
+        UnpersistRequest {
+            session_id: opened.session_id,
+            rdd_id: opened.id_base,
+        },
+    ))
     .await
     .unwrap();
 }
@@ -344,4 +362,9 @@ async fn the_status_page_lists_executors_and_sessions() {
     let missing = tokio::time::timeout(WAIT, get("/nope")).await.unwrap();
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
     ui.abort();
+}
+
+/// `req` carrying the token of session `opened`.
+fn tok<T>(opened: &ember_proto::SessionOpened, req: T) -> tonic::Request<T> {
+    ember_proto::auth::with_session_token(tonic::Request::new(req), &opened.session_token).unwrap()
 }

@@ -10,12 +10,18 @@ use ember_driver::{JobEvent, JobFailure};
 use ember_proto::{driver_message, Empty, SubmitJobRequest};
 use tonic::Code;
 
-fn submit(session_id: u64, id_base: u32, partitions: u32, sha: &str) -> SubmitJobRequest {
-    SubmitJobRequest {
-        session_id,
-        plan: Some(tiny_plan(id_base, partitions, sha)),
+/// A job of `partitions` tasks in session `opened`, carrying its token.
+fn submit(
+    opened: &ember_proto::SessionOpened,
+    partitions: u32,
+    sha: &str,
+) -> tonic::Request<SubmitJobRequest> {
+    let req = SubmitJobRequest {
+        session_id: opened.session_id,
+        plan: Some(tiny_plan(opened.id_base, partitions, sha)),
         new_broadcasts: vec![],
-    }
+    };
+    ember_proto::auth::with_session_token(tonic::Request::new(req), &opened.session_token).unwrap()
 }
 
 #[tokio::test]
@@ -31,7 +37,7 @@ async fn a_task_on_a_closed_executor_fails_over_without_using_an_attempt() {
     let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let mut job = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .submit_job(submit(&opened, 1, &sha))
         .await
         .unwrap()
         .into_inner();
@@ -105,7 +111,7 @@ async fn dropping_the_job_stream_cancels_the_job_and_kills_its_task() {
     let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let job = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .submit_job(submit(&opened, 1, &sha))
         .await
         .unwrap()
         .into_inner();
@@ -130,7 +136,7 @@ async fn dropping_the_job_stream_cancels_the_job_and_kills_its_task() {
     ))
     .await;
     let mut next = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .submit_job(submit(&opened, 1, &sha))
         .await
         .unwrap()
         .into_inner();
@@ -148,7 +154,7 @@ async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_slot() {
     let sha = upload(&mut c, b"bin").await;
     let (opened, session) = open_session(&mut c, &sha).await;
     let mut job = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .submit_job(submit(&opened, 1, &sha))
         .await
         .unwrap()
         .into_inner();
@@ -180,10 +186,7 @@ async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_slot() {
         }) => assert_eq!(reason, "client session 1 disconnected"),
         other => panic!("expected a cancelled job, got {other:?}"),
     }
-    let err = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
-        .await
-        .unwrap_err();
+    let err = c.submit_job(submit(&opened, 1, &sha)).await.unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
 
     // The slot is free again: the next session gets the same ids under a new id.
@@ -202,7 +205,7 @@ async fn shutdown_ends_open_session_executor_and_job_streams() {
     let sha = upload(&mut c, b"bin").await;
     let (opened, mut session) = open_session(&mut c, &sha).await;
     let mut job = c
-        .submit_job(submit(opened.session_id, opened.id_base, 1, &sha))
+        .submit_job(submit(&opened, 1, &sha))
         .await
         .unwrap()
         .into_inner();

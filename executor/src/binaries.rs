@@ -3,11 +3,19 @@
 //! Invariants:
 //! * A file under its hash's name has been verified: its SHA-256 and length matched
 //!   what the driver announced. It is written to a temporary file in the same
-//!   directory, hashed on the way, and renamed into place (mode 0755) only then; a
+//!   directory, hashed on the way, and renamed into place (mode 0700) only then; a
 //!   binary that does not match is deleted and never run.
+//! * A binary is hashed again right before each worker process is started from it
+//!   ([`BinaryStore::ensure_verified`]): a stored file that changed since it was
+//!   verified is deleted and fetched again, never run.
 //! * At most one fetch per hash is in flight in this process; concurrent callers for
 //!   the same hash wait for it and then find the file (or fetch again if it failed).
 //! * Only well-formed hashes (64 lower-case hex digits) ever become paths.
+//! * A binary is deleted ([`BinaryStore::collect_garbage`]) only when no worker of it
+//!   runs (a slot holds a [`BinaryLease`] from before it fetches the binary until its
+//!   worker is gone) and it was last used (lease released, or first seen by this
+//!   process) longer than the max age ago; the check and the delete happen under one
+//!   lock, so a worker about to start never loses its binary.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -39,6 +47,17 @@ pub enum BinaryError {
         got: u64,
         expected: u64,
     },
+    #[error(
+        "stored binary {sha} changed on disk after it was verified (its {len} bytes hash to \
+         {actual}); deleted it, refusing to run it{refetch}"
+    )]
+    Changed {
+        sha: String,
+        actual: String,
+        len: u64,
+        /// How fetching it again went, if that failed too ("" if not tried).
+        refetch: String,
+    },
     #[error("cannot fetch binary {sha} from the driver: {message}")]
     Fetch { sha: String, message: String },
     #[error("cannot store binary {sha} in {}: {source}", dir.display())]
@@ -59,6 +78,29 @@ pub fn is_valid_sha(s: &str) -> bool {
 pub struct BinaryStore {
     dir: PathBuf,
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    usage: Mutex<HashMap<String, Usage>>,
+}
+
+/// Live workers of one binary and when it was last used.
+struct Usage {
+    workers: usize,
+    last_used: std::time::Instant,
+}
+
+/// Keeps a binary from being collected while held (a worker of it starts or runs).
+pub struct BinaryLease {
+    store: Arc<BinaryStore>,
+    sha: String,
+}
+
+impl Drop for BinaryLease {
+    fn drop(&mut self) {
+        let mut usage = self.store.usage();
+        if let Some(u) = usage.get_mut(&self.sha) {
+            u.workers = u.workers.saturating_sub(1);
+            u.last_used = std::time::Instant::now();
+        }
+    }
 }
 
 impl BinaryStore {
@@ -67,7 +109,71 @@ impl BinaryStore {
         BinaryStore {
             dir: dir.into(),
             fetching: Mutex::new(HashMap::new()),
+            usage: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn usage(&self) -> std::sync::MutexGuard<'_, HashMap<String, Usage>> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks binary `sha` in use until the lease drops.
+    pub fn acquire(self: &Arc<Self>, sha: &str) -> BinaryLease {
+        let mut usage = self.usage();
+        let u = usage.entry(sha.to_string()).or_insert(Usage {
+            workers: 0,
+            last_used: std::time::Instant::now(),
+        });
+        u.workers += 1;
+        u.last_used = std::time::Instant::now();
+        BinaryLease {
+            store: self.clone(),
+            sha: sha.to_string(),
+        }
+    }
+
+    /// Deletes every stored binary with no live worker that was last used (or first
+    /// seen) at least `max_age` ago; returns their hashes. Blocking file I/O.
+    pub fn collect_garbage(&self, max_age: std::time::Duration) -> Vec<String> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), "cannot list the binaries: {e}");
+                return Vec::new();
+            }
+        };
+        let now = std::time::Instant::now();
+        let mut usage = self.usage();
+        let mut deleted = Vec::new();
+        for entry in entries.flatten() {
+            let Some(sha) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if !is_valid_sha(&sha) {
+                continue;
+            }
+            let u = usage.entry(sha.clone()).or_insert(Usage {
+                workers: 0,
+                last_used: now,
+            });
+            if u.workers > 0 || now.duration_since(u.last_used) < max_age {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    usage.remove(&sha);
+                    tracing::info!(
+                        sha,
+                        "deleted a job binary unused for {} s",
+                        max_age.as_secs()
+                    );
+                    deleted.push(sha);
+                }
+                Err(e) => tracing::warn!(sha, "cannot delete an unused job binary: {e}"),
+            }
+        }
+        deleted.sort();
+        deleted
     }
 
     /// Where binary `sha` lives once verified.
@@ -102,6 +208,80 @@ impl BinaryStore {
             map.remove(sha);
         }
         result
+    }
+
+    /// [`ensure`](Self::ensure), then hashes the stored file again: what is about to be
+    /// run must be what was verified. A file that changed is deleted and fetched
+    /// again (once); if that fails, or the new copy does not hash right either, the
+    /// error names the mismatch.
+    pub async fn ensure_verified(
+        &self,
+        sha: &str,
+        driver: &DriverConn,
+    ) -> Result<PathBuf, BinaryError> {
+        let path = self.ensure(sha, driver).await?;
+        let Err(changed) = self.verify_stored(sha).await else {
+            return Ok(path);
+        };
+        tracing::error!("{changed}; fetching it again");
+        let again = match self.ensure(sha, driver).await {
+            Ok(_) => self.verify_stored(sha).await,
+            Err(e) => Err(e),
+        };
+        match (changed, again) {
+            (_, Ok(())) => Ok(path),
+            (
+                BinaryError::Changed {
+                    sha, actual, len, ..
+                },
+                Err(e),
+            ) => {
+                let refetch = match e {
+                    BinaryError::Changed { .. } => "; the fetched copy changed too".to_string(),
+                    other => format!("; fetching it again failed: {other}"),
+                };
+                Err(BinaryError::Changed {
+                    sha,
+                    actual,
+                    len,
+                    refetch,
+                })
+            }
+            (other, _) => Err(other),
+        }
+    }
+
+    /// Hashes stored binary `sha`; deletes it and returns `Changed` if it no longer
+    /// matches its name.
+    async fn verify_stored(&self, sha: &str) -> Result<(), BinaryError> {
+        let path = self.path_of(sha);
+        let io_err = |source| BinaryError::Io {
+            sha: sha.to_string(),
+            dir: self.dir.clone(),
+            source,
+        };
+        let hashing = path.clone();
+        let (actual, len) = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+            let mut file = std::fs::File::open(&hashing)?;
+            let mut hasher = Sha256::new();
+            let len = std::io::copy(&mut file, &mut hasher)?;
+            Ok((format!("{:x}", hasher.finalize()), len))
+        })
+        .await
+        .map_err(|e| io_err(std::io::Error::other(e.to_string())))?
+        .map_err(io_err)?;
+        if actual == sha {
+            return Ok(());
+        }
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), "cannot delete a changed binary: {e}");
+        }
+        Err(BinaryError::Changed {
+            sha: sha.to_string(),
+            actual,
+            len,
+            refetch: String::new(),
+        })
     }
 
     async fn fetch(&self, sha: &str, driver: &DriverConn) -> Result<PathBuf, BinaryError> {
@@ -163,7 +343,7 @@ impl BinaryStore {
         if actual != sha || written != total {
             return Err(self.mismatch(sha, actual, written, total));
         }
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755))
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700))
             .map_err(io_err)?;
         let path = self.path_of(sha);
         tmp.persist(&path).map_err(|e| io_err(e.error))?;

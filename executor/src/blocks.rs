@@ -9,10 +9,15 @@
 //!   reducer checks it on the bytes it received.
 //! * At most [`CHANNEL_CHUNKS`] chunks per request wait in memory: a slow reducer slows
 //!   the reads instead of growing the daemon.
+//! * A session's blocks go only to its own tasks: a request must carry the shuffle key
+//!   of the session owning its shuffle id (learned from that session's launched tasks,
+//!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
+//!   before any file is touched. Keys are never logged or echoed.
 //! * Any problem ends the stream with `NOT_FOUND` (the map output is not here) or
 //!   `DATA_LOSS` (it is here but broken), the message naming the file and what is wrong.
 //!   Nothing a reducer sends can panic the daemon.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -38,11 +43,70 @@ pub const CHANNEL_CHUNKS: usize = 4;
 /// The executor id of the current registration (empty before the first), for messages.
 pub type SharedExecutorId = Arc<Mutex<String>>;
 
+/// The shuffle key of each client session this executor ran tasks for, by session
+/// slot (`ember_proto::session_slot`), shared by the registration (which learns and
+/// forgets them) and the shuffle service (which checks fetches against them).
+#[derive(Clone, Default)]
+pub struct SessionKeys(Arc<Mutex<HashMap<u32, String>>>);
+
+impl SessionKeys {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u32, String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers `key` for the session owning RDD or shuffle id `owned_id`; an empty key
+    /// is ignored (such a task's session gets no blocks served).
+    pub fn learn(&self, owned_id: u32, key: &str) {
+        if !key.is_empty() {
+            self.map()
+                .insert(ember_proto::session_slot(owned_id), key.to_string());
+        }
+    }
+
+    /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)`.
+    pub fn forget_range(&self, id_lo: u32, id_hi: u32) {
+        let (lo, hi) = (
+            ember_proto::session_slot(id_lo),
+            ember_proto::session_slot(id_hi),
+        );
+        self.map().retain(|slot, _| *slot < lo || *slot >= hi);
+    }
+
+    /// Forgets every key (the registration ended).
+    pub fn clear(&self) {
+        self.map().clear();
+    }
+
+    /// `Ok` if `given` is the key of the session owning `shuffle_id`.
+    pub fn check(&self, shuffle_id: u32, given: &str) -> Result<(), Status> {
+        let slot = ember_proto::session_slot(shuffle_id);
+        let map = self.map();
+        match map.get(&slot) {
+            Some(key) if ember_proto::auth::constant_time_eq(key.as_bytes(), given.as_bytes()) => {
+                Ok(())
+            }
+            Some(_) if given.is_empty() => Err(Status::permission_denied(format!(
+                "fetch of shuffle {shuffle_id} carries no session key; its blocks are served \
+                 only to tasks of the session that owns it"
+            ))),
+            Some(_) => Err(Status::permission_denied(format!(
+                "fetch of shuffle {shuffle_id} carries the key of another session; its blocks \
+                 are served only to tasks of the session that owns it"
+            ))),
+            None => Err(Status::permission_denied(format!(
+                "shuffle {shuffle_id} belongs to a session this executor ran no task for; \
+                 refusing to serve it"
+            ))),
+        }
+    }
+}
+
 /// Serves the shuffle files of one directory.
 #[derive(Clone)]
 pub struct ShuffleService {
     dir: PathBuf,
     executor_id: SharedExecutorId,
+    keys: SessionKeys,
 }
 
 impl ShuffleService {
@@ -50,7 +114,13 @@ impl ShuffleService {
         ShuffleService {
             dir: dir.into(),
             executor_id,
+            keys: SessionKeys::default(),
         }
+    }
+
+    /// The session keys fetches are checked against (give them to the registration).
+    pub fn session_keys(&self) -> SessionKeys {
+        self.keys.clone()
     }
 }
 
@@ -63,6 +133,14 @@ impl Shuffle for ShuffleService {
         request: Request<FetchBlocksRequest>,
     ) -> Result<Response<Self::FetchBlocksStream>, Status> {
         let req = request.into_inner();
+        if let Err(status) = self.keys.check(req.shuffle_id, &req.session_key) {
+            tracing::warn!(
+                shuffle_id = req.shuffle_id,
+                "refused a shuffle fetch: {}",
+                status.message()
+            );
+            return Err(status);
+        }
         let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         let dir = self.dir.clone();
         let executor_id = self

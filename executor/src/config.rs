@@ -1,17 +1,33 @@
 //! The daemon's settings and the layout of its work directory.
 //!
 //! ```text
-//! <work_dir>/binaries/<sha256>        verified job binaries (mode 0755), kept across
+//! <work_dir>/                         mode 0700, like every directory below
+//! <work_dir>/binaries/<sha256>        verified job binaries (mode 0700), kept across
 //!                                     registrations
 //! <work_dir>/shuffle/                 shuffle files of every worker, served by this
 //!                                     executor; emptied when the driver is lost
-//! <work_dir>/workers/<sha16>-<n>.sock a worker's Unix socket (removed once connected)
+//! <work_dir>/workers/<sha16>-<n>.sock a worker's Unix socket, mode 0600 (removed once
+//!                                     connected)
 //! <work_dir>/workers/<sha16>-<n>/     a worker's scratch dir, removed when it exits
 //! ```
 //!
-//! Invariant: the three subdirectories exist once [`Config::prepare_work_dir`] returned.
+//! Invariants: the work dir and its three subdirectories exist with mode 0700 once
+//! [`Config::prepare_work_dir`] returned; modes are set explicitly ([`private_dir`]),
+//! never left to the umask, so no other local user can plant a binary, read shuffle
+//! data or connect to (or impersonate) a worker socket.
 
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Creates `dir` (and missing parents) with mode 0700 and sets 0700 on `dir` itself
+/// even if it existed: whatever the umask, only this user may enter it.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
 
 /// Settings shared by every part of the daemon.
 #[derive(Debug, Clone)]
@@ -31,6 +47,8 @@ pub struct Config {
     /// A worker with no task for this long is stopped (it restarts on the next task
     /// for its binary), so binaries nobody uses any more do not keep processes alive.
     pub worker_idle: std::time::Duration,
+    /// A stored binary no worker runs is deleted once unused for this long.
+    pub binary_max_age: std::time::Duration,
 }
 
 impl Config {
@@ -49,15 +67,17 @@ impl Config {
         self.work_dir.join("workers")
     }
 
-    /// Creates the subdirectories, and empties `shuffle/` and `workers/` of anything a
-    /// previous run left (its shuffle output belonged to an executor id that is gone).
+    /// Creates the work dir and its subdirectories (mode 0700), and empties `shuffle/`
+    /// and `workers/` of anything a previous run left (its shuffle output belonged to an
+    /// executor id that is gone).
     pub fn prepare_work_dir(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(self.binaries_dir())?;
+        private_dir(&self.work_dir)?;
+        private_dir(&self.binaries_dir())?;
         for dir in [self.shuffle_dir(), self.workers_dir()] {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir)?;
             }
-            std::fs::create_dir_all(&dir)?;
+            private_dir(&dir)?;
         }
         Ok(())
     }

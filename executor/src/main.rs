@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use ember_executor::binaries::BinaryStore;
@@ -51,6 +52,10 @@ struct Cli {
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
+    /// Seconds a stored job binary may go unused (no worker of it running) before it
+    /// is deleted.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    binary_max_age_secs: u64,
 }
 
 fn init_logging() {
@@ -113,6 +118,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         secret,
         host: cli.host.clone(),
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
+        binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
     };
     config
         .prepare_work_dir()
@@ -143,6 +149,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let shuffle_address = blocks::advertised_address(&config.host, port);
     let executor_id = blocks::SharedExecutorId::default();
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
+    let session_keys = service.session_keys();
     let stop = shutdown.clone();
     let secret = config.secret.clone();
     let server = tokio::spawn(async move {
@@ -181,11 +188,18 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         true
     });
 
+    let binaries = Arc::new(BinaryStore::new(config.binaries_dir()));
+    tokio::spawn(collect_binaries(
+        binaries.clone(),
+        config.binary_max_age,
+        shutdown.clone(),
+    ));
     let reg = Registration {
         config: config.clone(),
-        binaries: Arc::new(BinaryStore::new(config.binaries_dir())),
+        binaries,
         shuffle_address,
         executor_id,
+        session_keys,
         shutdown: shutdown.clone(),
     };
     let result = registration::run(&reg).await;
@@ -201,6 +215,20 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         }
         Ok(()) if server_failed => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
+    }
+}
+
+/// Deletes binaries unused for `max_age`, checking every `max_age / 4` (1 s to 60 s),
+/// until shutdown.
+async fn collect_binaries(store: Arc<BinaryStore>, max_age: Duration, shutdown: CancellationToken) {
+    let period = (max_age / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let store = store.clone();
+        let _ = tokio::task::spawn_blocking(move || store.collect_garbage(max_age)).await;
     }
 }
 

@@ -19,10 +19,14 @@
 //! The worker must connect and send `FromWorker{ready{pid, binary_sha256}}` within
 //! [`READY_TIMEOUT`], naming its own hash.
 //!
+//! The socket is bound inside the 0700 workers dir and chmod-ed to 0600, the scratch
+//! dir created 0700, whatever the umask.
+//!
 //! Invariants: a [`WorkerProcess`] owns its child (killed when dropped) and its socket
 //! and scratch dir (removed when dropped); a failed start leaves no process or file
 //! behind and returns the message its waiting tasks fail with.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,14 +123,18 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         scratch: dir.join(&name),
     };
     let _ = std::fs::remove_file(&files.socket);
-    std::fs::create_dir_all(&files.scratch)
+    // Both live in the 0700 workers dir; their own modes are set explicitly too.
+    crate::config::private_dir(&files.scratch)
         .map_err(|e| format!("cannot create worker dir {}: {e}", files.scratch.display()))?;
-    let listener = UnixListener::bind(&files.socket).map_err(|e| {
+    let socket_err = |e: std::io::Error| {
         format!(
             "cannot create worker socket {}: {e}",
             files.socket.display()
         )
-    })?;
+    };
+    let listener = UnixListener::bind(&files.socket).map_err(socket_err)?;
+    std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(socket_err)?;
     let mut cmd = Command::new(spec.binary);
     cmd.env_remove("EMBER_MASTER")
         .env("EMBER_WORKER_SOCKET", &files.socket)

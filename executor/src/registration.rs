@@ -28,7 +28,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 
 use crate::binaries::BinaryStore;
-use crate::blocks::SharedExecutorId;
+use crate::blocks::{SessionKeys, SharedExecutorId};
 use crate::cleanup;
 use crate::config::Config;
 use crate::workers::Workers;
@@ -84,6 +84,9 @@ pub struct Registration {
     pub shuffle_address: String,
     /// Updated on every registration, for the shuffle service's messages.
     pub executor_id: SharedExecutorId,
+    /// The shuffle service's session keys: learned from launched tasks, forgotten on
+    /// session cleanup and when the registration ends.
+    pub session_keys: SessionKeys,
     /// Cancelled on SIGINT/SIGTERM: kill the workers and return.
     pub shutdown: CancellationToken,
 }
@@ -106,6 +109,7 @@ pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        reg.session_keys.clear();
         let dir = reg.config.shuffle_dir();
         let deleted = tokio::task::spawn_blocking(move || cleanup::delete_all(&dir))
             .await
@@ -278,9 +282,15 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
 
 async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage) {
     match msg.msg {
-        Some(driver_message::Msg::Launch(launch)) => workers.launch(launch).await,
+        Some(driver_message::Msg::Launch(launch)) => {
+            if let Some(plan) = launch.task.as_ref().and_then(|t| t.plan.as_ref()) {
+                reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key);
+            }
+            workers.launch(launch).await
+        }
         Some(driver_message::Msg::Kill(kill)) => workers.kill(kill),
         Some(driver_message::Msg::Cleanup(c)) => {
+            reg.session_keys.forget_range(c.id_lo, c.id_hi);
             let dir = reg.config.shuffle_dir();
             tokio::task::spawn_blocking(move || {
                 let n = cleanup::delete_shuffle_range(&dir, c.id_lo, c.id_hi);

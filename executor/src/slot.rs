@@ -13,6 +13,8 @@
 //!   each task it was running fails with a message saying how the worker ended; its
 //!   statuses already on the socket are still read and forwarded first.
 //! * When the command channel closes (the registration is over) the worker is killed.
+//! * The binary is leased (not collectable) from before it is fetched until the worker
+//!   is gone.
 //! * A worker with no task for `Config::worker_idle` is stopped; the next task for its
 //!   binary starts a new one (with every stored broadcast sent again).
 
@@ -29,6 +31,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::binaries::BinaryLease;
 use crate::process::{self, describe_exit, WorkerProcess, WorkerSpec};
 use crate::protocol::{decode_from_worker, encode_to_worker, WorkerFramed};
 use crate::workers::WorkerEnv;
@@ -70,6 +73,8 @@ struct Slot {
 /// A worker that said Ready.
 struct Live {
     proc: WorkerProcess,
+    /// Keeps the binary from being deleted while this worker lives.
+    _binary: BinaryLease,
     input: SplitStream<WorkerFramed>,
     out: mpsc::UnboundedSender<Bytes>,
     writer: JoinHandle<()>,
@@ -216,9 +221,11 @@ impl Slot {
     /// Fetches the binary if needed and starts its worker.
     async fn start(&mut self) -> Result<(), String> {
         let env = &self.env;
+        // Held from before the fetch, so the binary cannot be collected meanwhile.
+        let lease = env.binaries.acquire(&self.sha);
         let binary = env
             .binaries
-            .ensure(&self.sha, &env.driver)
+            .ensure_verified(&self.sha, &env.driver)
             .await
             .map_err(|e| e.to_string())?;
         let spec = WorkerSpec {
@@ -241,6 +248,7 @@ impl Slot {
         });
         self.worker = Some(Live {
             proc,
+            _binary: lease,
             input,
             out,
             writer,

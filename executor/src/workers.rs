@@ -7,6 +7,9 @@
 //!   status, and statuses for tasks that are not running).
 //! * One slot (see [`crate::slot`]) per binary hash; a slot lives as long as this
 //!   registration, its worker process only as long as it works.
+//! * Every status sent to the driver is bounded (`ember_proto::limits::fit_status`):
+//!   failure messages cut to 4 KiB, a status too large for one message replaced by a
+//!   failure of that task naming the sizes.
 //! * [`Workers::shutdown`] kills every worker: the driver has lost this executor, so
 //!   their tasks are void and no status is sent for them.
 
@@ -14,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ember_proto::limits;
 use ember_proto::{
     executor_message, task_failure, task_status, CleanupSession, ExecutorMessage, KillTask,
     LaunchTask, TaskFailure, TaskStatus,
@@ -46,6 +50,9 @@ impl WorkerEnv {
     /// the task is not running here.
     pub async fn report(&self, mut status: TaskStatus) -> bool {
         status.executor_id = self.executor_id.clone();
+        // Whatever the worker sent: one task's huge error or result must not break the
+        // channel (and so lose this executor), only fail that task.
+        let status = limits::fit_status(status, limits::max_message_bytes());
         let known = self
             .running
             .lock()
@@ -68,7 +75,8 @@ impl WorkerEnv {
     }
 
     /// Reports task `task_id` failed with a user-visible `message`.
-    pub async fn fail(&self, task_id: u64, message: String) {
+    pub async fn fail(&self, task_id: u64, mut message: String) {
+        limits::bound_message(&mut message);
         tracing::warn!(task_id, "task failed: {message}");
         self.report(failed_status(task_id, &self.executor_id, message))
             .await;

@@ -2,9 +2,13 @@
 //! `authorization: Bearer <secret>` metadata, and every server checks it before doing
 //! anything else.
 //!
+//! Session-scoped calls also carry their session's token as [`SESSION_TOKEN_METADATA`]
+//! (see [`session_token`]); the driver compares it with [`constant_time_eq`].
+//!
 //! Invariants: a server configured with a secret refuses any call whose metadata does
 //! not carry exactly that secret (compared in constant time); a server without a secret
-//! accepts every call, which the daemons allow only on loopback addresses.
+//! accepts every call, which the daemons allow only on loopback addresses. Secrets,
+//! session tokens and shuffle keys never appear in a log line or an error message.
 
 use std::path::Path;
 
@@ -14,6 +18,9 @@ use tonic::{Request, Status};
 
 /// Metadata key that carries the secret.
 pub const AUTH_METADATA: &str = "authorization";
+
+/// Metadata key that carries a session's token on session-scoped calls.
+pub const SESSION_TOKEN_METADATA: &str = "ember-session-token";
 
 /// Environment variable holding the secret when no secret file is given.
 pub const SECRET_ENV: &str = "EMBER_SECRET";
@@ -50,7 +57,8 @@ pub fn is_loopback_host(host: &str) -> bool {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `a == b`, in time that depends only on the lengths (for secrets and tokens).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -75,6 +83,32 @@ pub fn check<T>(req: &Request<T>, expected: Option<&str>) -> Result<(), Status> 
             "missing cluster secret (authorization metadata)",
         )),
     }
+}
+
+/// 256 fresh random bits from the operating system, as 64 lower-case hex digits: a
+/// session token or shuffle key nobody can guess.
+pub fn random_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("the operating system's random source failed: {e}"))?;
+    Ok(crate::digest::to_hex(&bytes))
+}
+
+/// The session token a request carries, if any.
+pub fn session_token<T>(req: &Request<T>) -> Option<&str> {
+    req.metadata()
+        .get(SESSION_TOKEN_METADATA)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Adds session token `token` to `req`; fails only if the token is not a valid header
+/// value (tokens from [`random_token`] always are).
+pub fn with_session_token<T>(mut req: Request<T>, token: &str) -> Result<Request<T>, Status> {
+    let value = token
+        .parse()
+        .map_err(|_| Status::invalid_argument("the session token is not printable ASCII"))?;
+    req.metadata_mut().insert(SESSION_TOKEN_METADATA, value);
+    Ok(req)
 }
 
 /// A server-side interceptor that refuses calls without the secret and logs them.
@@ -157,6 +191,17 @@ mod tests {
         let missing = check(&with(None), Some("s3cret")).unwrap_err();
         assert!(missing.message().contains("missing cluster secret"));
         assert!(check(&with(None), None).is_ok());
+    }
+
+    #[test]
+    fn random_tokens_are_256_bit_hex_and_differ() {
+        let (a, b) = (random_token().unwrap(), random_token().unwrap());
+        assert_eq!(a.len(), 64);
+        assert!(crate::digest::is_sha256_hex(&a), "{a}");
+        assert_ne!(a, b);
+        let req = with_session_token(Request::new(()), &a).unwrap();
+        assert_eq!(session_token(&req), Some(a.as_str()));
+        assert_eq!(session_token(&Request::new(())), None);
     }
 
     #[test]

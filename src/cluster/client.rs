@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_driver::{wire, JobEvent, JobFailure};
-use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
+use ember_proto::auth::{self, AddSecret, MAX_MESSAGE_BYTES};
 use ember_proto::driver_client::DriverClient;
 use ember_proto::{
     session_event, BinaryChunk, BinaryRef, BroadcastValue, OpenSessionRequest, Plan, SessionOpened,
@@ -203,13 +203,19 @@ impl ClusterClient {
         };
         let new_ids: Vec<u64> = request.new_broadcasts.iter().map(|b| b.id).collect();
         let sent_broadcasts = self.sent_broadcasts.clone();
+        let request =
+            auth::with_session_token(tonic::Request::new(request), &self.session.session_token);
         let mut driver = self.driver.clone();
         let url = self.url.clone();
         let running = self.running.clone();
         runtime::get().spawn(async move {
             let (cancel_tx, mut cancel_rx) = tokio::sync::oneshot::channel::<()>();
             let mut cancel_tx = Some(cancel_tx);
-            let mut stream = match driver.submit_job(request).await {
+            let submitted = match request {
+                Ok(request) => driver.submit_job(request).await,
+                Err(s) => Err(s),
+            };
+            let mut stream = match submitted {
                 Ok(r) => r.into_inner(),
                 Err(s) => {
                     // The driver did not take the job, so not its broadcasts either:
@@ -294,11 +300,11 @@ impl ClusterClient {
     pub(crate) fn unpersist(&self, rdd_id: u32) {
         let mut driver = self.driver.clone();
         let session_id = self.session.session_id;
-        let sent = runtime::block_on(async move {
-            driver
-                .unpersist(UnpersistRequest { session_id, rdd_id })
-                .await
-        });
+        let request = auth::with_session_token(
+            tonic::Request::new(UnpersistRequest { session_id, rdd_id }),
+            &self.session.session_token,
+        );
+        let sent = runtime::block_on(async move { driver.unpersist(request?).await });
         if let Err(s) = sent {
             warn!("unpersist of rdd {rdd_id} failed: {}", status_text(&s));
         }

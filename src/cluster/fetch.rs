@@ -7,7 +7,10 @@
 //! (executor unreachable, file missing there, short or corrupt block) is a typed
 //! `FetchFailed` naming the executor, shuffle, map and reduce partition, so the
 //! scheduler reruns exactly that map output. Bytes in flight per stream are bounded by
-//! the server's chunk queue and HTTP/2 flow control, not by the block count.
+//! the server's chunk queue and HTTP/2 flow control, not by the block count. Every
+//! request carries the shuffle key of the session owning the shuffle (learned from
+//! that session's tasks, see [`RemoteShuffle::learn_key`]): executors serve a
+//! session's blocks only to it.
 
 use dashmap::DashMap;
 use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
@@ -58,6 +61,8 @@ async fn timed<T>(
 pub(crate) struct RemoteShuffle {
     secret: AddSecret,
     clients: DashMap<String, Client>,
+    /// Session slot -> that session's shuffle key.
+    keys: DashMap<u32, String>,
 }
 
 impl RemoteShuffle {
@@ -65,7 +70,35 @@ impl RemoteShuffle {
         Ok(RemoteShuffle {
             secret: AddSecret::new(secret)?,
             clients: DashMap::new(),
+            keys: DashMap::new(),
         })
+    }
+
+    /// Remembers the shuffle key of the session owning RDD id `owned_id` (a task's
+    /// plan carries it); an empty key is ignored.
+    pub(crate) fn learn_key(&self, owned_id: u32, key: &str) {
+        if !key.is_empty() {
+            self.keys
+                .insert(ember_proto::session_slot(owned_id), key.to_string());
+        }
+    }
+
+    /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)` (they ended).
+    pub(crate) fn forget_keys(&self, id_lo: u32, id_hi: u32) {
+        let (lo, hi) = (
+            ember_proto::session_slot(id_lo),
+            ember_proto::session_slot(id_hi),
+        );
+        self.keys.retain(|slot, _| *slot < lo || *slot >= hi);
+    }
+
+    /// The key to fetch shuffle `shuffle_id` with (empty if no task of its session ran
+    /// here: the executor then refuses the fetch).
+    fn key_for(&self, shuffle_id: u32) -> String {
+        self.keys
+            .get(&ember_proto::session_slot(shuffle_id))
+            .map(|k| k.clone())
+            .unwrap_or_default()
     }
 
     async fn client(&self, address: &str) -> std::result::Result<Client, String> {
@@ -141,6 +174,7 @@ impl RemoteBlocks {
                 shuffle_id: self.shuffle_id,
                 reduce_partition: self.reduce,
                 map_partitions: self.maps.clone(),
+                session_key: self.owner.key_for(self.shuffle_id),
             };
             match timed(&self.executor_id, client.fetch_blocks(request)).await? {
                 Ok(r) => self.stream = Some(r.into_inner()),

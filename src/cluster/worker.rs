@@ -12,7 +12,9 @@
 //!
 //! Invariants: the worker exits when the executor closes the socket (the executor is
 //! its only master); a task whose kill arrives before it starts is answered `killed`
-//! without running; a panic in user code fails that task only.
+//! without running; a panic in user code fails that task only; every status sent is
+//! bounded by `ember_proto::limits::fit_status` (failure messages cut to 4 KiB, a
+//! result too large for one message turned into that task's failure).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -74,7 +76,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     let shuffle_dir = PathBuf::from(var(vars::SHUFFLE_DIR)?);
     let work_dir = PathBuf::from(var(vars::WORK_DIR)?);
     let secret = super::client_secret().map_err(|e| e.to_string())?;
-    let remote = super::fetch::RemoteShuffle::new(secret.as_deref())?;
+    let remote = Arc::new(super::fetch::RemoteShuffle::new(secret.as_deref())?);
     let env = Arc::new(
         ExecutorEnv::with_dirs(
             executor_id.clone(),
@@ -82,7 +84,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             shuffle_dir,
             work_dir.clone(),
             memory,
-            Some(Arc::new(remote)),
+            Some(remote.clone()),
         )
         .map_err(|e| format!("cannot prepare {}: {e}", work_dir.display()))?,
     );
@@ -120,6 +122,12 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                     } else {
                         crate::task::run_task(&env, task)
                     };
+                    // Bounded here, where it goes on the wire: a huge error or result
+                    // fails this task only.
+                    let status = ember_proto::limits::fit_status(
+                        status,
+                        ember_proto::limits::max_message_bytes(),
+                    );
                     let frame = FromWorker {
                         msg: Some(from_worker::Msg::Status(status)),
                     };
@@ -141,6 +149,9 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             .map_err(|e| format!("undecodable message from the executor: {e}"))?;
         match msg.msg {
             Some(to_worker::Msg::Run(task)) => {
+                if let Some(plan) = &task.plan {
+                    remote.learn_key(plan.final_rdd, &plan.shuffle_key);
+                }
                 let _ = tasks_tx.send(task);
             }
             Some(to_worker::Msg::Kill(k)) => {
@@ -153,6 +164,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             Some(to_worker::Msg::Unpersist(u)) => env.blocks.remove_rdd(u.rdd_id),
             Some(to_worker::Msg::Cleanup(c)) => {
                 env.blocks.remove_rdd_range(c.id_lo, c.id_hi);
+                remote.forget_keys(c.id_lo, c.id_hi);
                 let in_range = |id: &u64| *id >= c.broadcast_lo && *id < c.broadcast_hi;
                 env.broadcasts.retain(|id, _| !in_range(id));
                 env.broadcast_bytes.retain(|id, _| !in_range(id));

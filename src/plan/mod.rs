@@ -128,5 +128,7 @@ pub(crate) fn build_plan(
         description,
         binary_hash,
         sample_sources: false,
+        // Set by the driver.
+        shuffle_key: String::new(),
     })
 }

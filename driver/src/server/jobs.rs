@@ -5,6 +5,8 @@
 //! - A plan only names node and shuffle ids inside its session's id range, and only
 //!   broadcasts inside its session's broadcast range; anything else is refused before
 //!   the scheduler sees it.
+//! - A plan reaches the scheduler only from the session's own client (its token
+//!   checked), carrying that session's shuffle key and nobody else's.
 //! - Each job stream ends with the job's `succeeded` or `failed` event (or an error
 //!   if the scheduler stopped). A client that drops the stream before then cancels
 //!   the job, which kills its running tasks.
@@ -159,13 +161,17 @@ fn check_broadcast_limits(
 }
 
 /// Validates and submits a job; the returned stream carries its events.
-pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<JobStream, Status> {
+pub(crate) fn submit(
+    state: &Arc<DriverState>,
+    req: SubmitJobRequest,
+    token: Option<&str>,
+) -> Result<JobStream, Status> {
     let session_id = req.session_id;
-    let plan = req
+    // Refuse an unknown session, or one that is not the caller's, before the plan.
+    state.sessions.with_session(session_id, token, |_| Ok(()))?;
+    let mut plan = req
         .plan
         .ok_or_else(|| Status::invalid_argument("SubmitJob without a plan"))?;
-    // Refuse an unknown session before looking at the plan.
-    state.sessions.with_session(session_id, |_| Ok(()))?;
     // Sizes before anything else looks at the plan (the scheduler checks them again).
     crate::limits::check_plan(&plan, &state.plan_limits)
         .map_err(|e| Status::resource_exhausted(e.to_string()))?;
@@ -177,7 +183,7 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
     }
     let description = plan.description.clone();
     let new_broadcasts = req.new_broadcasts;
-    let (events, submission, track) = state.sessions.start_job(session_id, |session| {
+    let (events, submission, track) = state.sessions.start_job(session_id, token, |session| {
         let (lo, hi) = (session.id_lo(), session.id_hi());
         debug_assert_eq!(hi - lo, IDS_PER_SESSION);
         check_plan_ids(&plan, lo, hi).map_err(Status::invalid_argument)?;
@@ -193,6 +199,8 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
         for b in new_broadcasts {
             session.broadcasts.insert(b.id, b.value);
         }
+        // Whatever the client put there: its tasks fetch shuffle blocks with this.
+        plan.shuffle_key = session.shuffle_key.clone();
         let broadcasts: HashMap<u64, Vec<u8>> = session.broadcasts.clone();
         Ok(state.scheduler.submit(plan, broadcasts))
     })?;

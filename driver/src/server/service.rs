@@ -83,7 +83,8 @@ impl Driver for DriverService {
         &self,
         request: Request<SubmitJobRequest>,
     ) -> Result<Response<Self::SubmitJobStream>, Status> {
-        let stream = jobs::submit(&self.state, request.into_inner())?;
+        let token = ember_proto::auth::session_token(&request).map(str::to_string);
+        let stream = jobs::submit(&self.state, request.into_inner(), token.as_deref())?;
         Ok(Response::new(stream))
     }
 
@@ -91,18 +92,22 @@ impl Driver for DriverService {
         &self,
         request: Request<UnpersistRequest>,
     ) -> Result<Response<Empty>, Status> {
+        let token = ember_proto::auth::session_token(&request).map(str::to_string);
         let req = request.into_inner();
-        self.state.sessions.with_session(req.session_id, |s| {
-            if req.rdd_id < s.id_lo() || req.rdd_id >= s.id_hi() {
-                return Err(Status::invalid_argument(format!(
-                    "rdd {} is outside this session's id range [{}, {})",
-                    req.rdd_id,
-                    s.id_lo(),
-                    s.id_hi()
-                )));
-            }
-            Ok(())
-        })?;
+        let token = token.as_deref();
+        self.state
+            .sessions
+            .with_session(req.session_id, token, |s| {
+                if req.rdd_id < s.id_lo() || req.rdd_id >= s.id_hi() {
+                    return Err(Status::invalid_argument(format!(
+                        "rdd {} is outside this session's id range [{}, {})",
+                        req.rdd_id,
+                        s.id_lo(),
+                        s.id_hi()
+                    )));
+                }
+                Ok(())
+            })?;
         self.state
             .scheduler
             .send(SchedulerEvent::Unpersist { rdd_id: req.rdd_id });

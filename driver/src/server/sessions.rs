@@ -12,26 +12,32 @@
 //!   the slot never sees anything of the earlier one.
 //! - A job is registered with its session in the same critical section that submits
 //!   it to the scheduler, so a closing session always knows every job it must cancel.
+//! - A session is usable only by the client that opened it: `OpenSession` hands that
+//!   client a random 256-bit token, and every session-scoped call must carry it
+//!   ([`SessionRegistry::with_session`], [`SessionRegistry::start_job`] compare it in
+//!   constant time, refusing with `PERMISSION_DENIED`). Tokens and shuffle keys are
+//!   never logged, shown on the status page or echoed in an error.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use ember_proto::auth;
 use ember_proto::{session_event, CleanupSession, OpenSessionRequest, SessionEvent, SessionOpened};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tonic::Status;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::jobs::JobTrack;
 use super::DriverState;
 use crate::events::SchedulerEvent;
 
 /// RDD and shuffle ids per session.
-pub const IDS_PER_SESSION: u32 = 1 << 20;
+pub const IDS_PER_SESSION: u32 = 1 << ember_proto::SESSION_ID_SHIFT;
 /// Broadcast ids per session.
 pub const BROADCASTS_PER_SESSION: u64 = 1 << 40;
 /// Highest slot: slot 4095 would put the end of its id range at 2^32, past `u32`.
@@ -44,6 +50,10 @@ pub(crate) struct Session {
     pub id: u64,
     pub slot: u32,
     pub app_name: String,
+    /// What the client must send with every call into this session.
+    token: String,
+    /// The credential its tasks fetch its shuffle blocks with (`Plan.shuffle_key`).
+    pub shuffle_key: String,
     /// Every broadcast the client has sent for this session.
     pub broadcasts: HashMap<u64, Vec<u8>>,
     /// Jobs submitted and not yet ended, by submission number.
@@ -118,6 +128,7 @@ impl SessionRegistry {
     pub(crate) fn start_job<T>(
         &self,
         session_id: u64,
+        token: Option<&str>,
         f: impl FnOnce(&mut Session) -> Result<T, Status>,
     ) -> Result<(T, u64, Arc<JobTrack>), Status> {
         let mut guard = self.inner.lock();
@@ -129,6 +140,7 @@ impl SessionRegistry {
             .ok_or_else(|| {
                 Status::not_found(format!("no open session {session_id} on this driver"))
             })?;
+        check_token(session, token)?;
         let out = f(session)?;
         inner.next_submission += 1;
         let seq = inner.next_submission;
@@ -137,10 +149,11 @@ impl SessionRegistry {
         Ok((out, seq, track))
     }
 
-    /// Runs `f` on the open session `session_id`.
+    /// Runs `f` on the open session `session_id` if `token` is its token.
     pub(crate) fn with_session<T>(
         &self,
         session_id: u64,
+        token: Option<&str>,
         f: impl FnOnce(&Session) -> Result<T, Status>,
     ) -> Result<T, Status> {
         let inner = self.inner.lock();
@@ -151,6 +164,7 @@ impl SessionRegistry {
             .ok_or_else(|| {
                 Status::not_found(format!("no open session {session_id} on this driver"))
             })?;
+        check_token(session, token)?;
         f(session)
     }
 
@@ -161,6 +175,30 @@ impl SessionRegistry {
             if let Some(tx) = s.events.take() {
                 let _ = tx.send(Err(Status::unavailable("the driver is shutting down")));
             }
+        }
+    }
+}
+
+/// `PERMISSION_DENIED` unless `token` is `session`'s token (compared in constant time;
+/// the message never contains a token).
+fn check_token(session: &Session, token: Option<&str>) -> Result<(), Status> {
+    let id = session.id;
+    match token {
+        Some(t) if auth::constant_time_eq(t.as_bytes(), session.token.as_bytes()) => Ok(()),
+        Some(_) => {
+            warn!(session = id, "refused a call with a wrong session token");
+            Err(Status::permission_denied(format!(
+                "session {id}: wrong session token; a session is usable only by the client \
+                 that opened it"
+            )))
+        }
+        None => {
+            warn!(session = id, "refused a call without a session token");
+            Err(Status::permission_denied(format!(
+                "session {id}: the call carries no session token ({} metadata); a session \
+                 is usable only by the client that opened it",
+                auth::SESSION_TOKEN_METADATA
+            )))
         }
     }
 }
@@ -178,6 +216,8 @@ pub(crate) fn open(
             req.binary_sha256
         )));
     }
+    let token = auth::random_token().map_err(Status::internal)?;
+    let shuffle_key = auth::random_token().map_err(Status::internal)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (id, slot) = {
         let mut inner = state.sessions.inner.lock();
@@ -195,6 +235,8 @@ pub(crate) fn open(
             id,
             slot,
             app_name: req.app_name.clone(),
+            token: token.clone(),
+            shuffle_key,
             broadcasts: HashMap::new(),
             jobs: HashMap::new(),
             closing: false,
@@ -207,6 +249,7 @@ pub(crate) fn open(
             broadcast_base: session.broadcast_lo(),
             total_cores,
             executors,
+            session_token: token,
         };
         let _ = tx.send(Ok(SessionEvent {
             event: Some(session_event::Event::Opened(opened)),

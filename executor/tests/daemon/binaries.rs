@@ -59,7 +59,7 @@ async fn a_matching_binary_is_stored_executable_and_fetched_once() {
     let path = dir.path().join(&sha);
     assert_eq!(std::fs::read(&path).unwrap(), content);
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(mode & 0o777, 0o700);
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
@@ -86,4 +86,28 @@ async fn bad_hashes_and_unknown_binaries_are_errors() {
     let err = store.ensure(&unknown, &conn).await.unwrap_err();
     assert!(matches!(err, BinaryError::Fetch { .. }), "{err}");
     assert!(err.to_string().contains("NotFound"), "{err}");
+}
+
+#[test]
+fn unused_binaries_past_the_max_age_are_deleted_and_leased_ones_kept() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(BinaryStore::new(dir.path()));
+    let (a, b) = (sha256_hex(b"binary a"), sha256_hex(b"binary b"));
+    for name in [a.as_str(), b.as_str(), "unrelated.txt"] {
+        std::fs::write(dir.path().join(name), b"x").unwrap();
+    }
+    let lease = store.acquire(&a);
+    // Just seen or used: kept under the default age.
+    assert!(store.collect_garbage(Duration::from_secs(3600)).is_empty());
+    // Any age: the binary with a live worker stays, the unused one goes.
+    assert_eq!(store.collect_garbage(Duration::ZERO), vec![b.clone()]);
+    assert!(dir.path().join(&a).exists() && !dir.path().join(&b).exists());
+    drop(lease); // its worker is gone: just used now
+    assert!(store.collect_garbage(Duration::from_secs(3600)).is_empty());
+    assert_eq!(store.collect_garbage(Duration::ZERO), vec![a.clone()]);
+    assert!(
+        dir.path().join("unrelated.txt").exists(),
+        "only binaries are collected"
+    );
 }

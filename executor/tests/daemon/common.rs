@@ -41,6 +41,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         secret: secret.map(str::to_string),
         host: "127.0.0.1".into(),
         worker_idle: std::time::Duration::from_secs(60),
+        binary_max_age: std::time::Duration::from_secs(3600),
     };
     config.prepare_work_dir().unwrap();
     config
@@ -257,7 +258,7 @@ pub fn install_binary(config: &Config, bytes: &[u8]) -> String {
     let sha = sha256_hex(bytes);
     let path = config.binaries_dir().join(&sha);
     std::fs::write(&path, bytes).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
     sha
 }
 

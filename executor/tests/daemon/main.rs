@@ -6,6 +6,7 @@
 mod binaries;
 mod cli;
 mod common;
+mod modes;
 mod protocol;
 mod registration;
 mod shuffle_service;

@@ -24,6 +24,7 @@ fn registration(
         config: cfg,
         shuffle_address: "http://127.0.0.1:9".into(),
         executor_id: id.clone(),
+        session_keys: Default::default(),
         shutdown: token.clone(),
     };
     (reg, id, token)

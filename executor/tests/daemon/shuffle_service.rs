@@ -16,13 +16,22 @@ use crate::common::within;
 
 const SECRET: &str = "shuffle-secret";
 const SHUFFLE: u32 = 7;
+/// The session key of slot 1's session.
+const OTHER_KEY: &str = "0ther0000000000000000000000000000000000000000000000000000000000a";
+/// The session key of shuffle 7's session (slot 0).
+const KEY: &str = "6b6579206f662073657373696f6e20302c2077686f7365206964732073746172";
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
 /// Writes map output `map` of shuffle 7 with 3 reducers: reducer 0 gets about 2.5 MB of
 /// poorly compressible records (several chunks), reducer 1 nothing, reducer 2 a few.
 fn write_map_output(dir: &Path, map: u32) {
-    let mut w = ShuffleWriter::<(u64, String)>::new(dir, SHUFFLE, map, 3);
+    write_map_output_of(dir, SHUFFLE, map)
+}
+
+/// [`write_map_output`] for shuffle `shuffle`.
+fn write_map_output_of(dir: &Path, shuffle: u32, map: u32) {
+    let mut w = ShuffleWriter::<(u64, String)>::new(dir, shuffle, map, 3);
     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ map as u64;
     for i in 0..40_000u64 {
         let mut s = String::with_capacity(64);
@@ -64,6 +73,8 @@ async fn start() -> Server {
     let id = blocks::SharedExecutorId::default();
     *id.lock().unwrap() = "exec-7".into();
     let service = ShuffleService::new(&shuffle_dir, id);
+    service.session_keys().learn(SHUFFLE, KEY);
+    service.session_keys().learn(1 << 20, OTHER_KEY);
     let stop = CancellationToken::new();
     let s = stop.clone();
     tokio::spawn(async move {
@@ -93,10 +104,22 @@ async fn fetch(
     reduce: u32,
     maps: Vec<u32>,
 ) -> (Vec<BlockChunk>, Option<tonic::Status>) {
+    fetch_of(c, SHUFFLE, KEY, reduce, maps).await
+}
+
+/// [`fetch`] of shuffle `shuffle` with session key `key`.
+async fn fetch_of(
+    c: &mut Client,
+    shuffle: u32,
+    key: &str,
+    reduce: u32,
+    maps: Vec<u32>,
+) -> (Vec<BlockChunk>, Option<tonic::Status>) {
     let req = FetchBlocksRequest {
-        shuffle_id: SHUFFLE,
+        shuffle_id: shuffle,
         reduce_partition: reduce,
         map_partitions: maps,
+        session_key: key.to_string(),
     };
     let mut stream = match within("fetch_blocks", c.fetch_blocks(req)).await {
         Ok(r) => r.into_inner(),
@@ -247,5 +270,28 @@ async fn wrong_or_missing_secret_is_unauthenticated() {
         let (chunks, err) = fetch(&mut c, 0, vec![0]).await;
         assert!(chunks.is_empty());
         assert_eq!(err.unwrap().code(), Code::Unauthenticated);
+    }
+}
+
+#[tokio::test]
+async fn a_fetch_for_another_sessions_shuffle_is_permission_denied() {
+    let server = start().await;
+    // Session slot 1 owns shuffle ids [2^20, 2^21); one of its map outputs is here.
+    let theirs = (1 << 20) + 3;
+    write_map_output_of(&server.shuffle_dir, theirs, 0);
+    let mut c = client(&server.url, Some(SECRET)).await;
+    for key in ["", KEY] {
+        let (chunks, err) = fetch_of(&mut c, theirs, key, 2, vec![0]).await;
+        assert!(
+            chunks.is_empty(),
+            "{} chunks served with key {key:?}",
+            chunks.len()
+        );
+        let err = err.expect("a fetch of another session's shuffle must fail");
+        assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+        assert!(
+            err.message().contains(&format!("shuffle {theirs}")),
+            "{err:?}"
+        );
     }
 }

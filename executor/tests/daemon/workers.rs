@@ -293,3 +293,67 @@ async fn a_worker_of_another_binary_or_a_bad_hash_is_refused() {
     assert!(!alive(pid), "a refused worker is killed");
     workers.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_stored_binary_that_changed_is_never_run_but_fetched_again() {
+    let root = tempfile::tempdir().unwrap();
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let real = recording_script(&probe);
+    let sha = sha256_hex(real.as_bytes());
+    let driver = start_driver(
+        HashMap::from([(sha.clone(), real.clone().into_bytes())]),
+        None,
+    )
+    .await;
+    let cfg = Arc::new(config(root.path(), None));
+    let stored = cfg.binaries_dir().join(&sha);
+    let planted = root.path().join("planted-ran");
+    let tamper = || {
+        let evil = format!(
+            "#!/bin/sh\ntouch \"{}\"\nexec sleep 30\n",
+            planted.display()
+        );
+        std::fs::write(&stored, evil).unwrap();
+        std::fs::set_permissions(&stored, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+    };
+    install_binary(&cfg, real.as_bytes());
+    tamper();
+
+    // With the driver reachable: the changed file is replaced by a fresh copy, which runs.
+    let (tx, mut rx) = mpsc::channel(64);
+    let store = Arc::new(BinaryStore::new(cfg.binaries_dir()));
+    let conn = driver_conn(&driver.url, None).await;
+    let mut workers = Workers::new(cfg.clone(), "exec-1".into(), store.clone(), conn, tx);
+    workers.launch(launch(1, &sha, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut Vec::new()).await;
+    assert_eq!(driver.fetches.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(std::fs::read_to_string(&stored).unwrap(), real);
+    let _w = connect(&env, pid, &sha).await;
+    workers.shutdown().await;
+
+    // Without a driver: the task fails naming the mismatch, and nothing is run.
+    tamper();
+    let (tx, _rx2) = mpsc::channel(64);
+    drop(std::mem::replace(&mut rx, _rx2));
+    let mut workers = Workers::new(
+        cfg.clone(),
+        "exec-1".into(),
+        store,
+        unused_driver_conn(),
+        tx,
+    );
+    workers.launch(launch(2, &sha, &[])).await;
+    let s = next_status(&mut rx).await;
+    let msg = user_error(&s);
+    assert!(
+        msg.starts_with(&format!(
+            "stored binary {sha} changed on disk after it was verified"
+        )) && msg.contains("refusing to run it; fetching it again failed"),
+        "{msg}"
+    );
+    assert!(!planted.exists(), "the planted binary was run");
+    assert!(!stored.exists(), "the changed binary is deleted");
+    workers.shutdown().await;
+}

@@ -1,0 +1,136 @@
+//! Bounds on what a worker or executor puts on the wire for one task: failure messages
+//! are cut to [`MAX_ERROR_MESSAGE_BYTES`], and a task status too large for one message
+//! becomes a failure of that task naming the sizes ([`fit_status`]).
+//!
+//! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
+//! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
+//! driver's `JobEvent`) never exceeds a channel's message limit; one task's oversized
+//! output or error fails that task only, never its worker, executor or channel.
+
+use prost::Message;
+
+use crate::{task_failure, task_status, TaskFailure, TaskStatus};
+
+/// Longest failure message sent, in bytes (plus the truncation suffix).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+
+/// Room left for the envelopes a status travels in.
+pub const HEADROOM_BYTES: usize = 1024;
+
+/// Environment variable lowering the largest task status a worker or executor sends.
+pub const MAX_MESSAGE_ENV: &str = "EMBER_MAX_MESSAGE_BYTES";
+
+/// The largest message the executor and its workers send for one task: `EMBER_MAX_MESSAGE_BYTES`
+/// if set (at least 64 KiB), at most [`crate::auth::MAX_MESSAGE_BYTES`] (the default).
+pub fn max_message_bytes() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var(MAX_MESSAGE_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(crate::auth::MAX_MESSAGE_BYTES, |n| {
+                n.clamp(64 << 10, crate::auth::MAX_MESSAGE_BYTES)
+            })
+    })
+}
+
+/// Room for the `… (N bytes more)` suffix: a message at most this much longer than
+/// [`MAX_ERROR_MESSAGE_BYTES`] is left alone, so cutting twice (worker, then executor)
+/// changes nothing the second time.
+const SUFFIX_ROOM: usize = 64;
+
+/// Cuts `msg` to [`MAX_ERROR_MESSAGE_BYTES`] on a char boundary, saying how much went.
+pub fn bound_message(msg: &mut String) {
+    if msg.len() <= MAX_ERROR_MESSAGE_BYTES + SUFFIX_ROOM {
+        return;
+    }
+    let mut cut = MAX_ERROR_MESSAGE_BYTES;
+    while !msg.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = msg.len() - cut;
+    msg.truncate(cut);
+    msg.push_str(&format!("… ({more} bytes more)"));
+}
+
+/// `status` bounded for the wire: its failure message cut (see [`bound_message`]), and,
+/// if it still encodes to more than `limit - HEADROOM_BYTES` bytes, replaced by a
+/// failure of the task naming its size and the limit.
+pub fn fit_status(mut status: TaskStatus, limit: usize) -> TaskStatus {
+    if let Some(task_status::Outcome::Failure(TaskFailure {
+        reason: Some(reason),
+    })) = &mut status.outcome
+    {
+        match reason {
+            task_failure::Reason::UserError(m)
+            | task_failure::Reason::ExecutorLost(m)
+            | task_failure::Reason::Killed(m) => bound_message(m),
+            task_failure::Reason::FetchFailed(f) => {
+                bound_message(&mut f.message);
+                bound_message(&mut f.executor_id);
+            }
+        }
+    }
+    let len = status.encoded_len();
+    if len + HEADROOM_BYTES <= limit {
+        return status;
+    }
+    let message = format!(
+        "task result of {len} bytes exceeds the {limit}-byte limit of one message \
+         ({MAX_MESSAGE_ENV}, at most {}); return less per task (more partitions, or \
+         save_as_text_file instead of collect)",
+        crate::auth::MAX_MESSAGE_BYTES
+    );
+    status.outcome = Some(task_status::Outcome::Failure(TaskFailure {
+        reason: Some(task_failure::Reason::UserError(message)),
+    }));
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{task_success, TaskSuccess};
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let mut short = "fine".to_string();
+        bound_message(&mut short);
+        assert_eq!(short, "fine");
+        let mut long = "é".repeat(3000); // 6000 bytes, 2-byte chars
+        bound_message(&mut long);
+        assert_eq!(long, format!("{}… (1904 bytes more)", "é".repeat(2048)));
+        let once = long.clone();
+        bound_message(&mut long);
+        assert_eq!(long, once, "cutting again changes nothing");
+    }
+
+    #[test]
+    fn an_oversized_result_fails_the_task_with_its_size() {
+        let status = |bytes: usize| TaskStatus {
+            task_id: 9,
+            outcome: Some(task_status::Outcome::Success(TaskSuccess {
+                output: Some(task_success::Output::Result(vec![1; bytes])),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let small = fit_status(status(1000), 64 << 10);
+        assert!(matches!(
+            small.outcome,
+            Some(task_status::Outcome::Success(_))
+        ));
+        let big = fit_status(status(100_000), 64 << 10);
+        let Some(task_status::Outcome::Failure(TaskFailure {
+            reason: Some(task_failure::Reason::UserError(m)),
+        })) = &big.outcome
+        else {
+            panic!("{big:?}")
+        };
+        assert!(
+            m.starts_with("task result of 100010 bytes exceeds the 65536-byte limit"),
+            "{m}"
+        );
+        assert_eq!(big.task_id, 9);
+    }
+}
