@@ -246,6 +246,12 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     tokio::pin!(served);
     tokio::select! {
         r = &mut served => r?,
+        reason = daemon.scheduler_failed() => {
+            // Every later job would fail: exit non-zero so that a supervisor restarts us.
+            daemon.shutdown();
+            drop(temp_dir);
+            anyhow::bail!("{reason}; exiting");
+        }
         _ = async {
             stopped(stop_rx.clone()).await;
             tokio::time::sleep(GRACE).await;

@@ -1,5 +1,8 @@
 //! The `ember-driver` binary: its stdout contract, its refusal to run open on a
-//! non-loopback address, and a clean exit on SIGTERM.
+//! non-loopback address, a clean exit on SIGTERM, and a non-zero exit when its
+//! scheduler panics.
+
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -65,5 +68,77 @@ fn prints_its_address_and_exits_cleanly_on_sigterm() {
             panic!("ember-driver did not exit after SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Debug builds: a scheduler panic (triggered by the documented test hook) ends the
+/// daemon with a non-zero exit and the reason in its log, so a supervisor restarts it.
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn a_scheduler_panic_ends_the_daemon_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("driver.log");
+    let mut child = driver()
+        .args(["--port", "0", "--binary-dir"])
+        .arg(dir.path().join("binaries"))
+        .env("EMBER_DRIVER_TEST_PANIC", "explode, please")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn ember-driver");
+    let child_guard = KillOnDrop(child.id());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    let addr: std::net::SocketAddr = first
+        .strip_prefix("ember-driver listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .parse()
+        .expect("address");
+
+    let mut c = common::client(addr, None).await;
+    let sha = common::upload(&mut c, b"bin").await;
+    let (opened, _session) = common::open_session(&mut c, &sha).await;
+    let mut plan = common::tiny_plan(opened.id_base, 1, &sha);
+    plan.description = "explode, please".into();
+    let _ = c
+        .submit_job(ember_proto::SubmitJobRequest {
+            session_id: opened.session_id,
+            plan: Some(plan),
+            new_broadcasts: vec![],
+        })
+        .await;
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ember-driver did not exit after the panic"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Reaped: its pid may be reused, so it must not be signalled any more.
+    std::mem::forget(child_guard);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains(
+            "ember-driver: the scheduler thread panicked: test hook: the plan's description matches EMBER_DRIVER_TEST_PANIC; exiting"
+        ),
+        "{stderr}"
+    );
+}
+
+/// SIGKILLs a process when dropped (a failing test leaves no daemon behind).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
     }
 }

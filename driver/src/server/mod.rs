@@ -136,6 +136,8 @@ pub struct DriverDaemon {
     state: Arc<DriverState>,
     secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
+    /// Set to the reason if the scheduler thread panics.
+    failed: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl DriverDaemon {
@@ -149,13 +151,18 @@ impl DriverDaemon {
         let executors = Arc::new(ExecutorRegistry::default());
         let sender_slot = Arc::new(OnceLock::new());
         let launcher = GrpcLauncher::new(executors.clone(), sender_slot.clone());
-        let scheduler = SchedulerHandle::start(
+        let (failed_tx, failed) = tokio::sync::watch::channel(None);
+        let on_panic = Box::new(move |reason: String| {
+            let _ = failed_tx.send(Some(reason));
+        });
+        let scheduler = SchedulerHandle::start_with_panic_handler(
             SchedulerConfig {
                 max_task_attempts: config.scheduler.max_task_attempts.max(1),
                 max_executor_losses_per_task: config.scheduler.max_executor_losses_per_task.max(1),
                 ..config.scheduler.clone()
             },
             Box::new(launcher),
+            on_panic,
         );
         let to_scheduler = scheduler.sender();
         let _ = sender_slot.set(to_scheduler.clone());
@@ -176,7 +183,23 @@ impl DriverDaemon {
             state,
             secret: config.secret,
             monitor,
+            failed,
         })
+    }
+
+    /// Resolves, with the reason, if the scheduler thread panics; the daemon must then
+    /// exit (every later job would fail), so that a supervisor restarts it.
+    pub async fn scheduler_failed(&self) -> String {
+        let mut failed = self.failed.clone();
+        let reason = match failed.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(r) => r,
+            // The scheduler ended without panicking.
+            None => std::future::pending().await,
+        }
     }
 
     /// The `Driver` gRPC service, with message size limits and the secret check.
