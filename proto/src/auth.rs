@@ -50,7 +50,8 @@ pub fn is_loopback_host(host: &str) -> bool {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether `a` equals `b`, in time independent of where they differ (for secrets).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -232,13 +232,15 @@ impl DriverDaemon {
         Ok(())
     }
 
-    /// Serves the plain-text status page on `listener` until `shutdown` resolves.
+    /// Serves the plain-text status page on `listener` until `shutdown` resolves; with
+    /// a secret, only to requests carrying `Authorization: Bearer <secret>`.
     pub async fn serve_ui(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
-        ui::serve(self.state.clone(), listener, shutdown)
+        let secret = self.secret.as_deref().map(Arc::from);
+        ui::serve(self.state.clone(), secret, listener, shutdown)
             .await
             .map_err(ServerError::Ui)
     }
