@@ -91,6 +91,9 @@ struct Args {
     /// Largest job binary a client may upload.
     #[arg(long, default_value_t = 2 << 30)]
     max_binary_bytes: u64,
+    /// A binary no session uses is deleted once unused for this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    binary_max_age_secs: u64,
 }
 
 fn main() -> ExitCode {
@@ -209,6 +212,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,
             max_binary_bytes: args.max_binary_bytes,
+            binary_max_age: Duration::from_secs(args.binary_max_age_secs),
         },
     })?;
 

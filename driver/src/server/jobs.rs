@@ -193,6 +193,7 @@ pub(crate) fn submit(state: &Arc<DriverState>, req: SubmitJobRequest) -> Result<
         for b in new_broadcasts {
             session.broadcasts.insert(b.id, b.value);
         }
+        session.binaries.insert(plan.binary_hash.clone());
         let broadcasts: HashMap<u64, Vec<u8>> = session.broadcasts.clone();
         Ok(state.scheduler.submit(plan, broadcasts))
     })?;

@@ -13,7 +13,7 @@
 //! - A job is registered with its session in the same critical section that submits
 //!   it to the scheduler, so a closing session always knows every job it must cancel.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -44,6 +44,8 @@ pub(crate) struct Session {
     pub id: u64,
     pub slot: u32,
     pub app_name: String,
+    /// The binaries the session and its jobs use (kept by the binary store).
+    pub binaries: HashSet<String>,
     /// Every broadcast the client has sent for this session.
     pub broadcasts: HashMap<u64, Vec<u8>>,
     /// Jobs submitted and not yet ended, by submission number.
@@ -109,6 +111,16 @@ impl SessionRegistry {
                     running_jobs,
                 }
             })
+            .collect()
+    }
+
+    /// The binaries that live sessions (closing ones included) and their jobs use.
+    pub(crate) fn binaries_in_use(&self) -> HashSet<String> {
+        let inner = self.inner.lock();
+        inner
+            .sessions
+            .values()
+            .flat_map(|s| s.binaries.iter().cloned())
             .collect()
     }
 
@@ -195,6 +207,7 @@ pub(crate) fn open(
             id,
             slot,
             app_name: req.app_name.clone(),
+            binaries: [req.binary_sha256.clone()].into(),
             broadcasts: HashMap::new(),
             jobs: HashMap::new(),
             closing: false,
