@@ -159,6 +159,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
+    // Watch the signals before creating anything to clean up, so a SIGTERM or SIGINT
+    // is a clean shutdown (which removes the temporary binary directory), never the
+    // default kill.
+    let signals = ShutdownSignals::install();
     // Kept alive until the end of `run`, then removed with its contents.
     let mut temp_dir = None;
     let binary_dir = match &args.binary_dir {
@@ -220,9 +224,6 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    // Watch the signals before telling anyone the address, so a SIGTERM sent as soon as
-    // the address is out is a clean shutdown, not the default kill.
-    let signals = ShutdownSignals::install();
 
     {
         let mut out = std::io::stdout().lock();

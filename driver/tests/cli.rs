@@ -27,47 +27,72 @@ fn refuses_a_non_loopback_host_without_a_secret() {
 }
 
 #[test]
-fn prints_its_address_and_exits_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    let mut child = driver()
-        .args(["--port", "0", "--ui-port", "0", "--secret-file"])
-        .arg(&secret)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ember-driver");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
-    let port: u16 = first
-        .strip_prefix("ember-driver listening on http://127.0.0.1:")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .parse()
-        .expect("port");
-    assert_ne!(port, 0);
-    let second = lines.next().expect("a line").expect("utf-8");
-    assert!(
-        second.starts_with("ember-driver ui on http://127.0.0.1:"),
-        "{second}"
-    );
+fn prints_its_address_and_exits_cleanly_on_sigterm_and_sigint_removing_its_temp_dir() {
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        // The default binary directory goes to TMPDIR: a dir this test owns and checks.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let mut child = driver()
+            .args(["--port", "0", "--ui-port", "0", "--secret-file"])
+            .arg(&secret)
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ember-driver");
+        let guard = KillOnDrop(child.id());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a line").expect("utf-8");
+        let port: u16 = first
+            .strip_prefix("ember-driver listening on http://127.0.0.1:")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .parse()
+            .expect("port");
+        assert_ne!(port, 0);
+        let second = lines.next().expect("a line").expect("utf-8");
+        assert!(
+            second.starts_with("ember-driver ui on http://127.0.0.1:"),
+            "{second}"
+        );
+        let names = |d: &std::path::Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let made = names(&tmp);
+        assert!(
+            made.len() == 1 && made[0].starts_with("ember-driver-binaries-"),
+            "{made:?}"
+        );
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ember-driver did not exit after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(8);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ember-driver did not exit after SIG{signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Reaped: its pid may be reused, so it must not be signalled any more.
+        std::mem::forget(guard);
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        assert_eq!(
+            names(&tmp),
+            Vec::<String>::new(),
+            "SIG{signal} left its temp dir"
+        );
     }
 }
 
