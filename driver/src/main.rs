@@ -91,6 +91,9 @@ struct Args {
     /// Largest job binary a client may upload.
     #[arg(long, default_value_t = 2 << 30)]
     max_binary_bytes: u64,
+    /// A binary no session uses is deleted once unused for this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    binary_max_age_secs: u64,
 }
 
 fn main() -> ExitCode {
@@ -156,6 +159,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
+    // Watch the signals before creating anything to clean up, so a SIGTERM or SIGINT
+    // is a clean shutdown (which removes the temporary binary directory), never the
+    // default kill.
+    let signals = ShutdownSignals::install();
     // Kept alive until the end of `run`, then removed with its contents.
     let mut temp_dir = None;
     let binary_dir = match &args.binary_dir {
@@ -209,6 +216,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,
             max_binary_bytes: args.max_binary_bytes,
+            binary_max_age: Duration::from_secs(args.binary_max_age_secs),
         },
     })?;
 
@@ -216,9 +224,6 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    // Watch the signals before telling anyone the address, so a SIGTERM sent as soon as
-    // the address is out is a clean shutdown, not the default kill.
-    let signals = ShutdownSignals::install();
 
     {
         let mut out = std::io::stdout().lock();
@@ -246,6 +251,12 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     tokio::pin!(served);
     tokio::select! {
         r = &mut served => r?,
+        reason = daemon.scheduler_failed() => {
+            // Every later job would fail: exit non-zero so that a supervisor restarts us.
+            daemon.shutdown();
+            drop(temp_dir);
+            anyhow::bail!("{reason}; exiting");
+        }
         _ = async {
             stopped(stop_rx.clone()).await;
             tokio::time::sleep(GRACE).await;

@@ -1,5 +1,8 @@
 //! The `ember-driver` binary: its stdout contract, its refusal to run open on a
-//! non-loopback address, and a clean exit on SIGTERM.
+//! non-loopback address, a clean exit on SIGTERM, and a non-zero exit when its
+//! scheduler panics.
+
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -24,46 +27,143 @@ fn refuses_a_non_loopback_host_without_a_secret() {
 }
 
 #[test]
-fn prints_its_address_and_exits_cleanly_on_sigterm() {
+fn prints_its_address_and_exits_cleanly_on_sigterm_and_sigint_removing_its_temp_dir() {
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        // The default binary directory goes to TMPDIR: a dir this test owns and checks.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let mut child = driver()
+            .args(["--port", "0", "--ui-port", "0", "--secret-file"])
+            .arg(&secret)
+            .env("TMPDIR", &tmp)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ember-driver");
+        let guard = KillOnDrop(child.id());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a line").expect("utf-8");
+        let port: u16 = first
+            .strip_prefix("ember-driver listening on http://127.0.0.1:")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .parse()
+            .expect("port");
+        assert_ne!(port, 0);
+        let second = lines.next().expect("a line").expect("utf-8");
+        assert!(
+            second.starts_with("ember-driver ui on http://127.0.0.1:"),
+            "{second}"
+        );
+        let names = |d: &std::path::Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let made = names(&tmp);
+        assert!(
+            made.len() == 1 && made[0].starts_with("ember-driver-binaries-"),
+            "{made:?}"
+        );
+
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(8);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ember-driver did not exit after SIG{signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Reaped: its pid may be reused, so it must not be signalled any more.
+        std::mem::forget(guard);
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        assert_eq!(
+            names(&tmp),
+            Vec::<String>::new(),
+            "SIG{signal} left its temp dir"
+        );
+    }
+}
+
+/// Debug builds: a scheduler panic (triggered by the documented test hook) ends the
+/// daemon with a non-zero exit and the reason in its log, so a supervisor restarts it.
+#[cfg(debug_assertions)]
+#[tokio::test]
+async fn a_scheduler_panic_ends_the_daemon_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "s3cret\n").unwrap();
+    let log = dir.path().join("driver.log");
     let mut child = driver()
-        .args(["--port", "0", "--ui-port", "0", "--secret-file"])
-        .arg(&secret)
+        .args(["--port", "0", "--binary-dir"])
+        .arg(dir.path().join("binaries"))
+        .env("EMBER_DRIVER_TEST_PANIC", "explode, please")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("spawn ember-driver");
+    let child_guard = KillOnDrop(child.id());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().expect("a line").expect("utf-8");
-    let port: u16 = first
-        .strip_prefix("ember-driver listening on http://127.0.0.1:")
+    let addr: std::net::SocketAddr = first
+        .strip_prefix("ember-driver listening on http://")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .parse()
-        .expect("port");
-    assert_ne!(port, 0);
-    let second = lines.next().expect("a line").expect("utf-8");
-    assert!(
-        second.starts_with("ember-driver ui on http://127.0.0.1:"),
-        "{second}"
-    );
+        .expect("address");
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
+    let mut c = common::client(addr, None).await;
+    let sha = common::upload(&mut c, b"bin").await;
+    let (opened, _session) = common::open_session(&mut c, &sha).await;
+    let mut plan = common::tiny_plan(opened.id_base, 1, &sha);
+    plan.description = "explode, please".into();
+    let _ = c
+        .submit_job(ember_proto::SubmitJobRequest {
+            session_id: opened.session_id,
+            plan: Some(plan),
+            new_broadcasts: vec![],
+        })
+        .await;
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status:?}");
-            break;
+            break status;
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ember-driver did not exit after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            Instant::now() < deadline,
+            "ember-driver did not exit after the panic"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Reaped: its pid may be reused, so it must not be signalled any more.
+    std::mem::forget(child_guard);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        stderr.contains(
+            "ember-driver: the scheduler thread panicked: test hook: the plan's description matches EMBER_DRIVER_TEST_PANIC; exiting"
+        ),
+        "{stderr}"
+    );
+}
+
+/// SIGKILLs a process when dropped (a failing test leaves no daemon behind).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
     }
 }

@@ -368,3 +368,60 @@ async fn the_status_page_lists_executors_and_sessions() {
 fn tok<T>(opened: &ember_proto::SessionOpened, req: T) -> tonic::Request<T> {
     ember_proto::auth::with_session_token(tonic::Request::new(req), &opened.session_token).unwrap()
 }
+
+#[tokio::test]
+async fn the_status_page_requires_the_secret_when_one_is_set() {
+    let driver = start(Options {
+        secret: Some("s3cret"),
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, Some("s3cret")).await;
+    let _exec = FakeExecutor::register(&mut c, 3).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let daemon = driver.daemon.clone();
+    let ui = tokio::spawn(async move {
+        let _ = daemon
+            .serve_ui(listener, tokio::time::sleep(Duration::from_secs(5)))
+            .await;
+    });
+    let get = |headers: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(format!("GET / HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    for headers in [
+        "",
+        "Authorization: Bearer nope\r\n",
+        "Authorization: s3cret\r\n",
+        "X-Authorization: Bearer s3cret\r\n",
+    ] {
+        let page = tokio::time::timeout(WAIT, get(headers)).await.unwrap();
+        assert!(
+            page.starts_with("HTTP/1.1 401 Unauthorized\r\n"),
+            "{headers:?}: {page}"
+        );
+        assert!(page.contains("WWW-Authenticate: Bearer\r\n"), "{page}");
+        assert!(
+            !page.contains("executor-1"),
+            "nothing of the state leaks: {page}"
+        );
+    }
+    for headers in [
+        "Authorization: Bearer s3cret\r\n",
+        "authorization:   Bearer s3cret  \r\n",
+    ] {
+        let page = tokio::time::timeout(WAIT, get(headers)).await.unwrap();
+        assert!(
+            page.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{headers:?}: {page}"
+        );
+        assert!(page.contains("executor-1  cores 3"), "{page}");
+    }
+    ui.abort();
+}

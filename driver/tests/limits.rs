@@ -1,6 +1,7 @@
 //! Counts and sizes from the wire are bounded: plans, broadcasts and uploads over a
 //! limit are refused with an error naming it, and the driver goes on serving jobs.
-//! Nodes of no partitions are fine: their jobs succeed at once.
+//! Nodes of no partitions are fine: their jobs succeed at once. The binary store
+//! deletes binaries no session uses once they are old enough.
 
 mod common;
 
@@ -206,4 +207,35 @@ async fn uploads_are_bounded_in_size_and_chunk_count() {
         "an upload of 3 bytes may have at most 1024 chunks (one per KiB and 1024 more); got more"
     );
     assert_eq!(upload(&mut c, &bytes).await, sha256_hex(&bytes));
+}
+
+#[tokio::test]
+async fn binaries_no_session_uses_are_deleted_after_the_max_age() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            binary_max_age: std::time::Duration::ZERO,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let used = upload(&mut c, b"used by a session").await;
+    let unused = upload(&mut c, b"used by nobody").await;
+    let (_opened, session) = open_session(&mut c, &used).await;
+    assert_eq!(driver.daemon.collect_binaries(), vec![unused.clone()]);
+    assert!(!driver.binary_dir.join(&unused).exists());
+    assert!(driver.binary_dir.join(&used).exists());
+    // Once its session has ended, the other one goes too.
+    drop(session);
+    let deadline = std::time::Instant::now() + WAIT;
+    while driver.daemon.status().sessions > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session did not end"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(driver.daemon.collect_binaries(), vec![used.clone()]);
+    assert_eq!(std::fs::read_dir(&driver.binary_dir).unwrap().count(), 0);
 }

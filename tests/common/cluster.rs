@@ -116,7 +116,10 @@ impl Cluster {
             .tempdir()
             .unwrap();
         let mut cmd = Command::new(daemon_bin("ember-driver"));
+        // Binaries inside the cluster's dir: a SIGKILLed driver leaves nothing in /tmp.
         cmd.args(["--host", "127.0.0.1", "--port", "0"])
+            .arg("--binary-dir")
+            .arg(dir.path().join("driver-binaries"))
             .args(driver_args);
         Self::secret_env(&mut cmd, secret);
         let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
@@ -219,7 +222,9 @@ impl Cluster {
         }
         let port = self.url.rsplit(':').next().unwrap().to_string();
         let mut cmd = Command::new(daemon_bin("ember-driver"));
-        cmd.args(["--host", "127.0.0.1", "--port", &port]);
+        cmd.args(["--host", "127.0.0.1", "--port", &port])
+            .arg("--binary-dir")
+            .arg(self.dir.path().join("driver-2-binaries"));
         Self::secret_env(&mut cmd, self.secret.as_deref());
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
         assert_eq!(

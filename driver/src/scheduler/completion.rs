@@ -69,7 +69,9 @@ impl Scheduler {
             .collect();
         job_ids.sort_unstable();
         for (i, jid) in job_ids.into_iter().enumerate() {
-            let job = self.jobs.get_mut(&jid).expect("job");
+            let Some(job) = self.jobs.get_mut(&jid) else {
+                continue;
+            };
             let counted =
                 success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
             let _ = job.events.send(JobEvent::TaskEnded {
@@ -88,22 +90,60 @@ impl Scheduler {
         }
     }
 
+    /// Why a successful status cannot be taken as it is (the executor is trusted with
+    /// the secret, but a bug there must not corrupt the driver's state).
+    fn check_success(&self, run: &TaskRun, success: &TaskSuccess) -> Result<(), String> {
+        let Some(st) = self.stages.get(&run.stage_id) else {
+            return Ok(());
+        };
+        match (st.kind, &success.output) {
+            (StageKind::ShuffleMap(sid), Some(task_success::Output::MapStatus(ms))) => {
+                let reducers = st.index.shuffle(sid).map_or(0, |d| d.num_reduce_partitions);
+                if ms.block_sizes.len() as u64 != u64::from(reducers) {
+                    return Err(format!(
+                        "the task's map output has {} block sizes, but shuffle {sid} has {reducers} reduce partitions",
+                        ms.block_sizes.len()
+                    ));
+                }
+                Ok(())
+            }
+            (StageKind::Result(_), Some(task_success::Output::Result(_))) => Ok(()),
+            _ => Err("task returned an output of the wrong kind for its stage".into()),
+        }
+    }
+
     fn task_succeeded(&mut self, run: TaskRun, success: TaskSuccess, metrics: TaskMetrics) {
+        if let Err(message) = self.check_success(&run, &success) {
+            warn!(stage = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {message}");
+            let failure = TaskFailure {
+                reason: Some(task_failure::Reason::UserError(message)),
+            };
+            return self.task_failed(run, failure, metrics);
+        }
+        let Some(st) = self.stages.get_mut(&run.stage_id) else {
+            return;
+        };
+        let kind = st.kind;
+        if run.stage_attempt == st.attempt && st.pending.contains(&run.partition) {
+            st.durations.push(run.started.elapsed());
+        }
+        // Only blocks of persisted nodes of the stage's plan, within their partitions.
         for b in &success.cached {
+            let known = st
+                .index
+                .node(b.rdd_id)
+                .is_some_and(|n| n.storage != 0 && b.partition < n.num_partitions);
+            if !known {
+                warn!(executor = %run.executor_id, rdd = b.rdd_id, partition = b.partition, "ignoring a cached block the plan does not persist");
+                continue;
+            }
             let holders = self.cache.entry((b.rdd_id, b.partition)).or_default();
             if !holders.contains(&run.executor_id) {
                 holders.push(run.executor_id.clone());
             }
         }
-        let Some(st) = self.stages.get_mut(&run.stage_id) else {
-            return;
-        };
-        if run.stage_attempt == st.attempt && st.pending.contains(&run.partition) {
-            st.durations.push(run.started.elapsed());
-        }
         self.report_task_end(&run, metrics, Some(&success));
         self.kill_other_copies(&run);
-        let kind = self.stages[&run.stage_id].kind;
         match (kind, success.output) {
             (StageKind::ShuffleMap(sid), Some(task_success::Output::MapStatus(ms))) => {
                 let shuffle_address = self
@@ -120,7 +160,9 @@ impl Scheduler {
                         block_sizes: ms.block_sizes,
                     },
                 );
-                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                let Some(st) = self.stages.get_mut(&run.stage_id) else {
+                    return;
+                };
                 st.pending.remove(&run.partition);
                 if st.pending.is_empty() && st.running {
                     st.running = false;
@@ -161,14 +203,7 @@ impl Scheduler {
                     self.result_stage_finished(job_id, run.stage_id);
                 }
             }
-            (_, _) => {
-                let failure = TaskFailure {
-                    reason: Some(task_failure::Reason::UserError(
-                        "task returned an output of the wrong kind for its stage".into(),
-                    )),
-                };
-                self.task_failed(run, failure, TaskMetrics::default());
-            }
+            (_, _) => {} // refused by `check_success`
         }
     }
 
@@ -197,11 +232,11 @@ impl Scheduler {
             .map(|(id, _)| *id)
             .collect();
         ids.into_iter()
-            .map(|id| {
-                let run = self.running.remove(&id).expect("running");
+            .filter_map(|id| {
+                let run = self.running.remove(&id)?;
                 self.launcher.kill(&run.executor_id, id);
                 self.abandoned.insert(id, run.executor_id.clone());
-                run
+                Some(run)
             })
             .collect()
     }
@@ -235,12 +270,13 @@ impl Scheduler {
             "shuffle-map stage finished"
         );
         for jid in self.jobs_using(stage_id) {
-            let job = self.jobs.get_mut(&jid).expect("job");
+            // A job may end while an earlier one's waiting stages are submitted.
+            let Some(job) = self.jobs.get_mut(&jid) else {
+                continue;
+            };
             let _ = job.events.send(JobEvent::StageCompleted { stage_id });
             let waiting: Vec<u32> = job.waiting.iter().copied().collect();
-            if let Some(job) = self.jobs.get_mut(&jid) {
-                job.waiting.remove(&stage_id);
-            }
+            job.waiting.remove(&stage_id);
             // `submit_stage` runs a waiting stage whose inputs are complete, and reruns
             // any parent that lost outputs meanwhile (say, with a lost executor), so no
             // waiting stage is left behind.
@@ -281,7 +317,9 @@ impl Scheduler {
                 self.tracker
                     .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id);
                 let max = self.config.max_stage_attempts;
-                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                let Some(st) = self.stages.get_mut(&run.stage_id) else {
+                    return;
+                };
                 if run.stage_attempt != st.attempt {
                     // An older attempt: the current one re-reads its inputs and reports
                     // its own fetch failures; the output dropped above is rerun when a
@@ -357,7 +395,9 @@ impl Scheduler {
             }
             Some(task_failure::Reason::UserError(message)) => {
                 let max = self.config.max_task_attempts;
-                let st = self.stages.get_mut(&run.stage_id).expect("stage");
+                let Some(st) = self.stages.get_mut(&run.stage_id) else {
+                    return;
+                };
                 if run.stage_attempt != st.attempt {
                     debug!(
                         stage = run.stage_id,

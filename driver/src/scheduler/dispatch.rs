@@ -45,9 +45,14 @@ impl Scheduler {
                 i += 1;
                 continue;
             };
-            let task = self.queue.remove(i).expect("index in range");
             let exec_id = free[pos].clone();
-            let ex = self.executors.get_mut(&exec_id).expect("free executor");
+            let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| e.free > 0) else {
+                free.remove(pos); // `free` lists only live executors with a free slot
+                continue;
+            };
+            let Some(task) = self.queue.remove(i) else {
+                break; // `i < self.queue.len()` above
+            };
             ex.free -= 1;
             if ex.free == 0 {
                 free.remove(pos);

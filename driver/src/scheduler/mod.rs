@@ -7,6 +7,11 @@
 //! free executor slot, preferring executors that cache the task's input.
 //!
 //! Invariants:
+//! - Nothing a plan or a task status says can make the loop panic: plans are bounded
+//!   and checked before anything is allocated, statuses are checked before they
+//!   count, and state lookups tolerate stale ids. Should the loop panic anyway, every
+//!   job fails with the reason and the owner's panic handler runs (see
+//!   [`SchedulerHandle::start_with_panic_handler`]).
 //! - Only task ids in `running` are live; a status for any other id (an attempt the
 //!   scheduler already gave up on) is ignored, so no partition counts twice.
 //! - A job's result for a partition is delivered once, from its first successful attempt.
@@ -15,12 +20,13 @@
 //!   reducer reports them unreadable.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
-use tracing::debug;
+use tracing::{debug, error};
 
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
@@ -77,21 +83,68 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// Called once, with the reason, if the scheduler thread panics.
+pub type PanicHandler = Box<dyn FnOnce(String) + Send>;
+
+/// Debug builds only: a job whose plan description equals this variable's value makes
+/// the scheduler thread panic (for tests of what follows a scheduler panic).
+pub const TEST_PANIC_ENV: &str = "EMBER_DRIVER_TEST_PANIC";
+
 /// A handle to the running scheduler loop.
 #[derive(Clone)]
 pub struct SchedulerHandle {
     tx: Sender<SchedulerEvent>,
+    /// Set (to the reason) once the scheduler thread has panicked.
+    failed: Arc<OnceLock<String>>,
 }
 
 impl SchedulerHandle {
     /// Starts the event loop on its own thread.
     pub fn start(config: SchedulerConfig, launcher: Box<dyn TaskLauncher>) -> Self {
+        Self::start_with_panic_handler(config, launcher, Box::new(|_| {}))
+    }
+
+    /// Starts the event loop on its own thread; if it panics, every job it knows (and
+    /// every job submitted later) fails with the reason, and `on_panic` is called with
+    /// it (the driver daemon exits then: its state can no longer be trusted).
+    pub fn start_with_panic_handler(
+        config: SchedulerConfig,
+        launcher: Box<dyn TaskLauncher>,
+        on_panic: PanicHandler,
+    ) -> Self {
         let (tx, rx) = crossbeam_channel::unbounded();
+        let failed = Arc::new(OnceLock::new());
+        let failed_in_thread = failed.clone();
         std::thread::Builder::new()
             .name("ember-scheduler".into())
-            .spawn(move || Scheduler::new(config, launcher).run(rx))
+            .spawn(move || {
+                let mut scheduler = Scheduler::new(config, launcher);
+                let outcome = catch_unwind(AssertUnwindSafe(|| scheduler.run(&rx)));
+                let Err(payload) = outcome else {
+                    return;
+                };
+                let reason = format!(
+                    "the scheduler thread panicked: {}",
+                    panic_message(payload.as_ref())
+                );
+                error!("{reason}");
+                let _ = failed_in_thread.set(reason.clone());
+                // Best effort: the state may be inconsistent after the panic.
+                let _ = catch_unwind(AssertUnwindSafe(|| scheduler.fail_all(&reason)));
+                for ev in rx.try_iter() {
+                    if let SchedulerEvent::SubmitJob { events, .. } = ev {
+                        fail_at_once(&events, &reason);
+                    }
+                }
+                on_panic(reason);
+            })
             .expect("spawn scheduler thread");
-        SchedulerHandle { tx }
+        SchedulerHandle { tx, failed }
+    }
+
+    /// Why the scheduler thread stopped, if it panicked.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
     }
 
     /// Sends an event to the loop (ignored once it has stopped).
@@ -107,6 +160,10 @@ impl SchedulerHandle {
     /// Submits a plan; the job's events arrive on the returned receiver.
     pub fn submit(&self, plan: Plan, broadcasts: HashMap<u64, Vec<u8>>) -> Receiver<JobEvent> {
         let (etx, erx) = crossbeam_channel::unbounded();
+        if let Some(reason) = self.failed.get() {
+            fail_at_once(&etx, reason);
+            return erx;
+        }
         self.send(SchedulerEvent::SubmitJob {
             plan: Box::new(plan),
             broadcasts,
@@ -234,7 +291,7 @@ impl Scheduler {
         }
     }
 
-    fn run(mut self, rx: Receiver<SchedulerEvent>) {
+    fn run(&mut self, rx: &Receiver<SchedulerEvent>) {
         // With speculation on, the loop also wakes up to look for slow tasks.
         let tick = Duration::from_millis(100);
         loop {
@@ -260,10 +317,15 @@ impl Scheduler {
             }
             self.dispatch();
         }
+        self.fail_all("scheduler shut down");
+    }
+
+    /// Fails every job (the loop is ending).
+    fn fail_all(&mut self, reason: &str) {
         for (job_id, job) in self.jobs.drain() {
             let _ = job.events.send(JobEvent::JobFailed {
                 job_id,
-                failure: JobFailure::Cancelled("scheduler shut down".into()),
+                failure: JobFailure::Cancelled(reason.to_string()),
             });
         }
     }
@@ -326,6 +388,25 @@ impl Scheduler {
         }
         self.cache.retain(|(rdd, _), _| !in_range(*rdd));
         debug!(lo, hi, "forgot ids of an ended session");
+    }
+}
+
+/// Fails a job the scheduler will never see.
+fn fail_at_once(events: &Sender<JobEvent>, reason: &str) {
+    let _ = events.send(JobEvent::JobFailed {
+        job_id: u64::MAX,
+        failure: JobFailure::Cancelled(reason.to_string()),
+    });
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
     }
 }
 

@@ -56,7 +56,9 @@ impl Scheduler {
             if !self.executors.keys().any(|e| !running_on.contains(e)) {
                 continue; // nowhere else to run it
             }
-            let st = self.stages.get_mut(&stage_id).expect("stage");
+            let Some(st) = self.stages.get_mut(&stage_id) else {
+                continue;
+            };
             st.speculated.insert(partition);
             info!(
                 stage = stage_id,

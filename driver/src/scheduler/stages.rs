@@ -29,6 +29,13 @@ impl Scheduler {
         broadcasts: HashMap<u64, Vec<u8>>,
         events: Sender<JobEvent>,
     ) {
+        #[cfg(debug_assertions)]
+        if std::env::var(super::TEST_PANIC_ENV).is_ok_and(|d| d == plan.description) {
+            panic!(
+                "test hook: the plan's description matches {}",
+                super::TEST_PANIC_ENV
+            );
+        }
         let job_id = self.next_job;
         self.next_job += 1;
         let refuse = |reason: String| {

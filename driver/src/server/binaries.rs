@@ -7,10 +7,16 @@
 //!   renamed into place only if hash and length match what the client declared.
 //! - Only names of exactly 64 lower-case hex characters are ever joined to the
 //!   directory, so no request can reach a path outside it.
+//! - A binary is deleted only by [`BinaryStore::collect_garbage`], when no session
+//!   uses it and it was last used (uploaded, looked up or fetched; else its file's
+//!   modification time) at least `max_age` ago; so the store does not grow forever.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use ember_proto::{BinaryChunk, BinaryRef};
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -43,14 +49,78 @@ pub const SPARE_UPLOAD_CHUNKS: u64 = 1024;
 pub struct BinaryStore {
     dir: PathBuf,
     max_bytes: u64,
+    max_age: Duration,
+    /// When each binary was last uploaded, looked up or fetched.
+    last_used: Mutex<HashMap<String, SystemTime>>,
 }
 
 impl BinaryStore {
-    /// A store in `dir` (created if missing) accepting binaries of up to `max_bytes`.
-    pub fn new(dir: impl Into<PathBuf>, max_bytes: u64) -> std::io::Result<Self> {
+    /// A store in `dir` (created if missing) accepting binaries of up to `max_bytes`
+    /// and keeping unused ones for `max_age`.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        max_bytes: u64,
+        max_age: Duration,
+    ) -> std::io::Result<Self> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
-        Ok(BinaryStore { dir, max_bytes })
+        Ok(BinaryStore {
+            dir,
+            max_bytes,
+            max_age,
+            last_used: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// How long an unused binary is kept.
+    pub fn max_age(&self) -> Duration {
+        self.max_age
+    }
+
+    fn touch(&self, sha256: &str) {
+        self.last_used
+            .lock()
+            .insert(sha256.to_string(), SystemTime::now());
+    }
+
+    /// Deletes every binary that no session uses (`in_use`) and that was last used at
+    /// least `max_age` before `now`; returns their digests, sorted.
+    pub fn collect_garbage(&self, in_use: &HashSet<String>, now: SystemTime) -> Vec<String> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!("binary store: cannot list {}: {e}", self.dir.display());
+                return Vec::new();
+            }
+        };
+        let mut removed = Vec::new();
+        let mut last_used = self.last_used.lock();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_sha256_hex(&name) || in_use.contains(&name) {
+                continue; // uploads in progress are `.upload-*` files
+            }
+            let used = match last_used.get(&name) {
+                Some(t) => *t,
+                None => match entry.metadata().and_then(|m| m.modified()) {
+                    Ok(t) => t,
+                    Err(_) => continue,
+                },
+            };
+            if now.duration_since(used).unwrap_or_default() < self.max_age {
+                continue;
+            }
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    info!(sha256 = %name, "binary deleted: unused for {} s", self.max_age.as_secs());
+                    last_used.remove(&name);
+                    removed.push(name);
+                }
+                Err(e) => warn!(sha256 = %name, "binary store: cannot delete: {e}"),
+            }
+        }
+        removed.sort();
+        removed
     }
 
     /// The store's directory.
@@ -58,9 +128,14 @@ impl BinaryStore {
         &self.dir
     }
 
-    /// Whether the binary `sha256` is stored (false for malformed names).
+    /// Whether the binary `sha256` is stored (false for malformed names); a binary
+    /// looked up counts as used now.
     pub fn contains(&self, sha256: &str) -> bool {
-        is_sha256_hex(sha256) && self.dir.join(sha256).is_file()
+        let present = is_sha256_hex(sha256) && self.dir.join(sha256).is_file();
+        if present {
+            self.touch(sha256);
+        }
+        present
     }
 
     /// Receives an upload; returns the digest once the binary is in place.
@@ -137,6 +212,7 @@ impl BinaryStore {
         }
         tmp.persist(self.dir.join(&declared))
             .map_err(|e| io("cannot move the upload into place", e.error))?;
+        self.touch(&declared);
         info!(sha256 = %declared, bytes = received, "binary stored");
         Ok(BinaryRef { sha256: declared })
     }
@@ -148,6 +224,7 @@ impl BinaryStore {
         sha256: &str,
     ) -> Result<ReceiverStream<Result<BinaryChunk, Status>>, Status> {
         check_sha256(sha256)?;
+        self.touch(sha256);
         let path = self.dir.join(sha256);
         let not_found = || Status::not_found(format!("no binary {sha256} on this driver"));
         let mut file = match tokio::fs::File::open(&path).await {
@@ -216,6 +293,36 @@ impl BinaryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unused_binaries_older_than_the_max_age_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BinaryStore::new(dir.path(), 1 << 20, Duration::from_secs(3600)).unwrap();
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        for name in [&a, &b, &".upload-x".to_string()] {
+            std::fs::write(dir.path().join(name), b"bin").unwrap();
+        }
+        assert!(store.contains(&a) && store.contains(&b));
+        let now = SystemTime::now();
+        let none = HashSet::new();
+        assert!(store
+            .collect_garbage(&none, now + Duration::from_secs(10))
+            .is_empty());
+        let in_use: HashSet<String> = [a.clone()].into();
+        let later = now + Duration::from_secs(3601);
+        assert_eq!(store.collect_garbage(&in_use, later), vec![b.clone()]);
+        assert!(store.contains(&a) && !store.contains(&b));
+        // `contains` just used `a` again: it is kept another hour from then.
+        let used = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let none_yet = store.collect_garbage(&none, used + hour - Duration::from_secs(60));
+        assert!(none_yet.is_empty());
+        assert_eq!(store.collect_garbage(&none, used + hour), vec![a.clone()]);
+        assert!(
+            dir.path().join(".upload-x").exists(),
+            "uploads in progress stay"
+        );
+    }
 
     #[test]
     fn hex_matches_sha2() {

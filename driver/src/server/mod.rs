@@ -4,7 +4,8 @@
 //! Rooms: [`executors`] (registry, executor channels, heartbeat monitor), [`launcher`]
 //! (the scheduler's [`TaskLauncher`](crate::TaskLauncher) over executor channels),
 //! `sessions` and `jobs` (client sessions, job submission and event streaming),
-//! [`binaries`] (the content-addressed binary store), `service` (the tonic service
+//! [`binaries`] (the content-addressed binary store, whose unused binaries a periodic
+//! task deletes), `service` (the tonic service
 //! that delegates to those) and [`ui`] (a plain-text status page).
 //!
 //! Invariants:
@@ -76,6 +77,9 @@ pub struct ServerLimits {
     pub max_broadcast_bytes_per_session: u64,
     /// Largest binary an upload may declare (`--max-binary-bytes`).
     pub max_binary_bytes: u64,
+    /// A binary no session uses is deleted once unused this long
+    /// (`--binary-max-age-secs`).
+    pub binary_max_age: Duration,
 }
 
 impl Default for ServerLimits {
@@ -84,6 +88,7 @@ impl Default for ServerLimits {
             max_broadcasts_per_session: 10_000,
             max_broadcast_bytes_per_session: 1 << 30,
             max_binary_bytes: 2 << 30,
+            binary_max_age: Duration::from_secs(3600),
         }
     }
 }
@@ -123,10 +128,31 @@ impl DriverState {
         }
     }
 
+    fn collect_binaries(&self) -> Vec<String> {
+        let in_use = self.sessions.binaries_in_use();
+        self.binaries
+            .collect_garbage(&in_use, std::time::SystemTime::now())
+    }
+
     fn shutdown(&self) {
         self.scheduler.send(SchedulerEvent::Shutdown);
         self.sessions.shutdown();
         self.executors.clear();
+    }
+}
+
+/// Every `period`, deletes the binaries no session has used for the maximum age.
+/// Ends when the driver state is dropped.
+async fn collect_binaries_every(state: std::sync::Weak<DriverState>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        // Directory listing and unlinks: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || state.collect_binaries()).await;
     }
 }
 
@@ -136,26 +162,38 @@ pub struct DriverDaemon {
     state: Arc<DriverState>,
     secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
+    binary_gc: tokio::task::JoinHandle<()>,
+    /// Set to the reason if the scheduler thread panics.
+    failed: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 impl DriverDaemon {
     /// Starts the scheduler and the heartbeat monitor; must run inside a tokio runtime.
     pub fn start(config: DriverConfig) -> Result<Self, ServerError> {
-        let binaries = BinaryStore::new(&config.binary_dir, config.limits.max_binary_bytes)
-            .map_err(|source| ServerError::BinaryDir {
-                dir: config.binary_dir.clone(),
-                source,
-            })?;
+        let binaries = BinaryStore::new(
+            &config.binary_dir,
+            config.limits.max_binary_bytes,
+            config.limits.binary_max_age,
+        )
+        .map_err(|source| ServerError::BinaryDir {
+            dir: config.binary_dir.clone(),
+            source,
+        })?;
         let executors = Arc::new(ExecutorRegistry::default());
         let sender_slot = Arc::new(OnceLock::new());
         let launcher = GrpcLauncher::new(executors.clone(), sender_slot.clone());
-        let scheduler = SchedulerHandle::start(
+        let (failed_tx, failed) = tokio::sync::watch::channel(None);
+        let on_panic = Box::new(move |reason: String| {
+            let _ = failed_tx.send(Some(reason));
+        });
+        let scheduler = SchedulerHandle::start_with_panic_handler(
             SchedulerConfig {
                 max_task_attempts: config.scheduler.max_task_attempts.max(1),
                 max_executor_losses_per_task: config.scheduler.max_executor_losses_per_task.max(1),
                 ..config.scheduler.clone()
             },
             Box::new(launcher),
+            on_panic,
         );
         let to_scheduler = scheduler.sender();
         let _ = sender_slot.set(to_scheduler.clone());
@@ -172,11 +210,39 @@ impl DriverDaemon {
             Arc::downgrade(&state),
             config.heartbeat_timeout,
         ));
+        let binary_gc = tokio::spawn(collect_binaries_every(
+            Arc::downgrade(&state),
+            (config.limits.binary_max_age / 4)
+                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        ));
         Ok(DriverDaemon {
             state,
             secret: config.secret,
             monitor,
+            binary_gc,
+            failed,
         })
+    }
+
+    /// Deletes the binaries no session uses that have been unused for the maximum
+    /// age (the daemon also does so periodically); returns their digests.
+    pub fn collect_binaries(&self) -> Vec<String> {
+        self.state.collect_binaries()
+    }
+
+    /// Resolves, with the reason, if the scheduler thread panics; the daemon must then
+    /// exit (every later job would fail), so that a supervisor restarts it.
+    pub async fn scheduler_failed(&self) -> String {
+        let mut failed = self.failed.clone();
+        let reason = match failed.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(r) => r,
+            // The scheduler ended without panicking.
+            None => std::future::pending().await,
+        }
     }
 
     /// The `Driver` gRPC service, with message size limits and the secret check.
@@ -209,13 +275,15 @@ impl DriverDaemon {
         Ok(())
     }
 
-    /// Serves the plain-text status page on `listener` until `shutdown` resolves.
+    /// Serves the plain-text status page on `listener` until `shutdown` resolves; with
+    /// a secret, only to requests carrying `Authorization: Bearer <secret>`.
     pub async fn serve_ui(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
-        ui::serve(self.state.clone(), listener, shutdown)
+        let secret = self.secret.as_deref().map(Arc::from);
+        ui::serve(self.state.clone(), secret, listener, shutdown)
             .await
             .map_err(ServerError::Ui)
     }
@@ -234,6 +302,7 @@ impl DriverDaemon {
 impl Drop for DriverDaemon {
     fn drop(&mut self) {
         self.monitor.abort();
+        self.binary_gc.abort();
         self.state.shutdown();
     }
 }

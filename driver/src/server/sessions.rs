@@ -18,7 +18,7 @@
 //!   constant time, refusing with `PERMISSION_DENIED`). Tokens and shuffle keys are
 //!   never logged, shown on the status page or echoed in an error.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -54,6 +54,8 @@ pub(crate) struct Session {
     token: String,
     /// The credential its tasks fetch its shuffle blocks with (`Plan.shuffle_key`).
     pub shuffle_key: String,
+    /// The binaries the session and its jobs use (kept by the binary store).
+    pub binaries: HashSet<String>,
     /// Every broadcast the client has sent for this session.
     pub broadcasts: HashMap<u64, Vec<u8>>,
     /// Jobs submitted and not yet ended, by submission number.
@@ -119,6 +121,16 @@ impl SessionRegistry {
                     running_jobs,
                 }
             })
+            .collect()
+    }
+
+    /// The binaries that live sessions (closing ones included) and their jobs use.
+    pub(crate) fn binaries_in_use(&self) -> HashSet<String> {
+        let inner = self.inner.lock();
+        inner
+            .sessions
+            .values()
+            .flat_map(|s| s.binaries.iter().cloned())
             .collect()
     }
 
@@ -237,6 +249,7 @@ pub(crate) fn open(
             app_name: req.app_name.clone(),
             token: token.clone(),
             shuffle_key,
+            binaries: [req.binary_sha256.clone()].into(),
             broadcasts: HashMap::new(),
             jobs: HashMap::new(),
             closing: false,

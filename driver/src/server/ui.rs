@@ -3,7 +3,10 @@
 //!
 //! Invariants: it only reads the driver's state, one request per connection, and
 //! each connection is bounded in time ([`REQUEST_TIMEOUT`]) and size
-//! ([`MAX_REQUEST_BYTES`]), so a slow or hostile client cannot hold it.
+//! ([`MAX_REQUEST_BYTES`]), so a slow or hostile client cannot hold it. When the
+//! cluster has a secret, a request without `Authorization: Bearer <secret>` (compared
+//! in constant time, as for gRPC calls) gets 401 and nothing of the driver's state;
+//! without a secret the daemon only listens on loopback addresses.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -24,6 +27,7 @@ pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
 /// Accepts connections until `shutdown` resolves.
 pub(crate) async fn serve(
     state: Arc<DriverState>,
+    secret: Option<Arc<str>>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -42,27 +46,59 @@ pub(crate) async fn serve(
             },
         };
         let state = state.clone();
+        let secret = secret.clone();
         tokio::spawn(async move {
-            if let Err(e) = handle(&state, conn).await {
+            if let Err(e) = handle(&state, secret.as_deref(), conn).await {
                 debug!(%peer, "status page: {e}");
             }
         });
     }
 }
 
-async fn handle(state: &DriverState, mut conn: TcpStream) -> std::io::Result<()> {
+/// Whether the request head carries `Authorization: Bearer <secret>` (always true
+/// without a secret).
+fn authorized(head: &str, secret: Option<&str>) -> bool {
+    let Some(secret) = secret else {
+        return true;
+    };
+    head.lines().skip(1).any(|line| {
+        let Some((name, value)) = line.split_once(':') else {
+            return false;
+        };
+        name.trim().eq_ignore_ascii_case("authorization")
+            && value.trim().strip_prefix("Bearer ").is_some_and(|given| {
+                ember_proto::auth::constant_time_eq(given.as_bytes(), secret.as_bytes())
+            })
+    })
+}
+
+async fn handle(
+    state: &DriverState,
+    secret: Option<&str>,
+    mut conn: TcpStream,
+) -> std::io::Result<()> {
     let head = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut conn))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))??;
     let request_line = head.lines().next().unwrap_or_default();
     let mut parts = request_line.split_whitespace();
     let (method, path) = (parts.next(), parts.next());
-    let (status, body) = match (method, path) {
-        (Some("GET"), Some("/")) => ("200 OK", render(state)),
-        _ => ("404 Not Found", "not found\n".to_string()),
+    let (status, extra, body) = if !authorized(&head, secret) {
+        debug!("status page: refused a request without the cluster secret");
+        (
+            "401 Unauthorized",
+            "WWW-Authenticate: Bearer\r\n",
+            "the status page requires the cluster secret (Authorization: Bearer <secret>)\n"
+                .to_string(),
+        )
+    } else {
+        match (method, path) {
+            (Some("GET"), Some("/")) => ("200 OK", "", render(state)),
+            _ => ("404 Not Found", "", "not found\n".to_string()),
+        }
     };
     let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\n{extra}Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     conn.write_all(response.as_bytes()).await?;

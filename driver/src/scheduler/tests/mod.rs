@@ -13,6 +13,7 @@ use ember_proto::{
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
 
 mod empty;
+mod panics;
 mod recovery;
 
 struct FakeLauncher(Sender<(String, TaskDescription)>, Sender<u64>);
@@ -80,7 +81,7 @@ impl Harness {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
                 shuffle_id: sid,
                 map_partition: task.partition,
-                block_sizes: vec![1, 1],
+                block_sizes: vec![1; reducers(task, sid) as usize],
             }),
             None => task_success::Output::Result(vec![task.partition as u8]),
         };
@@ -103,6 +104,19 @@ impl Harness {
             }),
         );
     }
+}
+
+/// The reduce partitions of shuffle `sid` in the task's plan.
+fn reducers(task: &TaskDescription, sid: u32) -> u32 {
+    let plan = task.plan.as_ref().expect("a plan");
+    plan.nodes
+        .iter()
+        .flat_map(|n| &n.deps)
+        .find_map(|d| match &d.kind {
+            Some(Kind::Shuffle(s)) if s.shuffle_id == sid => Some(s.num_reduce_partitions),
+            _ => None,
+        })
+        .expect("the task's shuffle is in its plan")
 }
 
 /// source(2 partitions) --shuffle 0--> final(2 partitions)
