@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ember_driver::{SchedulerConfig, SchedulerEvent, SchedulerHandle};
 use ember_proto::StorageLevel as ProtoLevel;
+use ember_scheduler::{SchedulerConfig, SchedulerEvent, SchedulerHandle};
 use parking_lot::Mutex;
 
 use crate::accumulator::{Accumulator, AccumulatorSlot, AccumulatorValue};
@@ -57,7 +57,7 @@ impl Backend {
         &self,
         plan: ember_proto::Plan,
         broadcasts: &Mutex<HashMap<u64, Vec<u8>>>,
-    ) -> crossbeam_channel::Receiver<ember_driver::JobEvent> {
+    ) -> crossbeam_channel::Receiver<ember_scheduler::JobEvent> {
         match self {
             Backend::Local { scheduler, .. } => scheduler.submit(plan, broadcasts.lock().clone()),
             Backend::Cluster(client) => client.submit(plan, &broadcasts.lock()),

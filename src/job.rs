@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ember_driver::{JobEvent, JobFailure};
 use ember_proto::TaskMetrics;
+use ember_scheduler::{JobEvent, JobFailure};
 use tracing::info;
 
 use crate::context::Context;

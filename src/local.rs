@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
-use ember_driver::{SchedulerEvent, SchedulerHandle, TaskLauncher};
 use ember_proto::TaskDescription;
+use ember_scheduler::{SchedulerEvent, SchedulerHandle, TaskLauncher};
 use parking_lot::Mutex;
 use prost::Message;
 

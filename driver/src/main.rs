@@ -14,8 +14,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ember_driver::server::{DriverConfig, DriverDaemon, ServerLimits};
-use ember_driver::PlanLimits;
 use ember_proto::auth;
+use ember_scheduler::PlanLimits;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -194,7 +194,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
 
     let daemon = DriverDaemon::start(DriverConfig {
         heartbeat_timeout: Duration::from_millis(args.heartbeat_timeout_ms),
-        scheduler: ember_driver::SchedulerConfig {
+        scheduler: ember_scheduler::SchedulerConfig {
             max_task_attempts: args.max_task_attempts,
             max_executor_losses_per_task: args.max_executor_losses_per_task,
             max_failures_per_executor_per_stage: args.max_failures_per_executor,

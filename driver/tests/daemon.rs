@@ -6,11 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ember_driver::JobEvent;
 use ember_proto::{
     executor_message, BinaryRef, BroadcastValue, Empty, ExecutorMessage, Heartbeat,
     SubmitJobRequest, UnpersistRequest,
 };
+use ember_scheduler::JobEvent;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;

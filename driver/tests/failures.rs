@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ember_driver::{JobEvent, JobFailure};
 use ember_proto::{driver_message, Empty, SubmitJobRequest};
+use ember_scheduler::{JobEvent, JobFailure};
 use tonic::Code;
 
 /// A job of `partitions` tasks in session `opened`, carrying its token.

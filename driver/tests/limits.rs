@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use ember_driver::server::ServerLimits;
-use ember_driver::JobEvent;
 use ember_proto::{BinaryChunk, BroadcastValue, SubmitJobRequest};
+use ember_scheduler::JobEvent;
 use tonic::Code;
 
 fn submit(session_id: u64, plan: ember_proto::Plan, new: Vec<BroadcastValue>) -> SubmitJobRequest {

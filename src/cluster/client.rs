@@ -18,13 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use ember_driver::{wire, JobEvent, JobFailure};
 use ember_proto::auth::{self, AddSecret, MAX_MESSAGE_BYTES};
 use ember_proto::driver_client::DriverClient;
 use ember_proto::{
     session_event, BinaryChunk, BinaryRef, BroadcastValue, OpenSessionRequest, Plan, SessionOpened,
     SubmitJobRequest, UnpersistRequest,
 };
+use ember_scheduler::{wire, JobEvent, JobFailure};
 use parking_lot::Mutex;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};

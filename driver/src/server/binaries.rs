@@ -36,7 +36,7 @@ pub fn check_sha256(s: &str) -> Result<(), Status> {
     } else {
         Err(Status::invalid_argument(format!(
             "{:?} is not a SHA-256 digest (64 lower-case hex characters)",
-            crate::limits::bounded(s)
+            ember_scheduler::limits::bounded(s)
         )))
     }
 }

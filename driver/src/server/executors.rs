@@ -29,7 +29,7 @@ use tonic::{Status, Streaming};
 use tracing::{debug, info, warn};
 
 use super::DriverState;
-use crate::events::SchedulerEvent;
+use ember_scheduler::events::SchedulerEvent;
 
 /// How often the driver asks executors to send a heartbeat.
 pub const HEARTBEAT_INTERVAL_MS: u32 = 1000;

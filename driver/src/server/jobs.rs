@@ -30,8 +30,8 @@ use tracing::{debug, info};
 
 use super::sessions::{self, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
 use super::{DriverState, ServerLimits};
-use crate::events::{JobEvent, SchedulerEvent};
-use crate::wire::to_wire;
+use ember_scheduler::events::{JobEvent, SchedulerEvent};
+use ember_scheduler::wire::to_wire;
 
 type WireEvent = Result<ember_proto::JobEvent, Status>;
 
@@ -173,12 +173,12 @@ pub(crate) fn submit(
         .plan
         .ok_or_else(|| Status::invalid_argument("SubmitJob without a plan"))?;
     // Sizes before anything else looks at the plan (the scheduler checks them again).
-    crate::limits::check_plan(&plan, &state.plan_limits)
+    ember_scheduler::limits::check_plan(&plan, &state.plan_limits)
         .map_err(|e| Status::resource_exhausted(e.to_string()))?;
     if !state.binaries.contains(&plan.binary_hash) {
         return Err(Status::invalid_argument(format!(
             "the plan's binary {:?} is not on this driver; upload it first",
-            crate::limits::bounded(&plan.binary_hash)
+            ember_scheduler::limits::bounded(&plan.binary_hash)
         )));
     }
     let description = plan.description.clone();

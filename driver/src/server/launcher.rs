@@ -17,7 +17,7 @@ use ember_proto::{
 use tracing::{debug, error};
 
 use super::executors::{ExecutorRegistry, Launch};
-use crate::events::{SchedulerEvent, TaskLauncher};
+use ember_scheduler::events::{SchedulerEvent, TaskLauncher};
 
 /// Launches tasks on registered executors.
 pub struct GrpcLauncher {

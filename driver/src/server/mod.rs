@@ -2,7 +2,7 @@
 //! clients submit plans to, around one [`SchedulerHandle`].
 //!
 //! Rooms: [`executors`] (registry, executor channels, heartbeat monitor), [`launcher`]
-//! (the scheduler's [`TaskLauncher`](crate::TaskLauncher) over executor channels),
+//! (the scheduler's [`TaskLauncher`](ember_scheduler::TaskLauncher) over executor channels),
 //! `sessions` and `jobs` (client sessions, job submission and event streaming),
 //! [`binaries`] (the content-addressed binary store, whose unused binaries a periodic
 //! task deletes), `service` (the tonic service
@@ -29,8 +29,8 @@ use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 
-use crate::events::SchedulerEvent;
-use crate::scheduler::{SchedulerConfig, SchedulerHandle};
+use ember_scheduler::events::SchedulerEvent;
+use ember_scheduler::scheduler::{SchedulerConfig, SchedulerHandle};
 
 pub mod binaries;
 pub mod executors;
@@ -115,7 +115,7 @@ pub(crate) struct DriverState {
     pub sessions: sessions::SessionRegistry,
     pub binaries: BinaryStore,
     pub limits: ServerLimits,
-    pub plan_limits: crate::limits::PlanLimits,
+    pub plan_limits: ember_scheduler::limits::PlanLimits,
 }
 
 impl DriverState {

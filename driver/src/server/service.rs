@@ -15,7 +15,7 @@ use super::executors::{self, OutboundStream};
 use super::jobs::{self, JobStream};
 use super::sessions::{self, SessionStream};
 use super::DriverState;
-use crate::events::SchedulerEvent;
+use ember_scheduler::events::SchedulerEvent;
 
 /// The `Driver` gRPC service of one daemon.
 pub struct DriverService {

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use super::jobs::JobTrack;
 use super::DriverState;
-use crate::events::SchedulerEvent;
+use ember_scheduler::events::SchedulerEvent;
 
 /// RDD and shuffle ids per session.
 pub const IDS_PER_SESSION: u32 = 1 << ember_proto::SESSION_ID_SHIFT;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ember_driver::server::{DriverConfig, DriverDaemon};
-use ember_driver::JobEvent;
 use ember_proto::auth::AddSecret;
 use ember_proto::driver_client::DriverClient;
 use ember_proto::{
@@ -17,6 +16,7 @@ use ember_proto::{
     ExecutorMessage, Heartbeat, OpenSessionRequest, Plan, RddNode, RegisterExecutor, SessionEvent,
     SessionOpened, TaskDescription, TaskStatus, TaskSuccess,
 };
+use ember_scheduler::JobEvent;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -66,7 +66,7 @@ pub struct Options {
     pub secret: Option<&'static str>,
     pub heartbeat_timeout: Duration,
     pub max_task_attempts: u32,
-    pub plan_limits: ember_driver::PlanLimits,
+    pub plan_limits: ember_scheduler::PlanLimits,
     pub limits: ember_driver::server::ServerLimits,
 }
 
@@ -88,7 +88,7 @@ pub async fn start(opts: Options) -> TestDriver {
     let daemon = Arc::new(
         DriverDaemon::start(DriverConfig {
             heartbeat_timeout: opts.heartbeat_timeout,
-            scheduler: ember_driver::SchedulerConfig {
+            scheduler: ember_scheduler::SchedulerConfig {
                 max_task_attempts: opts.max_task_attempts,
                 limits: opts.plan_limits,
                 ..Default::default()
@@ -216,7 +216,7 @@ pub async fn job_events(stream: &mut Streaming<ember_proto::JobEvent>) -> Vec<Jo
             .expect("job event in time")
             .expect("job stream ok")
             .expect("job stream ended before the job did");
-        let ev = ember_driver::wire::from_wire(ev).expect("valid event");
+        let ev = ember_scheduler::wire::from_wire(ev).expect("valid event");
         let last = matches!(
             ev,
             JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
