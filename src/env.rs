@@ -15,8 +15,8 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use crate::cache::BlockStore;
-use crate::cluster::fetch::RemoteShuffle;
 use crate::memory::MemoryPool;
+use crate::shuffle::RemoteBlockSource;
 
 /// Shared state of one executor.
 pub(crate) struct ExecutorEnv {
@@ -36,7 +36,7 @@ pub(crate) struct ExecutorEnv {
     /// Tasks asked to stop; a running task checks once per batch at its sources.
     pub killed: dashmap::DashSet<u64>,
     /// Reads of map outputs held by other executors (cluster workers only).
-    pub remote: Option<Arc<RemoteShuffle>>,
+    pub remote: Option<Arc<dyn RemoteBlockSource>>,
 }
 
 impl ExecutorEnv {
@@ -66,7 +66,7 @@ impl ExecutorEnv {
         shuffle_dir: PathBuf,
         work_dir: PathBuf,
         memory_limit: u64,
-        remote: Option<Arc<RemoteShuffle>>,
+        remote: Option<Arc<dyn RemoteBlockSource>>,
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(&shuffle_dir)?;
         std::fs::create_dir_all(work_dir.join("spill"))?;

@@ -119,3 +119,30 @@ impl std::fmt::Debug for EmberError {
         Ok(())
     }
 }
+
+/// The shuffle format's errors are the library's, variant for variant and word for word
+/// (a fetch failure stays a typed fetch failure).
+impl From<ember_shuffle::ShuffleError> for EmberError {
+    fn from(e: ember_shuffle::ShuffleError) -> Self {
+        use ember_shuffle::ShuffleError as S;
+        match e {
+            S::Io { path, source } => EmberError::Io { path, source },
+            S::FetchFailed {
+                executor_id,
+                shuffle_id,
+                map_partition,
+                reduce_partition,
+                message,
+            } => EmberError::FetchFailed {
+                executor_id,
+                shuffle_id,
+                map_partition,
+                reduce_partition,
+                message,
+            },
+            S::Corrupt { what, message } => EmberError::Corrupt { what, message },
+            S::Serialization { what, message } => EmberError::Serialization { what, message },
+            S::Plan(m) => EmberError::Plan(m),
+        }
+    }
+}

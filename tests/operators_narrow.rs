@@ -173,8 +173,12 @@ fn parallelize_empty_and_more_partitions_than_elements() {
 
     let one = c.parallelize(vec!["only".to_string()], 8);
     assert_eq!(one.map(|s: String| s.len()).collect().unwrap(), vec![4]);
-    // parallelize(n, 0) is treated as one partition.
-    assert_eq!(c.parallelize(vec![1u8, 2], 0).num_partitions(), 1);
+    // parallelize(n, 0) is an invalid argument (Spark: "Positive number of partitions
+    // required"), reported by the first action.
+    assert!(matches!(
+        c.parallelize(vec![1u8, 2], 0).count(),
+        Err(ember::EmberError::InvalidArgument(_))
+    ));
 }
 
 #[test]
@@ -258,7 +262,11 @@ fn coalesce_merges_contiguous_partitions() {
         rdd.coalesce(1).glom().collect().unwrap(),
         vec![input.clone()]
     );
-    assert_eq!(rdd.coalesce(0).num_partitions(), 1);
+    // Spark: "Number of partitions (0) must be positive".
+    assert!(matches!(
+        rdd.coalesce(0).collect(),
+        Err(ember::EmberError::InvalidArgument(_))
+    ));
 }
 
 #[test]

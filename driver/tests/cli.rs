@@ -126,11 +126,17 @@ async fn a_scheduler_panic_ends_the_daemon_with_the_reason() {
     let mut plan = common::tiny_plan(opened.id_base, 1, &sha);
     plan.description = "explode, please".into();
     let _ = c
-        .submit_job(ember_proto::SubmitJobRequest {
-            session_id: opened.session_id,
-            plan: Some(plan),
-            new_broadcasts: vec![],
-        })
+        .submit_job(
+            ember_proto::auth::with_session_token(
+                tonic::Request::new(ember_proto::SubmitJobRequest {
+                    session_id: opened.session_id,
+                    plan: Some(plan),
+                    new_broadcasts: vec![],
+                }),
+                &opened.session_token,
+            )
+            .unwrap(),
+        )
         .await;
 
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -11,12 +11,18 @@ use ember_proto::{BinaryChunk, BroadcastValue, SubmitJobRequest};
 use ember_scheduler::JobEvent;
 use tonic::Code;
 
-fn submit(session_id: u64, plan: ember_proto::Plan, new: Vec<BroadcastValue>) -> SubmitJobRequest {
-    SubmitJobRequest {
-        session_id,
+/// A `SubmitJob` into session `opened`, carrying its token.
+fn submit(
+    opened: &ember_proto::SessionOpened,
+    plan: ember_proto::Plan,
+    new: Vec<BroadcastValue>,
+) -> tonic::Request<SubmitJobRequest> {
+    let req = SubmitJobRequest {
+        session_id: opened.session_id,
         plan: Some(plan),
         new_broadcasts: new,
-    }
+    };
+    ember_proto::auth::with_session_token(tonic::Request::new(req), &opened.session_token).unwrap()
 }
 
 #[tokio::test]
@@ -29,7 +35,7 @@ async fn huge_plans_are_refused_and_a_normal_job_runs_afterwards() {
     for parts in [u32::MAX, 1 << 25] {
         let err = c
             .submit_job(submit(
-                opened.session_id,
+                &opened,
                 tiny_plan(opened.id_base, parts, &sha),
                 vec![],
             ))
@@ -53,7 +59,7 @@ async fn huge_plans_are_refused_and_a_normal_job_runs_afterwards() {
         })
         .collect();
     let err = c
-        .submit_job(submit(opened.session_id, many, vec![]))
+        .submit_job(submit(&opened, many, vec![]))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted);
@@ -63,11 +69,7 @@ async fn huge_plans_are_refused_and_a_normal_job_runs_afterwards() {
     );
 
     let mut job = c
-        .submit_job(submit(
-            opened.session_id,
-            tiny_plan(opened.id_base, 1, &sha),
-            vec![],
-        ))
+        .submit_job(submit(&opened, tiny_plan(opened.id_base, 1, &sha), vec![]))
         .await
         .unwrap()
         .into_inner();
@@ -91,11 +93,7 @@ async fn a_job_over_an_rdd_of_no_partitions_succeeds_with_no_results() {
     let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let mut job = c
-        .submit_job(submit(
-            opened.session_id,
-            tiny_plan(opened.id_base, 0, &sha),
-            vec![],
-        ))
+        .submit_job(submit(&opened, tiny_plan(opened.id_base, 0, &sha), vec![]))
         .await
         .unwrap()
         .into_inner();
@@ -145,7 +143,7 @@ async fn broadcasts_per_session_are_bounded_in_count_and_bytes() {
     ];
     for (new, message) in cases {
         let err = c
-            .submit_job(submit(opened.session_id, plan(), new))
+            .submit_job(submit(&opened, plan(), new))
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
@@ -154,7 +152,7 @@ async fn broadcasts_per_session_are_bounded_in_count_and_bytes() {
     // Within the limits (a value sent again replaces the old one).
     for new in [vec![b(0, 4), b(1, 4)], vec![b(1, 4)]] {
         let mut job = c
-            .submit_job(submit(opened.session_id, plan(), new))
+            .submit_job(submit(&opened, plan(), new))
             .await
             .unwrap()
             .into_inner();

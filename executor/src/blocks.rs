@@ -21,12 +21,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ember::shuffle::reader::locate_local_block;
-use ember::shuffle::BlockId;
-use ember::EmberError;
 use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, FetchBlocksRequest};
+use ember_shuffle::reader::locate_local_block;
+use ember_shuffle::BlockId;
+use ember_shuffle::ShuffleError;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -204,10 +204,10 @@ async fn send_block(
         Ok(found) => found,
         Err(e) => {
             let msg = match e {
-                EmberError::FetchFailed { message, .. } => message,
+                ShuffleError::FetchFailed { message, .. } => message,
                 other => other.to_string(),
             };
-            let index = ember::shuffle::index_path(dir, id.shuffle_id, id.map_partition);
+            let index = ember_shuffle::index_path(dir, id.shuffle_id, id.map_partition);
             return Err(if index.exists() {
                 Status::data_loss(what(&msg))
             } else {

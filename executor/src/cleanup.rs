@@ -2,7 +2,7 @@
 //! (by shuffle id range), or all of them when the driver is lost.
 //!
 //! Invariants: a session cleanup deletes only files whose name parses as a shuffle file
-//! (`ember::shuffle::parse_file_name`, including the writers' dot-prefixed temporaries)
+//! (`ember_shuffle::parse_file_name`, including the writers' dot-prefixed temporaries)
 //! with a shuffle id in `[id_lo, id_hi)`; nothing here fails the caller: errors are
 //! logged and the rest is still deleted. These functions do blocking file I/O.
 
@@ -12,7 +12,7 @@ use std::path::Path;
 /// (`shuffle_S_M.data`, `.index`, or a temporary of either, possibly dot-prefixed).
 pub fn shuffle_id_of(name: &str) -> Option<u32> {
     let name = name.strip_prefix('.').unwrap_or(name);
-    ember::shuffle::parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
+    ember_shuffle::parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
 }
 
 /// Deletes the shuffle files of shuffles `[id_lo, id_hi)` in `dir`; returns how many.

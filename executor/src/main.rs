@@ -34,7 +34,7 @@ struct Cli {
     #[arg(long)]
     cores: Option<u32>,
     /// Memory to offer, e.g. 4g, 512m, or a byte count.
-    #[arg(long, default_value = "4g", value_parser = ember::memory::parse_memory_size)]
+    #[arg(long, default_value = "4g", value_parser = ember_proto::units::parse_memory_size)]
     memory: u64,
     /// Work directory for binaries, shuffle files and worker sockets (default: a
     /// temporary directory removed at exit).

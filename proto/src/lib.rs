@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod digest;
 pub mod limits;
+pub mod units;
 
 /// Version 1 of the protocol.
 #[allow(clippy::all)]

@@ -23,7 +23,7 @@ use tonic::Streaming;
 use super::client::{connect_channel, status_text};
 use super::runtime;
 use crate::error::Result;
-use crate::shuffle::BlockId;
+use crate::shuffle::{BlockId, RemoteBlockSource, RemoteBlockStream};
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
@@ -111,19 +111,21 @@ impl RemoteShuffle {
         self.clients.insert(address.to_string(), client.clone());
         Ok(client)
     }
+}
 
+impl RemoteBlockSource for RemoteShuffle {
     /// The blocks of reduce partition `reduce` of `shuffle_id` from map outputs `maps`,
     /// all held by `executor_id` serving at `address`, verified, in the order of `maps`.
-    pub(crate) fn fetch(
-        self: &std::sync::Arc<Self>,
+    fn fetch(
+        self: std::sync::Arc<Self>,
         executor_id: &str,
         address: &str,
         shuffle_id: u32,
         reduce: u32,
         maps: Vec<u32>,
-    ) -> RemoteBlocks {
-        RemoteBlocks {
-            owner: self.clone(),
+    ) -> RemoteBlockStream {
+        Box::new(RemoteBlocks {
+            owner: self,
             executor_id: executor_id.to_string(),
             address: address.to_string(),
             shuffle_id,
@@ -133,7 +135,7 @@ impl RemoteShuffle {
             stream: None,
             carry: None,
             failed: false,
-        }
+        })
     }
 }
 
@@ -267,7 +269,7 @@ impl Iterator for RemoteBlocks {
             Ok(bytes) => Some(Ok((id, bytes))),
             Err(message) => {
                 self.failed = true;
-                Some(Err(id.fetch_failed(message)))
+                Some(Err(id.fetch_failed(message).into()))
             }
         }
     }

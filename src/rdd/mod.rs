@@ -14,7 +14,6 @@ mod pair;
 mod pass_through;
 mod position;
 mod shuffle_ops;
-mod shuffle_read;
 mod sort;
 pub(crate) mod source;
 

@@ -31,10 +31,10 @@ use serde::{Deserialize, Serialize};
 
 use super::decode;
 use super::shuffle_ops::{into_batches, record_spills, AggFns};
-use super::shuffle_read::read_indexed_blocks;
 use crate::data::{Data, Key};
 use crate::error::Result;
 use crate::plan::op::conjure;
+use crate::shuffle::read_indexed_blocks;
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::task::{Batches, Erased, TaskContext};
 

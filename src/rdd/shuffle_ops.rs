@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use super::decode;
 use super::ops::State;
-use super::shuffle_read::read_blocks;
 use crate::data::{Data, Key, BATCH};
 use crate::error::Result;
 use crate::plan::op::conjure;
+use crate::shuffle::read_blocks;
 use crate::shuffle::{hash_partition, RangePartitioner, ShuffleWriter};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::spill::sort::ExternalSorter;

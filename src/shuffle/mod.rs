@@ -1,77 +1,16 @@
-//! Sort-shuffle storage: how map output is laid out on disk and read back.
+//! The job side of shuffles: which reducer a record goes to ([`partitioner`]), and
+//! reading a reducer's blocks, local or remote ([`read`]). The file format itself (data
+//! and index files, frames, checksums) is the `ember-shuffle` crate, re-exported here.
 //!
-//! Every map task of a shuffle writes exactly one data file and one index file into a
-//! shuffle directory (see [`index`] for the byte layout of both):
-//!
-//! * `shuffle_{shuffle_id}_{map_partition}.data`: one block per reduce partition, blocks
-//!   contiguous and in reduce-partition order; a block is a sequence of lz4 frames of
-//!   postcard records ([`frame`]).
-//! * `shuffle_{shuffle_id}_{map_partition}.index`: offset, length and crc32 of every block.
-//!
-//! Modules: [`frame`] (record/frame codec shared by both sides), [`writer`] (map side,
-//! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
-//! decoding; every failure is a typed `FetchFailed`), [`index`] (index file format),
-//! [`partitioner`] (hash and range partitioning of keys to reducers).
-//!
-//! Invariants: both files are written under temporary names and renamed into place, data
-//! first, index last, so the presence of an index file means the map output is complete.
-//! Only this module knows these file names; callers go through [`data_path`] and
-//! [`index_path`].
+//! Invariant: every record a map task writes reaches exactly one reducer, the one its
+//! partitioner names; a reducer reads every map output's block or fails with a typed
+//! fetch failure naming the missing one.
 
-pub mod frame;
-pub mod index;
 pub mod partitioner;
-pub mod reader;
-pub mod writer;
+pub(crate) mod read;
+pub(crate) mod remote;
 
-use std::path::{Path, PathBuf};
-
-pub use frame::{FrameDecoder, FrameEncoder, FRAME_TARGET_BYTES};
-pub use index::{BlockEntry, IndexFile};
+pub use ember_shuffle::*;
 pub use partitioner::{hash_partition, RangePartitioner};
-pub use reader::{open_block_records, read_local_block, BlockId, BlockRecords};
-pub use writer::{MapOutput, ShuffleWriter};
-
-/// Path of the data file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
-pub fn data_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
-    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.data"))
-}
-
-/// Path of the index file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
-pub fn index_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
-    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.index"))
-}
-
-/// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data` or
-/// `.index`, or a temporary file of one), or `None` for any other name.
-pub fn parse_file_name(name: &str) -> Option<(u32, u32)> {
-    let rest = name.strip_prefix("shuffle_")?;
-    let mut parts = rest.splitn(3, ['_', '.']);
-    let shuffle_id = parts.next()?.parse().ok()?;
-    let map_partition = parts.next()?.parse().ok()?;
-    Some((shuffle_id, map_partition))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_follow_the_naming_scheme() {
-        let dir = Path::new("/tmp/x");
-        assert_eq!(data_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.data"));
-        assert_eq!(index_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.index"));
-    }
-
-    #[test]
-    fn file_names_parse_back() {
-        let dir = Path::new("/tmp/x");
-        for p in [data_path(dir, 1048577, 12), index_path(dir, 1048577, 12)] {
-            let name = p.file_name().unwrap().to_str().unwrap();
-            assert_eq!(parse_file_name(name), Some((1048577, 12)));
-        }
-        assert_eq!(parse_file_name("shuffle_3_4.data.tmp-1"), Some((3, 4)));
-        assert_eq!(parse_file_name("spill-3"), None);
-        assert_eq!(parse_file_name("shuffle_x_4.data"), None);
-    }
-}
+pub(crate) use read::{read_blocks, read_indexed_blocks};
+pub(crate) use remote::{RemoteBlockSource, RemoteBlockStream};

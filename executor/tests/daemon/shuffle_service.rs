@@ -2,11 +2,11 @@
 
 use std::path::Path;
 
-use ember::shuffle::{data_path, index_path, IndexFile, ShuffleWriter};
 use ember_executor::blocks::{self, ShuffleService, CHUNK_BYTES};
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::{BlockChunk, FetchBlocksRequest};
+use ember_shuffle::{data_path, index_path, IndexFile, ShuffleWriter};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;

@@ -28,7 +28,7 @@
 //! Invariants checked by [`IndexFile::read`]: magic, exact file length for `R`, trailing
 //! crc, and contiguity (`offset[0] == 0`, `offset[r+1] == offset[r] + len[r]`), so the
 //! data file's length is the sum of the block lengths. Every violation is
-//! `EmberError::Corrupt` naming the file.
+//! `ShuffleError::Corrupt` naming the file.
 //!
 //! Commit protocol (writer side): the data file is written under a temporary name and
 //! renamed into place, then the index likewise ([`IndexFile::write`] is itself atomic).
@@ -38,7 +38,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::{EmberError, Result};
+use crate::error::{Result, ShuffleError};
 
 /// First eight bytes of every index file (format version 01).
 pub const INDEX_MAGIC: [u8; 8] = *b"EMBIDX01";
@@ -81,18 +81,18 @@ impl IndexFile {
             .prefix(&format!(".{}.", name.as_deref().unwrap_or("index")))
             .suffix(".tmp")
             .tempfile_in(dir)
-            .map_err(|e| EmberError::io(dir, e))?;
+            .map_err(|e| ShuffleError::io(dir, e))?;
         tmp.write_all(&bytes)
-            .map_err(|e| EmberError::io(tmp.path(), e))?;
+            .map_err(|e| ShuffleError::io(tmp.path(), e))?;
         tmp.persist(path)
-            .map_err(|e| EmberError::io(path, e.error))?;
+            .map_err(|e| ShuffleError::io(path, e.error))?;
         Ok(())
     }
 
     /// Reads and validates the index file at `path`. A missing or unreadable file is
-    /// `EmberError::Io`; a malformed one is `EmberError::Corrupt`, both naming `path`.
+    /// `ShuffleError::Io`; a malformed one is `ShuffleError::Corrupt`, both naming `path`.
     pub fn read(path: &Path) -> Result<IndexFile> {
-        let bytes = std::fs::read(path).map_err(|e| EmberError::io(path, e))?;
+        let bytes = std::fs::read(path).map_err(|e| ShuffleError::io(path, e))?;
         Self::decode(&bytes, &path.display().to_string())
     }
 
@@ -114,7 +114,7 @@ impl IndexFile {
 
     /// Parses and validates index bytes; `what` names their origin in errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<IndexFile> {
-        let corrupt = |message: String| EmberError::Corrupt {
+        let corrupt = |message: String| ShuffleError::Corrupt {
             what: format!("shuffle index {what}"),
             message,
         };
@@ -262,7 +262,7 @@ mod tests {
         for (bytes, needle) in cases {
             let err = IndexFile::decode(&bytes, "/d/shuffle_1_2.index").unwrap_err();
             let msg = err.to_string();
-            assert!(matches!(err, EmberError::Corrupt { .. }), "{msg}");
+            assert!(matches!(err, ShuffleError::Corrupt { .. }), "{msg}");
             assert!(
                 msg.contains("/d/shuffle_1_2.index") && msg.contains(needle),
                 "{msg}"
@@ -275,7 +275,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shuffle_9_9.index");
         let err = IndexFile::read(&path).unwrap_err();
-        assert!(matches!(err, EmberError::Io { .. }));
+        assert!(matches!(err, ShuffleError::Io { .. }));
         assert!(err.to_string().contains("shuffle_9_9.index"), "{err}");
     }
 }

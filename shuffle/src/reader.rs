@@ -3,7 +3,7 @@
 //!
 //! Invariant: every failure while opening, reading, verifying or decoding a block (missing
 //! index or data file, bad index, short read, checksum mismatch, undecodable frame or
-//! record) surfaces as `EmberError::FetchFailed` carrying the [`BlockId`] and a message
+//! record) surfaces as `ShuffleError::FetchFailed` carrying the [`BlockId`] and a message
 //! naming the file and what went wrong, because the scheduler answers that error by
 //! rerunning the map task. Nothing here panics on bad input.
 //!
@@ -24,10 +24,10 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{EmberError, Result};
-use crate::shuffle::frame::FrameDecoder;
-use crate::shuffle::index::{BlockEntry, IndexFile};
-use crate::shuffle::{data_path, index_path};
+use crate::error::{Result, ShuffleError};
+use crate::frame::FrameDecoder;
+use crate::index::{BlockEntry, IndexFile};
+use crate::{data_path, index_path};
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -40,8 +40,8 @@ pub struct BlockId {
 
 impl BlockId {
     /// The `FetchFailed` error for this block, with `message` saying what went wrong.
-    pub fn fetch_failed(&self, message: impl Into<String>) -> EmberError {
-        EmberError::FetchFailed {
+    pub fn fetch_failed(&self, message: impl Into<String>) -> ShuffleError {
+        ShuffleError::FetchFailed {
             executor_id: self.executor_id.clone(),
             shuffle_id: self.shuffle_id,
             map_partition: self.map_partition,
@@ -56,7 +56,7 @@ impl BlockId {
 pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(PathBuf, BlockEntry, u64)> {
     let index_file = index_path(dir, id.shuffle_id, id.map_partition);
     let index = IndexFile::read(&index_file).map_err(|e| match e {
-        EmberError::Io { path, source } => id.fetch_failed(format!(
+        ShuffleError::Io { path, source } => id.fetch_failed(format!(
             "cannot read shuffle index {}: {source}",
             path.display()
         )),
@@ -267,7 +267,7 @@ impl<R: Read> Read for Checked<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shuffle::writer::ShuffleWriter;
+    use crate::writer::ShuffleWriter;
 
     const N: u32 = 4;
 
@@ -294,10 +294,10 @@ mod tests {
         want
     }
 
-    fn expect_fetch_failed(err: EmberError, reduce: u32, needles: &[&str]) {
+    fn expect_fetch_failed(err: ShuffleError, reduce: u32, needles: &[&str]) {
         let msg = err.to_string();
         match err {
-            EmberError::FetchFailed {
+            ShuffleError::FetchFailed {
                 executor_id,
                 shuffle_id: 3,
                 map_partition: 1,
@@ -407,7 +407,7 @@ mod tests {
             BlockRecords::from_stream(id(2), &stream[..], entry).collect();
         let err = results.into_iter().find_map(|r| r.err()).expect("an error");
         let msg = err.to_string();
-        assert!(matches!(err, EmberError::FetchFailed { .. }), "{msg}");
+        assert!(matches!(err, ShuffleError::FetchFailed { .. }), "{msg}");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
 use postcard::ser_flavors::Flavor;
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::error::{EmberError, Result};
+use crate::error::{Result, ShuffleError};
 
 /// Uncompressed size at which the pending records become a frame.
 pub const FRAME_TARGET_BYTES: usize = 64 * 1024;
@@ -87,10 +87,10 @@ impl FrameEncoder {
         let start = self.pending.len();
         if let Err(e) = postcard::serialize_with_flavor(record, AppendFlavor(&mut self.pending)) {
             self.pending.truncate(start);
-            return Err(EmberError::ser("shuffle record", e));
+            return Err(ShuffleError::ser("shuffle record", e));
         }
         if self.pending.len() == start {
-            return Err(EmberError::ser(
+            return Err(ShuffleError::ser(
                 "shuffle record",
                 "record serialises to zero bytes; zero-sized records cannot be shuffled",
             ));
@@ -137,7 +137,7 @@ impl FrameEncoder {
 /// Compresses `raw` as one frame appended to `sink`; returns the frame's size in bytes.
 pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
     if raw.len() > MAX_FRAME_BYTES {
-        return Err(EmberError::ser(
+        return Err(ShuffleError::ser(
             "shuffle frame",
             format!(
                 "frame of {} bytes exceeds the {MAX_FRAME_BYTES} byte limit (a record that large cannot be shuffled)",
@@ -152,7 +152,7 @@ pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
         Ok(n) => n,
         Err(e) => {
             sink.truncate(start);
-            return Err(EmberError::ser("shuffle frame", e));
+            return Err(ShuffleError::ser("shuffle frame", e));
         }
     };
     sink[start..start + 4].copy_from_slice(&(raw.len() as u32).to_le_bytes());
@@ -164,7 +164,7 @@ pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
 /// Decodes records one at a time from a stream of frames, one frame in memory at a time.
 ///
 /// Reads exactly two `read` calls' worth per frame (header, body), so wrapping a `File` in
-/// a `BufReader` is unnecessary. Errors are `EmberError::Corrupt` (what = "shuffle frame
+/// a `BufReader` is unnecessary. Errors are `ShuffleError::Corrupt` (what = "shuffle frame
 /// stream") naming the frame number and byte offset; after an error the decoder should be
 /// dropped.
 #[derive(Debug)]
@@ -265,14 +265,14 @@ impl<R: Read> FrameDecoder<R> {
         Ok(true)
     }
 
-    fn corrupt(&self, message: String) -> EmberError {
-        EmberError::Corrupt {
+    fn corrupt(&self, message: String) -> ShuffleError {
+        ShuffleError::Corrupt {
             what: "shuffle frame stream".into(),
             message: format!("frame {} at byte {}: {message}", self.frames, self.offset),
         }
     }
 
-    fn io_error(&self, e: io::Error) -> EmberError {
+    fn io_error(&self, e: io::Error) -> ShuffleError {
         self.corrupt(format!("read failed: {e}"))
     }
 }
@@ -348,7 +348,7 @@ mod tests {
         let bytes = encode_all(&records);
         for cut in [3, 8, 20, bytes.len() - 1] {
             let err = decode_all::<u64>(&bytes[..cut]).unwrap_err();
-            assert!(matches!(err, EmberError::Corrupt { .. }), "{err}");
+            assert!(matches!(err, ShuffleError::Corrupt { .. }), "{err}");
             assert!(err.to_string().contains("truncated"), "{err}");
         }
         let mut huge = bytes.clone();

@@ -18,7 +18,7 @@ use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 
 use crate::error::{EmberError, Result};
-use crate::shuffle::{open_block_records, BlockId, BlockRecords};
+use crate::shuffle::{open_block_records, BlockId, BlockRecords, RemoteBlockStream};
 use crate::task::TaskContext;
 
 /// Where one block comes from.
@@ -26,7 +26,8 @@ enum Source {
     /// This executor's shuffle directory.
     Local(BlockId),
     /// The stream from the other executor with this index in `remote`.
-    Remote(usize),
+    /// (Then the map partition the next block of that stream must be.)
+    Remote(usize, u32),
 }
 
 /// Iterates every record of this reducer's blocks, map partition by map partition.
@@ -66,7 +67,9 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
             reduce_partition: reduce,
         };
         let Some(loc) = locations.iter().find(|l| l.map_partition == m) else {
-            return Err(id("").fetch_failed("no known location for this map output"));
+            return Err(id("")
+                .fetch_failed("no known location for this map output")
+                .into());
         };
         if loc.block_sizes.get(reduce as usize).copied() == Some(0) {
             continue;
@@ -78,15 +81,17 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
             continue;
         }
         if tc.env.remote.is_none() || loc.shuffle_address.is_empty() {
-            return Err(id(&loc.executor_id).fetch_failed(format!(
-                "map output lives on executor {}, which this executor cannot reach",
-                loc.executor_id
-            )));
+            return Err(id(&loc.executor_id)
+                .fetch_failed(format!(
+                    "map output lives on executor {}, which this executor cannot reach",
+                    loc.executor_id
+                ))
+                .into());
         }
         match remote.iter().position(|(e, _, _)| *e == loc.executor_id) {
             Some(i) => {
                 remote[i].2.push(m);
-                sources.push(Source::Remote(i));
+                sources.push(Source::Remote(i, m));
             }
             None => {
                 remote.push((
@@ -94,14 +99,13 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
                     loc.shuffle_address.clone(),
                     vec![m],
                 ));
-                sources.push(Source::Remote(remote.len() - 1));
+                sources.push(Source::Remote(remote.len() - 1, m));
             }
         }
     }
     let dir = tc.env.shuffle_dir();
     // One stream per executor, opened when its first block is needed.
-    let mut streams: Vec<Option<crate::cluster::fetch::RemoteBlocks>> =
-        remote.iter().map(|_| None).collect();
+    let mut streams: Vec<Option<RemoteBlockStream>> = remote.iter().map(|_| None).collect();
     let env = tc.env.clone();
     let mut sources = sources.into_iter();
     let mut current: Option<(u32, BlockRecords<T>)> = None;
@@ -110,19 +114,19 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
         if let Some((m, c)) = current.as_mut() {
             if let Some(r) = c.next() {
                 let m = *m;
-                return Some(r.map(|t| (m, t)));
+                return Some(r.map(|t| (m, t)).map_err(EmberError::from));
             }
             current = None;
         }
         match sources.next()? {
             Source::Local(id) => match open_block_records::<T>(&dir, &id) {
                 Ok(records) => current = Some((id.map_partition, records)),
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(e.into())),
             },
-            Source::Remote(i) => {
+            Source::Remote(i, m) => {
                 let stream = streams[i].get_or_insert_with(|| {
                     let (executor_id, address, maps) = &remote[i];
-                    let fetcher = env.remote.as_ref().expect("checked above");
+                    let fetcher = env.remote.clone().expect("checked above");
                     fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
                 });
                 match stream.next() {
@@ -131,9 +135,18 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
                     }
                     Some(Err(e)) => return Some(Err(e)),
                     None => {
-                        return Some(Err(EmberError::Plan(
-                            "remote block stream ended early".into(),
-                        )))
+                        // The executor closed the stream before this block: it is
+                        // unreadable there, a fetch failure the scheduler acts on.
+                        let (executor_id, _, _) = &remote[i];
+                        let id = BlockId {
+                            executor_id: executor_id.clone(),
+                            shuffle_id,
+                            map_partition: m,
+                            reduce_partition: reduce,
+                        };
+                        return Some(Err(id
+                            .fetch_failed("the remote block stream ended before this block")
+                            .into()));
                     }
                 }
             }

@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{EmberError, Result};
-use crate::shuffle::frame::FrameEncoder;
-use crate::shuffle::index::{BlockEntry, IndexFile};
-use crate::shuffle::{data_path, index_path};
+use crate::error::{Result, ShuffleError};
+use crate::frame::FrameEncoder;
+use crate::index::{BlockEntry, IndexFile};
+use crate::{data_path, index_path};
 
 /// Size of the buffered writers for the data and spill files.
 pub const WRITE_BUFFER_BYTES: usize = 256 * 1024;
@@ -145,7 +145,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
                         out: BufWriter::with_capacity(
                             WRITE_BUFFER_BYTES,
                             tempfile::tempfile_in(&self.dir)
-                                .map_err(|e| EmberError::io(&self.dir, e))?,
+                                .map_err(|e| ShuffleError::io(&self.dir, e))?,
                         ),
                         len: 0,
                         segments: vec![Vec::new(); num_reduce],
@@ -155,7 +155,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
                 spill
                     .out
                     .write_all(&bucket.frames)
-                    .map_err(|e| EmberError::io(&self.dir, e))?;
+                    .map_err(|e| ShuffleError::io(&self.dir, e))?;
                 spill.segments[r].push((spill.len, n));
                 spill.len += n;
                 moved += n;
@@ -167,7 +167,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
             spill
                 .out
                 .flush()
-                .map_err(|e| EmberError::io(&self.dir, e))?;
+                .map_err(|e| ShuffleError::io(&self.dir, e))?;
         }
         let freed = std::mem::take(&mut self.buffered);
         self.spilled += moved;
@@ -190,9 +190,9 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
             .prefix(&format!(".shuffle_{s}_{m}.data."))
             .suffix(".tmp")
             .tempfile_in(&self.dir)
-            .map_err(|e| EmberError::io(&self.dir, e))?;
+            .map_err(|e| ShuffleError::io(&self.dir, e))?;
         let tmp_path = tmp.path().to_path_buf();
-        let io_err = |e| EmberError::io(&tmp_path, e);
+        let io_err = |e| ShuffleError::io(&tmp_path, e);
         let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp);
 
         let mut spill = match self.spill.take() {
@@ -200,7 +200,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
                 let file = sp
                     .out
                     .into_inner()
-                    .map_err(|e| EmberError::io(&self.dir, e.into_error()))?;
+                    .map_err(|e| ShuffleError::io(&self.dir, e.into_error()))?;
                 Some((file, sp.segments))
             }
             None => None,
@@ -244,10 +244,10 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
         match std::fs::remove_file(&index_final) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(EmberError::io(&index_final, e)),
+            Err(e) => return Err(ShuffleError::io(&index_final, e)),
         }
         tmp.persist(&data_final)
-            .map_err(|e| EmberError::io(&data_final, e.error))?;
+            .map_err(|e| ShuffleError::io(&data_final, e.error))?;
         IndexFile::write(&index_final, &entries)?;
         tracing::debug!(
             shuffle_id = s,
@@ -264,8 +264,8 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
         })
     }
 
-    fn out_of_range(&self, reduce_partition: u32) -> EmberError {
-        EmberError::Plan(format!(
+    fn out_of_range(&self, reduce_partition: u32) -> ShuffleError {
+        ShuffleError::Plan(format!(
             "shuffle {} map {}: record routed to reduce partition {reduce_partition}, but there are only {}",
             self.shuffle_id,
             self.map_partition,
@@ -291,16 +291,16 @@ fn copy_segment(
     }
     spill
         .seek(SeekFrom::Start(at))
-        .map_err(|e| EmberError::io(dir, e))?;
+        .map_err(|e| ShuffleError::io(dir, e))?;
     let mut left = len;
     while left > 0 {
         let n = left.min(buf.len() as u64) as usize;
         spill
             .read_exact(&mut buf[..n])
-            .map_err(|e| EmberError::io(dir, e))?;
+            .map_err(|e| ShuffleError::io(dir, e))?;
         crc.update(&buf[..n]);
         out.write_all(&buf[..n])
-            .map_err(|e| EmberError::io(out_path, e))?;
+            .map_err(|e| ShuffleError::io(out_path, e))?;
         left -= n as u64;
     }
     Ok(())
@@ -309,8 +309,7 @@ fn copy_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shuffle::partitioner::hash_partition;
-    use crate::shuffle::reader::{open_block_records, BlockId};
+    use crate::reader::{open_block_records, BlockId};
     use proptest::prelude::*;
 
     type Rec = (u64, String);
@@ -346,7 +345,8 @@ mod tests {
                 } else {
                     format!("value-{}", i * 31)
                 };
-                let mut r = hash_partition(&i, n);
+                // Scattered over the reducers (routing is the job library's business).
+                let mut r = ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % u64::from(n)) as u32;
                 if n > 2 && r == 1 {
                     r = 0;
                 }
