@@ -26,7 +26,7 @@ use ember_proto::BinaryRef;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use crate::registration::DriverConn;
+use crate::driver_conn::DriverConn;
 
 /// Why a binary is not available to run.
 #[derive(Debug, thiserror::Error)]

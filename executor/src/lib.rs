@@ -3,10 +3,12 @@
 //!
 //! Modules, one purpose each:
 //! * [`config`]: the daemon's settings and the layout of its work directory.
+//! * [`driver_conn`]: the gRPC client of the driver (a leaf the others use).
 //! * [`registration`]: the channel to the driver: register, heartbeat, dispatch driver
 //!   messages, and on loss kill everything and re-register with backoff.
-//! * [`workers`]: routes tasks to one worker slot per job binary; the running-task set.
-//! * [`slot`]: one job binary's worker: broadcasts, the live process, its tasks.
+//! * [`workers`]: routes tasks to one worker per job binary.
+//! * [`worker_env`]: what those workers share; the running-task set and status reports.
+//! * [`binary_worker`]: one job binary's worker: broadcasts, the live process, its tasks.
 //! * [`process`]: spawning a worker process and its `Ready` handshake.
 //! * [`protocol`]: the executor <-> worker framing on the Unix socket.
 //! * [`binaries`]: content-addressed store of job binaries, fetched from the driver and
@@ -18,11 +20,13 @@
 //! because of what a worker, the driver or a reducer sends it.
 
 pub mod binaries;
+pub mod binary_worker;
 pub mod blocks;
 pub mod cleanup;
 pub mod config;
+pub mod driver_conn;
 pub mod process;
 pub mod protocol;
 pub mod registration;
-pub mod slot;
+pub mod worker_env;
 pub mod workers;

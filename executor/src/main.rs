@@ -19,6 +19,7 @@ use clap::Parser;
 use ember_executor::binaries::BinaryStore;
 use ember_executor::blocks::{self, ShuffleService};
 use ember_executor::config::Config;
+use ember_executor::driver_conn;
 use ember_executor::registration::{self, Registration};
 use tokio_util::sync::CancellationToken;
 
@@ -88,7 +89,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
     } else {
         format!("http://{}", cli.driver)
     };
-    registration::driver_endpoint(&driver)?;
+    driver_conn::driver_endpoint(&driver)?;
     let cores = match cli.cores {
         Some(0) => return Err("--cores must be at least 1".into()),
         Some(n) => n,

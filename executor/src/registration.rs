@@ -14,8 +14,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
-use ember_proto::driver_client::DriverClient;
 use ember_proto::{
     driver_message, executor_message, DriverMessage, ExecutorMessage, Heartbeat, RegisterExecutor,
     Registered,
@@ -23,18 +21,14 @@ use ember_proto::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 
 use crate::binaries::BinaryStore;
 use crate::blocks::{SessionKeys, SharedExecutorId};
 use crate::cleanup;
 use crate::config::Config;
+use crate::driver_conn::{driver_client, driver_endpoint, DriverConn};
 use crate::workers::Workers;
-
-/// A driver client that sends the cluster secret with every call.
-pub type DriverConn = DriverClient<InterceptedService<Channel, AddSecret>>;
 
 /// First wait before reconnecting.
 pub const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
@@ -50,30 +44,6 @@ const OUTBOUND_QUEUE: usize = 1024;
 pub enum RegistrationError {
     #[error("driver refused registration: wrong or missing cluster secret ({0})")]
     Unauthenticated(String),
-}
-
-/// The endpoint for driver URL `url` (`http://host:port`), with keepalives so a driver
-/// that vanishes without closing the connection is noticed.
-pub fn driver_endpoint(url: &str) -> Result<Endpoint, String> {
-    let endpoint = Endpoint::from_shared(url.to_string())
-        .map_err(|e| format!("invalid driver URL {url:?}: {e}"))?;
-    Ok(endpoint
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        // Binaries are tens of MB: let HTTP/2 flow control grow past its 64 KiB default.
-        .http2_adaptive_window(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(true))
-}
-
-/// A driver client over `channel` sending `secret`.
-pub fn driver_client(channel: Channel, secret: Option<&str>) -> Result<DriverConn, String> {
-    Ok(
-        DriverClient::with_interceptor(channel, AddSecret::new(secret)?)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-    )
 }
 
 /// What the registration loop needs.

@@ -224,19 +224,19 @@ pub async fn start_driver(
 pub async fn driver_conn(
     url: &str,
     secret: Option<&str>,
-) -> ember_executor::registration::DriverConn {
-    let channel = ember_executor::registration::driver_endpoint(url)
+) -> ember_executor::driver_conn::DriverConn {
+    let channel = ember_executor::driver_conn::driver_endpoint(url)
         .unwrap()
         .connect()
         .await
         .unwrap();
-    ember_executor::registration::driver_client(channel, secret).unwrap()
+    ember_executor::driver_conn::driver_client(channel, secret).unwrap()
 }
 
 /// A client that never connects unless used (for tests that need no driver).
-pub fn unused_driver_conn() -> ember_executor::registration::DriverConn {
+pub fn unused_driver_conn() -> ember_executor::driver_conn::DriverConn {
     let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
-    ember_executor::registration::driver_client(channel, None).unwrap()
+    ember_executor::driver_conn::driver_client(channel, None).unwrap()
 }
 
 /// A task of binary `sha`.

@@ -1,4 +1,4 @@
-//! One job binary's worker slot: an actor that owns the binary's broadcasts, its worker
+//! One job binary's worker: an actor that owns the binary's broadcasts, its worker
 //! process (started on demand) and the tasks that worker runs.
 //!
 //! Invariants:
@@ -34,11 +34,11 @@ use tokio::task::JoinHandle;
 use crate::binaries::BinaryLease;
 use crate::process::{self, describe_exit, WorkerProcess, WorkerSpec};
 use crate::protocol::{decode_from_worker, encode_to_worker, WorkerFramed};
-use crate::workers::WorkerEnv;
+use crate::worker_env::WorkerEnv;
 
-/// What a slot is asked to do.
+/// What a binary's worker is asked to do.
 #[derive(Debug)]
-pub enum SlotCmd {
+pub enum WorkerCmd {
     Launch {
         task: Box<TaskDescription>,
         /// Broadcasts this executor had not received before.
@@ -49,8 +49,11 @@ pub enum SlotCmd {
     Unpersist(ember_proto::UnpersistRdd),
 }
 
-/// Starts the slot actor for binary `sha`.
-pub fn spawn(sha: String, env: Arc<WorkerEnv>) -> (mpsc::UnboundedSender<SlotCmd>, JoinHandle<()>) {
+/// Starts the worker actor for binary `sha`.
+pub fn spawn(
+    sha: String,
+    env: Arc<WorkerEnv>,
+) -> (mpsc::UnboundedSender<WorkerCmd>, JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let slot = Slot {
         sha16: sha[..16.min(sha.len())].to_string(),
@@ -92,7 +95,7 @@ impl Live {
 }
 
 enum Event {
-    Cmd(SlotCmd),
+    Cmd(WorkerCmd),
     Frame(Option<std::io::Result<BytesMut>>),
     Exited(String),
     Idle,
@@ -106,7 +109,7 @@ enum Loss {
 }
 
 impl Slot {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<SlotCmd>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<WorkerCmd>) {
         loop {
             let event = match self.worker.as_mut() {
                 None => match rx.recv().await {
@@ -157,9 +160,9 @@ impl Slot {
         }
     }
 
-    async fn command(&mut self, cmd: SlotCmd, rx: &mut mpsc::UnboundedReceiver<SlotCmd>) {
+    async fn command(&mut self, cmd: WorkerCmd, rx: &mut mpsc::UnboundedReceiver<WorkerCmd>) {
         match cmd {
-            SlotCmd::Launch { task, broadcasts } => {
+            WorkerCmd::Launch { task, broadcasts } => {
                 self.store_broadcasts(&task, broadcasts);
                 if self.worker.is_none() {
                     if let Err(msg) = self.start().await {
@@ -182,14 +185,14 @@ impl Slot {
                 live.tasks.insert(task.task_id);
                 live.send(to_worker::Msg::Run(*task));
             }
-            SlotCmd::Kill(kill) => match self.worker.as_mut() {
+            WorkerCmd::Kill(kill) => match self.worker.as_mut() {
                 Some(live) if live.tasks.contains(&kill.task_id) => {
                     live.send(to_worker::Msg::Kill(kill));
                 }
                 _ => tracing::debug!(task_id = kill.task_id, "kill for a task with no worker"),
             },
-            SlotCmd::Cleanup(c) => self.cleanup(c),
-            SlotCmd::Unpersist(u) => {
+            WorkerCmd::Cleanup(c) => self.cleanup(c),
+            WorkerCmd::Unpersist(u) => {
                 // A worker that is not running holds no cached blocks.
                 if let Some(live) = self.worker.as_mut() {
                     live.send(to_worker::Msg::Unpersist(u));
@@ -259,15 +262,15 @@ impl Slot {
     }
 
     /// Fails every task queued behind a start that failed with `msg`.
-    async fn fail_waiting(&mut self, rx: &mut mpsc::UnboundedReceiver<SlotCmd>, msg: &str) {
+    async fn fail_waiting(&mut self, rx: &mut mpsc::UnboundedReceiver<WorkerCmd>, msg: &str) {
         while let Ok(cmd) = rx.try_recv() {
             match cmd {
-                SlotCmd::Launch { task, broadcasts } => {
+                WorkerCmd::Launch { task, broadcasts } => {
                     self.store_broadcasts(&task, broadcasts);
                     self.env.fail(task.task_id, msg.to_string()).await;
                 }
-                SlotCmd::Kill(_) | SlotCmd::Unpersist(_) => {}
-                SlotCmd::Cleanup(c) => self.cleanup(c),
+                WorkerCmd::Kill(_) | WorkerCmd::Unpersist(_) => {}
+                WorkerCmd::Cleanup(c) => self.cleanup(c),
             }
         }
     }

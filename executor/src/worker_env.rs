@@ -1,0 +1,89 @@
+//! What the per-binary workers of one registration share ([`WorkerEnv`]): the
+//! executor's settings, its binaries, its driver connection, and the set of running
+//! tasks through which every status reaches the driver exactly once.
+//!
+//! Invariants:
+//! * Every task accepted from the driver is in the running set until exactly one
+//!   `TaskStatus` for it went to the driver ([`WorkerEnv::report`] drops any second
+//!   status, and statuses for tasks that are not running).
+//! * Every status sent to the driver is bounded (`ember_proto::limits::fit_status`):
+//!   failure messages cut to 4 KiB, a status too large for one message replaced by a
+//!   failure of that task naming the sizes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ember_proto::limits;
+use ember_proto::{
+    executor_message, task_failure, task_status, ExecutorMessage, TaskFailure, TaskStatus,
+};
+use tokio::sync::mpsc;
+
+use crate::binaries::BinaryStore;
+use crate::config::Config;
+use crate::driver_conn::DriverConn;
+
+/// Task id -> binary hash of every task accepted and not yet reported.
+pub type RunningTasks = Arc<Mutex<HashMap<u64, String>>>;
+
+/// What the slots of one registration share.
+pub struct WorkerEnv {
+    pub config: Arc<Config>,
+    /// This registration's executor id.
+    pub executor_id: String,
+    pub binaries: Arc<BinaryStore>,
+    /// For fetching binaries.
+    pub driver: DriverConn,
+    pub(crate) to_driver: mpsc::Sender<ExecutorMessage>,
+    pub(crate) running: RunningTasks,
+}
+
+impl WorkerEnv {
+    /// Sends a task's final status to the driver, once: `false` (and nothing sent) if
+    /// the task is not running here.
+    pub async fn report(&self, mut status: TaskStatus) -> bool {
+        status.executor_id = self.executor_id.clone();
+        // Whatever the worker sent: one task's huge error or result must not break the
+        // channel (and so lose this executor), only fail that task.
+        let status = limits::fit_status(status, limits::max_message_bytes());
+        let known = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&status.task_id)
+            .is_some();
+        if !known {
+            tracing::warn!(
+                task_id = status.task_id,
+                "dropping a status for a task that is not running here"
+            );
+            return false;
+        }
+        let msg = ExecutorMessage {
+            msg: Some(executor_message::Msg::Status(status)),
+        };
+        // A closed channel means the registration is over: the driver forgot the task.
+        let _ = self.to_driver.send(msg).await;
+        true
+    }
+
+    /// Reports task `task_id` failed with a user-visible `message`.
+    pub async fn fail(&self, task_id: u64, mut message: String) {
+        limits::bound_message(&mut message);
+        tracing::warn!(task_id, "task failed: {message}");
+        self.report(failed_status(task_id, &self.executor_id, message))
+            .await;
+    }
+}
+
+/// A `TaskStatus` failing `task_id` with `UserError(message)`.
+pub fn failed_status(task_id: u64, executor_id: &str, message: String) -> TaskStatus {
+    TaskStatus {
+        task_id,
+        executor_id: executor_id.to_string(),
+        metrics: None,
+        outcome: Some(task_status::Outcome::Failure(TaskFailure {
+            reason: Some(task_failure::Reason::UserError(message)),
+        })),
+    }
+}
