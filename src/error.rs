@@ -58,6 +58,15 @@ pub enum EmberError {
         message: String,
     },
 
+    /// A stage failed as a whole: its attempts ran out on fetch failures (its input
+    /// shuffle data kept being lost), not one task's code.
+    #[error("job aborted: stage {stage_id} ({stage_name}) failed: {message}")]
+    StageFailed {
+        stage_id: u32,
+        stage_name: String,
+        message: String,
+    },
+
     /// The job was cancelled or the context shut down while it ran.
     #[error("job cancelled: {0}")]
     Cancelled(String),

@@ -215,11 +215,9 @@ fn failure_to_error(f: JobFailure) -> EmberError {
             stage_id,
             stage_name,
             message,
-        } => EmberError::TaskFailed {
+        } => EmberError::StageFailed {
             stage_id,
             stage_name,
-            partition: u32::MAX,
-            executor_id: "-".into(),
             message,
         },
         JobFailure::Cancelled(m) => EmberError::Cancelled(m),
@@ -238,4 +236,23 @@ pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(
                 .map_err(|e| EmberError::ser(format!("result of partition {p}"), e))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_failure_is_its_own_error_naming_no_partition_or_executor() {
+        let err = failure_to_error(JobFailure::StageFailed {
+            stage_id: 3,
+            stage_name: "reduceByKey (shuffle 1)".into(),
+            message: "stage failed 4 consecutive attempts".into(),
+        });
+        assert!(matches!(err, EmberError::StageFailed { stage_id: 3, .. }));
+        assert_eq!(
+            err.to_string(),
+            "job aborted: stage 3 (reduceByKey (shuffle 1)) failed: stage failed 4 consecutive attempts"
+        );
+    }
 }

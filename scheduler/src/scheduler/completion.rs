@@ -10,8 +10,9 @@ use ember_proto::{
 };
 use tracing::{debug, info, warn};
 
-use super::{Pending, Scheduler, StageKind, TaskRun};
+use super::{Pending, Scheduler, StageKind, StageState, TaskRun};
 use crate::events::{JobEvent, JobFailure};
+use ember_proto::FetchFailure;
 
 impl Scheduler {
     pub(super) fn task_finished(&mut self, status: TaskStatus) {
@@ -124,7 +125,7 @@ impl Scheduler {
             return;
         };
         let kind = st.kind;
-        if run.stage_attempt == st.attempt && st.pending.contains(&run.partition) {
+        if st.is_pending(run.stage_attempt, run.partition) {
             st.durations.push(run.started.elapsed());
         }
         // Only blocks of persisted nodes of the stage's plan, within their partitions.
@@ -163,15 +164,16 @@ impl Scheduler {
                 let Some(st) = self.stages.get_mut(&run.stage_id) else {
                     return;
                 };
-                st.pending.remove(&run.partition);
-                if st.pending.is_empty() && st.running {
-                    st.running = false;
+                if st.finish_partition(run.partition) {
                     self.map_stage_finished(run.stage_id, sid);
+                } else {
+                    // A straggler of an earlier attempt may complete a stopped stage.
+                    self.refresh_map_stage(sid);
                 }
             }
             (StageKind::Result(job_id), Some(task_success::Output::Result(bytes))) => {
                 if let Some(st) = self.stages.get_mut(&run.stage_id) {
-                    st.pending.remove(&run.partition);
+                    st.finish_partition(run.partition);
                 }
                 let max_bytes = self.config.limits.max_result_bytes;
                 let Some(job) = self.jobs.get_mut(&job_id) else {
@@ -243,6 +245,9 @@ impl Scheduler {
 
     /// Every partition of a job's result stage is delivered: the job succeeded.
     pub(super) fn result_stage_finished(&mut self, job_id: u64, stage_id: u32) {
+        if let Some(st) = self.stages.get_mut(&stage_id) {
+            st.state = StageState::Available;
+        }
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
@@ -252,18 +257,23 @@ impl Scheduler {
         self.finish_job(job_id);
     }
 
+    /// The running attempt of a shuffle-map stage has no partition left: the stage is
+    /// available, or runs again for outputs lost meanwhile.
     pub(super) fn map_stage_finished(&mut self, stage_id: u32, shuffle_id: u32) {
+        let Some(st) = self.stages.get_mut(&stage_id) else {
+            return;
+        };
         if !self.tracker.is_available(shuffle_id) {
             // Some outputs were lost while the stage ran: run the missing ones again.
+            st.stop();
             let jobs: Vec<u64> = self.jobs_using(stage_id);
             if let Some(&job) = jobs.first() {
                 self.submit_tasks(job, stage_id);
             }
             return;
         }
-        if let Some(st) = self.stages.get_mut(&stage_id) {
-            st.failed_attempts = 0;
-        }
+        st.state = StageState::Available;
+        st.failed_attempts = 0;
         debug!(
             stage = stage_id,
             shuffle = shuffle_id,
@@ -281,7 +291,7 @@ impl Scheduler {
             // any parent that lost outputs meanwhile (say, with a lost executor), so no
             // waiting stage is left behind.
             for w in waiting {
-                if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.running) {
+                if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.is_running()) {
                     self.submit_stage(jid, w);
                 }
             }
@@ -299,159 +309,185 @@ impl Scheduler {
         v
     }
 
+    /// A task attempt failed: counted against what failed (the shuffle data it read,
+    /// its executor, or its own code), retried or its jobs failed.
     fn task_failed(&mut self, run: TaskRun, failure: TaskFailure, metrics: TaskMetrics) {
         if !self.stages.contains_key(&run.stage_id) {
             return;
         }
         self.report_task_end(&run, metrics, None);
         match failure.reason {
-            Some(task_failure::Reason::FetchFailed(ff)) => {
-                warn!(
-                    stage = run.stage_id,
-                    partition = run.partition,
-                    shuffle = ff.shuffle_id,
-                    map = ff.map_partition,
-                    executor = %ff.executor_id,
-                    "fetch failure: {}", ff.message
-                );
-                self.tracker
-                    .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id);
-                let max = self.config.max_stage_attempts;
-                let Some(st) = self.stages.get_mut(&run.stage_id) else {
-                    return;
-                };
-                if run.stage_attempt != st.attempt {
-                    // An older attempt: the current one re-reads its inputs and reports
-                    // its own fetch failures; the output dropped above is rerun when a
-                    // stage next needs it.
-                    return;
-                }
-                // Every reducer of an attempt may report the same loss: count the
-                // attempt once.
-                if st.last_failed_attempt != Some(st.attempt) {
-                    st.last_failed_attempt = Some(st.attempt);
-                    st.failed_attempts += 1;
-                }
-                st.running = false;
-                st.pending.clear();
-                if st.failed_attempts >= max {
-                    let failure = JobFailure::StageFailed {
-                        stage_id: st.id,
-                        stage_name: st.name.clone(),
-                        message: format!(
-                            "stage failed {} consecutive attempts; last fetch failure: shuffle {} map {} on executor {}: {}",
-                            st.failed_attempts, ff.shuffle_id, ff.map_partition, ff.executor_id, ff.message
-                        ),
-                    };
-                    for jid in self.jobs_using(run.stage_id) {
-                        self.fail_job(jid, failure.clone());
-                    }
-                    return;
-                }
-                // Queued tasks of the failed attempt would only fail the same way.
-                self.queue.retain(|p| p.stage_id != run.stage_id);
-                for jid in self.jobs_using(run.stage_id) {
-                    self.submit_stage(jid, run.stage_id);
-                }
-            }
+            Some(task_failure::Reason::FetchFailed(ff)) => self.fetch_failed(run, ff),
             Some(task_failure::Reason::Killed(_)) => {}
-            Some(task_failure::Reason::ExecutorLost(msg)) => {
-                debug!(
-                    task_stage = run.stage_id,
-                    "task lost with its executor: {msg}"
-                );
-                let max = self.config.max_executor_losses_per_task;
-                let Some(st) = self.stages.get_mut(&run.stage_id) else {
-                    return;
-                };
-                if run.stage_attempt != st.attempt || !st.pending.contains(&run.partition) {
-                    return; // superseded or finished: nothing to retry, nothing to count
-                }
-                let lost = st.executor_losses.entry(run.partition).or_default();
-                lost.push(run.executor_id.clone());
-                if lost.len() as u32 >= max {
-                    let failure = JobFailure::TaskFailed {
-                        stage_id: st.id,
-                        stage_name: st.name.clone(),
-                        partition: run.partition,
-                        executor_id: run.executor_id.clone(),
-                        message: format!(
-                            "the task was lost with its executor {} times (executors {}), the limit of --max-executor-losses-per-task; last: {msg}",
-                            lost.len(),
-                            lost.join(", ")
-                        ),
-                    };
-                    warn!(
-                        stage = run.stage_id,
-                        partition = run.partition,
-                        "giving up on a task that keeps losing its executor"
-                    );
-                    for jid in self.jobs_using(run.stage_id) {
-                        self.fail_job(jid, failure.clone());
-                    }
-                    return;
-                }
-                self.requeue(run, false);
-            }
-            Some(task_failure::Reason::UserError(message)) => {
-                let max = self.config.max_task_attempts;
-                let Some(st) = self.stages.get_mut(&run.stage_id) else {
-                    return;
-                };
-                if run.stage_attempt != st.attempt {
-                    debug!(
-                        stage = run.stage_id,
-                        partition = run.partition,
-                        "ignoring a failure of an older stage attempt: {message}"
-                    );
-                    return;
-                }
-                let on_executor = st
-                    .executor_failures
-                    .entry(run.executor_id.clone())
-                    .or_insert(0);
-                *on_executor += 1;
-                if *on_executor >= self.config.max_failures_per_executor_per_stage
-                    && st.excluded.insert(run.executor_id.clone())
-                {
-                    warn!(
-                        stage = run.stage_id,
-                        executor = %run.executor_id,
-                        "executor excluded from the rest of the stage after {} failed tasks",
-                        on_executor
-                    );
-                }
-                let n = st.task_failures.entry(run.partition).or_insert(0);
-                *n += 1;
-                if *n >= max {
-                    // The job's error carries this message; logging it too would print it twice.
-                    debug!(
-                        stage = run.stage_id,
-                        partition = run.partition,
-                        "task failed its last attempt: {message}"
-                    );
-                    let failure = JobFailure::TaskFailed {
-                        stage_id: st.id,
-                        stage_name: st.name.clone(),
-                        partition: run.partition,
-                        executor_id: run.executor_id.clone(),
-                        message,
-                    };
-                    for jid in self.jobs_using(run.stage_id) {
-                        self.fail_job(jid, failure.clone());
-                    }
-                } else {
-                    warn!(
-                        stage = run.stage_id,
-                        partition = run.partition,
-                        attempt = run.attempt,
-                        executor = %run.executor_id,
-                        "task failed, retrying: {message}"
-                    );
-                    self.requeue(run, true);
-                }
-            }
+            Some(task_failure::Reason::ExecutorLost(msg)) => self.task_lost(run, &msg),
+            Some(task_failure::Reason::UserError(message)) => self.task_error(run, message),
             None => self.requeue(run, true),
+        }
+    }
+
+    /// A reducer could not read a map output: the output is forgotten, and the stage's
+    /// attempt ends (to run again once the lost output is rerun), or the stage fails
+    /// after `max_stage_attempts` consecutive failed attempts.
+    fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
+        warn!(
+            stage = run.stage_id,
+            partition = run.partition,
+            shuffle = ff.shuffle_id,
+            map = ff.map_partition,
+            executor = %ff.executor_id,
+            "fetch failure: {}", ff.message
+        );
+        if self
+            .tracker
+            .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id)
+        {
+            self.refresh_map_stage(ff.shuffle_id);
+        }
+        let max = self.config.max_stage_attempts;
+        let Some(st) = self.stages.get_mut(&run.stage_id) else {
+            return;
+        };
+        let current =
+            matches!(st.state, StageState::Running { attempt, .. } if attempt == run.stage_attempt);
+        if !current {
+            // An older attempt: the current one re-reads its inputs and reports its own
+            // fetch failures; the output dropped above is rerun when a stage next needs it.
+            return;
+        }
+        // Every reducer of an attempt may report the same loss: count the attempt once.
+        if st.last_failed_attempt != Some(run.stage_attempt) {
+            st.last_failed_attempt = Some(run.stage_attempt);
+            st.failed_attempts += 1;
+        }
+        st.stop();
+        if st.failed_attempts >= max {
+            st.state = StageState::Failed;
+            let failure = JobFailure::StageFailed {
+                stage_id: st.id,
+                stage_name: st.name.clone(),
+                message: format!(
+                    "stage failed {} consecutive attempts; last fetch failure: shuffle {} map {} on executor {}: {}",
+                    st.failed_attempts, ff.shuffle_id, ff.map_partition, ff.executor_id, ff.message
+                ),
+            };
+            for jid in self.jobs_using(run.stage_id) {
+                self.fail_job(jid, failure.clone());
+            }
+            return;
+        }
+        // Queued tasks of the failed attempt would only fail the same way.
+        self.queue.retain(|p| p.stage_id != run.stage_id);
+        for jid in self.jobs_using(run.stage_id) {
+            self.submit_stage(jid, run.stage_id);
+        }
+    }
+
+    /// A task was lost with its executor: run it again elsewhere, unless it has lost
+    /// `max_executor_losses_per_task` executors already (then its jobs fail).
+    fn task_lost(&mut self, run: TaskRun, msg: &str) {
+        debug!(
+            task_stage = run.stage_id,
+            "task lost with its executor: {msg}"
+        );
+        let max = self.config.max_executor_losses_per_task;
+        let Some(st) = self.stages.get_mut(&run.stage_id) else {
+            return;
+        };
+        if !st.is_pending(run.stage_attempt, run.partition) {
+            return; // superseded or finished: nothing to retry, nothing to count
+        }
+        let lost = st.executor_losses.entry(run.partition).or_default();
+        lost.push(run.executor_id.clone());
+        if lost.len() as u32 >= max {
+            let failure = JobFailure::TaskFailed {
+                stage_id: st.id,
+                stage_name: st.name.clone(),
+                partition: run.partition,
+                executor_id: run.executor_id.clone(),
+                message: format!(
+                    "the task was lost with its executor {} times (executors {}), the limit of --max-executor-losses-per-task; last: {msg}",
+                    lost.len(),
+                    lost.join(", ")
+                ),
+            };
+            st.stop();
+            st.state = StageState::Failed;
+            warn!(
+                stage = run.stage_id,
+                partition = run.partition,
+                "giving up on a task that keeps losing its executor"
+            );
+            for jid in self.jobs_using(run.stage_id) {
+                self.fail_job(jid, failure.clone());
+            }
+            return;
+        }
+        self.requeue(run, false);
+    }
+
+    /// The task's own code failed: retry it (not on the same executor) until it has
+    /// failed `max_task_attempts` times, then fail its jobs; an executor that fails
+    /// `max_failures_per_executor_per_stage` tasks of the stage gets no more of them.
+    fn task_error(&mut self, run: TaskRun, message: String) {
+        let max = self.config.max_task_attempts;
+        let Some(st) = self.stages.get_mut(&run.stage_id) else {
+            return;
+        };
+        let current =
+            matches!(st.state, StageState::Running { attempt, .. } if attempt == run.stage_attempt);
+        if !current {
+            debug!(
+                stage = run.stage_id,
+                partition = run.partition,
+                "ignoring a failure of an older stage attempt: {message}"
+            );
+            return;
+        }
+        let on_executor = st
+            .executor_failures
+            .entry(run.executor_id.clone())
+            .or_insert(0);
+        *on_executor += 1;
+        if *on_executor >= self.config.max_failures_per_executor_per_stage
+            && st.excluded.insert(run.executor_id.clone())
+        {
+            warn!(
+                stage = run.stage_id,
+                executor = %run.executor_id,
+                "executor excluded from the rest of the stage after {} failed tasks",
+                on_executor
+            );
+        }
+        let n = st.task_failures.entry(run.partition).or_insert(0);
+        *n += 1;
+        if *n < max {
+            warn!(
+                stage = run.stage_id,
+                partition = run.partition,
+                attempt = run.attempt,
+                executor = %run.executor_id,
+                "task failed, retrying: {message}"
+            );
+            self.requeue(run, true);
+            return;
+        }
+        // The job's error carries this message; logging it too would print it twice.
+        debug!(
+            stage = run.stage_id,
+            partition = run.partition,
+            "task failed its last attempt: {message}"
+        );
+        let failure = JobFailure::TaskFailed {
+            stage_id: st.id,
+            stage_name: st.name.clone(),
+            partition: run.partition,
+            executor_id: run.executor_id.clone(),
+            message,
+        };
+        st.stop();
+        st.state = StageState::Failed;
+        for jid in self.jobs_using(run.stage_id) {
+            self.fail_job(jid, failure.clone());
         }
     }
 
@@ -460,7 +496,10 @@ impl Scheduler {
         let Some(st) = self.stages.get(&run.stage_id) else {
             return;
         };
-        if !st.running || !st.pending.contains(&run.partition) {
+        let StageState::Running { attempt, pending } = &st.state else {
+            return;
+        };
+        if !pending.contains(&run.partition) {
             return;
         }
         let mut excluded = run.excluded;
@@ -469,7 +508,7 @@ impl Scheduler {
         }
         self.queue.push_back(Pending {
             stage_id: run.stage_id,
-            stage_attempt: st.attempt,
+            stage_attempt: *attempt,
             partition: run.partition,
             attempt: run.attempt + 1,
             preferred: Vec::new(),
@@ -506,6 +545,9 @@ impl Scheduler {
         if !shuffles.is_empty() {
             info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
         }
+        for sid in shuffles {
+            self.refresh_map_stage(sid);
+        }
         for holders in self.cache.values_mut() {
             holders.retain(|e| e != executor_id);
         }
@@ -540,8 +582,7 @@ impl Scheduler {
         self.abandon_running(|r| orphaned.contains(&r.stage_id));
         for s in &orphaned {
             if let Some(st) = self.stages.get_mut(s) {
-                st.running = false;
-                st.pending.clear();
+                st.stop();
                 st.task_failures.clear();
                 st.executor_losses.clear();
             }

@@ -65,7 +65,7 @@ impl Scheduler {
         let Some(st) = self.stages.get(&p.stage_id) else {
             return;
         };
-        if p.stage_attempt != st.attempt || !st.pending.contains(&p.partition) {
+        if !st.is_pending(p.stage_attempt, p.partition) {
             // A newer attempt of the stage superseded this task, or another attempt
             // (a speculative copy) already finished the partition.
             if let Some(ex) = self.executors.get_mut(executor_id) {
@@ -97,7 +97,7 @@ impl Scheduler {
         let desc = TaskDescription {
             job_id,
             stage_id: st.id,
-            stage_attempt: st.attempt,
+            stage_attempt: p.stage_attempt,
             partition: p.partition,
             attempt: p.attempt,
             task_id,
@@ -113,7 +113,7 @@ impl Scheduler {
             task_id,
             TaskRun {
                 stage_id: st.id,
-                stage_attempt: st.attempt,
+                stage_attempt: p.stage_attempt,
                 partition: p.partition,
                 attempt: p.attempt,
                 executor_id: executor_id.to_string(),

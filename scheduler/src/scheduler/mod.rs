@@ -28,14 +28,15 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
 use tracing::{debug, error};
 
-use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
 use crate::limits::PlanLimits;
 use crate::map_output::MapOutputTracker;
+use stage::{Stage, StageKind, StageState};
 
 mod completion; // task outcomes, lost executors, failing and finishing jobs
 mod dispatch; // placing queued tasks on free slots
 mod speculation; // second copies of slow tasks
+mod stage; // a stage and its lifecycle state
 mod stages; // plans into stages and queued tasks
 
 /// Scheduler settings.
@@ -171,42 +172,6 @@ impl SchedulerHandle {
         });
         erx
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum StageKind {
-    ShuffleMap(u32),
-    Result(u64),
-}
-
-struct Stage {
-    id: u32,
-    kind: StageKind,
-    rdd_id: u32,
-    num_partitions: u32,
-    name: String,
-    /// The plan tasks of this stage are built from (latest job that needed it).
-    plan: Arc<Plan>,
-    index: Arc<PlanIndex>,
-    broadcasts: Arc<HashMap<u64, Vec<u8>>>,
-    attempt: u32,
-    failed_attempts: u32,
-    /// The attempt whose fetch failure was last counted in `failed_attempts`.
-    last_failed_attempt: Option<u32>,
-    /// Partitions of the current attempt not yet finished.
-    pending: HashSet<u32>,
-    running: bool,
-    /// Failed attempts per partition (user errors).
-    task_failures: HashMap<u32, u32>,
-    /// Executors lost while running each partition, in order.
-    executor_losses: HashMap<u32, Vec<String>>,
-    /// Failed tasks per executor, and the executors that get no more of its tasks.
-    executor_failures: HashMap<String, u32>,
-    excluded: HashSet<String>,
-    /// Run times of the current attempt's finished tasks (for speculation).
-    durations: Vec<Duration>,
-    /// Partitions of the current attempt that already have a speculative copy.
-    speculated: HashSet<u32>,
 }
 
 struct Job {

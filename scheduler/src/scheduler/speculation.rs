@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tracing::info;
 
-use super::{Pending, Scheduler};
+use super::{Pending, Scheduler, StageState};
 
 impl Scheduler {
     /// Queues a speculative copy of every task that qualifies (called on each loop turn
@@ -19,10 +19,13 @@ impl Scheduler {
     pub(super) fn speculate(&mut self) {
         let mut copies = Vec::new();
         for (stage_id, st) in &self.stages {
-            if !st.running || st.durations.is_empty() {
+            let StageState::Running { attempt, pending } = &st.state else {
+                continue;
+            };
+            if st.durations.is_empty() {
                 continue;
             }
-            let total = st.durations.len() + st.pending.len();
+            let total = st.durations.len() + pending.len();
             if (st.durations.len() as f64) < self.config.speculation_quantile * total as f64 {
                 continue;
             }
@@ -34,19 +37,26 @@ impl Scheduler {
                 .max(self.config.speculation_min);
             for run in self.running.values() {
                 if run.stage_id != *stage_id
-                    || run.stage_attempt != st.attempt
-                    || !st.pending.contains(&run.partition)
+                    || run.stage_attempt != *attempt
+                    || !pending.contains(&run.partition)
                     || st.speculated.contains(&run.partition)
                 {
                     continue;
                 }
                 let elapsed = run.started.elapsed();
                 if elapsed > threshold {
-                    copies.push((*stage_id, run.partition, run.attempt, elapsed, median));
+                    copies.push((
+                        *stage_id,
+                        *attempt,
+                        run.partition,
+                        run.attempt,
+                        elapsed,
+                        median,
+                    ));
                 }
             }
         }
-        for (stage_id, partition, attempt, elapsed, median) in copies {
+        for (stage_id, stage_attempt, partition, attempt, elapsed, median) in copies {
             let running_on: Vec<String> = self
                 .running
                 .values()
@@ -69,7 +79,7 @@ impl Scheduler {
             );
             self.queue.push_front(Pending {
                 stage_id,
-                stage_attempt: st.attempt,
+                stage_attempt,
                 partition,
                 attempt: attempt + 1,
                 preferred: Vec::new(),

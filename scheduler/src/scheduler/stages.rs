@@ -13,7 +13,7 @@ use crossbeam_channel::Sender;
 use ember_proto::Plan;
 use tracing::{debug, info, warn};
 
-use super::{Job, Pending, Scheduler, Stage, StageKind};
+use super::{Job, Pending, Scheduler, Stage, StageKind, StageState};
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, StageInfo};
 use crate::limits::check_plan;
@@ -152,7 +152,7 @@ impl Scheduler {
             let known = self.shuffle_stage.get(&sid).copied();
             let stage_id = match known.and_then(|s| self.stages.get_mut(&s)) {
                 Some(st) => {
-                    if !st.running {
+                    if !st.is_running() {
                         st.plan = plan.clone();
                         st.index = index.clone();
                         st.broadcasts = broadcasts.clone();
@@ -172,6 +172,8 @@ impl Scheduler {
                     );
                     self.shuffle_stage.insert(sid, s);
                     self.tracker.register_shuffle(sid, parent.num_partitions);
+                    // A stage of no partitions has all its outputs from the start.
+                    self.refresh_map_stage(sid);
                     s
                 }
             };
@@ -220,27 +222,16 @@ impl Scheduler {
         self.next_stage += 1;
         self.stages.insert(
             id,
-            Stage {
+            Stage::new(
                 id,
                 kind,
                 rdd_id,
                 num_partitions,
                 name,
-                plan: plan.clone(),
-                index: index.clone(),
-                broadcasts: broadcasts.clone(),
-                attempt: 0,
-                failed_attempts: 0,
-                last_failed_attempt: None,
-                pending: HashSet::new(),
-                running: false,
-                task_failures: HashMap::new(),
-                executor_losses: HashMap::new(),
-                executor_failures: HashMap::new(),
-                excluded: HashSet::new(),
-                durations: Vec::new(),
-                speculated: HashSet::new(),
-            },
+                plan.clone(),
+                index.clone(),
+                broadcasts.clone(),
+            ),
         );
         id
     }
@@ -263,9 +254,39 @@ impl Scheduler {
     /// A shuffle-map stage whose every output exists (always true for a stage of no
     /// partitions: its reducers read nothing).
     fn stage_available(&self, stage_id: u32) -> bool {
-        match self.stages.get(&stage_id).map(|s| s.kind) {
-            Some(StageKind::ShuffleMap(sid)) => self.tracker.is_available(sid),
-            Some(StageKind::Result(_)) | None => false,
+        let Some(st) = self.stages.get(&stage_id) else {
+            return false;
+        };
+        match st.kind {
+            StageKind::ShuffleMap(sid) => {
+                debug_assert_eq!(
+                    st.is_available(),
+                    self.tracker.is_available(sid),
+                    "stage {stage_id} is {:?} but the tracker disagrees",
+                    st.state
+                );
+                st.is_available()
+            }
+            StageKind::Result(_) => false,
+        }
+    }
+
+    /// Brings a shuffle-map stage's state in line with the tracker after outputs were
+    /// registered or removed: `Available` when every output exists, `Waiting` once one
+    /// is lost. A running attempt finishes through its pending set instead.
+    pub(super) fn refresh_map_stage(&mut self, shuffle_id: u32) {
+        let available = self.tracker.is_available(shuffle_id);
+        let Some(st) = self
+            .shuffle_stage
+            .get(&shuffle_id)
+            .and_then(|s| self.stages.get_mut(s))
+        else {
+            return;
+        };
+        match (&st.state, available) {
+            (StageState::Available, false) => st.state = StageState::Waiting,
+            (StageState::Waiting | StageState::Failed, true) => st.state = StageState::Available,
+            _ => {}
         }
     }
 
@@ -278,7 +299,7 @@ impl Scheduler {
             );
             return;
         };
-        let running = st.running;
+        let running = st.is_running();
         let available = self.stage_available(stage_id);
         let Some(job) = self.jobs.get_mut(&job_id) else {
             return;
@@ -350,16 +371,12 @@ impl Scheduler {
         let Some(st) = self.stages.get_mut(&stage_id) else {
             return;
         };
-        st.attempt += 1;
-        st.running = true;
-        st.pending = partitions.iter().copied().collect();
-        st.durations.clear();
-        st.speculated.clear();
+        let attempt = st.start_attempt(partitions.iter().copied());
         let info = stage_info(st, partitions.len() as u32);
         if partitions.len() as u32 == st.num_partitions {
             info!(
                 stage = stage_id,
-                attempt = st.attempt,
+                attempt,
                 "submitting stage {}: all {} partitions",
                 st.name,
                 partitions.len()
@@ -367,7 +384,7 @@ impl Scheduler {
         } else {
             info!(
                 stage = stage_id,
-                attempt = st.attempt,
+                attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
                 st.name,
                 partitions.len(),
@@ -375,7 +392,7 @@ impl Scheduler {
                 partitions
             );
         }
-        let (attempt, kind) = (st.attempt, st.kind);
+        let kind = st.kind;
         let no_tasks = partitions.is_empty();
         for (partition, preferred) in partitions.into_iter().zip(preferred) {
             self.queue.push_back(Pending {
@@ -400,9 +417,6 @@ impl Scheduler {
         }
         if no_tasks {
             // Nothing to run: the stage is done as soon as it starts.
-            if let Some(st) = self.stages.get_mut(&stage_id) {
-                st.running = false;
-            }
             match kind {
                 StageKind::ShuffleMap(sid) => self.map_stage_finished(stage_id, sid),
                 StageKind::Result(job_id) => self.result_stage_finished(job_id, stage_id),
@@ -417,6 +431,6 @@ fn stage_info(st: &Stage, tasks_to_run: u32) -> StageInfo {
         name: st.name.clone(),
         num_tasks: st.num_partitions,
         tasks_to_run,
-        attempt: st.attempt,
+        attempt: st.attempts,
     }
 }

@@ -13,6 +13,7 @@ use ember_proto::{
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
 
 mod empty;
+mod lifecycle;
 mod panics;
 mod recovery;
 

@@ -1,0 +1,167 @@
+//! A stage and its lifecycle as one explicit state.
+//!
+//! ```text
+//!            submit_tasks                 last pending partition done
+//!  Waiting ───────────────▶ Running ──────────────────────────────────▶ Available
+//!     ▲                      │  │                                          │
+//!     │  fetch failure,      │  │ attempts used up                         │ outputs lost
+//!     │  job ended           │  ▼                                          │ (executor lost,
+//!     └──────────────────────┘ Failed ── a later job needs it ──▶ Waiting  │  fetch failure)
+//!     ▲                                                                    │
+//!     └────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Invariants:
+//! - `Running` holds the number of the attempt being run and the partitions of that
+//!   attempt not yet finished; no other state has tasks in flight that count. A task
+//!   of another attempt may still finish (its output is taken, it decides nothing).
+//! - A shuffle-map stage is `Available` exactly when the map-output tracker has an
+//!   output for each of its partitions: it becomes `Available` when the last one is
+//!   registered and goes back to `Waiting` in the places outputs are removed.
+//! - `attempts` only grows: an attempt number is never reused, so a status of an
+//!   older attempt is always recognised as such.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_proto::Plan;
+
+use crate::dag::PlanIndex;
+
+/// What a stage produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum StageKind {
+    /// The map side of a shuffle (by shuffle id), shared by every job that reads it.
+    ShuffleMap(u32),
+    /// The results of one job.
+    Result(u64),
+}
+
+/// Where a stage is in its lifecycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StageState {
+    /// Not running: new, waiting for its parents' outputs, or stopped (a fetch failure
+    /// ended its attempt, or the last job that needed it ended).
+    Waiting,
+    /// Attempt `attempt` is running; `pending` are its partitions not yet finished.
+    Running { attempt: u32, pending: HashSet<u32> },
+    /// Every output exists (a shuffle-map stage) or every result was delivered.
+    Available,
+    /// Gave up: its attempts or a task's attempts ran out and its jobs failed. A later
+    /// job that needs it submits it again.
+    Failed,
+}
+
+pub(super) struct Stage {
+    pub id: u32,
+    pub kind: StageKind,
+    pub rdd_id: u32,
+    pub num_partitions: u32,
+    pub name: String,
+    /// The plan tasks of this stage are built from (latest job that needed it).
+    pub plan: Arc<Plan>,
+    pub index: Arc<PlanIndex>,
+    pub broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+    pub state: StageState,
+    /// Attempts started so far (the latest attempt's number).
+    pub attempts: u32,
+    /// Consecutive attempts that ended in a fetch failure.
+    pub failed_attempts: u32,
+    /// The attempt whose fetch failure was last counted in `failed_attempts`.
+    pub last_failed_attempt: Option<u32>,
+    /// Failed attempts per partition (task errors).
+    pub task_failures: HashMap<u32, u32>,
+    /// Executors lost while running each partition, in order.
+    pub executor_losses: HashMap<u32, Vec<String>>,
+    /// Failed tasks per executor, and the executors that get no more of its tasks.
+    pub executor_failures: HashMap<String, u32>,
+    pub excluded: HashSet<String>,
+    /// Run times of the current attempt's finished tasks (for speculation).
+    pub durations: Vec<Duration>,
+    /// Partitions of the current attempt that already have a speculative copy.
+    pub speculated: HashSet<u32>,
+}
+
+impl Stage {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: u32,
+        kind: StageKind,
+        rdd_id: u32,
+        num_partitions: u32,
+        name: String,
+        plan: Arc<Plan>,
+        index: Arc<PlanIndex>,
+        broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+    ) -> Self {
+        Stage {
+            id,
+            kind,
+            rdd_id,
+            num_partitions,
+            name,
+            plan,
+            index,
+            broadcasts,
+            state: StageState::Waiting,
+            attempts: 0,
+            failed_attempts: 0,
+            last_failed_attempt: None,
+            task_failures: HashMap::new(),
+            executor_losses: HashMap::new(),
+            executor_failures: HashMap::new(),
+            excluded: HashSet::new(),
+            durations: Vec::new(),
+            speculated: HashSet::new(),
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        matches!(self.state, StageState::Running { .. })
+    }
+
+    pub fn is_available(&self) -> bool {
+        self.state == StageState::Available
+    }
+
+    /// Whether `partition` is still to finish in the running attempt `attempt`: only
+    /// then does a task of that attempt decide anything.
+    pub fn is_pending(&self, attempt: u32, partition: u32) -> bool {
+        match &self.state {
+            StageState::Running {
+                attempt: a,
+                pending,
+            } => *a == attempt && pending.contains(&partition),
+            _ => false,
+        }
+    }
+
+    /// Starts the next attempt over `partitions`; returns its number.
+    pub fn start_attempt(&mut self, partitions: impl IntoIterator<Item = u32>) -> u32 {
+        self.attempts += 1;
+        self.state = StageState::Running {
+            attempt: self.attempts,
+            pending: partitions.into_iter().collect(),
+        };
+        self.durations.clear();
+        self.speculated.clear();
+        self.attempts
+    }
+
+    /// Marks `partition` finished (by any attempt); true if that was the running
+    /// attempt's last pending partition.
+    pub fn finish_partition(&mut self, partition: u32) -> bool {
+        match &mut self.state {
+            StageState::Running { pending, .. } => pending.remove(&partition) && pending.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Stops a running attempt (its tasks no longer count); other states are kept.
+    pub fn stop(&mut self) {
+        if self.is_running() {
+            self.state = StageState::Waiting;
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The stage lifecycle: a stage whose attempts run out fails as a stage, and a failed
+//! stage runs again for a later job that needs it.
+
+use std::collections::HashMap;
+
+use ember_proto::{task_failure, FetchFailure};
+
+use super::{drain_until_end, two_stage_plan, Harness};
+use crate::{JobFailure, SchedulerConfig};
+
+#[test]
+fn fetch_failures_on_every_attempt_fail_the_stage_not_a_task() {
+    // One slot: one reducer at a time, so each attempt's first reducer is the one to fail.
+    let h = Harness::new(
+        &[("e1", 1)],
+        SchedulerConfig {
+            max_stage_attempts: 2,
+            ..Default::default()
+        },
+    );
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let mut reduce_stage = None;
+    for attempt in 1..=2 {
+        // The map outputs are (re)written, then a reducer cannot read map 0.
+        let mut maps = 0;
+        loop {
+            let (ex, t) = h.next_task();
+            if t.shuffle_id.is_some() {
+                maps += 1;
+                h.succeed(&ex, &t);
+                continue;
+            }
+            assert_eq!(t.stage_attempt, attempt, "the reduce stage's attempt number");
+            reduce_stage = Some(t.stage_id);
+            h.fail(
+                &ex,
+                &t,
+                task_failure::Reason::FetchFailed(FetchFailure {
+                    executor_id: ex.clone(),
+                    shuffle_id: 0,
+                    map_partition: 0,
+                    reduce_partition: t.partition,
+                    message: format!("block gone (attempt {attempt})"),
+                }),
+            );
+            break;
+        }
+        assert!(maps >= 1, "attempt {attempt} ran its missing map tasks first");
+    }
+    let (_, outcome, _) = drain_until_end(&events);
+    match outcome {
+        Err(JobFailure::StageFailed {
+            stage_id, message, ..
+        }) => {
+            assert_eq!(Some(stage_id), reduce_stage);
+            assert!(
+                message.starts_with("stage failed 2 consecutive attempts"),
+                "{message}"
+            );
+            assert!(message.contains("block gone (attempt 2)"), "{message}");
+        }
+        other => panic!("expected a stage failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_map_stage_that_failed_its_job_runs_again_for_the_next_job() {
+    let h = Harness::new(
+        &[("e1", 1)],
+        SchedulerConfig {
+            max_task_attempts: 1,
+            ..Default::default()
+        },
+    );
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let (ex, first) = h.next_task();
+    assert_eq!(first.shuffle_id, Some(0));
+    h.fail(&ex, &first, task_failure::Reason::UserError("boom".into()));
+    let (_, outcome, _) = drain_until_end(&events);
+    assert!(
+        matches!(outcome, Err(JobFailure::TaskFailed { ref message, .. }) if message == "boom"),
+        "{outcome:?}"
+    );
+    // A status of the other map task (launched before the failure) comes late.
+    while let Ok((ex, t)) = h.launched.try_recv() {
+        h.succeed(&ex, &t);
+    }
+
+    // The same shuffle again: the failed stage is submitted anew, for what is missing.
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let mut map_partitions = Vec::new();
+    let mut reducers = 0;
+    while reducers < 2 {
+        let (ex, t) = h.next_task();
+        match t.shuffle_id {
+            Some(_) => map_partitions.push(t.partition),
+            None => reducers += 1,
+        }
+        h.succeed(&ex, &t);
+    }
+    assert!(map_partitions.contains(&0), "the failed map task reruns");
+    let (results, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(results.len(), 2);
+    h.no_more_tasks();
+}
