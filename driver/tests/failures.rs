@@ -121,7 +121,7 @@ async fn dropping_the_job_stream_cancels_the_job_and_kills_its_task() {
         driver_message::Msg::Kill(k) => assert_eq!(k.task_id, task.task_id),
         other => panic!("expected KillTask, got {other:?}"),
     }
-    // The slot comes back once the killed attempt reports; the next job runs.
+    // The task slot comes back once the killed attempt reports; the next job runs.
     exec.send(ember_proto::executor_message::Msg::Status(
         ember_proto::TaskStatus {
             task_id: task.task_id,
@@ -147,7 +147,7 @@ async fn dropping_the_job_stream_cancels_the_job_and_kills_its_task() {
 }
 
 #[tokio::test]
-async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_slot() {
+async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_id_range() {
     let driver = start(Options::default()).await;
     let mut c = client(driver.addr, None).await;
     let mut exec = FakeExecutor::register(&mut c, 1).await;
@@ -189,7 +189,7 @@ async fn a_closed_session_cancels_its_jobs_cleans_up_and_frees_its_slot() {
     let err = c.submit_job(submit(&opened, 1, &sha)).await.unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
 
-    // The slot is free again: the next session gets the same ids under a new id.
+    // The id range is free again: the next session gets the same ids under a new id.
     let (again, _session) = open_session(&mut c, &sha).await;
     assert_eq!(again.session_id, 2);
     assert_eq!(again.id_base, opened.id_base);

@@ -12,7 +12,7 @@
 //!   the same hash wait for it and then find the file (or fetch again if it failed).
 //! * Only well-formed hashes (64 lower-case hex digits) ever become paths.
 //! * A binary is deleted ([`BinaryStore::collect_garbage`]) only when no worker of it
-//!   runs (a slot holds a [`BinaryLease`] from before it fetches the binary until its
+//!   runs (a binary worker holds a [`BinaryLease`] from before it fetches the binary until its
 //!   worker is gone) and it was last used (lease released, or first seen by this
 //!   process) longer than the max age ago; the check and the delete happen under one
 //!   lock, so a worker about to start never loses its binary.

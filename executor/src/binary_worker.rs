@@ -55,17 +55,17 @@ pub fn spawn(
     env: Arc<WorkerEnv>,
 ) -> (mpsc::UnboundedSender<WorkerCmd>, JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let slot = Slot {
+    let worker = BinaryWorker {
         sha16: sha[..16.min(sha.len())].to_string(),
         sha,
         env,
         broadcasts: BTreeMap::new(),
         worker: None,
     };
-    (tx, tokio::spawn(slot.run(rx)))
+    (tx, tokio::spawn(worker.run(rx)))
 }
 
-struct Slot {
+struct BinaryWorker {
     sha: String,
     sha16: String,
     env: Arc<WorkerEnv>,
@@ -108,7 +108,7 @@ enum Loss {
     Broken(String),
 }
 
-impl Slot {
+impl BinaryWorker {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<WorkerCmd>) {
         loop {
             let event = match self.worker.as_mut() {

@@ -17,6 +17,7 @@
 //!   `DATA_LOSS` (it is here but broken), the message naming the file and what is wrong.
 //!   Nothing a reducer sends can panic the daemon.
 
+use ember_proto::IdRange;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -43,14 +44,14 @@ pub const CHANNEL_CHUNKS: usize = 4;
 /// The executor id of the current registration (empty before the first), for messages.
 pub type SharedExecutorId = Arc<Mutex<String>>;
 
-/// The shuffle key of each client session this executor ran tasks for, by session
-/// slot (`ember_proto::session_slot`), shared by the registration (which learns and
+/// The shuffle key of each client session this executor ran tasks for, by the
+/// session's id range ([`IdRange`]), shared by the registration (which learns and
 /// forgets them) and the shuffle service (which checks fetches against them).
 #[derive(Clone, Default)]
-pub struct SessionKeys(Arc<Mutex<HashMap<u32, String>>>);
+pub struct SessionKeys(Arc<Mutex<HashMap<IdRange, String>>>);
 
 impl SessionKeys {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u32, String>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<IdRange, String>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -58,18 +59,14 @@ impl SessionKeys {
     /// is ignored (such a task's session gets no blocks served).
     pub fn learn(&self, owned_id: u32, key: &str) {
         if !key.is_empty() {
-            self.map()
-                .insert(ember_proto::session_slot(owned_id), key.to_string());
+            self.map().insert(IdRange::of_id(owned_id), key.to_string());
         }
     }
 
     /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)`.
     pub fn forget_range(&self, id_lo: u32, id_hi: u32) {
-        let (lo, hi) = (
-            ember_proto::session_slot(id_lo),
-            ember_proto::session_slot(id_hi),
-        );
-        self.map().retain(|slot, _| *slot < lo || *slot >= hi);
+        let (lo, hi) = (IdRange::of_id(id_lo), IdRange::of_id(id_hi));
+        self.map().retain(|range, _| *range < lo || *range >= hi);
     }
 
     /// Forgets every key (the registration ended).
@@ -79,9 +76,9 @@ impl SessionKeys {
 
     /// `Ok` if `given` is the key of the session owning `shuffle_id`.
     pub fn check(&self, shuffle_id: u32, given: &str) -> Result<(), Status> {
-        let slot = ember_proto::session_slot(shuffle_id);
+        let range = IdRange::of_id(shuffle_id);
         let map = self.map();
-        match map.get(&slot) {
+        match map.get(&range) {
             Some(key) if ember_proto::auth::constant_time_eq(key.as_bytes(), given.as_bytes()) => {
                 Ok(())
             }

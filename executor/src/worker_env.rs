@@ -26,7 +26,7 @@ use crate::driver_conn::DriverConn;
 /// Task id -> binary hash of every task accepted and not yet reported.
 pub type RunningTasks = Arc<Mutex<HashMap<u64, String>>>;
 
-/// What the slots of one registration share.
+/// What the binary workers of one registration share.
 pub struct WorkerEnv {
     pub config: Arc<Config>,
     /// This registration's executor id.

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod digest;
+pub mod id_range;
 pub mod limits;
 pub mod units;
 
@@ -18,12 +19,4 @@ pub mod v1 {
 
 pub use v1::*;
 
-/// Each client session owns the RDD and shuffle ids `[slot << SESSION_ID_SHIFT,
-/// (slot + 1) << SESSION_ID_SHIFT)`, so the session owning an id is `id >>
-/// SESSION_ID_SHIFT`.
-pub const SESSION_ID_SHIFT: u32 = 20;
-
-/// The session slot that owns RDD or shuffle id `id`.
-pub fn session_slot(id: u32) -> u32 {
-    id >> SESSION_ID_SHIFT
-}
+pub use id_range::{IdRange, BROADCASTS_PER_SESSION, IDS_PER_SESSION};

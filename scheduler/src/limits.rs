@@ -3,7 +3,7 @@
 //!
 //! A plan is data from a client: its partition counts, node count and requested
 //! partitions decide how much the scheduler allocates (one queued task, one pending
-//! entry and one map-output slot per partition). [`check_plan`] refuses a plan that
+//! entry and one map-output entry per partition). [`check_plan`] refuses a plan that
 //! exceeds a [`PlanLimits`] bound, naming the bound, its flag and the offending value,
 //! using no memory proportional to those values.
 //!

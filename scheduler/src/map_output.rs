@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use ember_proto::MapLocation;
 
-/// Shuffle id -> one slot per map partition.
+/// Shuffle id -> one entry per map partition (its output, once registered).
 #[derive(Debug, Default)]
 pub struct MapOutputTracker {
     shuffles: HashMap<u32, Vec<Option<MapLocation>>>,
@@ -24,9 +24,9 @@ impl MapOutputTracker {
 
     /// Records a finished map task's output.
     pub fn register_output(&mut self, shuffle_id: u32, loc: MapLocation) {
-        if let Some(slots) = self.shuffles.get_mut(&shuffle_id) {
-            if let Some(slot) = slots.get_mut(loc.map_partition as usize) {
-                *slot = Some(loc);
+        if let Some(outputs) = self.shuffles.get_mut(&shuffle_id) {
+            if let Some(entry) = outputs.get_mut(loc.map_partition as usize) {
+                *entry = Some(loc);
             }
         }
     }
@@ -38,13 +38,13 @@ impl MapOutputTracker {
         map_partition: u32,
         executor_id: &str,
     ) -> bool {
-        if let Some(slot) = self
+        if let Some(entry) = self
             .shuffles
             .get_mut(&shuffle_id)
             .and_then(|s| s.get_mut(map_partition as usize))
         {
-            if slot.as_ref().is_some_and(|l| l.executor_id == executor_id) {
-                *slot = None;
+            if entry.as_ref().is_some_and(|l| l.executor_id == executor_id) {
+                *entry = None;
                 return true;
             }
         }
@@ -54,10 +54,10 @@ impl MapOutputTracker {
     /// Forgets every output on a lost executor; returns the shuffles that lost any.
     pub fn remove_executor(&mut self, executor_id: &str) -> Vec<u32> {
         let mut hit = Vec::new();
-        for (sid, slots) in &mut self.shuffles {
-            for slot in slots.iter_mut() {
-                if slot.as_ref().is_some_and(|l| l.executor_id == executor_id) {
-                    *slot = None;
+        for (sid, outputs) in &mut self.shuffles {
+            for entry in outputs.iter_mut() {
+                if entry.as_ref().is_some_and(|l| l.executor_id == executor_id) {
+                    *entry = None;
                     if !hit.contains(sid) {
                         hit.push(*sid);
                     }
@@ -70,8 +70,8 @@ impl MapOutputTracker {
     /// Map partitions of the shuffle that have no output.
     pub fn missing(&self, shuffle_id: u32) -> Vec<u32> {
         match self.shuffles.get(&shuffle_id) {
-            Some(slots) => (0..slots.len() as u32)
-                .filter(|&i| slots[i as usize].is_none())
+            Some(outputs) => (0..outputs.len() as u32)
+                .filter(|&i| outputs[i as usize].is_none())
                 .collect(),
             None => Vec::new(),
         }

@@ -15,6 +15,7 @@
 use dashmap::DashMap;
 use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
 use ember_proto::shuffle_client::ShuffleClient;
+use ember_proto::IdRange;
 use ember_proto::{BlockChunk, FetchBlocksRequest};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -61,8 +62,8 @@ async fn timed<T>(
 pub(crate) struct RemoteShuffle {
     secret: AddSecret,
     clients: DashMap<String, Client>,
-    /// Session slot -> that session's shuffle key.
-    keys: DashMap<u32, String>,
+    /// Session id range -> that session's shuffle key.
+    keys: DashMap<IdRange, String>,
 }
 
 impl RemoteShuffle {
@@ -78,25 +79,21 @@ impl RemoteShuffle {
     /// plan carries it); an empty key is ignored.
     pub(crate) fn learn_key(&self, owned_id: u32, key: &str) {
         if !key.is_empty() {
-            self.keys
-                .insert(ember_proto::session_slot(owned_id), key.to_string());
+            self.keys.insert(IdRange::of_id(owned_id), key.to_string());
         }
     }
 
     /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)` (they ended).
     pub(crate) fn forget_keys(&self, id_lo: u32, id_hi: u32) {
-        let (lo, hi) = (
-            ember_proto::session_slot(id_lo),
-            ember_proto::session_slot(id_hi),
-        );
-        self.keys.retain(|slot, _| *slot < lo || *slot >= hi);
+        let (lo, hi) = (IdRange::of_id(id_lo), IdRange::of_id(id_hi));
+        self.keys.retain(|range, _| *range < lo || *range >= hi);
     }
 
     /// The key to fetch shuffle `shuffle_id` with (empty if no task of its session ran
     /// here: the executor then refuses the fetch).
     fn key_for(&self, shuffle_id: u32) -> String {
         self.keys
-            .get(&ember_proto::session_slot(shuffle_id))
+            .get(&IdRange::of_id(shuffle_id))
             .map(|k| k.clone())
             .unwrap_or_default()
     }

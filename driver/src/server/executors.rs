@@ -216,7 +216,7 @@ impl ExecutorRegistry {
     }
 
     /// Tells every executor that a session ended and forgets which of its broadcasts
-    /// they were sent (the ids may be reused by a later session in the same slot).
+    /// they were sent (the ids may be reused by a later session with the same id range).
     pub(crate) fn cleanup_session(&self, cleanup: CleanupSession) {
         let mut inner = self.inner.lock();
         let range = cleanup.broadcast_lo..cleanup.broadcast_hi;

@@ -21,75 +21,19 @@ use std::task::{Context, Poll};
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::{dependency, Plan, SubmitJobRequest};
-use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tonic::Status;
 use tracing::{debug, info};
 
-use super::sessions::{self, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
+use super::sessions::{self, JobTrack};
 use super::{DriverState, ServerLimits};
+use ember_proto::{BROADCASTS_PER_SESSION, IDS_PER_SESSION};
 use ember_scheduler::events::{JobEvent, SchedulerEvent};
 use ember_scheduler::wire::to_wire;
 
 type WireEvent = Result<ember_proto::JobEvent, Status>;
-
-#[derive(Default)]
-struct TrackState {
-    job_id: Option<u64>,
-    ended: bool,
-    /// Cancel requested before the scheduler gave the job an id.
-    cancel: Option<String>,
-}
-
-/// What the driver knows about one submitted job: its id once started, whether it has
-/// ended, and a cancel request that came before the id.
-#[derive(Default)]
-pub struct JobTrack {
-    state: Mutex<TrackState>,
-}
-
-impl JobTrack {
-    /// The job's id if it has started and not ended.
-    pub fn running_job(&self) -> Option<u64> {
-        let s = self.state.lock();
-        s.job_id.filter(|_| !s.ended)
-    }
-
-    /// Records the job id; returns a cancel reason requested before it.
-    fn started(&self, job_id: u64) -> Option<String> {
-        let mut s = self.state.lock();
-        s.job_id = Some(job_id);
-        s.cancel.take()
-    }
-
-    fn end(&self) {
-        self.state.lock().ended = true;
-    }
-
-    /// Cancels the job (now, or as soon as it has an id) unless it has ended.
-    pub(crate) fn cancel(&self, scheduler: &Sender<SchedulerEvent>, reason: &str) {
-        let mut s = self.state.lock();
-        if s.ended {
-            return;
-        }
-        match s.job_id {
-            Some(job_id) => {
-                info!(job = job_id, "cancelling job: {reason}");
-                let _ = scheduler.send(SchedulerEvent::CancelJob {
-                    job_id,
-                    reason: reason.to_string(),
-                });
-            }
-            None => {
-                if s.cancel.is_none() {
-                    s.cancel = Some(reason.to_string());
-                }
-            }
-        }
-    }
-}
 
 /// Checks that every id `plan` names lies in `[lo, hi)`.
 pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
@@ -184,10 +128,13 @@ pub(crate) fn submit(
     let description = plan.description.clone();
     let new_broadcasts = req.new_broadcasts;
     let (events, submission, track) = state.sessions.start_job(session_id, token, |session| {
-        let (lo, hi) = (session.id_lo(), session.id_hi());
+        let (lo, hi) = (session.range.ids().start, session.range.ids().end);
         debug_assert_eq!(hi - lo, IDS_PER_SESSION);
         check_plan_ids(&plan, lo, hi).map_err(Status::invalid_argument)?;
-        let (blo, bhi) = (session.broadcast_lo(), session.broadcast_hi());
+        let (blo, bhi) = (
+            session.range.broadcasts().start,
+            session.range.broadcasts().end,
+        );
         debug_assert_eq!(bhi - blo, BROADCASTS_PER_SESSION);
         if let Some(b) = new_broadcasts.iter().find(|b| b.id < blo || b.id >= bhi) {
             return Err(Status::invalid_argument(format!(

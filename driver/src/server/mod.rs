@@ -45,7 +45,6 @@ pub use executors::ExecutorRegistry;
 pub use jobs::check_plan_ids;
 pub use launcher::GrpcLauncher;
 pub use service::DriverService;
-pub use sessions::{IDS_PER_SESSION, MAX_SLOT};
 
 /// HTTP/2 keepalive ping interval: a dead peer is noticed within interval + timeout.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
@@ -180,8 +179,8 @@ impl DriverDaemon {
             source,
         })?;
         let executors = Arc::new(ExecutorRegistry::default());
-        let sender_slot = Arc::new(OnceLock::new());
-        let launcher = GrpcLauncher::new(executors.clone(), sender_slot.clone());
+        let scheduler_sender = Arc::new(OnceLock::new());
+        let launcher = GrpcLauncher::new(executors.clone(), scheduler_sender.clone());
         let (failed_tx, failed) = tokio::sync::watch::channel(None);
         let on_panic = Box::new(move |reason: String| {
             let _ = failed_tx.send(Some(reason));
@@ -196,7 +195,7 @@ impl DriverDaemon {
             on_panic,
         );
         let to_scheduler = scheduler.sender();
-        let _ = sender_slot.set(to_scheduler.clone());
+        let _ = scheduler_sender.set(to_scheduler.clone());
         let state = Arc::new(DriverState {
             scheduler,
             to_scheduler,

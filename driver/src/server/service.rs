@@ -98,12 +98,12 @@ impl Driver for DriverService {
         self.state
             .sessions
             .with_session(req.session_id, token, |s| {
-                if req.rdd_id < s.id_lo() || req.rdd_id >= s.id_hi() {
+                if !s.range.ids().contains(&req.rdd_id) {
                     return Err(Status::invalid_argument(format!(
                         "rdd {} is outside this session's id range [{}, {})",
                         req.rdd_id,
-                        s.id_lo(),
-                        s.id_hi()
+                        s.range.ids().start,
+                        s.range.ids().end
                     )));
                 }
                 Ok(())

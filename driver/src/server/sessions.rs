@@ -1,15 +1,15 @@
 //! Client sessions: one per connected job client, from `OpenSession` until the client
 //! drops the session stream.
 //!
-//! A session owns a slot in `1..=MAX_SLOT`; its RDD and shuffle ids are
-//! `[slot << 20, (slot + 1) << 20)` and its broadcast ids `[slot << 40, (slot + 1) << 40)`,
-//! so clients never touch each other's shuffles, cached blocks or broadcasts.
+//! A session owns an [`IdRange`] (index `1..=IdRange::MAX_INDEX`; 0 is local mode's): its
+//! RDD, shuffle and broadcast ids, so clients never touch each other's shuffles,
+//! cached blocks or broadcasts. Each of its submitted jobs has a [`JobTrack`] here.
 //!
 //! Invariants:
-//! - A slot is used by at most one session, and is freed only after the session's
-//!   jobs have all ended and the scheduler (`ForgetIds`) and every executor
+//! - An id range is used by at most one session, and is freed only after the
+//!   session's jobs have all ended and the scheduler (`ForgetIds`) and every executor
 //!   (`CleanupSession`) were told to forget its ids; so a later session that reuses
-//!   the slot never sees anything of the earlier one.
+//!   the range never sees anything of the earlier one.
 //! - A job is registered with its session in the same critical section that submits
 //!   it to the scheduler, so a closing session always knows every job it must cancel.
 //! - A session is usable only by the client that opened it: `OpenSession` hands that
@@ -23,7 +23,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ember_proto::auth;
+use crossbeam_channel::Sender;
+use ember_proto::{auth, IdRange};
 use ember_proto::{session_event, CleanupSession, OpenSessionRequest, SessionEvent, SessionOpened};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -32,23 +33,16 @@ use tokio_stream::Stream;
 use tonic::Status;
 use tracing::{info, warn};
 
-use super::jobs::JobTrack;
 use super::DriverState;
 use ember_scheduler::events::SchedulerEvent;
-
-/// RDD and shuffle ids per session.
-pub const IDS_PER_SESSION: u32 = 1 << ember_proto::SESSION_ID_SHIFT;
-/// Broadcast ids per session.
-pub const BROADCASTS_PER_SESSION: u64 = 1 << 40;
-/// Highest slot: slot 4095 would put the end of its id range at 2^32, past `u32`.
-pub const MAX_SLOT: u32 = 4094;
 
 type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 
 /// One client session.
 pub(crate) struct Session {
     pub id: u64,
-    pub slot: u32,
+    /// Its RDD, shuffle and broadcast ids.
+    pub range: IdRange,
     pub app_name: String,
     /// What the client must send with every call into this session.
     token: String,
@@ -66,21 +60,6 @@ pub(crate) struct Session {
     events: Option<Events>,
 }
 
-impl Session {
-    pub fn id_lo(&self) -> u32 {
-        self.slot << 20
-    }
-    pub fn id_hi(&self) -> u32 {
-        (self.slot + 1) << 20
-    }
-    pub fn broadcast_lo(&self) -> u64 {
-        u64::from(self.slot) << 40
-    }
-    pub fn broadcast_hi(&self) -> u64 {
-        u64::from(self.slot + 1) << 40
-    }
-}
-
 /// What the status page and `Status` show of a session.
 pub(crate) struct SessionSummary {
     pub id: u64,
@@ -93,7 +72,7 @@ pub(crate) struct SessionSummary {
 struct Inner {
     next_session: u64,
     next_submission: u64,
-    used_slots: BTreeSet<u32>,
+    used_ranges: BTreeSet<IdRange>,
     sessions: BTreeMap<u64, Session>,
 }
 
@@ -117,7 +96,7 @@ impl SessionRegistry {
                 SessionSummary {
                     id: s.id,
                     app_name: s.app_name.clone(),
-                    id_base: s.id_lo(),
+                    id_base: s.range.ids().start,
                     running_jobs,
                 }
             })
@@ -231,21 +210,23 @@ pub(crate) fn open(
     let token = auth::random_token().map_err(Status::internal)?;
     let shuffle_key = auth::random_token().map_err(Status::internal)?;
     let (tx, rx) = mpsc::unbounded_channel();
-    let (id, slot) = {
+    let (id, range) = {
         let mut inner = state.sessions.inner.lock();
-        let slot = (1..=MAX_SLOT)
-            .find(|s| !inner.used_slots.contains(s))
+        let range = (1..=IdRange::MAX_INDEX)
+            .filter_map(IdRange::new)
+            .find(|r| !inner.used_ranges.contains(r))
             .ok_or_else(|| {
                 Status::resource_exhausted(format!(
-                    "all {MAX_SLOT} session slots are in use; close a session first"
+                    "all {} session id ranges are in use; close a session first",
+                    IdRange::MAX_INDEX
                 ))
             })?;
-        inner.used_slots.insert(slot);
+        inner.used_ranges.insert(range);
         inner.next_session += 1;
         let id = inner.next_session;
         let session = Session {
             id,
-            slot,
+            range,
             app_name: req.app_name.clone(),
             token: token.clone(),
             shuffle_key,
@@ -258,8 +239,8 @@ pub(crate) fn open(
         let (total_cores, executors) = state.executors.totals();
         let opened = SessionOpened {
             session_id: id,
-            id_base: session.id_lo(),
-            broadcast_base: session.broadcast_lo(),
+            id_base: range.ids().start,
+            broadcast_base: range.broadcasts().start,
             total_cores,
             executors,
             session_token: token,
@@ -268,9 +249,9 @@ pub(crate) fn open(
             event: Some(session_event::Event::Opened(opened)),
         }));
         inner.sessions.insert(id, session);
-        (id, slot)
+        (id, range)
     };
-    info!(session = id, slot, app = %req.app_name, binary = %req.binary_sha256, "session opened");
+    info!(session = id, id_range = range.index(), app = %req.app_name, binary = %req.binary_sha256, "session opened");
     Ok(SessionStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: SessionGuard {
@@ -316,27 +297,84 @@ pub(crate) fn job_ended(state: &DriverState, session_id: u64, submission: u64) {
 }
 
 /// Tells the scheduler and the executors to forget the session's ids, then frees its
-/// slot. Called with the registry locked, so no new session takes the slot meanwhile.
+/// id range. Called with the registry locked, so no new session takes the range meanwhile.
 fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
     let Some(session) = inner.sessions.remove(&id) else {
         return;
     };
+    let (ids, broadcasts) = (session.range.ids(), session.range.broadcasts());
     let _ = state.to_scheduler.send(SchedulerEvent::ForgetIds {
-        id_lo: session.id_lo(),
-        id_hi: session.id_hi(),
+        id_lo: ids.start,
+        id_hi: ids.end,
     });
     state.executors.cleanup_session(CleanupSession {
-        id_lo: session.id_lo(),
-        id_hi: session.id_hi(),
-        broadcast_lo: session.broadcast_lo(),
-        broadcast_hi: session.broadcast_hi(),
+        id_lo: ids.start,
+        id_hi: ids.end,
+        broadcast_lo: broadcasts.start,
+        broadcast_hi: broadcasts.end,
     });
-    inner.used_slots.remove(&session.slot);
+    inner.used_ranges.remove(&session.range);
     info!(
         session = id,
-        slot = session.slot,
+        id_range = session.range.index(),
         "session ended; its ids are forgotten"
     );
+}
+
+#[derive(Default)]
+struct TrackState {
+    job_id: Option<u64>,
+    ended: bool,
+    /// Cancel requested before the scheduler gave the job an id.
+    cancel: Option<String>,
+}
+
+/// What the driver knows about one submitted job: its id once started, whether it has
+/// ended, and a cancel request that came before the id.
+#[derive(Default)]
+pub struct JobTrack {
+    state: Mutex<TrackState>,
+}
+
+impl JobTrack {
+    /// The job's id if it has started and not ended.
+    pub fn running_job(&self) -> Option<u64> {
+        let s = self.state.lock();
+        s.job_id.filter(|_| !s.ended)
+    }
+
+    /// Records the job id; returns a cancel reason requested before it.
+    pub(crate) fn started(&self, job_id: u64) -> Option<String> {
+        let mut s = self.state.lock();
+        s.job_id = Some(job_id);
+        s.cancel.take()
+    }
+
+    pub(crate) fn end(&self) {
+        self.state.lock().ended = true;
+    }
+
+    /// Cancels the job (now, or as soon as it has an id) unless it has ended.
+    pub(crate) fn cancel(&self, scheduler: &Sender<SchedulerEvent>, reason: &str) {
+        let mut s = self.state.lock();
+        if s.ended {
+            return;
+        }
+        match s.job_id {
+            Some(job_id) => {
+                info!(job = job_id, "cancelling job: {reason}");
+                let _ = scheduler.send(SchedulerEvent::CancelJob {
+                    job_id,
+                    reason: reason.to_string(),
+                });
+            }
+            None => {
+                if s.cancel.is_none() {
+                    s.cancel = Some(reason.to_string());
+                }
+            }
+        }
+    }
 }
 
 /// Closes its session when dropped.

@@ -16,9 +16,9 @@ use crate::common::within;
 
 const SECRET: &str = "shuffle-secret";
 const SHUFFLE: u32 = 7;
-/// The session key of slot 1's session.
+/// The session key of id range 1's session.
 const OTHER_KEY: &str = "0ther0000000000000000000000000000000000000000000000000000000000a";
-/// The session key of shuffle 7's session (slot 0).
+/// The session key of shuffle 7's session (id range 0).
 const KEY: &str = "6b6579206f662073657373696f6e20302c2077686f7365206964732073746172";
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
@@ -276,7 +276,7 @@ async fn wrong_or_missing_secret_is_unauthenticated() {
 #[tokio::test]
 async fn a_fetch_for_another_sessions_shuffle_is_permission_denied() {
     let server = start().await;
-    // Session slot 1 owns shuffle ids [2^20, 2^21); one of its map outputs is here.
+    // Id range 1 owns shuffle ids [2^20, 2^21); one of its map outputs is here.
     let theirs = (1 << 20) + 3;
     write_map_output_of(&server.shuffle_dir, theirs, 0);
     let mut c = client(&server.url, Some(SECRET)).await;

@@ -30,7 +30,10 @@ fn fetch_failures_on_every_attempt_fail_the_stage_not_a_task() {
                 h.succeed(&ex, &t);
                 continue;
             }
-            assert_eq!(t.stage_attempt, attempt, "the reduce stage's attempt number");
+            assert_eq!(
+                t.stage_attempt, attempt,
+                "the reduce stage's attempt number"
+            );
             reduce_stage = Some(t.stage_id);
             h.fail(
                 &ex,
@@ -45,7 +48,10 @@ fn fetch_failures_on_every_attempt_fail_the_stage_not_a_task() {
             );
             break;
         }
-        assert!(maps >= 1, "attempt {attempt} ran its missing map tasks first");
+        assert!(
+            maps >= 1,
+            "attempt {attempt} ran its missing map tasks first"
+        );
     }
     let (_, outcome, _) = drain_until_end(&events);
     match outcome {
