@@ -1,6 +1,7 @@
-//! The executor <-> worker protocol on a worker's Unix socket: each frame is a u32
-//! big-endian length followed by one prost message, `ToWorker` from the executor and
-//! `FromWorker` from the worker.
+//! The executor <-> worker protocol on a worker's Unix socket, the executor's side: the
+//! framing is [`ember_proto::worker_frame`]'s (a big-endian length, then one prost
+//! message, `ToWorker` from the executor and `FromWorker` from the worker), here as a
+//! tokio codec built from its constants.
 //!
 //! Conversation: the worker connects and sends `FromWorker{ready}` first; then the
 //! executor sends `run`, `kill`, `broadcast` and `cleanup` messages (every broadcast a
@@ -16,16 +17,16 @@ use prost::Message;
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-/// Largest frame either side accepts (a task result can be large).
-pub const MAX_FRAME_BYTES: usize = 512 * 1024 * 1024;
+use ember_proto::worker_frame::LENGTH_PREFIX_BYTES;
+pub use ember_proto::worker_frame::MAX_FRAME_BYTES;
 
 /// A worker connection, framed.
 pub type WorkerFramed = Framed<UnixStream, LengthDelimitedCodec>;
 
-/// The frame codec: u32 big-endian length, then the message bytes.
+/// The frame codec: the length prefix, then the message bytes.
 pub fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
-        .length_field_length(4)
+        .length_field_length(LENGTH_PREFIX_BYTES)
         .big_endian()
         .max_frame_length(MAX_FRAME_BYTES)
         .new_codec()
@@ -57,4 +58,39 @@ pub fn decode_to_worker(frame: &[u8]) -> Result<ToWorker, prost::DecodeError> {
 /// The bytes of one `FromWorker` frame (the worker side, used by tests).
 pub fn encode_from_worker(msg: &FromWorker) -> Bytes {
     Bytes::from(msg.encode_to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ember_proto::worker_frame;
+    use tokio_util::codec::{Decoder, Encoder};
+
+    #[test]
+    fn the_executor_codec_and_the_worker_framing_agree() {
+        // Executor -> worker: the codec writes what the worker's reader reads.
+        let mut wire = BytesMut::new();
+        codec()
+            .encode(Bytes::from_static(b"to the worker"), &mut wire)
+            .unwrap();
+        let mut r = std::io::Cursor::new(wire.to_vec());
+        assert_eq!(
+            worker_frame::read_frame(&mut r).unwrap(),
+            Some(b"to the worker".to_vec())
+        );
+        // Worker -> executor: the worker's writer writes what the codec reads.
+        let mut out = Vec::new();
+        worker_frame::write_frame(&mut out, b"to the executor").unwrap();
+        let mut buf = BytesMut::from(&out[..]);
+        let frame = codec().decode(&mut buf).unwrap().unwrap();
+        assert_eq!(&frame[..], b"to the executor");
+        // Both refuse a length over the one limit.
+        let mut big = BytesMut::from(&((MAX_FRAME_BYTES + 1) as u32).to_be_bytes()[..]);
+        assert!(codec().decode(&mut big).is_err());
+        let mut at_limit = BytesMut::from(&(MAX_FRAME_BYTES as u32).to_be_bytes()[..]);
+        assert!(
+            codec().decode(&mut at_limit).unwrap().is_none(),
+            "waits for the bytes"
+        );
+    }
 }

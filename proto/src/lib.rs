@@ -10,6 +10,7 @@ pub mod digest;
 pub mod id_range;
 pub mod limits;
 pub mod units;
+pub mod worker_frame;
 
 /// Version 1 of the protocol.
 #[allow(clippy::all)]

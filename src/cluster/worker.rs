@@ -16,7 +16,7 @@
 //! bounded by `ember_proto::limits::fit_status` (failure messages cut to 4 KiB, a
 //! result too large for one message turned into that task's failure).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,9 +30,7 @@ use prost::Message;
 use tracing::{debug, error, info};
 
 use crate::env::ExecutorEnv;
-
-/// Largest frame either side accepts.
-pub const MAX_FRAME_BYTES: usize = 512 << 20;
+use ember_proto::worker_frame;
 
 /// The variables an executor sets for its workers.
 pub mod vars {
@@ -188,49 +186,11 @@ fn killed_status(env: &ExecutorEnv, task_id: u64) -> TaskStatus {
 }
 
 fn write_frame(writer: &Mutex<UnixStream>, msg: &FromWorker) -> Result<(), String> {
-    let bytes = msg.encode_to_vec();
-    let mut w = writer.lock();
-    w.write_all(&(bytes.len() as u32).to_be_bytes())
-        .and_then(|_| w.write_all(&bytes))
-        .map_err(|e| format!("cannot write to the executor: {e}"))
+    worker_frame::write_frame(&mut *writer.lock(), &msg.encode_to_vec())
+        .map_err(|e| format!("to the executor: {e}"))
 }
 
 /// One frame, or `None` at a clean end of stream.
 fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, String> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("cannot read from the executor: {e}")),
-    }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME_BYTES {
-        return Err(format!(
-            "frame of {len} bytes from the executor exceeds {MAX_FRAME_BYTES}"
-        ));
-    }
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf)
-        .map_err(|e| format!("short frame from the executor: {e}"))?;
-    Ok(Some(buf))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_round_trip_and_oversized_is_refused() {
-        let mut buf = Vec::new();
-        let msg = b"hello".to_vec();
-        buf.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&msg);
-        let mut r = std::io::Cursor::new(buf);
-        assert_eq!(read_frame(&mut r).unwrap(), Some(msg));
-        assert_eq!(read_frame(&mut r).unwrap(), None);
-        let mut big = std::io::Cursor::new(((MAX_FRAME_BYTES + 1) as u32).to_be_bytes().to_vec());
-        assert!(read_frame(&mut big).unwrap_err().contains("exceeds"));
-        let mut short = std::io::Cursor::new(vec![0, 0, 0, 9, 1, 2]);
-        assert!(read_frame(&mut short).unwrap_err().contains("short frame"));
-    }
+    worker_frame::read_frame(r).map_err(|e| format!("from the executor: {e}"))
 }
