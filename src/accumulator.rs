@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::data::Data;
-use crate::task::context_current;
+use crate::task::{context_current, TaskAccumulator};
 
 /// A value that can be accumulated: a zero and an associative, commutative merge.
 pub trait AccumulatorValue: Data + Default {
@@ -37,45 +37,46 @@ impl<T: Data> AccumulatorValue for Vec<T> {
     }
 }
 
-/// A task's partial value of one accumulator, behind a type-erased interface.
-pub(crate) trait TaskAccumulator {
-    fn add_any(&mut self, v: Box<dyn Any>);
-    fn encode(&self) -> Vec<u8>;
-}
-
-pub(crate) struct Partial<A>(A);
-
-impl<A: Default> Default for Partial<A> {
-    fn default() -> Self {
-        Partial(A::default())
-    }
-}
+/// A task's partial value of one accumulator.
+struct Partial<A>(A);
 
 impl<A: AccumulatorValue> TaskAccumulator for Partial<A> {
-    fn add_any(&mut self, v: Box<dyn Any>) {
-        if let Ok(v) = v.downcast::<A>() {
-            self.0.merge(*v);
-        }
+    fn add_any(&mut self, v: Box<dyn Any>) -> std::result::Result<(), String> {
+        let v = v.downcast::<A>().map_err(|_| {
+            format!(
+                "a value that is not a {} (two accumulators with one id?)",
+                std::any::type_name::<A>()
+            )
+        })?;
+        self.0.merge(*v);
+        Ok(())
     }
-    fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(&self.0).unwrap_or_default()
+    fn encode(&self) -> std::result::Result<Vec<u8>, String> {
+        postcard::to_allocvec(&self.0).map_err(|e| e.to_string())
     }
 }
 
-/// The client-side, type-erased view of an accumulator, for merging task updates.
-pub(crate) trait AccumulatorSlot: Send + Sync {
-    fn merge_encoded(&self, bytes: &[u8]);
+/// The client's type-erased view of an accumulator, for merging task updates.
+pub(crate) trait ClientAccumulator: Send + Sync {
+    /// Merges one task's encoded partial value; `Err` (nothing merged) if it does not
+    /// decode.
+    fn merge_encoded(&self, bytes: &[u8]) -> std::result::Result<(), String>;
+    fn name(&self) -> &str;
 }
 
-struct Slot<A> {
+struct Shared<A> {
+    name: String,
     value: Arc<Mutex<A>>,
 }
 
-impl<A: AccumulatorValue> AccumulatorSlot for Slot<A> {
-    fn merge_encoded(&self, bytes: &[u8]) {
-        if let Ok(v) = postcard::from_bytes::<A>(bytes) {
-            self.value.lock().merge(v);
-        }
+impl<A: AccumulatorValue> ClientAccumulator for Shared<A> {
+    fn merge_encoded(&self, bytes: &[u8]) -> std::result::Result<(), String> {
+        let v = postcard::from_bytes::<A>(bytes).map_err(|e| e.to_string())?;
+        self.value.lock().merge(v);
+        Ok(())
+    }
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -100,9 +101,10 @@ impl<A: AccumulatorValue> Clone for Accumulator<A> {
 }
 
 impl<A: AccumulatorValue> Accumulator<A> {
-    pub(crate) fn new(id: u64, name: &str) -> (Self, Box<dyn AccumulatorSlot>) {
+    pub(crate) fn new(id: u64, name: &str) -> (Self, Box<dyn ClientAccumulator>) {
         let value = Arc::new(Mutex::new(A::default()));
-        let slot = Box::new(Slot {
+        let shared = Box::new(Shared {
+            name: name.to_string(),
             value: value.clone(),
         });
         (
@@ -112,7 +114,7 @@ impl<A: AccumulatorValue> Accumulator<A> {
                 value: Some(value),
                 _a: PhantomData,
             },
-            slot,
+            shared,
         )
     }
 
@@ -120,7 +122,9 @@ impl<A: AccumulatorValue> Accumulator<A> {
     pub fn add(&self, v: A) {
         let v = match context_current(|tc| match tc {
             Some(tc) => {
-                tc.accumulate(self.id, v);
+                tc.accumulate(self.id, &self.name, Box::new(v), || {
+                    Box::new(Partial(A::default()))
+                });
                 None
             }
             None => Some(v),

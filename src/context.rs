@@ -16,7 +16,7 @@ use ember_proto::StorageLevel as ProtoLevel;
 use ember_scheduler::{SchedulerConfig, SchedulerEvent, SchedulerHandle};
 use parking_lot::Mutex;
 
-use crate::accumulator::{Accumulator, AccumulatorSlot, AccumulatorValue};
+use crate::accumulator::{Accumulator, AccumulatorValue, ClientAccumulator};
 use crate::broadcast::Broadcast;
 use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
@@ -86,7 +86,7 @@ pub(crate) struct ContextInner {
     next_broadcast: AtomicU64,
     next_accumulator: AtomicU64,
     pub broadcasts: Mutex<HashMap<u64, Vec<u8>>>,
-    pub accumulators: Mutex<HashMap<u64, Box<dyn AccumulatorSlot>>>,
+    pub accumulators: Mutex<HashMap<u64, Box<dyn ClientAccumulator>>>,
     pub last_job: Mutex<Option<crate::job::JobMetrics>>,
 }
 
@@ -400,8 +400,8 @@ impl Context {
     /// A named accumulator starting at the value type's default (zero).
     pub fn accumulator<A: AccumulatorValue>(&self, name: &str) -> Accumulator<A> {
         let id = self.inner.next_accumulator.fetch_add(1, Ordering::Relaxed);
-        let (acc, slot) = Accumulator::new(id, name);
-        self.inner.accumulators.lock().insert(id, slot);
+        let (acc, shared) = Accumulator::new(id, name);
+        self.inner.accumulators.lock().insert(id, shared);
         acc
     }
 }

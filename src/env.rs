@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
-use crate::cache::BlockStore;
+use crate::block_store::BlockStore;
 use crate::memory::MemoryPool;
 use crate::shuffle::RemoteBlockSource;
 

@@ -80,6 +80,9 @@ impl Context {
         let mut results: Vec<(u32, Vec<u8>)> = Vec::new();
         let started = Instant::now();
         let mut job = None;
+        // The first counted accumulator update that did not decode: the job fails
+        // with it rather than report an undercounted value.
+        let mut accumulator_error: Option<EmberError> = None;
         let outcome = loop {
             let Ok(ev) = events.recv() else {
                 break Err(EmberError::Cancelled("the scheduler stopped".into()));
@@ -101,6 +104,7 @@ impl Context {
                 JobEvent::TaskStarted { stage_id, .. } => progress.task_started(stage_id),
                 JobEvent::TaskEnded {
                     stage_id,
+                    partition,
                     metrics,
                     succeeded,
                     counted,
@@ -118,8 +122,18 @@ impl Context {
                     if counted {
                         let accs = self.inner.accumulators.lock();
                         for u in accumulators {
-                            if let Some(slot) = accs.get(&u.id) {
-                                slot.merge_encoded(&u.value);
+                            let Some(acc) = accs.get(&u.id) else {
+                                continue; // an accumulator of another context
+                            };
+                            if let Err(message) = acc.merge_encoded(&u.value) {
+                                accumulator_error.get_or_insert(EmberError::Serialization {
+                                    what: format!(
+                                        "the update of accumulator {} ({}) from stage {stage_id} partition {partition}",
+                                        u.id,
+                                        acc.name()
+                                    ),
+                                    message,
+                                });
                             }
                         }
                     }
@@ -171,6 +185,10 @@ impl Context {
             );
         }
         *self.inner.last_job.lock() = Some(totals);
+        let outcome = match (outcome, accumulator_error) {
+            (Ok(()), Some(e)) => Err(e),
+            (outcome, _) => outcome,
+        };
         match outcome {
             Ok(()) => {
                 info!(

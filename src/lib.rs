@@ -26,8 +26,8 @@
 //! job compiles); pass state with the `*_with(state, f)` variants or a [`Broadcast`].
 
 mod accumulator;
+mod block_store;
 mod broadcast;
-mod cache;
 mod cluster;
 mod conf;
 mod context;

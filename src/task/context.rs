@@ -13,6 +13,7 @@ use ember_proto::{
     ShuffleDependency, StorageLevel, TaskDescription, TaskMetrics,
 };
 
+use super::accumulators::{TaskAccumulator, TaskAccumulators};
 use crate::data::Data;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
@@ -50,7 +51,7 @@ pub(crate) struct TaskContext {
     pub task_id: u64,
     pub shuffle_id: Option<u32>,
     metrics: RefCell<TaskMetrics>,
-    accumulators: RefCell<HashMap<u64, Box<dyn crate::accumulator::TaskAccumulator>>>,
+    accumulators: RefCell<TaskAccumulators>,
     cached: RefCell<Vec<CachedBlock>>,
 }
 
@@ -94,7 +95,7 @@ impl TaskContext {
             task_id: desc.task_id,
             shuffle_id: desc.shuffle_id,
             metrics: RefCell::new(TaskMetrics::default()),
-            accumulators: RefCell::new(HashMap::new()),
+            accumulators: RefCell::new(TaskAccumulators::default()),
             cached: RefCell::new(Vec::new()),
         })
     }
@@ -146,7 +147,7 @@ impl TaskContext {
     pub(crate) fn compute<T: Data>(self: &Rc<Self>, id: u32, part: u32) -> Result<Batches<T>> {
         let node = self.node(id)?;
         if node.storage != StorageLevel::StorageNone as i32 {
-            return crate::cache::compute_cached::<T>(self, node, part);
+            return super::read_through::compute_cached::<T>(self, node, part);
         }
         self.compute_uncached(node, part)
     }
@@ -217,24 +218,22 @@ impl TaskContext {
         *self.metrics.borrow()
     }
 
-    /// Adds to this task's partial value of an accumulator.
-    pub(crate) fn accumulate<A: crate::accumulator::AccumulatorValue>(&self, id: u64, v: A) {
-        let mut accs = self.accumulators.borrow_mut();
-        let slot = accs
-            .entry(id)
-            .or_insert_with(|| Box::new(crate::accumulator::Partial::<A>::default()));
-        slot.add_any(Box::new(v));
+    /// Adds to this task's partial value of accumulator `id`, created by `new` on
+    /// first use.
+    pub(crate) fn accumulate(
+        &self,
+        id: u64,
+        name: &str,
+        v: Box<dyn Any>,
+        new: impl FnOnce() -> Box<dyn TaskAccumulator>,
+    ) {
+        self.accumulators.borrow_mut().add(id, name, v, new);
     }
 
-    pub(crate) fn take_accumulator_updates(&self) -> Vec<AccumulatorUpdate> {
-        self.accumulators
-            .borrow_mut()
-            .drain()
-            .map(|(id, acc)| AccumulatorUpdate {
-                id,
-                value: acc.encode(),
-            })
-            .collect()
+    /// The task's encoded accumulator updates; an update that could not be merged or
+    /// encoded is an error (the task fails rather than undercount).
+    pub(crate) fn take_accumulator_updates(&self) -> Result<Vec<AccumulatorUpdate>> {
+        self.accumulators.borrow_mut().take_updates()
     }
 
     /// A fresh memory reservation from the executor's pool.

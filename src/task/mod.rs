@@ -12,9 +12,12 @@
 //! - A panic in user code is caught here and becomes a failed task status carrying the
 //!   panic message and location; it never takes the executor down.
 
+mod accumulators;
 mod context;
 mod panic;
+mod read_through;
 
+pub(crate) use accumulators::TaskAccumulator;
 pub(crate) use context::{Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext};
 
 use std::rc::Rc;
@@ -107,10 +110,12 @@ fn run_inner(env: &std::sync::Arc<ExecutorEnv>, desc: TaskDescription) -> Inner 
     let _current = context::CurrentTask::enter(&tc);
     let result = execute(&tc);
     let metrics = tc.metrics();
-    let result = result.map(|output| TaskSuccess {
-        output: Some(output),
-        accumulators: tc.take_accumulator_updates(),
-        cached: tc.take_cached_blocks(),
+    let result = result.and_then(|output| {
+        Ok(TaskSuccess {
+            output: Some(output),
+            accumulators: tc.take_accumulator_updates()?,
+            cached: tc.take_cached_blocks(),
+        })
     });
     (result, metrics)
 }
