@@ -8,7 +8,6 @@
 use std::fmt::Display;
 use std::io::Write;
 use std::marker::PhantomData;
-use std::panic::Location;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -436,6 +435,3 @@ impl<T: Data> Rdd<T> {
         })
     }
 }
-
-#[allow(dead_code)]
-fn _location_used(_: &Location<'_>) {}

@@ -212,3 +212,61 @@ where
     }
     out.finish(tc, dep, map)
 }
+
+#[cfg(test)]
+mod tests {
+    use compact_str::CompactString;
+    use ember_shuffle::frame::{FrameDecoder, FrameEncoder};
+
+    use crate::shuffle::hash_partition;
+
+    /// The map side of `flat_map_reduce_by_key` writes `CompactString` keys and the
+    /// reducers read `String`: both must agree on bytes and on partitions.
+    #[test]
+    fn compact_and_owned_string_keys_serialise_and_partition_identically() {
+        let keys: Vec<String> = vec![
+            String::new(),
+            "a".into(),
+            "ü".into(),
+            "x".repeat(23),
+            "y".repeat(24), // the longest inline CompactString
+            "z".repeat(25), // the shortest heap one
+            "日本語のキー".repeat(5),
+            "k".repeat(300),
+        ];
+        for key in &keys {
+            let compact = CompactString::from(key.as_str());
+            for n in [1u32, 2, 7, 200, 1000, 65_536] {
+                assert_eq!(
+                    hash_partition(&compact, n),
+                    hash_partition(key, n),
+                    "partition of {key:?} among {n}"
+                );
+            }
+            assert_eq!(
+                postcard::to_allocvec(&(&compact, 7u64)).unwrap(),
+                postcard::to_allocvec(&(key, 7u64)).unwrap(),
+                "bytes of {key:?}"
+            );
+        }
+        // Through the shuffle's frame codec: written compact, read owned.
+        let mut enc = FrameEncoder::new();
+        let mut wire = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            enc.push(&(CompactString::from(key.as_str()), i as u64), &mut wire)
+                .unwrap();
+        }
+        enc.flush(&mut wire).unwrap();
+        let mut dec = FrameDecoder::new(&wire[..]);
+        let mut read = Vec::new();
+        while let Some(rec) = dec.next_record::<(String, u64)>().unwrap() {
+            read.push(rec);
+        }
+        let expected: Vec<(String, u64)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i as u64))
+            .collect();
+        assert_eq!(read, expected);
+    }
+}

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use super::run::RunFile;
 use super::size::SizeEstimator;
-use super::{KMerge, Reserved, Source, SpillMetrics, Spiller};
+use super::{KMerge, Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
 use crate::memory::Reservation;
 
@@ -96,17 +96,9 @@ where
         }
     }
 
-    /// Do not spill before holding `entries` keys or an estimated `bytes` (defaults
-    /// [`MIN_SPILL_ENTRIES`](super::MIN_SPILL_ENTRIES), [`MIN_SPILL_BYTES`](super::MIN_SPILL_BYTES)).
-    pub fn with_min_spill(mut self, entries: usize, bytes: u64) -> Self {
-        self.spiller.min_spill_entries = entries;
-        self.spiller.min_spill_bytes = bytes;
-        self
-    }
-
-    /// Merge at most `fan_in` (at least 2) sources at once when reading back.
-    pub fn with_merge_fan_in(mut self, fan_in: usize) -> Self {
-        self.spiller.fan_in = fan_in.max(2);
+    /// Sets when it may spill and how it merges back (default [`SpillLimits::default`]).
+    pub fn with_limits(mut self, limits: SpillLimits) -> Self {
+        self.spiller.limits = limits;
         self
     }
 
@@ -457,8 +449,11 @@ mod tests {
         // Reduce side merges the combiners.
         let mut reduce =
             ExternalAggregator::new(Collect, pool.reservation("reduce"), dir.path().into())
-                .with_min_spill(200, 1 << 20)
-                .with_merge_fan_in(3);
+                .with_limits(
+                    SpillLimits::default()
+                        .with_min_spill(200, 1 << 20)
+                        .with_merge_fan_in(3),
+                );
         for (k, c) in partials {
             reduce.insert_combiner(k, c).unwrap();
         }
@@ -486,8 +481,11 @@ mod tests {
             dir.path().into(),
             FewHashes::<3>,
         )
-        .with_min_spill(100, 1 << 20)
-        .with_merge_fan_in(4);
+        .with_limits(
+            SpillLimits::default()
+                .with_min_spill(100, 1 << 20)
+                .with_merge_fan_in(4),
+        );
         for (k, v) in recs.iter().cloned() {
             agg.insert(k, v).unwrap();
         }
@@ -570,8 +568,11 @@ mod tests {
             let mut agg = ExternalAggregator::with_hasher(
                 CountLen, pool.reservation("agg"), dir.path().into(), FewHashes::<64>,
             )
-            .with_min_spill(min_spill, u64::MAX)
-            .with_merge_fan_in(fan_in);
+            .with_limits(
+                SpillLimits::default()
+                    .with_min_spill(min_spill, u64::MAX)
+                    .with_merge_fan_in(fan_in),
+            );
             let mut expected: HashMap<u16, (u64, u64)> = HashMap::new();
             for (k, v) in recs {
                 let e = expected.entry(k).or_default();

@@ -8,7 +8,8 @@
 //!   reservation, the in-memory buffer is written as one sorted run and the reservation is
 //!   freed.
 //! * Progress: a structure spills only once it holds at least `min_spill_entries` records or
-//!   `min_spill_bytes` estimated bytes (defaults [`MIN_SPILL_ENTRIES`], [`MIN_SPILL_BYTES`]).
+//!   `min_spill_bytes` estimated bytes (its [`SpillLimits`]; defaults [`MIN_SPILL_ENTRIES`],
+//!   [`MIN_SPILL_BYTES`]).
 //!   Below that floor a refusal is ignored and memory beyond the reservation is used, so a
 //!   tiny limit cannot cause a spill per record.
 //! * Reading back merges at most `merge_fan_in` sources at once (default
@@ -154,6 +155,43 @@ impl<T: 'static, F: Fn(&T, &T) -> Ordering> Iterator for KMerge<T, F> {
     }
 }
 
+/// When a spilling structure may spill and how it merges back: the one place these
+/// knobs are set (`with_limits` on [`ExternalSorter`] and [`ExternalAggregator`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillLimits {
+    /// Do not spill fewer records than this...
+    pub min_spill_entries: usize,
+    /// ...unless they are estimated at this many bytes or more.
+    pub min_spill_bytes: u64,
+    /// Merge at most this many (at least 2) sources at once when reading back.
+    pub merge_fan_in: usize,
+}
+
+impl Default for SpillLimits {
+    fn default() -> Self {
+        SpillLimits {
+            min_spill_entries: MIN_SPILL_ENTRIES,
+            min_spill_bytes: MIN_SPILL_BYTES,
+            merge_fan_in: DEFAULT_MERGE_FAN_IN,
+        }
+    }
+}
+
+impl SpillLimits {
+    /// Do not spill before holding `entries` records or an estimated `bytes`.
+    pub fn with_min_spill(mut self, entries: usize, bytes: u64) -> Self {
+        self.min_spill_entries = entries;
+        self.min_spill_bytes = bytes;
+        self
+    }
+
+    /// Merge at most `fan_in` (at least 2) sources at once when reading back.
+    pub fn with_merge_fan_in(mut self, fan_in: usize) -> Self {
+        self.merge_fan_in = fan_in.max(2);
+        self
+    }
+}
+
 /// Spill bookkeeping shared by the spilling structures: reservation, runs, metrics,
 /// thresholds.
 #[derive(Debug)]
@@ -162,9 +200,7 @@ pub(crate) struct Spiller {
     pub(crate) spill_dir: PathBuf,
     pub(crate) runs: Vec<RunFile>,
     pub(crate) metrics: SpillMetrics,
-    pub(crate) min_spill_entries: usize,
-    pub(crate) min_spill_bytes: u64,
-    pub(crate) fan_in: usize,
+    pub(crate) limits: SpillLimits,
     since_check: u64,
 }
 
@@ -175,9 +211,7 @@ impl Spiller {
             spill_dir,
             runs: Vec::new(),
             metrics: SpillMetrics::default(),
-            min_spill_entries: MIN_SPILL_ENTRIES,
-            min_spill_bytes: MIN_SPILL_BYTES,
-            fan_in: DEFAULT_MERGE_FAN_IN,
+            limits: SpillLimits::default(),
             since_check: 0,
         }
     }
@@ -196,7 +230,7 @@ impl Spiller {
         if estimate <= self.reservation.size() || self.reservation.resize(estimate).is_ok() {
             return false;
         }
-        entries >= self.min_spill_entries || estimate >= self.min_spill_bytes
+        entries >= self.limits.min_spill_entries || estimate >= self.limits.min_spill_bytes
     }
 
     /// Writes `records` (already in run order) as a new run, counts it, frees the reservation.
@@ -223,7 +257,7 @@ impl Spiller {
         &mut self,
         mut merge: impl FnMut(Vec<RunFile>) -> Result<Source<T>>,
     ) -> Result<()> {
-        let fan_in = self.fan_in.max(2);
+        let fan_in = self.limits.merge_fan_in.max(2);
         while self.runs.len() > fan_in - 1 {
             let group: Vec<RunFile> = self.runs.drain(..fan_in.min(self.runs.len())).collect();
             let mut err = None;

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::run::RunFile;
 use super::size::SizeEstimator;
-use super::{KMerge, Reserved, Source, SpillMetrics, Spiller};
+use super::{KMerge, Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
 use crate::memory::Reservation;
 
@@ -53,17 +53,9 @@ where
         }
     }
 
-    /// Do not spill before holding `entries` records or an estimated `bytes` (defaults
-    /// [`MIN_SPILL_ENTRIES`](super::MIN_SPILL_ENTRIES), [`MIN_SPILL_BYTES`](super::MIN_SPILL_BYTES)).
-    pub fn with_min_spill(mut self, entries: usize, bytes: u64) -> Self {
-        self.spiller.min_spill_entries = entries;
-        self.spiller.min_spill_bytes = bytes;
-        self
-    }
-
-    /// Merge at most `fan_in` (at least 2) sources at once when reading back.
-    pub fn with_merge_fan_in(mut self, fan_in: usize) -> Self {
-        self.spiller.fan_in = fan_in.max(2);
+    /// Sets when it may spill and how it merges back (default [`SpillLimits::default`]).
+    pub fn with_limits(mut self, limits: SpillLimits) -> Self {
+        self.spiller.limits = limits;
         self
     }
 
@@ -226,7 +218,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pool = MemoryPool::new(8 << 10);
         let mut s = ExternalSorter::new(pool.reservation("sort"), dir.path().into(), false)
-            .with_min_spill(500, u64::MAX);
+            .with_limits(SpillLimits::default().with_min_spill(500, u64::MAX));
         for (k, v) in records(10_000, 10_000, 9) {
             s.insert(k, v).unwrap();
         }
@@ -251,8 +243,11 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let pool = MemoryPool::new(1 << 10);
             let mut s = ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
-                .with_min_spill(min_spill, u64::MAX)
-                .with_merge_fan_in(fan_in);
+                .with_limits(
+                SpillLimits::default()
+                    .with_min_spill(min_spill, u64::MAX)
+                    .with_merge_fan_in(fan_in),
+            );
             for (k, v) in recs.iter().cloned() {
                 s.insert(k, v).unwrap();
             }
