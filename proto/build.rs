@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Servers only with the `server` feature (the daemons): a job binary links none.
+        .server_mod_attribute("ember.v1", "#[cfg(feature = \"server\")]")
         .compile_with_config(config, &["proto/ember.proto"], &["proto"])?;
     Ok(())
 }

@@ -112,12 +112,14 @@ pub fn with_session_token<T>(mut req: Request<T>, token: &str) -> Result<Request
 }
 
 /// A server-side interceptor that refuses calls without the secret and logs them.
+#[cfg(feature = "server")]
 #[derive(Clone)]
 pub struct RequireSecret {
     secret: Option<std::sync::Arc<str>>,
     endpoint: &'static str,
 }
 
+#[cfg(feature = "server")]
 impl RequireSecret {
     pub fn new(secret: Option<&str>, endpoint: &'static str) -> Self {
         RequireSecret {
@@ -127,6 +129,7 @@ impl RequireSecret {
     }
 }
 
+#[cfg(feature = "server")]
 impl Interceptor for RequireSecret {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
         match check(&req, self.secret.as_deref()) {
