@@ -131,6 +131,40 @@ impl PlanIndex {
         self.parent_shuffles(rdd_id, &|_| false)
     }
 
+    /// The shuffles partition `partition` of the stage ending at `rdd_id` reads, each
+    /// with the one reduce partition it reads when every narrow dependency on the way
+    /// is one-to-one (`None`: it may read any, or different ones along different paths).
+    pub fn stage_shuffle_reads(&self, rdd_id: u32, partition: u32) -> Vec<(u32, Option<u32>)> {
+        let mut reads: Vec<(u32, Option<u32>)> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![(rdd_id, Some(partition))];
+        while let Some((id, part)) = stack.pop() {
+            if !seen.insert((id, part)) {
+                continue;
+            }
+            let Some(node) = self.nodes.get(&id) else {
+                continue;
+            };
+            for d in &node.deps {
+                match &d.kind {
+                    Some(Kind::Narrow(nd)) => {
+                        stack.push((nd.parent, part.filter(|_| nd.one_to_one)));
+                    }
+                    Some(Kind::Shuffle(sd)) => {
+                        match reads.iter_mut().find(|(sid, _)| *sid == sd.shuffle_id) {
+                            Some((_, r)) if *r != part => *r = None,
+                            Some(_) => {}
+                            None => reads.push((sd.shuffle_id, part)),
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+        reads.sort_unstable_by_key(|(sid, _)| *sid);
+        reads
+    }
+
     /// Nodes of the stage ending at `rdd_id` that are persisted (for cache locality).
     pub fn persisted_nodes(&self, rdd_id: u32) -> Vec<&RddNode> {
         let mut out = Vec::new();
@@ -172,8 +206,66 @@ mod tests {
     }
     fn narrow(p: u32) -> Dependency {
         Dependency {
-            kind: Some(Kind::Narrow(NarrowDependency { parent: p })),
+            kind: Some(Kind::Narrow(NarrowDependency {
+                parent: p,
+                one_to_one: false,
+            })),
         }
+    }
+    fn one_to_one(p: u32) -> Dependency {
+        Dependency {
+            kind: Some(Kind::Narrow(NarrowDependency {
+                parent: p,
+                one_to_one: true,
+            })),
+        }
+    }
+
+    #[test]
+    fn a_partition_reads_one_reduce_partition_only_through_one_to_one_steps() {
+        // 0 =s7=> 1 -(1:1)-> 2 -(any)-> 3 ; 4 = 1:1 of 1 and 2 ; 5 = 1:1 of 1, any of 3 ;
+        // 0 =s8=> 6 ; 7 = 1:1 of 2 and 6
+        let plan = Plan {
+            nodes: vec![
+                node(0, vec![]),
+                node(1, vec![shuffle(7, 0)]),
+                node(2, vec![one_to_one(1)]),
+                node(3, vec![narrow(2)]),
+                node(4, vec![one_to_one(1), one_to_one(2)]),
+                node(5, vec![one_to_one(1), narrow(3)]),
+                node(6, vec![shuffle(8, 0)]),
+                node(7, vec![one_to_one(2), one_to_one(6)]),
+            ],
+            final_rdd: 7,
+            ..Default::default()
+        };
+        let idx = PlanIndex::new(&plan).unwrap();
+        assert_eq!(idx.stage_shuffle_reads(1, 1), vec![(7, Some(1))]);
+        assert_eq!(idx.stage_shuffle_reads(2, 0), vec![(7, Some(0))]);
+        assert_eq!(
+            idx.stage_shuffle_reads(3, 1),
+            vec![(7, None)],
+            "not one-to-one"
+        );
+        assert_eq!(
+            idx.stage_shuffle_reads(4, 1),
+            vec![(7, Some(1))],
+            "both paths agree"
+        );
+        assert_eq!(
+            idx.stage_shuffle_reads(5, 1),
+            vec![(7, None)],
+            "one path may read any"
+        );
+        assert_eq!(
+            idx.stage_shuffle_reads(7, 1),
+            vec![(7, Some(1)), (8, Some(1))]
+        );
+        assert_eq!(
+            idx.stage_shuffle_reads(0, 0),
+            vec![],
+            "a source reads no shuffle"
+        );
     }
     fn shuffle(s: u32, p: u32) -> Dependency {
         Dependency {

@@ -84,12 +84,34 @@ impl MapOutputTracker {
             .is_some_and(|s| s.iter().all(Option::is_some))
     }
 
-    /// The known outputs of a shuffle, for a reducer's task description.
+    /// The known outputs of a shuffle with every block size.
     pub fn locations(&self, shuffle_id: u32) -> Vec<MapLocation> {
-        self.shuffles
-            .get(&shuffle_id)
-            .map(|s| s.iter().flatten().cloned().collect())
-            .unwrap_or_default()
+        self.locations_for(shuffle_id, None)
+    }
+
+    /// The known outputs of a shuffle for a reducer's task description: with only the
+    /// size of block `reduce` when the task reads just that one (so a description
+    /// grows with the map count, not maps x reducers), else with every size.
+    pub fn locations_for(&self, shuffle_id: u32, reduce: Option<u32>) -> Vec<MapLocation> {
+        let Some(outputs) = self.shuffles.get(&shuffle_id) else {
+            return Vec::new();
+        };
+        outputs
+            .iter()
+            .flatten()
+            .map(
+                |loc| match reduce.and_then(|r| Some((r, *loc.block_sizes.get(r as usize)?))) {
+                    Some((r, size)) => MapLocation {
+                        map_partition: loc.map_partition,
+                        executor_id: loc.executor_id.clone(),
+                        shuffle_address: loc.shuffle_address.clone(),
+                        block_sizes: vec![size],
+                        first_reduce: r,
+                    },
+                    None => loc.clone(),
+                },
+            )
+            .collect()
     }
 
     /// Forgets a shuffle entirely.

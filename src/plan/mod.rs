@@ -36,7 +36,11 @@ pub(crate) struct LineageNode {
 /// How a node reads its parent.
 pub(crate) enum LineageDep {
     /// Partition-local: the child's task computes the parent's partitions itself.
-    Narrow(Arc<LineageNode>),
+    /// `one_to_one`: child partition p reads exactly parent partition p.
+    Narrow {
+        parent: Arc<LineageNode>,
+        one_to_one: bool,
+    },
     /// Across a shuffle: the parent's output is written by a map stage.
     Shuffle(Arc<ShuffleSpec>),
 }
@@ -60,8 +64,11 @@ impl LineageNode {
                 .iter()
                 .map(|d| Dependency {
                     kind: Some(match d {
-                        LineageDep::Narrow(p) => {
-                            dependency::Kind::Narrow(NarrowDependency { parent: p.id })
+                        LineageDep::Narrow { parent, one_to_one } => {
+                            dependency::Kind::Narrow(NarrowDependency {
+                                parent: parent.id,
+                                one_to_one: *one_to_one,
+                            })
                         }
                         LineageDep::Shuffle(s) => dependency::Kind::Shuffle(ShuffleDependency {
                             shuffle_id: s.shuffle_id,
@@ -82,7 +89,7 @@ impl LineageNode {
 
     fn parents(&self) -> impl Iterator<Item = &Arc<LineageNode>> {
         self.deps.iter().map(|d| match d {
-            LineageDep::Narrow(p) => p,
+            LineageDep::Narrow { parent, .. } => parent,
             LineageDep::Shuffle(s) => &s.parent,
         })
     }

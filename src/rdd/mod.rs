@@ -101,12 +101,15 @@ impl<T: Data> Rdd<T> {
         &self.node.name
     }
 
-    /// Creates a child node with narrow dependencies on `parents`.
+    /// Creates a child node with narrow dependencies on `parents`; `one_to_one` when
+    /// its partition p reads exactly partition p of its parent (map-like operators).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn narrow_child<U: Data>(
         &self,
         op: &str,
         at: &Location<'_>,
         parents: Vec<Arc<LineageNode>>,
+        one_to_one: bool,
         num_partitions: u32,
         compute: ComputeFn,
         payload: Vec<u8>,
@@ -114,7 +117,10 @@ impl<T: Data> Rdd<T> {
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
             num_partitions,
-            deps: parents.into_iter().map(LineageDep::Narrow).collect(),
+            deps: parents
+                .into_iter()
+                .map(|parent| LineageDep::Narrow { parent, one_to_one })
+                .collect(),
             compute_fn: compute.to_offset(),
             payload,
             name: op_name(op, at),
@@ -177,7 +183,10 @@ impl<T: Data> Rdd<T> {
                 let node = LineageNode {
                     id: self.ctx.next_rdd_id(),
                     num_partitions: old.num_partitions,
-                    deps: vec![LineageDep::Narrow(old.clone())],
+                    deps: vec![LineageDep::Narrow {
+                        parent: old.clone(),
+                        one_to_one: true,
+                    }],
                     compute_fn: old.compute_fn,
                     payload: Vec::new(),
                     name: old.name.clone(),

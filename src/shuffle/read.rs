@@ -56,7 +56,15 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
     };
     let shuffle_id = dep.shuffle_id;
     let num_maps = tc.node(dep.parent)?.num_partitions;
-    let locations = tc.map_locations(shuffle_id).to_vec();
+    // The task's map locations by map partition (a linear scan per map would make a
+    // reducer's setup quadratic in the map count).
+    let mut by_map: Vec<Option<&ember_proto::MapLocation>> = vec![None; num_maps as usize];
+    let locations = tc.map_locations(shuffle_id);
+    for loc in locations {
+        if let Some(entry) = by_map.get_mut(loc.map_partition as usize) {
+            *entry = Some(loc);
+        }
+    }
     let mut sources = Vec::new();
     let mut remote: Vec<(String, String, Vec<u32>)> = Vec::new();
     for m in 0..num_maps {
@@ -66,15 +74,20 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
             map_partition: m,
             reduce_partition: reduce,
         };
-        let Some(loc) = locations.iter().find(|l| l.map_partition == m) else {
+        let Some(loc) = by_map[m as usize] else {
             return Err(id("")
                 .fetch_failed("no known location for this map output")
                 .into());
         };
-        if loc.block_sizes.get(reduce as usize).copied() == Some(0) {
+        // The sizes may start at `first_reduce` (only this reducer's block was sent);
+        // a size not sent is read anyway, never assumed empty.
+        let size = reduce
+            .checked_sub(loc.first_reduce)
+            .and_then(|i| loc.block_sizes.get(i as usize).copied());
+        if size == Some(0) {
             continue;
         }
-        let size = loc.block_sizes.get(reduce as usize).copied().unwrap_or(0);
+        let size = size.unwrap_or(0);
         tc.with_metrics(|mm| mm.shuffle_bytes_read += size);
         if loc.executor_id == tc.env.executor_id {
             sources.push(Source::Local(id(&loc.executor_id)));

@@ -159,6 +159,7 @@ impl Scheduler {
                         executor_id: run.executor_id.clone(),
                         shuffle_address,
                         block_sizes: ms.block_sizes,
+                        first_reduce: 0,
                     },
                 );
                 let Some(st) = self.stages.get_mut(&run.stage_id) else {

@@ -85,13 +85,15 @@ impl Scheduler {
         };
         let task_id = self.next_task;
         self.next_task += 1;
+        // Each input with only the block sizes this partition reads where that is one
+        // reduce partition (every narrow step one-to-one), else with all of them.
         let shuffle_inputs = st
             .index
-            .all_stage_shuffles(st.rdd_id)
+            .stage_shuffle_reads(st.rdd_id, p.partition)
             .into_iter()
-            .map(|sid| ShuffleInput {
+            .map(|(sid, reduce)| ShuffleInput {
                 shuffle_id: sid,
-                maps: self.tracker.locations(sid),
+                maps: self.tracker.locations_for(sid, reduce),
             })
             .collect();
         let desc = TaskDescription {

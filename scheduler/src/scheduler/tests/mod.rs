@@ -12,6 +12,7 @@ use ember_proto::{
 
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
 
+mod descriptions;
 mod empty;
 mod lifecycle;
 mod panics;
