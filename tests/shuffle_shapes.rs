@@ -28,9 +28,14 @@ fn more_reducers_than_records_and_mostly_empty_map_outputs() {
     assert_eq!(sorted(sums.collect().unwrap()), reference_sums(&pairs));
     assert_eq!(sums.count().unwrap(), 4);
     // repartition spreads 9 records over 2001 partitions, all of them still there.
-    let spread = c.parallelize((0..9u64).collect::<Vec<_>>(), 100).repartition(2001);
+    let spread = c
+        .parallelize((0..9u64).collect::<Vec<_>>(), 100)
+        .repartition(2001);
     assert_eq!(spread.num_partitions(), 2001);
-    assert_eq!(sorted(spread.collect().unwrap()), (0..9u64).collect::<Vec<_>>());
+    assert_eq!(
+        sorted(spread.collect().unwrap()),
+        (0..9u64).collect::<Vec<_>>()
+    );
     let sizes = spread.glom().map(|p: Vec<u64>| p.len()).collect().unwrap();
     assert_eq!(sizes.len(), 2001);
     assert_eq!(sizes.iter().sum::<usize>(), 9);
@@ -53,8 +58,12 @@ fn reducers_below_union_and_coalesce_read_exactly_their_blocks() {
     let c = ctx(2);
     let a: Vec<(u64, u64)> = (0..500u64).map(|i| (i % 37, i)).collect();
     let b: Vec<(u64, u64)> = (0..300u64).map(|i| (i % 11, 2 * i)).collect();
-    let ra = c.parallelize(a.clone(), 7).reduce_by_key_into(|x, y| x + y, 13);
-    let rb = c.parallelize(b.clone(), 5).reduce_by_key_into(|x, y| x + y, 4);
+    let ra = c
+        .parallelize(a.clone(), 7)
+        .reduce_by_key_into(|x, y| x + y, 13);
+    let rb = c
+        .parallelize(b.clone(), 5)
+        .reduce_by_key_into(|x, y| x + y, 4);
     // union: partitions 0..13 read shuffle a, 13..17 shuffle b.
     let both = ra.union(&rb);
     let mut expected = reference_sums(&a);
