@@ -461,3 +461,45 @@ fn pagerank_matches_reference() {
     assert!(run.success, "pagerank --iterations=3 failed: {run:?}");
     check(&want3, "4 (3 iterations)", read_output(&out));
 }
+
+#[test]
+fn wideshuffle_checks_its_counts_and_reports_each_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    // More reducers than keys, a key count that does not divide the records.
+    let run = run_example(
+        "wideshuffle",
+        &[
+            "--master",
+            "local[2]",
+            "--maps",
+            "40",
+            "--reducers",
+            "1500",
+            "--records",
+            "2345",
+            "--runs",
+            "2",
+        ],
+        tmp.path(),
+    );
+    assert!(run.success, "wideshuffle failed: {run:?}");
+    let anchors: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ANCHOR "))
+        .collect();
+    assert_eq!(anchors.len(), 4, "{}", run.stdout);
+    assert!(anchors[0].starts_with("ANCHOR run0_s="), "{}", run.stdout);
+    assert_eq!(anchors[3], "ANCHOR maps=40 reducers=1500 records=2345");
+    // A wrong argument is refused with the usage.
+    let bad = run_example(
+        "wideshuffle",
+        &["--master", "local[2]", "--maps", "x"],
+        tmp.path(),
+    );
+    assert!(!bad.success);
+    assert!(
+        bad.stderr.contains("--maps needs a number, got \"x\""),
+        "{bad:?}"
+    );
+}
