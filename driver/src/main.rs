@@ -26,8 +26,16 @@ const GRACE: Duration = Duration::from_secs(5);
 
 /// ember's driver daemon.
 #[derive(Parser, Debug)]
-#[command(name = "ember-driver", version, about)]
+#[command(
+    name = "ember-driver",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    version,
+    about
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -96,8 +104,41 @@ struct Args {
     binary_max_age_secs: u64,
 }
 
+/// Subcommands (without one, the daemon runs).
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Asks a running driver whether it is serving: exit 0 if so, 1 (with the reason on
+    /// stderr) if not. For compose health checks and Kubernetes probes (images have no
+    /// shell); needs no secret.
+    Health {
+        /// The daemon's gRPC address.
+        #[arg(long, default_value = "http://127.0.0.1:7077")]
+        addr: String,
+        /// Give up after this long.
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
+}
+
+/// The `health` subcommand.
+fn health(addr: &str, timeout_ms: u64) -> ExitCode {
+    match ember_proto::health::check_blocking(addr, Duration::from_millis(timeout_ms)) {
+        Ok(()) => {
+            println!("{addr}: serving");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ember-driver health: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Health { addr, timeout_ms }) = &args.command {
+        return health(addr, *timeout_ms);
+    }
     let quantile_ok = args.speculation_quantile > 0.0 && args.speculation_quantile <= 1.0;
     if !quantile_ok || args.speculation_multiplier < 1.0 || args.speculation_multiplier.is_nan() {
         eprintln!(

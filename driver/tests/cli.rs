@@ -173,3 +173,51 @@ impl Drop for KillOnDrop {
             .status();
     }
 }
+
+/// `ember-driver health --addr ADDR`: (exit code, stdout + stderr).
+fn health(addr: &str) -> (Option<i32>, String) {
+    let out = driver()
+        .args(["health", "--addr", addr, "--timeout-ms", "2000"])
+        .output()
+        .expect("run ember-driver health");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+#[test]
+fn health_answers_serving_while_the_driver_runs_and_names_what_failed_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = driver()
+        .args(["--port", "0", "--binary-dir"])
+        .arg(dir.path().join("binaries"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ember-driver");
+    let _guard = KillOnDrop(child.id());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    let addr = first
+        .strip_prefix("ember-driver listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    // Without the secret too: the health service needs none.
+    let (code, text) = health(&addr);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(text.trim(), format!("{addr}: serving"));
+    // A bare host:port works as well.
+    let bare = addr.trim_start_matches("http://");
+    assert_eq!(health(bare).0, Some(0));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let (code, text) = health(&addr);
+    assert_eq!(code, Some(1));
+    assert!(
+        text.starts_with(&format!("ember-driver health: cannot reach {addr}")),
+        "{text}"
+    );
+}

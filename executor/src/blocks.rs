@@ -286,13 +286,30 @@ pub fn advertised_address(host: &str, port: u16) -> String {
     }
 }
 
-/// Serves `service` on `listener` until `shutdown` resolves, requiring `secret`.
+/// Serves `service` on `listener` until `shutdown` resolves, requiring `secret`; beside
+/// it the gRPC health service (no secret needed), SERVING while `registered` is true
+/// (the executor is registered with its driver) and NOT_SERVING otherwise.
 pub async fn serve(
     listener: TcpListener,
     service: ShuffleService,
     secret: Option<&str>,
+    mut registered: tokio::sync::watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    let (reporter, health) = ember_proto::health::health_reporter();
+    tokio::spawn(async move {
+        loop {
+            let status = if *registered.borrow_and_update() {
+                ember_proto::health::ServingStatus::Serving
+            } else {
+                ember_proto::health::ServingStatus::NotServing
+            };
+            reporter.set_service_status("", status).await;
+            if registered.changed().await.is_err() {
+                return; // the registration loop is gone
+            }
+        }
+    });
     let svc = InterceptedService::new(
         ShuffleServer::new(service)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -306,6 +323,7 @@ pub async fn serve(
         conn
     });
     tonic::transport::Server::builder()
+        .add_service(health)
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

@@ -26,11 +26,18 @@ use tokio_util::sync::CancellationToken;
 /// ember's executor daemon: registers with a driver, runs job binaries' tasks in
 /// worker processes, and serves their shuffle files.
 #[derive(Parser, Debug)]
-#[command(name = "ember-executor", version)]
+#[command(
+    name = "ember-executor",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    version
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The driver's URL, e.g. http://10.0.0.1:7077.
-    #[arg(long)]
-    driver: String,
+    #[arg(long, required = true)]
+    driver: Option<String>,
     /// Cores to offer (default: the available parallelism).
     #[arg(long)]
     cores: Option<u32>,
@@ -84,10 +91,12 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         ));
     }
     ember_proto::auth::AddSecret::new(secret.as_deref())?;
-    let driver = if cli.driver.contains("://") {
-        cli.driver.clone()
+    // Required by clap unless a subcommand was given (then this is not reached).
+    let given = cli.driver.as_deref().unwrap_or_default();
+    let driver = if given.contains("://") {
+        given.to_string()
     } else {
-        format!("http://{}", cli.driver)
+        format!("http://{given}")
     };
     driver_conn::driver_endpoint(&driver)?;
     let cores = match cli.cores {
@@ -153,8 +162,17 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let session_keys = service.session_keys();
     let stop = shutdown.clone();
     let secret = config.secret.clone();
+    let registered = registration::RegisteredFlag::default();
+    let registered_rx = registered.subscribe();
     let server = tokio::spawn(async move {
-        blocks::serve(listener, service, secret.as_deref(), stop.cancelled_owned()).await
+        blocks::serve(
+            listener,
+            service,
+            secret.as_deref(),
+            registered_rx,
+            stop.cancelled_owned(),
+        )
+        .await
     });
     // Watch the signals before printing the address: a SIGTERM sent as soon as the
     // address is out must be a clean shutdown, not the default kill.
@@ -202,6 +220,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
         executor_id,
         session_keys,
         shutdown: shutdown.clone(),
+        registered,
     };
     let result = registration::run(&reg).await;
     shutdown.cancel();
@@ -255,8 +274,41 @@ async fn wait_for_signal(
     }
 }
 
+/// Subcommands (without one, the daemon runs).
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Asks a running executor (registered with its driver) whether it is serving: exit 0 if so, 1 (with the reason on
+    /// stderr) if not. For compose health checks and Kubernetes probes (images have no
+    /// shell); needs no secret.
+    Health {
+        /// The daemon's gRPC address.
+        #[arg(long, default_value = "http://127.0.0.1:7078")]
+        addr: String,
+        /// Give up after this long.
+        #[arg(long, default_value_t = 3000)]
+        timeout_ms: u64,
+    },
+}
+
+/// The `health` subcommand.
+fn health(addr: &str, timeout_ms: u64) -> ExitCode {
+    match ember_proto::health::check_blocking(addr, Duration::from_millis(timeout_ms)) {
+        Ok(()) => {
+            println!("{addr}: serving");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ember-executor health: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Health { addr, timeout_ms }) = &cli.command {
+        return health(addr, *timeout_ms);
+    }
     init_logging();
     let (config, temp_dir) = match configure(&cli) {
         Ok(c) => c,

@@ -59,6 +59,39 @@ pub struct Registration {
     pub session_keys: SessionKeys,
     /// Cancelled on SIGINT/SIGTERM: kill the workers and return.
     pub shutdown: CancellationToken,
+    /// Whether a registration is live (the health check reports it).
+    pub registered: RegisteredFlag,
+}
+
+/// Whether the executor is registered with the driver now, observable by the health
+/// service (`true` from `Registered` until the channel ends).
+#[derive(Clone)]
+pub struct RegisteredFlag(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for RegisteredFlag {
+    fn default() -> Self {
+        RegisteredFlag(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+}
+
+impl RegisteredFlag {
+    fn set(&self, registered: bool) {
+        self.0.send_replace(registered);
+    }
+
+    /// A receiver that sees every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.subscribe()
+    }
+}
+
+/// Clears the flag when a registration ends, however it ends.
+struct Live<'a>(&'a RegisteredFlag);
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 enum End {
@@ -192,6 +225,8 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
         Err(Failed::Retry(reason)) => return Ok(End::Lost(reason)),
     };
     *backoff = INITIAL_BACKOFF;
+    reg.registered.set(true);
+    let _live = Live(&reg.registered);
     let executor_id = registered.executor_id;
     let interval_ms = match registered.heartbeat_interval_ms {
         0 => 1000,

@@ -7,6 +7,8 @@
 
 pub mod auth;
 pub mod digest;
+#[cfg(feature = "server")]
+pub mod health;
 pub mod id_range;
 pub mod limits;
 pub mod units;

@@ -262,9 +262,12 @@ impl DriverDaemon {
     ) -> Result<(), ServerError> {
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let state = self.state.clone();
+        // The standard gRPC health service (no secret needed): SERVING while this runs.
+        let (_reporter, health) = ember_proto::health::health_reporter();
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .add_service(health)
             .add_service(self.service())
             .serve_with_incoming_shutdown(incoming, async move {
                 shutdown.await;

@@ -116,3 +116,79 @@ async fn sigterm_stops_it_cleanly_and_removes_its_temp_dir() {
         "{work_dir} left behind"
     );
 }
+
+/// `ember-executor health --addr ADDR`: (exit code, stdout + stderr).
+async fn health(addr: &str) -> (Option<i32>, String) {
+    let out = within(
+        "health",
+        Command::new(env!("CARGO_BIN_EXE_ember-executor"))
+            .args(["health", "--addr", addr, "--timeout-ms", "2000"])
+            .output(),
+    )
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+#[tokio::test]
+async fn health_is_serving_only_while_registered_with_the_driver() {
+    let mut driver = start_driver(HashMap::new(), None).await;
+    let mut child = executor(&["--driver", &driver.url]).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within("the stdout line", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    let addr = line
+        .strip_prefix("ember-executor shuffle service on ")
+        .unwrap_or_else(|| panic!("unexpected stdout line {line:?}"))
+        .to_string();
+    let mut conn = within("registration", driver.channels.recv())
+        .await
+        .unwrap();
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Register(_)
+    ));
+    // Not yet registered: NOT_SERVING, exit 1, the reason on stderr.
+    let (code, text) = health(&addr).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("ember-executor health: {addr} is NOT_SERVING")),
+        "{text}"
+    );
+
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-H".into(),
+        heartbeat_interval_ms: 100,
+    }))
+    .await;
+    let serving = within("SERVING", async {
+        loop {
+            let (code, text) = health(&addr).await;
+            if code == Some(0) {
+                return text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(serving.trim(), format!("{addr}: serving"));
+
+    // The driver goes away: NOT_SERVING again.
+    drop(conn);
+    drop(driver);
+    within("NOT_SERVING", async {
+        while health(&addr).await.0 != Some(1) {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let _ = child.kill().await;
+    // Nothing listens on a closed port: exit 1 naming the address.
+    let (code, text) = health("http://127.0.0.1:1").await;
+    assert_eq!(code, Some(1));
+    assert!(text.contains("cannot reach http://127.0.0.1:1"), "{text}");
+}

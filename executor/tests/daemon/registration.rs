@@ -26,6 +26,7 @@ fn registration(
         executor_id: id.clone(),
         session_keys: Default::default(),
         shutdown: token.clone(),
+        registered: Default::default(),
     };
     (reg, id, token)
 }

@@ -78,7 +78,14 @@ async fn start() -> Server {
     let stop = CancellationToken::new();
     let s = stop.clone();
     tokio::spawn(async move {
-        blocks::serve(listener, service, Some(SECRET), s.cancelled_owned()).await
+        blocks::serve(
+            listener,
+            service,
+            Some(SECRET),
+            tokio::sync::watch::channel(true).1,
+            s.cancelled_owned(),
+        )
+        .await
     });
     Server {
         url: blocks::advertised_address("127.0.0.1", port),
