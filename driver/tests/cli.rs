@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 fn driver() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-driver"));
-    cmd.env_remove("EMBER_SECRET").env("EMBER_LOG", "warn");
+    cmd.env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .env("EMBER_LOG", "warn");
     cmd
 }
 
@@ -219,5 +221,41 @@ fn health_answers_serving_while_the_driver_runs_and_names_what_failed_otherwise(
     assert!(
         text.starts_with(&format!("ember-driver health: cannot reach {addr}")),
         "{text}"
+    );
+}
+
+#[test]
+fn the_secret_can_come_from_the_file_ember_secret_file_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "from-a-file\n").unwrap();
+    // A non-loopback host needs a secret: EMBER_SECRET_FILE provides it.
+    let mut child = driver()
+        .args(["--host", "0.0.0.0", "--port", "0", "--binary-dir"])
+        .arg(dir.path().join("binaries"))
+        .env("EMBER_SECRET_FILE", &secret)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ember-driver");
+    let _guard = KillOnDrop(child.id());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(
+        first.starts_with("ember-driver listening on http://0.0.0.0:"),
+        "{first}"
+    );
+    // An empty file is refused, naming it.
+    std::fs::write(&secret, "\n").unwrap();
+    let out = driver()
+        .args(["--host", "0.0.0.0", "--port", "0"])
+        .env("EMBER_SECRET_FILE", &secret)
+        .output()
+        .expect("run ember-driver");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("secret file {} is empty", secret.display())),
+        "{stderr}"
     );
 }

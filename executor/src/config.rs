@@ -42,8 +42,12 @@ pub struct Config {
     pub work_dir: PathBuf,
     /// The cluster secret, if the cluster has one.
     pub secret: Option<String>,
-    /// Host the shuffle service binds to and advertises.
+    /// Host the shuffle service binds to.
     pub host: String,
+    /// Host other executors reach this one's shuffle service at (and the driver shows):
+    /// `host`, or this machine's hostname when `host` is an unspecified address
+    /// (`0.0.0.0`, `::`), as in a container.
+    pub advertise_host: String,
     /// A worker with no task for this long is stopped (it restarts on the next task
     /// for its binary), so binaries nobody uses any more do not keep processes alive.
     pub worker_idle: std::time::Duration,

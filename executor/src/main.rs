@@ -51,9 +51,14 @@ struct Cli {
     /// File holding the cluster secret (default: the EMBER_SECRET environment variable).
     #[arg(long)]
     secret_file: Option<PathBuf>,
-    /// Address the shuffle service binds to and advertises.
+    /// Address the shuffle service binds to (and advertises, unless --advertise-host).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// Host name or address other executors reach the shuffle service at (default:
+    /// --host, or this machine's hostname if --host is 0.0.0.0 or ::, as in a
+    /// container).
+    #[arg(long)]
+    advertise_host: Option<String>,
     /// Port of the shuffle service (0: any free port).
     #[arg(long, default_value_t = 0)]
     shuffle_port: u16,
@@ -77,6 +82,31 @@ fn init_logging() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .init();
+}
+
+/// The host to advertise: `--advertise-host`, else `--host`, else (for an unspecified
+/// bind address) this machine's hostname.
+fn advertise_host(cli: &Cli) -> Result<String, String> {
+    if let Some(h) = &cli.advertise_host {
+        return Ok(h.clone());
+    }
+    let unspecified = cli
+        .host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|a| a.is_unspecified());
+    if !unspecified {
+        return Ok(cli.host.clone());
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "--host {} does not say where other executors reach this one, and the                  hostname cannot be read: give --advertise-host",
+                cli.host
+            )
+        })
 }
 
 /// Checks the settings; the error is the message for a refusal to start.
@@ -127,6 +157,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         work_dir,
         secret,
         host: cli.host.clone(),
+        advertise_host: advertise_host(cli)?,
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
     };
@@ -156,7 +187,7 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let shuffle_address = blocks::advertised_address(&config.host, port);
+    let shuffle_address = blocks::advertised_address(&config.advertise_host, port);
     let executor_id = blocks::SharedExecutorId::default();
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
     let session_keys = service.session_keys();

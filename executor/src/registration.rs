@@ -174,7 +174,7 @@ async fn register(reg: &Registration) -> Result<Connected, Failed> {
         cores: reg.config.cores,
         memory_bytes: reg.config.memory_bytes,
         shuffle_address: reg.shuffle_address.clone(),
-        host: reg.config.host.clone(),
+        host: reg.config.advertise_host.clone(),
         pid: std::process::id(),
     };
     let _ = tx

@@ -25,12 +25,20 @@ pub const SESSION_TOKEN_METADATA: &str = "ember-session-token";
 /// Environment variable holding the secret when no secret file is given.
 pub const SECRET_ENV: &str = "EMBER_SECRET";
 
+/// Environment variable naming a file that holds the secret (a compose or Kubernetes
+/// secret mount), used when no secret file is given on the command line; it wins over
+/// [`SECRET_ENV`].
+pub const SECRET_FILE_ENV: &str = "EMBER_SECRET_FILE";
+
 /// Largest message any ember endpoint decodes (plans, task results, chunks).
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
-/// The cluster secret: the contents of `file` (trimmed) if given, else `EMBER_SECRET`,
-/// else none. An empty secret is an error: it would look set but protect nothing.
+/// The cluster secret: the contents of `file` (trimmed) if given, else of the file
+/// `EMBER_SECRET_FILE` names, else `EMBER_SECRET`, else none. An empty secret is an
+/// error: it would look set but protect nothing.
 pub fn load_secret(file: Option<&Path>) -> Result<Option<String>, String> {
+    let from_env = std::env::var_os(SECRET_FILE_ENV).map(std::path::PathBuf::from);
+    let file = file.or(from_env.as_deref());
     let secret = match file {
         Some(f) => Some(
             std::fs::read_to_string(f)

@@ -145,6 +145,7 @@ impl Cluster {
 
     fn secret_env(cmd: &mut Command, secret: Option<&str>) {
         cmd.env_remove("EMBER_SECRET")
+            .env_remove("EMBER_SECRET_FILE")
             .env_remove("EMBER_SECRET_FILE");
         if let Some(s) = secret {
             cmd.env("EMBER_SECRET", s);

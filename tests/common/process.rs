@@ -174,6 +174,7 @@ pub fn spawn_example(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &
         .env_remove("EMBER_EXECUTOR_MEMORY")
         .env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
+        .env_remove("EMBER_SECRET_FILE")
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out_path).unwrap())

@@ -13,6 +13,7 @@ fn executor(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-executor"));
     cmd.args(args)
         .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_LOG")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -135,7 +136,17 @@ async fn health(addr: &str) -> (Option<i32>, String) {
 #[tokio::test]
 async fn health_is_serving_only_while_registered_with_the_driver() {
     let mut driver = start_driver(HashMap::new(), None).await;
-    let mut child = executor(&["--driver", &driver.url]).spawn().unwrap();
+    // Its own work dir: the executor is killed at the end, and must leave nothing in /tmp.
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let mut child = executor(&[
+        "--driver",
+        &driver.url,
+        "--work-dir",
+        work.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let line = within("the stdout line", lines.next_line())
         .await

@@ -40,6 +40,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         work_dir: root.join("work"),
         secret: secret.map(str::to_string),
         host: "127.0.0.1".into(),
+        advertise_host: "127.0.0.1".into(),
         worker_idle: std::time::Duration::from_secs(60),
         binary_max_age: std::time::Duration::from_secs(3600),
     };

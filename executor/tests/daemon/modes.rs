@@ -41,6 +41,7 @@ async fn under_umask_000_the_work_dir_binaries_and_sockets_stay_private() {
         .args(["--driver", &driver.url, "--cores", "1", "--work-dir"])
         .arg(&work)
         .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
