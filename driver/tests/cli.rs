@@ -245,6 +245,8 @@ fn the_secret_can_come_from_the_file_ember_secret_file_names() {
         first.starts_with("ember-driver listening on http://0.0.0.0:"),
         "{first}"
     );
+    let _ = child.kill();
+    let _ = child.wait();
     // An empty file is refused, naming it.
     std::fs::write(&secret, "\n").unwrap();
     let out = driver()

@@ -22,13 +22,12 @@ pub(crate) mod fetch;
 pub(crate) mod runtime;
 pub(crate) mod worker;
 
-/// Environment variable naming a file that holds the cluster secret (the client side;
-/// `EMBER_SECRET` holds the secret itself).
-pub const SECRET_FILE_ENV: &str = "EMBER_SECRET_FILE";
+/// Environment variable naming a file that holds the cluster secret (`EMBER_SECRET`
+/// holds the secret itself); the daemons read it too.
+pub const SECRET_FILE_ENV: &str = ember_proto::auth::SECRET_FILE_ENV;
 
 /// The cluster secret the client and workers use: `EMBER_SECRET_FILE`, else
 /// `EMBER_SECRET`, else none.
 pub(crate) fn client_secret() -> crate::Result<Option<String>> {
-    let file = std::env::var_os(SECRET_FILE_ENV).map(std::path::PathBuf::from);
-    ember_proto::auth::load_secret(file.as_deref()).map_err(crate::EmberError::Config)
+    ember_proto::auth::load_secret(None).map_err(crate::EmberError::Config)
 }
