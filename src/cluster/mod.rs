@@ -22,10 +22,6 @@ pub(crate) mod fetch;
 pub(crate) mod runtime;
 pub(crate) mod worker;
 
-/// Environment variable naming a file that holds the cluster secret (`EMBER_SECRET`
-/// holds the secret itself); the daemons read it too.
-pub const SECRET_FILE_ENV: &str = ember_proto::auth::SECRET_FILE_ENV;
-
 /// The cluster secret the client and workers use: `EMBER_SECRET_FILE`, else
 /// `EMBER_SECRET`, else none.
 pub(crate) fn client_secret() -> crate::Result<Option<String>> {
