@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds ember's release binaries and the images ember-driver:TAG and ember-executor:TAG
+# FROM scratch (no registry is needed: nothing is pulled).
+#   deploy/build-images.sh [TAG]        (TAG defaults to $EMBER_IMAGE_TAG, else "dev")
+# Also builds the examples (job binaries run as clients from the host or a container).
+# Prints each image's size. The build context is staged under target/ and removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag="${1:-${EMBER_IMAGE_TAG:-dev}}"
+
+cargo build --release -p ember-driver -p ember-executor
+cargo build --release --examples
+
+ctx="target/deploy-context-$$"
+rm -rf "$ctx"
+trap 'rm -rf "$ctx"' EXIT
+mkdir -p "$ctx/bin" "$ctx/rootfs/etc" "$ctx/rootfs/tmp" "$ctx/state/work" "$ctx/state/binaries"
+chmod 1777 "$ctx/rootfs/tmp"
+chmod 0700 "$ctx/state/work" "$ctx/state/binaries"
+for b in ember-driver ember-executor; do
+  cp "target/release/$b" "$ctx/bin/$b"
+  strip "$ctx/bin/$b"
+done
+
+# Exactly the shared libraries the daemons and the job binaries (which executors run
+# as workers) link, at the paths the dynamic loader looks for them.
+libs() { ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u; }
+jobs=$(find target/release/examples -maxdepth 1 -type f -executable ! -name '*-*')
+for lib in $(libs target/release/ember-driver target/release/ember-executor $jobs); do
+  mkdir -p "$ctx/rootfs$(dirname "$lib")"
+  cp -L "$lib" "$ctx/rootfs$lib"
+done
+
+printf 'root:x:0:0:root:/:/sbin/nologin\nember:x:10001:10001:ember:/var/lib/ember:/sbin/nologin\n' > "$ctx/rootfs/etc/passwd"
+printf 'root:x:0:\nember:x:10001:\n' > "$ctx/rootfs/etc/group"
+# Resolve names from /etc/hosts first, then DNS (docker's embedded resolver).
+printf 'hosts: files dns\n' > "$ctx/rootfs/etc/nsswitch.conf"
+
+cp deploy/Dockerfile "$ctx/Dockerfile"
+for target in driver executor; do
+  docker build -q --target "$target" -t "ember-$target:$tag" "$ctx" >/dev/null
+  size=$(docker image inspect -f '{{.Size}}' "ember-$target:$tag")
+  echo "built ember-$target:$tag ($size bytes)"
+done

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# End-to-end test of the compose cluster (deploy/docker-compose.yml) on this machine's
+# Docker engine:
+#   1. builds the images (deploy/build-images.sh) and brings up a driver and 3 executors,
+#      waiting until all are healthy;
+#   2. runs wordcount and sort on generated data through the cluster (from a container
+#      and from the host) and checks the output against local mode;
+#   3. runs a gated faultjob and `docker kill`s an executor while its reducers wait: the
+#      job finishes with local mode's exact output;
+#   4. `docker network disconnect`s an executor during a gated job: the job finishes
+#      right, and the executor rejoins once reconnected;
+#   5. restarts the driver container between two jobs: executors re-register, the next
+#      job runs right.
+# Always tears everything down (containers, networks, volumes, the images it built, its
+# scratch dir under target/), even on failure or Ctrl-C. Each step is bounded and timed;
+# the whole run prints its duration. When no Docker engine answers it says so and exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+t_all=$(date +%s%N)
+
+if ! docker info >/dev/null 2>&1; then
+  echo "test-compose: no Docker engine answers here; the compose test did not run"
+  exit 0
+fi
+if docker compose version >/dev/null 2>&1; then
+  compose_cmd=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+  compose_cmd=(docker-compose)
+else
+  echo "test-compose: neither 'docker compose' nor 'docker-compose' is installed; the compose test did not run"
+  exit 0
+fi
+
+project="embere2e$$"
+export EMBER_IMAGE_TAG="e2e-$$"
+scratch="$repo/target/compose-e2e-$$"
+export EMBER_DATA_DIR="$scratch/data"
+export EMBER_SECRET_FILE="$scratch/secret"
+export EMBER_JOBS_DIR="$repo/target/release/examples"
+export EMBER_HEARTBEAT_TIMEOUT_MS=4000
+export EMBER_DRIVER_PORT=0 EMBER_UI_PORT=0   # ephemeral host ports, read back below
+compose() { "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml "$@"; }
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$rc" -ne 0 ]; then
+    echo "test-compose: FAILED (exit $rc); last driver and executor logs:"
+    compose logs --no-color --tail 30 2>/dev/null | tail -60
+  fi
+  compose --profile job down -v --remove-orphans --timeout 5 >/dev/null 2>&1
+  docker rmi -f "ember-driver:$EMBER_IMAGE_TAG" "ember-executor:$EMBER_IMAGE_TAG" >/dev/null 2>&1
+  rm -rf "$scratch"
+  echo "test-compose: torn down; whole run $(elapsed "$t_all")"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Seconds since a `date +%s%N` stamp, with one decimal.
+elapsed() { local ms=$((($(date +%s%N) - $1) / 1000000)); printf '%d.%d s' $((ms / 1000)) $((ms % 1000 / 100)); }
+step_start=0
+step() { step_start=$(date +%s%N); echo "== $*"; }
+done_step() { echo "   ok ($(elapsed "$step_start"))"; }
+fail() { echo "test-compose: $*" >&2; exit 1; }
+
+# Waits (at most $2 seconds) until "$1" succeeds.
+wait_for() {
+  local what=$1 limit=$2 cmd=$3 t0=$SECONDS
+  until eval "$cmd" >/dev/null 2>&1; do
+    [ $((SECONDS - t0)) -ge "$limit" ] && fail "timed out after ${limit}s waiting for $what"
+    sleep 0.5
+  done
+}
+healthy_count() {
+  local n=0 id
+  for id in $(compose ps -q "$1"); do
+    [ "$(docker inspect -f '{{.State.Health.Status}}' "$id")" = healthy ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+status_page() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" "http://127.0.0.1:$ui_port/"; }
+registered() { status_page | sed -n 's/^executors: \([0-9]*\) .*/\1/p'; }
+
+# A job run in a container of the compose project (as uid 10001, like the executors).
+job() { timeout 180 "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml run --rm -T job "/jobs/$1" --master http://driver:7077 "${@:2}"; }
+# The same job in local mode on the host: the reference.
+local_job() { EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 "$EMBER_JOBS_DIR/$1" --master 'local[2]' "${@:2}"; }
+parts() { cat "$1"/part-*; }
+# What the driver logged about failures so far: "N executors lost, M fetch failures".
+failures() {
+  local log; log=$(compose logs --no-color driver 2>/dev/null)
+  echo "$(grep -c 'executor lost:' <<<"$log") executor-lost and $(grep -c 'fetch failure:' <<<"$log") fetch-failure log lines"
+}
+
+step "build the images"
+mkdir -p "$EMBER_DATA_DIR"
+deploy/build-images.sh "$EMBER_IMAGE_TAG" 2>&1 | grep -E '^built ' | sed 's/^/   /'
+done_step
+
+step "generate input data"
+python3 - "$EMBER_DATA_DIR" <<'PY'
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(12)
+words = ["w%d" % i for i in range(5000)]
+os.makedirs(f"{root}/text")
+for f in range(6):
+    with open(f"{root}/text/part-{f}.txt", "w") as out:
+        for _ in range(20000):
+            out.write(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) + "\n")
+keys = list(range(200000))
+rng.shuffle(keys)
+os.makedirs(f"{root}/kv")
+for f in range(4):
+    with open(f"{root}/kv/part-{f}.txt", "w") as out:
+        for k in keys[f::4]:
+            out.write(f"{k},{rng.randint(0, 999)}.{rng.randint(0, 999):03d}\n")
+PY
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_SECRET_FILE"
+# The images run as uid 10001: it must read the secret and write the shared data dir.
+chown 10001 "$EMBER_SECRET_FILE" "$EMBER_DATA_DIR"
+chmod 0400 "$EMBER_SECRET_FILE"
+chmod 0755 "$scratch"
+du -sh "$EMBER_DATA_DIR" | sed 's/^/   /'
+done_step
+
+step "bring up a driver and 3 executors, wait until healthy"
+compose up -d --scale executor=3 >/dev/null 2>&1
+driver_port=$(compose port driver 7077 | sed 's/.*://')
+ui_port=$(compose port driver 4040 | sed 's/.*://')
+wait_for "3 healthy executors" 90 '[ "$(healthy_count executor)" = 3 ]'
+[ "$(healthy_count driver)" = 1 ] || fail "the driver is not healthy"
+[ "$(registered)" = 3 ] || fail "the status page lists $(registered) executors, not 3"
+echo "   driver on 127.0.0.1:$driver_port (ui $ui_port), 3 executors healthy and registered"
+done_step
+
+step "wordcount and sort through the cluster vs local mode"
+D=$EMBER_DATA_DIR
+job wordcount --partitions 6 "$D/text" "$D/wc-cluster" >/dev/null 2>&1 || fail "wordcount failed on the cluster"
+local_job wordcount --partitions 6 "$D/text" "$scratch/wc-local" 2>/dev/null
+[ "$(parts "$D/wc-cluster" | sort | md5sum)" = "$(parts "$scratch/wc-local" | sort | md5sum)" ] \
+  || fail "wordcount on the cluster differs from local mode"
+echo "   wordcount: $(parts "$D/wc-cluster" | wc -l) words, identical to local mode"
+job sort --partitions 5 "$D/kv" "$D/sort-cluster" >/dev/null 2>&1 || fail "sort failed on the cluster"
+local_job sort --partitions 5 "$D/kv" "$scratch/sort-local" 2>/dev/null
+cmp -s <(parts "$D/sort-cluster") <(parts "$scratch/sort-local") \
+  || fail "sort on the cluster differs from local mode (keys are unique: order must match)"
+echo "   sort: $(parts "$D/sort-cluster" | wc -l) lines in the same global order as local mode"
+# A client on the host (as uid 10001, the owner of the shared data dir) works too.
+EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 setpriv --reuid=10001 --regid=10001 --clear-groups \
+  "$EMBER_JOBS_DIR/wordcount" --master "http://127.0.0.1:$driver_port" --partitions 6 "$D/text" "$D/wc-host" \
+  2>/dev/null || fail "wordcount from a host client failed"
+[ "$(parts "$D/wc-host" | sort | md5sum)" = "$(parts "$scratch/wc-local" | sort | md5sum)" ] \
+  || fail "wordcount from the host differs from local mode"
+echo "   wordcount from a host client: identical"
+done_step
+
+local_job faultjob --partitions 6 "$D/kv" "$scratch/fault-local" > "$scratch/fault-local.out" 2>/dev/null
+# A gated faultjob in the background: returns once its reducers wait at the gate.
+start_gated() {
+  local name=$1
+  mkdir -p "$D/gate-$name"
+  chown 10001 "$D/gate-$name"   # the executors' tasks write their waiting-* files here
+  (job faultjob --partitions 6 --gate "$D/gate-$name" "$D/kv" "$D/fault-$name" \
+     > "$scratch/fault-$name.out" 2> "$scratch/fault-$name.err"; echo $? > "$scratch/fault-$name.rc") &
+  wait_for "faultjob's reducers at the gate" 120 "ls '$D/gate-$name' | grep -q waiting"
+}
+finish_gated() {
+  local name=$1
+  touch "$D/gate-$name/open"
+  wait_for "faultjob to end" 180 "[ -f '$scratch/fault-$name.rc' ]"
+  [ "$(cat "$scratch/fault-$name.rc")" = 0 ] || { tail -5 "$scratch/fault-$name.err"; fail "faultjob ($name) failed"; }
+  [ "$(parts "$D/fault-$name" | sort | md5sum)" = "$(parts "$scratch/fault-local" | sort | md5sum)" ] \
+    || fail "faultjob ($name) output differs from local mode"
+  [ "$(grep 'records parsed' "$scratch/fault-$name.out")" = "$(grep 'records parsed' "$scratch/fault-local.out")" ] \
+    || fail "faultjob ($name) counted $(grep 'records parsed' "$scratch/fault-$name.out"), local mode $(grep 'records parsed' "$scratch/fault-local.out")"
+}
+
+step "docker kill an executor while a job's reducers wait for its map output"
+start_gated kill
+victim=$(compose ps -q executor | head -1)
+docker kill "$victim" >/dev/null
+finish_gated kill
+echo "   killed ${victim:0:12}; the job finished with local mode's exact output ($(grep 'records parsed' "$scratch/fault-kill.out")); driver so far: $(failures)"
+docker start "$victim" >/dev/null
+wait_for "the killed executor back and registered" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
+echo "   restarted it: 3 executors registered"
+done_step
+
+step "docker network disconnect an executor during a job, then reconnect it"
+net="${project}_default"
+start_gated cut
+cut=$(compose ps -q executor | tail -1)
+docker network disconnect "$net" "$cut"
+finish_gated cut
+echo "   cut off ${cut:0:12}; the job finished right; driver so far: $(failures)"
+wait_for "the driver to declare the cut-off executor lost" 60 '[ "$(registered)" = 2 ]'
+echo "   the driver lost it (heartbeat timeout ${EMBER_HEARTBEAT_TIMEOUT_MS} ms): 2 executors registered"
+docker network connect "$net" "$cut"
+wait_for "the cut-off executor to rejoin" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
+echo "   reconnected: it re-registered, 3 executors"
+done_step
+
+step "restart the driver between two jobs"
+job wordcount --partitions 4 "$D/text" "$D/wc-before" >/dev/null 2>&1 || fail "the job before the restart failed"
+compose restart -t 5 driver >/dev/null 2>&1
+wait_for "the driver healthy again" 60 '[ "$(healthy_count driver)" = 1 ]'
+ui_port=$(compose port driver 4040 | sed 's/.*://')
+wait_for "3 executors re-registered" 90 '[ "$(registered)" = 3 ]'
+job wordcount --partitions 4 "$D/text" "$D/wc-after" >/dev/null 2>&1 || fail "the job after the restart failed"
+[ "$(parts "$D/wc-after" | sort | md5sum)" = "$(parts "$scratch/wc-local" | sort | md5sum)" ] \
+  || fail "the job after the driver restart differs from local mode"
+echo "   executors re-registered; the next job's output is identical to local mode"
+done_step
+
+echo "test-compose: all steps passed"
