@@ -187,19 +187,31 @@ fn health(addr: &str) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
-#[test]
-fn health_answers_serving_while_the_driver_runs_and_names_what_failed_otherwise() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = driver()
-        .args(["--port", "0", "--binary-dir"])
-        .arg(dir.path().join("binaries"))
+/// Starts `cmd` (an `ember-driver` command) with its binaries in `dir`; returns the
+/// child, a guard that kills it, and its first stdout line.
+fn spawn_driver(
+    mut cmd: Command,
+    dir: &std::path::Path,
+) -> (std::process::Child, KillOnDrop, String) {
+    let mut child = cmd
+        .arg("--binary-dir")
+        .arg(dir.join("binaries"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn ember-driver");
-    let _guard = KillOnDrop(child.id());
+    let guard = KillOnDrop(child.id());
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines.next().expect("a line").expect("utf-8");
+    (child, guard, first)
+}
+
+#[test]
+fn health_answers_serving_while_the_driver_runs_and_names_what_failed_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = driver();
+    cmd.args(["--port", "0"]);
+    let (mut child, _guard, first) = spawn_driver(cmd, dir.path());
     let addr = first
         .strip_prefix("ember-driver listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
@@ -230,17 +242,10 @@ fn the_secret_can_come_from_the_file_ember_secret_file_names() {
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "from-a-file\n").unwrap();
     // A non-loopback host needs a secret: EMBER_SECRET_FILE provides it.
-    let mut child = driver()
-        .args(["--host", "0.0.0.0", "--port", "0", "--binary-dir"])
-        .arg(dir.path().join("binaries"))
-        .env("EMBER_SECRET_FILE", &secret)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ember-driver");
-    let _guard = KillOnDrop(child.id());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
+    let mut cmd = driver();
+    cmd.args(["--host", "0.0.0.0", "--port", "0"])
+        .env("EMBER_SECRET_FILE", &secret);
+    let (mut child, _guard, first) = spawn_driver(cmd, dir.path());
     assert!(
         first.starts_with("ember-driver listening on http://0.0.0.0:"),
         "{first}"

@@ -323,16 +323,15 @@ enum Command {
 
 /// The `health` subcommand.
 fn health(addr: &str, timeout_ms: u64) -> ExitCode {
-    match ember_proto::health::check_blocking(addr, Duration::from_millis(timeout_ms)) {
-        Ok(()) => {
-            println!("{addr}: serving");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ember-executor health: {e}");
-            ExitCode::from(1)
+    let timeout = Duration::from_millis(timeout_ms);
+    match ember_proto::health::probe("ember-executor", addr, timeout) {
+        (true, line) => println!("{line}"),
+        (false, line) => {
+            eprintln!("{line}");
+            return ExitCode::from(1);
         }
     }
+    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {

@@ -48,11 +48,16 @@ pub async fn check(addr: &str, timeout: Duration) -> Result<(), String> {
         .unwrap_or_else(|_| Err(format!("{addr} did not answer within {timeout:?}")))
 }
 
-/// [`check`] on a runtime of its own, for a `health` subcommand's `main`.
-pub fn check_blocking(addr: &str, timeout: Duration) -> Result<(), String> {
-    tokio::runtime::Builder::new_current_thread()
+/// [`check`] on a runtime of its own, for daemon `daemon`'s `health` subcommand:
+/// whether it is serving, and the line to print (stdout if so, stderr if not).
+pub fn probe(daemon: &str, addr: &str, timeout: Duration) -> (bool, String) {
+    let outcome = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start a runtime: {e}"))?
-        .block_on(check(addr, timeout))
+        .map_err(|e| format!("cannot start a runtime: {e}"))
+        .and_then(|rt| rt.block_on(check(addr, timeout)));
+    match outcome {
+        Ok(()) => (true, format!("{addr}: serving")),
+        Err(e) => (false, format!("{daemon} health: {e}")),
+    }
 }

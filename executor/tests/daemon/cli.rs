@@ -156,13 +156,7 @@ async fn health_is_serving_only_while_registered_with_the_driver() {
         .strip_prefix("ember-executor shuffle service on ")
         .unwrap_or_else(|| panic!("unexpected stdout line {line:?}"))
         .to_string();
-    let mut conn = within("registration", driver.channels.recv())
-        .await
-        .unwrap();
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Register(_)
-    ));
+    let conn = driver.accept_register("registration").await;
     // Not yet registered: NOT_SERVING, exit 1, the reason on stderr.
     let (code, text) = health(&addr).await;
     assert_eq!(code, Some(1), "{text}");

@@ -189,6 +189,18 @@ impl Drop for FakeDriverHandle {
     }
 }
 
+impl FakeDriverHandle {
+    /// The next executor channel, after checking that it opens with `Register`.
+    pub async fn accept_register(&mut self, what: &str) -> ExecutorConn {
+        let mut conn = within(what, self.channels.recv()).await.unwrap();
+        assert!(matches!(
+            conn.next().await,
+            executor_message::Msg::Register(_)
+        ));
+        conn
+    }
+}
+
 /// Starts a fake driver on 127.0.0.1:0 serving `binaries` (hash -> bytes).
 pub async fn start_driver(
     binaries: HashMap<String, Vec<u8>>,

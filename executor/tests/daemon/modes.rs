@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ember_proto::{driver_message, executor_message, LaunchTask, Registered};
+use ember_proto::{driver_message, LaunchTask, Registered};
 use tokio::process::Command;
 
 use crate::common::*;
@@ -48,13 +48,7 @@ async fn under_umask_000_the_work_dir_binaries_and_sockets_stay_private() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut conn = within("registration", driver.channels.recv())
-        .await
-        .unwrap();
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Register(_)
-    ));
+    let conn = driver.accept_register("registration").await;
     conn.send(driver_message::Msg::Registered(Registered {
         executor_id: "exec-M".into(),
         heartbeat_interval_ms: 100,

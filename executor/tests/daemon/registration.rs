@@ -121,13 +121,7 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
 
     // The driver restarts: the executor drops its shuffle files and registers again.
     drop(conn);
-    let mut conn = within("re-registration", driver.channels.recv())
-        .await
-        .unwrap();
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Register(_)
-    ));
+    let mut conn = driver.accept_register("re-registration").await;
     assert!(!shuffle.join("shuffle_30_1.data").exists());
     conn.send(driver_message::Msg::Registered(Registered {
         executor_id: "exec-B".into(),
