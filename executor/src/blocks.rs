@@ -8,7 +8,9 @@
 //!   exactly one chunk with `first` and no data. The crc is not verified here: the
 //!   reducer checks it on the bytes it received.
 //! * At most [`CHANNEL_CHUNKS`] chunks per request wait in memory: a slow reducer slows
-//!   the reads instead of growing the daemon.
+//!   the reads instead of growing the daemon. Each request is read by one task on the
+//!   blocking pool (plain file I/O, no pool hop per block), which it holds while it
+//!   streams.
 //! * A session's blocks go only to its own tasks: a request must carry the shuffle key
 //!   of the session owning its shuffle id (learned from that session's launched tasks,
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
@@ -28,7 +30,6 @@ use ember_proto::{BlockChunk, FetchBlocksRequest};
 use ember_shuffle::reader::locate_local_block;
 use ember_shuffle::BlockId;
 use ember_shuffle::ShuffleError;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -145,23 +146,26 @@ impl Shuffle for ShuffleService {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        tokio::spawn(async move {
-            if let Err(status) = stream_blocks(&dir, &executor_id, &req, &tx).await {
+        // One blocking task per request reads every block in turn (plain file I/O, one
+        // hop to the blocking pool per request, not several per block).
+        tokio::task::spawn_blocking(move || {
+            if let Err(status) = stream_blocks(&dir, &executor_id, &req, &tx) {
                 tracing::warn!(
                     shuffle_id = req.shuffle_id,
                     reduce_partition = req.reduce_partition,
                     "shuffle fetch failed: {}",
                     status.message()
                 );
-                let _ = tx.send(Err(status)).await;
+                let _ = tx.blocking_send(Err(status));
             }
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
 
-/// Sends every requested block down `tx`; `Ok` also when the reducer went away.
-async fn stream_blocks(
+/// Sends every requested block down `tx`; `Ok` also when the reducer went away. Runs
+/// on the blocking pool.
+fn stream_blocks(
     dir: &Path,
     executor_id: &str,
     req: &FetchBlocksRequest,
@@ -174,7 +178,7 @@ async fn stream_blocks(
             map_partition,
             reduce_partition: req.reduce_partition,
         };
-        if !send_block(dir, &id, tx).await? {
+        if !send_block(dir, &id, tx)? {
             return Ok(());
         }
     }
@@ -182,22 +186,19 @@ async fn stream_blocks(
 }
 
 /// Streams one block; `Ok(false)` if the reducer went away.
-async fn send_block(
+fn send_block(
     dir: &Path,
     id: &BlockId,
     tx: &mpsc::Sender<Result<BlockChunk, Status>>,
 ) -> Result<bool, Status> {
+    use std::io::{Read, Seek};
     let what = |msg: &dyn std::fmt::Display| {
         format!(
             "shuffle {} map {} reduce {} on executor {}: {msg}",
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let (dir2, id2) = (dir.to_path_buf(), id.clone());
-    let located = tokio::task::spawn_blocking(move || locate_local_block(&dir2, &id2))
-        .await
-        .map_err(|e| Status::internal(what(&format!("index lookup task failed: {e}"))))?;
-    let (data_path, entry, data_len) = match located {
+    let (data_path, entry, data_len) = match locate_local_block(dir, id) {
         Ok(found) => found,
         Err(e) => {
             let msg = match e {
@@ -220,10 +221,10 @@ async fn send_block(
         first: true,
     };
     if entry.len == 0 {
-        return Ok(tx.send(Ok(chunk)).await.is_ok());
+        return Ok(tx.blocking_send(Ok(chunk)).is_ok());
     }
     let shown = data_path.display();
-    let mut file = match tokio::fs::File::open(&data_path).await {
+    let mut file = match std::fs::File::open(&data_path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Status::not_found(what(&format!(
@@ -238,7 +239,6 @@ async fn send_block(
     };
     let file_len = file
         .metadata()
-        .await
         .map_err(|e| Status::data_loss(what(&format!("cannot stat {shown}: {e}"))))?
         .len();
     if file_len != data_len {
@@ -248,13 +248,12 @@ async fn send_block(
         ))));
     }
     file.seek(std::io::SeekFrom::Start(entry.offset))
-        .await
         .map_err(|e| Status::data_loss(what(&format!("cannot seek in {shown}: {e}"))))?;
     let mut remaining = entry.len;
     while remaining > 0 {
         let n = remaining.min(CHUNK_BYTES as u64) as usize;
         let mut data = vec![0u8; n];
-        file.read_exact(&mut data).await.map_err(|e| {
+        file.read_exact(&mut data).map_err(|e| {
             Status::data_loss(what(&format!(
                 "short read of shuffle data file {shown} at offset {}: {e}",
                 entry.offset + (entry.len - remaining)
@@ -262,7 +261,7 @@ async fn send_block(
         })?;
         remaining -= n as u64;
         chunk.data = data;
-        if tx.send(Ok(chunk)).await.is_err() {
+        if tx.blocking_send(Ok(chunk)).is_err() {
             return Ok(false);
         }
         chunk = BlockChunk {
