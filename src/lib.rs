@@ -56,4 +56,4 @@ pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
 pub use job::JobMetrics;
 pub use rdd::Records;
-pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StorageLevel};
+pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StatCounter, StorageLevel};

@@ -13,9 +13,11 @@ mod ops;
 mod pair;
 mod pass_through;
 mod position;
+mod set_ops;
 mod shuffle_ops;
 mod sort;
 pub(crate) mod source;
+mod stats;
 
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -34,6 +36,7 @@ pub use actions::SaveOptions;
 pub use flat_combine::Emit;
 pub use ops::Records;
 pub use position::LinePosition;
+pub use stats::StatCounter;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and
 /// recomputable from its lineage.

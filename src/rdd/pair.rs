@@ -326,7 +326,7 @@ impl<T: Data> Rdd<T> {
 }
 
 /// Renames a freshly made node (it has no other handle yet) to the public operator.
-fn rename<T>(rdd: &mut Rdd<T>, op: &str, at: &Location<'_>) {
+pub(super) fn rename<T>(rdd: &mut Rdd<T>, op: &str, at: &Location<'_>) {
     if let Some(node) = std::sync::Arc::get_mut(&mut rdd.node) {
         node.name = super::op_name(op, at);
     }
