@@ -11,8 +11,10 @@
 //! Invariants:
 //! * A record never spans two frames, so a frame decodes on its own; a frame holds at least
 //!   one record, and a frame bigger than the target holds exactly one (large) record.
-//! * Every record serialises to at least one byte (zero-sized records are rejected at write
-//!   time: postcard gives them no bytes, so they could not be counted back out).
+//! * Every record takes at least one byte: a record postcard gives no bytes (a zero-sized
+//!   type such as `()` or `((), ())`) is written as one [`ZERO_SIZED_MARKER`] byte, which
+//!   the decoder consumes when decoding the record consumed nothing, so such records are
+//!   counted back out exactly.
 //! * A frame's uncompressed length is at most [`MAX_FRAME_BYTES`]; its compressed length is
 //!   at most `lz4_flex::block::get_maximum_output_size(uncompressed_len)`. The decoder
 //!   checks both before allocating, so a corrupt header cannot make it allocate gigabytes.
@@ -29,6 +31,9 @@ use postcard::ser_flavors::Flavor;
 use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::{Result, ShuffleError};
+
+/// The byte standing for a record that serialises to no bytes.
+pub const ZERO_SIZED_MARKER: u8 = 0;
 
 /// Uncompressed size at which the pending records become a frame.
 pub const FRAME_TARGET_BYTES: usize = 64 * 1024;
@@ -90,10 +95,7 @@ impl FrameEncoder {
             return Err(ShuffleError::ser("shuffle record", e));
         }
         if self.pending.len() == start {
-            return Err(ShuffleError::ser(
-                "shuffle record",
-                "record serialises to zero bytes; zero-sized records cannot be shuffled",
-            ));
+            self.pending.push(ZERO_SIZED_MARKER);
         }
         if self.pending.len() >= FRAME_TARGET_BYTES {
             self.flush(sink)?;
@@ -201,6 +203,11 @@ impl<R: Read> FrameDecoder<R> {
         match postcard::take_from_bytes::<T>(&self.raw[self.pos..]) {
             Ok((record, rest)) if rest.len() < available => {
                 self.pos = self.raw.len() - rest.len();
+                Ok(Some(record))
+            }
+            // A zero-sized record: its marker byte.
+            Ok((record, _)) if self.raw[self.pos] == ZERO_SIZED_MARKER => {
+                self.pos += 1;
                 Ok(Some(record))
             }
             Ok(_) => Err(self.corrupt(format!(
@@ -358,16 +365,21 @@ mod tests {
     }
 
     #[test]
-    fn zero_sized_records_are_rejected_and_mismatched_types_do_not_loop() {
+    fn zero_sized_records_round_trip_and_mismatched_types_do_not_loop() {
+        // 200,000 unit records (several frames) come back as exactly as many.
+        let units = vec![(); 200_000];
+        let bytes = encode_all(&units);
+        assert_eq!(decode_all::<()>(&bytes).unwrap().len(), 200_000);
+        let pairs = vec![((), ()); 3];
+        assert_eq!(decode_all::<((), ())>(&encode_all(&pairs)).unwrap(), pairs);
+        // A type that does serialise to bytes is unaffected next to them.
         let mut enc = FrameEncoder::new();
         let mut sink = Vec::new();
-        assert!(enc.push(&(), &mut sink).is_err());
+        enc.push(&(), &mut sink).unwrap();
+        assert_eq!(enc.pending_bytes(), 1, "one marker byte");
         enc.push(&7u32, &mut sink).unwrap();
-        assert_eq!(
-            enc.pending_bytes(),
-            1,
-            "failed push must leave nothing behind"
-        );
+        assert_eq!(enc.pending_bytes(), 2);
+        // Decoding bytes of another type as a zero-sized one is an error, not a loop.
         let bytes = encode_all(&[1u32, 2, 3]);
         let err = decode_all::<()>(&bytes).unwrap_err();
         assert!(err.to_string().contains("consumed no bytes"), "{err}");

@@ -12,6 +12,10 @@
 //! records := postcard(record)*                            (ulen bytes once decompressed)
 //! ```
 //!
+//! A record postcard gives no bytes (a zero-sized type such as `()`) is written as one
+//! marker byte (`ember_shuffle::frame::ZERO_SIZED_MARKER`), consumed by the reader when
+//! decoding the record consumed nothing, so every record takes at least one byte.
+//!
 //! `crc` is the CRC-32 (crc32fast) of the `clen` payload bytes. The writer closes a frame
 //! once its uncompressed records reach [`FRAME_TARGET`] (64 KiB), so a frame always holds
 //! whole records and at least one, and only the last frame may be shorter. A record is
@@ -79,8 +83,12 @@ impl<T: Serialize> RunWriter<T> {
     /// Appends one record.
     pub fn push(&mut self, record: &T) -> Result<()> {
         let frame = std::mem::take(&mut self.frame);
+        let before = frame.len();
         self.frame = postcard::to_extend(record, frame)
             .map_err(|e| EmberError::ser(format!("spill run {}", self.path.display()), e))?;
+        if self.frame.len() == before {
+            self.frame.push(ember_shuffle::frame::ZERO_SIZED_MARKER);
+        }
         self.records += 1;
         if self.frame.len() >= FRAME_TARGET {
             self.flush_frame()?;
@@ -268,7 +276,19 @@ impl<T: DeserializeOwned> RunReader<T> {
         let rest = &self.frame[self.pos..];
         let (record, tail) = postcard::take_from_bytes::<T>(rest)
             .map_err(|e| corrupt(&self.run.path, &format!("record does not decode: {e}")))?;
-        self.pos += rest.len() - tail.len();
+        let used = rest.len() - tail.len();
+        self.pos += if used == 0 {
+            // A zero-sized record: its marker byte.
+            if rest[0] != ember_shuffle::frame::ZERO_SIZED_MARKER {
+                return Err(corrupt(
+                    &self.run.path,
+                    "a record consumed no bytes and no marker follows",
+                ));
+            }
+            1
+        } else {
+            used
+        };
         self.records += 1;
         Ok(Some(record))
     }
@@ -382,6 +402,22 @@ mod tests {
         assert_eq!(files_in(dir.path()), 1);
         assert_eq!(b.map(Result::unwrap).last().unwrap().0, 29_999);
         assert_eq!(files_in(dir.path()), 0);
+    }
+
+    #[test]
+    fn zero_sized_records_round_trip_with_their_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RunWriter::<((), ())>::create(dir.path()).unwrap();
+        for _ in 0..150_000 {
+            w.push(&((), ())).unwrap();
+        }
+        let run = w.finish().unwrap();
+        assert_eq!(run.records(), 150_000);
+        let back: Vec<((), ())> = RunReader::<((), ())>::open(run)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(back.len(), 150_000);
     }
 
     #[test]
