@@ -13,13 +13,14 @@
 //!
 //! Invariants:
 //! - A line belongs to the split in which its first byte lies (`start <= pos < end`). A reader
-//!   whose split starts at `start > 0` discards everything up to and including the first `'\n'`
-//!   at or after `start - 1`, and reads past `end` to finish its last line. Hence, for any
-//!   partition of `[0, len)` into contiguous splits, every line of the file is emitted by
-//!   exactly one split, in file order.
-//! - Lines are terminated by `'\n'`; one `'\r'` directly before the terminator (or at the end
-//!   of an unterminated last line) is stripped. A lone `'\r'` is NOT a line terminator. A file
-//!   ending in `'\n'` has no trailing empty line; an empty file has no lines.
+//!   whose split starts at `start > 0` discards everything up to and including the first line
+//!   terminator at or after `start - 1`, and reads past `end` to finish its last line. Hence,
+//!   for any partition of `[0, len)` into contiguous splits, every line of the file is emitted
+//!   by exactly one split, in file order.
+//! - Lines are terminated by `'\n'`, `'\r'` or `'\r\n'`, as Hadoop's `LineReader` (and so
+//!   Spark's `textFile`) ends them, also where a `"\r\n"` straddles a split boundary or a
+//!   read buffer. A file ending in a terminator has no trailing empty line; an empty file has
+//!   no lines; line numbers count the same terminators.
 //! - Offsets handed out are the byte offset of the line's first byte in the file.
 //! - Every I/O error names the path it concerns.
 //! - Files are read as raw bytes: no decompression, no byte-order-mark handling.
@@ -318,6 +319,9 @@ pub struct LineReader {
     /// Bytes of the current line that were read by earlier refills.
     carry: Vec<u8>,
     current: Current,
+    /// The last terminator was a `'\r'` at the end of the buffer: a `'\n'` right after it
+    /// belongs to the same terminator and is skipped.
+    skip_lf: bool,
 }
 
 impl LineReader {
@@ -344,6 +348,7 @@ impl LineReader {
             pos: 0,
             carry: Vec::new(),
             current: Current::Carry,
+            skip_lf: false,
         })
     }
 
@@ -404,13 +409,42 @@ impl LineReader {
         }
     }
 
-    /// The current line's bytes, without `'\n'` and one trailing `'\r'`.
+    /// The current line's bytes, without its terminator.
     fn current_line(&self) -> &[u8] {
-        let line = match self.current {
+        match self.current {
             Current::Buf(a, b) => &self.buf[a..b],
             Current::Carry => &self.carry[..],
-        };
-        line.strip_suffix(b"\r").unwrap_or(line)
+        }
+    }
+
+    /// Consumes the terminator found at `buf[at]` (`'\n'` or `'\r'`, with the `'\n'` of a
+    /// `"\r\n"`, or notes that one may follow in the next buffer).
+    fn consume_terminator(&mut self, at: usize) {
+        let mut len = 1;
+        if self.buf[at] == b'\r' {
+            match self.buf[at + 1..self.hi].first() {
+                Some(b'\n') => len = 2,
+                Some(_) => {}
+                None => self.skip_lf = true,
+            }
+        }
+        self.pos += (at + len - self.lo) as u64;
+        self.lo = at + len;
+    }
+
+    /// After a `'\r'` that ended a buffer: skips a `'\n'` that completes `"\r\n"`.
+    fn finish_crlf(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.skip_lf) {
+            return Ok(());
+        }
+        if self.lo == self.hi && self.refill()? == 0 {
+            return Ok(());
+        }
+        if self.buf[self.lo] == b'\n' {
+            self.lo += 1;
+            self.pos += 1;
+        }
+        Ok(())
     }
 
     /// Moves to the next line of the split; returns its start offset, or `None` when done.
@@ -428,6 +462,9 @@ impl LineReader {
                 }
             }
         }
+        if self.state != State::Done {
+            self.finish_crlf()?;
+        }
         if self.state == State::Done || self.pos >= self.end {
             self.state = State::Done;
             return Ok(None);
@@ -437,7 +474,7 @@ impl LineReader {
         self.carry.clear();
         loop {
             let data = &self.buf[self.lo..self.hi];
-            if let Some(i) = memchr::memchr(b'\n', data) {
+            if let Some(i) = memchr::memchr2(b'\n', b'\r', data) {
                 let nl = self.lo + i;
                 if carried {
                     self.carry.extend_from_slice(&self.buf[self.lo..nl]);
@@ -445,8 +482,7 @@ impl LineReader {
                 } else {
                     self.current = Current::Buf(self.lo, nl);
                 }
-                self.lo = nl + 1;
-                self.pos += i as u64 + 1;
+                self.consume_terminator(nl);
                 return Ok(Some(line_start));
             }
             if !data.is_empty() {
@@ -466,12 +502,11 @@ impl LineReader {
         }
     }
 
-    /// Consumes bytes through the next `'\n'`; false if end of file came first.
+    /// Consumes bytes through the next line terminator; false if end of file came first.
     fn skip_through_newline(&mut self) -> Result<bool> {
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.lo..self.hi]) {
-                self.lo += i + 1;
-                self.pos += i as u64 + 1;
+            if let Some(i) = memchr::memchr2(b'\n', b'\r', &self.buf[self.lo..self.hi]) {
+                self.consume_terminator(self.lo + i);
                 return Ok(true);
             }
             self.pos += (self.hi - self.lo) as u64;
@@ -514,13 +549,16 @@ fn invalid_utf8(path: &Path, line_offset: u64, bad_at: u64) -> EmberError {
 }
 
 /// The 1-based line number of the line that starts at `offset` in `path` (one plus the
-/// number of `'\n'` before `offset`; an offset past the end counts the whole file).
-/// Meant for error paths, to tell a user "file X line N".
+/// number of line terminators, `'\n'`, `'\r'` or `"\r\n"`, before `offset`; an offset
+/// past the end counts the whole file). Meant for error paths and line positions, to
+/// tell a user "file X line N".
 pub fn line_number_at(path: &Path, offset: u64) -> Result<u64> {
     let file = File::open(path).map_err(|e| EmberError::io(path, e))?;
     let mut reader = file.take(offset);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut newlines = 0u64;
+    let mut terminators = 0u64;
+    // Whether the previous chunk ended in '\r' (a '\n' first in this one is its pair).
+    let mut after_cr = false;
     loop {
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
@@ -528,9 +566,21 @@ pub fn line_number_at(path: &Path, offset: u64) -> Result<u64> {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => return Err(EmberError::io(path, e)),
         };
-        newlines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+        let chunk = &buf[..n];
+        for i in memchr::memchr2_iter(b'\n', b'\r', chunk) {
+            let pairs_with_cr = chunk[i] == b'\n'
+                && if i == 0 {
+                    after_cr
+                } else {
+                    chunk[i - 1] == b'\r'
+                };
+            if !pairs_with_cr {
+                terminators += 1;
+            }
+        }
+        after_cr = chunk[n - 1] == b'\r';
     }
-    Ok(newlines + 1)
+    Ok(terminators + 1)
 }
 
 /// Reads a whole file as a `String` (for `whole_text_files`). Invalid UTF-8 is
