@@ -58,7 +58,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Pairs of values for keys present in both RDDs.
     #[track_caller]
     pub fn join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, W))> {
-        self.cogroup(other)
+        self.join_into(other, self.num_partitions().max(other.num_partitions()))
+    }
+
+    /// [`join`](Self::join) into `partitions` partitions (Spark's `join(other, n)`).
+    #[track_caller]
+    pub fn join_into<W: Data>(&self, other: &Rdd<(K, W)>, partitions: usize) -> Rdd<(K, (V, W))> {
+        self.cogroup_into(other, partitions)
             .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
                 let mut out = Vec::with_capacity(vs.len() * ws.len());
                 for v in &vs {

@@ -18,6 +18,7 @@ mod shuffle_ops;
 mod sort;
 pub(crate) mod source;
 mod stats;
+mod zip;
 
 use std::marker::PhantomData;
 use std::panic::Location;

@@ -371,3 +371,19 @@ fn poisson(rng: &mut impl Rng, lambda: f64) -> u32 {
         k += 1;
     }
 }
+
+impl crate::Context {
+    /// The records of all `rdds`, their partitions concatenated in order (Spark's
+    /// `SparkContext.union`); no RDDs give an RDD of no partitions.
+    #[track_caller]
+    pub fn union<T: Data>(&self, rdds: &[Rdd<T>]) -> Rdd<T> {
+        let at = Location::caller();
+        let Some((first, rest)) = rdds.split_first() else {
+            return self.empty();
+        };
+        let mut rdd = rest.iter().fold(first.clone(), |acc, r| acc.union(r));
+        // Named after the user's call, not this fold.
+        super::pair::rename(&mut rdd, "union", at);
+        rdd
+    }
+}

@@ -302,6 +302,17 @@ impl<T: Key> Rdd<T> {
         rename(&mut rdd, "distinct", at);
         rdd.keys()
     }
+
+    /// [`distinct`](Self::distinct) into `partitions` partitions (Spark's `distinct(n)`).
+    #[track_caller]
+    pub fn distinct_into(&self, partitions: usize) -> Rdd<T> {
+        let at = Location::caller();
+        let mut rdd = self
+            .map(|x: T| (x, ()))
+            .reduce_by_key_into(|_: (), _: ()| (), partitions);
+        rename(&mut rdd, "distinct", at);
+        rdd.keys()
+    }
 }
 
 impl<T: Data> Rdd<T> {
