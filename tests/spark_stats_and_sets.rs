@@ -159,3 +159,77 @@ fn intersection_is_the_distinct_common_records() {
     let b = c.parallelize(vec![1, 1, 2, 3], 2);
     assert_eq!(sorted(a.intersection(&b).collect().unwrap()), vec![1, 2, 3]);
 }
+
+fn h(values: &[f64], boundaries: &[f64]) -> Vec<u64> {
+    ctx(2)
+        .parallelize(values.to_vec(), 2)
+        .histogram_with(boundaries)
+        .unwrap()
+}
+
+// DoubleRDDSuite's histogram tests with given buckets.
+#[test]
+fn histogram_with_given_buckets() {
+    assert_eq!(h(&[], &[0.0, 10.0]), vec![0]); // WorksOnEmpty
+    assert_eq!(h(&[10.01, -0.01], &[0.0, 10.0]), vec![0]); // OutOfRangeWithOneBucket
+    assert_eq!(h(&[1.0, 2.0, 3.0, 4.0], &[0.0, 10.0]), vec![4]); // InRangeWithOneBucket
+    assert_eq!(h(&[1.0, 2.0, 3.0, 4.0], &[1.0, 4.0]), vec![4]); // ...ExactMatch
+    assert_eq!(h(&[10.01, -0.01], &[0.0, 5.0, 10.0]), vec![0, 0]); // OutOfRangeWithTwoBuckets
+    assert_eq!(h(&[1.0, 2.0, 3.0, 5.0, 6.0], &[0.0, 5.0, 10.0]), vec![3, 2]); // InRangeWithTwoBuckets
+    assert_eq!(
+        h(&[1.0, 2.0, 3.0, 5.0, 6.0, f64::NAN], &[0.0, 5.0, 10.0]),
+        vec![3, 2]
+    ); // ...AndNaN
+    assert_eq!(
+        h(
+            &[-0.01, 0.0, 1.0, 2.0, 3.0, 5.0, 6.0, 11.0, 11.01],
+            &[0.0, 5.0, 11.0]
+        ),
+        vec![4, 3]
+    ); // MixedRangeWithTwoUnevenBuckets
+    let err = ctx(1)
+        .parallelize(vec![1.0], 1)
+        .histogram_with(&[5.0, 1.0])
+        .unwrap_err();
+    assert!(matches!(err, EmberError::InvalidArgument(_)), "{err}");
+}
+
+// DoubleRDDSuite's histogram tests without buckets (evenly spaced).
+#[test]
+fn histogram_with_even_buckets() {
+    let c = ctx(2);
+    let hist = |v: Vec<f64>, n: usize| c.parallelize(v, 2).histogram(n).unwrap();
+    assert_eq!(hist(vec![1.0, 2.0, 3.0, 4.0], 1), (vec![1.0, 4.0], vec![4]));
+    assert_eq!(hist(vec![1.0], 1), (vec![1.0, 1.0], vec![1]));
+    assert_eq!(hist(vec![1.0, 1.0, 1.0, 1.0], 1), (vec![1.0, 1.0], vec![4]));
+    assert_eq!(
+        hist(vec![1.0, 2.0, 3.0, 4.0], 2),
+        (vec![1.0, 2.5, 4.0], vec![2, 2])
+    );
+    // More buckets than records.
+    let (bounds, counts) = hist(vec![1.0, 2.0], 10);
+    assert_eq!(bounds.len(), 11);
+    for (i, b) in bounds.iter().enumerate() {
+        assert!(close(*b, 1.0 + 0.1 * i as f64), "bound {i} = {b}");
+    }
+    assert_eq!(counts, vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    // ThrowsExceptionOnInvalidRDDs: empty, infinity, NaN.
+    for bad in [vec![], vec![1.0, f64::INFINITY], vec![1.0, f64::NAN]] {
+        let err = c.parallelize(bad.clone(), 2).histogram(3).unwrap_err();
+        assert!(
+            matches!(err, EmberError::InvalidArgument(_)),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+// A NaN record poisons the statistics, as Java's Math.max does in Spark's StatCounter.
+#[test]
+fn nan_makes_the_statistics_nan() {
+    let s = ctx(2)
+        .parallelize(vec![1.0, f64::NAN, 3.0], 3)
+        .stats()
+        .unwrap();
+    assert_eq!(s.count(), 3);
+    assert!(s.mean().is_nan() && s.max().is_nan() && s.min().is_nan());
+}

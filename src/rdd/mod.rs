@@ -13,6 +13,7 @@ mod ops;
 mod pair;
 mod pass_through;
 mod position;
+mod sampling;
 mod set_ops;
 mod shuffle_ops;
 mod sort;

@@ -7,7 +7,9 @@
 //! (as Spark's `StatCounter`), so its result does not depend on how records fall into
 //! partitions beyond floating-point rounding; an empty RDD has count 0, mean 0, variance
 //! NaN, max -inf and min +inf (Spark's values; also for an RDD of no partitions, where
-//! Spark's `stats` would fail); `max` / `min` of an empty RDD are the empty-collection error.
+//! Spark's `stats` would fail); a NaN record makes mean, variance, max and min NaN, as
+//! Java's `Math.max` does in Spark's; `max` / `min` of an empty RDD are the
+//! empty-collection error.
 
 use serde::{Deserialize, Serialize};
 
@@ -51,8 +53,8 @@ impl StatCounter {
         self.count += 1;
         self.mean += delta / self.count as f64;
         self.m2 += delta * (x - self.mean);
-        self.max = self.max.max(x);
-        self.min = self.min.min(x);
+        self.max = java_max(self.max, x);
+        self.min = java_min(self.min, x);
         self
     }
 
@@ -78,8 +80,8 @@ impl StatCounter {
             count: self.count + other.count,
             mean,
             m2: self.m2 + other.m2 + delta * delta * n * m / (n + m),
-            max: self.max.max(other.max),
-            min: self.min.min(other.min),
+            max: java_max(self.max, other.max),
+            min: java_min(self.min, other.min),
         }
     }
 
@@ -161,6 +163,88 @@ impl Rdd<f64> {
     pub fn sample_stdev(&self) -> Result<f64> {
         Ok(self.stats()?.sample_stdev())
     }
+
+    /// `bucket_count` evenly spaced buckets between the smallest and the largest record
+    /// (one bucket `[min, min]` if they are equal) and how many records fall in each
+    /// (Spark's `histogram(bucketCount)`): the boundaries and the counts. An empty RDD,
+    /// or one holding an infinity or NaN, is an invalid-argument error.
+    pub fn histogram(&self, bucket_count: usize) -> Result<(Vec<f64>, Vec<u64>)> {
+        if bucket_count == 0 {
+            return Err(EmberError::InvalidArgument(
+                "histogram needs at least one bucket".into(),
+            ));
+        }
+        let s = self.stats()?;
+        let (min, max) = (s.min(), s.max());
+        if !(min.is_finite() && max.is_finite()) {
+            return Err(EmberError::InvalidArgument(
+                "histogram of an empty RDD or of one holding an infinity or NaN".into(),
+            ));
+        }
+        let bounds: Vec<f64> = if min == max {
+            vec![min, min]
+        } else {
+            let step = (max - min) / bucket_count as f64;
+            let mut b: Vec<f64> = (0..bucket_count).map(|i| min + step * i as f64).collect();
+            b.push(max);
+            b
+        };
+        let counts = self.histogram_with(&bounds)?;
+        Ok((bounds, counts))
+    }
+
+    /// How many records fall in each bucket `[b[i], b[i+1])` of the sorted `boundaries`,
+    /// the last bucket closed `[b[n-2], b[n-1]]` (Spark's `histogram(buckets)`); records
+    /// outside the boundaries and NaN are not counted.
+    pub fn histogram_with(&self, boundaries: &[f64]) -> Result<Vec<u64>> {
+        if boundaries.len() < 2 {
+            return Err(EmberError::InvalidArgument(format!(
+                "histogram needs at least 2 boundaries, got {}",
+                boundaries.len()
+            )));
+        }
+        if boundaries.iter().any(|b| b.is_nan()) || boundaries.windows(2).any(|w| w[0] > w[1]) {
+            return Err(EmberError::InvalidArgument(format!(
+                "histogram boundaries must be sorted numbers, got {boundaries:?}"
+            )));
+        }
+        let buckets = boundaries.len() - 1;
+        let per_partition = self
+            .map_partitions_with_index_with(
+                boundaries.to_vec(),
+                |b: &Vec<f64>, _: u32, it: super::Records<f64>| {
+                    let mut counts = vec![0u64; b.len() - 1];
+                    for x in it {
+                        if let Some(i) = bucket_of(b, x) {
+                            counts[i] += 1;
+                        }
+                    }
+                    std::iter::once(counts)
+                },
+            )
+            .collect()?;
+        let mut total = vec![0u64; buckets];
+        for counts in per_partition {
+            for (t, c) in total.iter_mut().zip(counts) {
+                *t += c;
+            }
+        }
+        Ok(total)
+    }
+}
+
+/// The bucket `x` falls in among sorted `bounds` (`[b[i], b[i+1])`, the last closed).
+fn bucket_of(bounds: &[f64], x: f64) -> Option<usize> {
+    let last = bounds.len() - 1;
+    if x.is_nan() || x < bounds[0] || x > bounds[last] {
+        return None;
+    }
+    if x == bounds[last] {
+        return Some(last - 1);
+    }
+    // The last boundary <= x.
+    let i = bounds.partition_point(|b| *b <= x) - 1;
+    Some(i.min(last - 1))
 }
 
 impl<T: Data + Ord> Rdd<T> {
@@ -185,6 +269,24 @@ impl<T: Data> Rdd<T> {
             return Ok(true);
         }
         Ok(self.take(1)?.is_empty())
+    }
+}
+
+/// `Math.max` as Spark's StatCounter uses it: NaN if either is NaN.
+fn java_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
+/// `Math.min`: NaN if either is NaN.
+fn java_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
     }
 }
 
