@@ -480,3 +480,34 @@ fn job_metrics_count_records() {
     assert_eq!(m.totals.records_in, 1234);
     assert_eq!(m.totals.spill_count, 0);
 }
+
+/// Partitions `take(n)` computes over 100 partitions of 10 records, counted by an
+/// accumulator that every computed partition adds 1 to.
+fn partitions_computed_by_take(n: usize) -> (Vec<u32>, u64) {
+    let c = ctx(2);
+    let computed: Accumulator<u64> = c.accumulator("partitions computed");
+    let rdd = c
+        .parallelize((0..1000u32).collect::<Vec<u32>>(), 100)
+        .map_partitions_with_index_with(computed.clone(), |acc, _, it: ember::Records<u32>| {
+            acc.add(1);
+            it
+        });
+    let got = rdd.take(n).unwrap();
+    (got, computed.value())
+}
+
+// Spark's take: 1 partition, then an estimate from what was found, capped at 4x.
+#[test]
+fn take_scans_as_spark_does_never_computing_partitions_it_does_not_need() {
+    // take(25): 1 partition gives 10; ceil(1.5 * 25 * 1 / 10) - 1 = 3 more: 4 in all.
+    let (got, computed) = partitions_computed_by_take(25);
+    assert_eq!(got, (0..25).collect::<Vec<u32>>());
+    assert_eq!(computed, 4);
+    // take(10): the first partition is enough.
+    assert_eq!(partitions_computed_by_take(10).1, 1);
+    // take(100): 1, then min(ceil(1.5 * 100 / 10) - 1, 4) = 4, then
+    // min(ceil(1.5 * 100 * 5 / 50) - 5, 20) = 10: 15 partitions.
+    let (got, computed) = partitions_computed_by_take(100);
+    assert_eq!(got.len(), 100);
+    assert_eq!(computed, 15);
+}

@@ -271,14 +271,29 @@ impl<T: Data> Rdd<T> {
             .sum())
     }
 
-    /// The first `n` records in partition order, scanning as few partitions as it can
-    /// (one first, then four times as many each round, as Spark does).
+    /// The first `n` records in partition order, scanning as few partitions as it can,
+    /// as Spark does: one partition first; then, if nothing was found, four times as many
+    /// as scanned so far, else an estimate of how many more hold the rest (1.5 times the
+    /// records still wanted at the rate found so far), at least one and at most four
+    /// times as many as scanned so far.
     pub fn take(&self, n: usize) -> Result<Vec<T>> {
         let total = self.node.num_partitions;
         let mut out = Vec::new();
         let mut scanned = 0u32;
         let mut batch = 1u32;
         while out.len() < n && scanned < total {
+            if scanned > 0 {
+                let cap = scanned.saturating_mul(4);
+                batch = if out.is_empty() {
+                    cap
+                } else {
+                    let estimate =
+                        (1.5 * n as f64 * f64::from(scanned) / out.len() as f64).ceil() as u64;
+                    estimate
+                        .saturating_sub(u64::from(scanned))
+                        .clamp(1, u64::from(cap)) as u32
+                };
+            }
             let upto = (scanned + batch).min(total);
             let want = (n - out.len()) as u64;
             let parts = self.run_action::<Take<T>>(
@@ -291,7 +306,6 @@ impl<T: Data> Rdd<T> {
                 out.extend(p.into_iter().take(room));
             }
             scanned = upto;
-            batch = batch.saturating_mul(4);
         }
         Ok(out)
     }
