@@ -511,3 +511,28 @@ fn take_scans_as_spark_does_never_computing_partitions_it_does_not_need() {
     assert_eq!(got.len(), 100);
     assert_eq!(computed, 15);
 }
+
+// RDDSuite "toLocalIterator": all records, in partition order, one partition per job.
+#[test]
+fn to_local_iterator_yields_every_record_one_partition_at_a_time() {
+    let c = ctx(2);
+    let computed: Accumulator<u64> = c.accumulator("partitions computed");
+    let rdd = c
+        .parallelize((0..100u32).collect::<Vec<u32>>(), 10)
+        .map_partitions_with_index_with(computed.clone(), |acc, _, it: ember::Records<u32>| {
+            acc.add(1);
+            it
+        });
+    let mut it = rdd.to_local_iterator();
+    let first: Vec<u32> = it.by_ref().take(15).map(|r| r.unwrap()).collect();
+    assert_eq!(first, (0..15).collect::<Vec<u32>>());
+    assert_eq!(
+        computed.value(),
+        2,
+        "only the partitions reached so far were computed"
+    );
+    let rest: Vec<u32> = it.map(|r| r.unwrap()).collect();
+    assert_eq!(rest, (15..100).collect::<Vec<u32>>());
+    assert_eq!(computed.value(), 10);
+    assert_eq!(c.empty::<u32>().to_local_iterator().count(), 0);
+}

@@ -263,6 +263,32 @@ impl<T: Data> Rdd<T> {
         Ok(parts.into_iter().flatten().collect())
     }
 
+    /// The records in partition order, computed one partition (one job) at a time as
+    /// the iterator reaches it, so the driver holds at most one partition (Spark's
+    /// `toLocalIterator`). A failed partition's error is the last item.
+    pub fn to_local_iterator(&self) -> impl Iterator<Item = Result<T>> + '_ {
+        let mut next_part = 0u32;
+        let mut current = Vec::<T>::new().into_iter();
+        let mut failed = false;
+        std::iter::from_fn(move || loop {
+            if let Some(x) = current.next() {
+                return Some(Ok(x));
+            }
+            if failed || next_part >= self.node.num_partitions {
+                return None;
+            }
+            let part = next_part;
+            next_part += 1;
+            match self.run_action::<Collect<T>>(Vec::new(), Some(vec![part]), "to_local_iterator") {
+                Ok(parts) => current = parts.into_iter().flatten().collect::<Vec<T>>().into_iter(),
+                Err(e) => {
+                    failed = true;
+                    return Some(Err(e));
+                }
+            }
+        })
+    }
+
     /// Number of records.
     pub fn count(&self) -> Result<u64> {
         Ok(self
