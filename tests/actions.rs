@@ -536,3 +536,26 @@ fn to_local_iterator_yields_every_record_one_partition_at_a_time() {
     assert_eq!(computed.value(), 10);
     assert_eq!(c.empty::<u32>().to_local_iterator().count(), 0);
 }
+
+// RDDSuite "treeAggregate" / "treeReduce": the same as aggregate and reduce at any depth.
+#[test]
+fn tree_aggregate_and_tree_reduce_equal_the_flat_ones() {
+    let c = ctx(2);
+    let rdd = c.parallelize((-1000i64..1000).collect::<Vec<i64>>(), 10);
+    for depth in 1..=10 {
+        let sum = rdd
+            .tree_aggregate(0i64, |acc, x| acc + x, |a, b| a + b, depth)
+            .unwrap();
+        assert_eq!(sum, (-1000i64..1000).sum::<i64>(), "depth {depth}");
+        assert_eq!(rdd.tree_reduce(|a, b| a.max(b), depth).unwrap(), 999);
+    }
+    assert!(matches!(
+        rdd.tree_reduce(|a, b| a + b, 0),
+        Err(EmberError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.parallelize(Vec::<i64>::new(), 3)
+            .tree_reduce(|a, b| a + b, 2),
+        Err(EmberError::EmptyRdd("tree_reduce"))
+    ));
+}

@@ -388,6 +388,44 @@ impl<T: Data> Rdd<T> {
         Ok(parts.into_iter().fold(zero, comb))
     }
 
+    /// Spark's `treeAggregate`: the result of [`aggregate`](Self::aggregate) (for an
+    /// associative, commutative `comb`, as Spark requires). Spark merges partition
+    /// results in `depth` levels of executor tasks to spare its driver; ember's driver
+    /// merges them in one level as they arrive (each is one small value), so `depth`
+    /// only has to be at least 1.
+    pub fn tree_aggregate<
+        U: Data,
+        Seq: Fn(U, T) -> U + Copy + 'static,
+        Comb: Fn(U, U) -> U + Copy + 'static,
+    >(
+        &self,
+        zero: U,
+        seq: Seq,
+        comb: Comb,
+        depth: u32,
+    ) -> Result<U> {
+        if depth < 1 {
+            return Err(EmberError::InvalidArgument(format!(
+                "tree_aggregate depth must be at least 1, got {depth}"
+            )));
+        }
+        self.aggregate(zero, seq, comb)
+    }
+
+    /// Spark's `treeReduce`: the result of [`reduce`](Self::reduce); see
+    /// [`tree_aggregate`](Self::tree_aggregate) for `depth`.
+    pub fn tree_reduce<F: Fn(T, T) -> T + Copy + 'static>(&self, f: F, depth: u32) -> Result<T> {
+        if depth < 1 {
+            return Err(EmberError::InvalidArgument(format!(
+                "tree_reduce depth must be at least 1, got {depth}"
+            )));
+        }
+        self.reduce(f).map_err(|e| match e {
+            EmberError::EmptyRdd(_) => EmberError::EmptyRdd("tree_reduce"),
+            other => other,
+        })
+    }
+
     /// Runs `f` on every record, on the executors.
     pub fn foreach<F: Fn(T) + Copy + 'static>(&self, f: F) -> Result<()> {
         assert_stateless(&f);
