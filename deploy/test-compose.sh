@@ -84,7 +84,16 @@ status_page() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" 
 registered() { status_page | sed -n 's/^executors: \([0-9]*\) .*/\1/p'; }
 
 # A job run in a container of the compose project (as uid 10001, like the executors).
-job() { timeout 180 "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml run --rm -T job "/jobs/$1" --master http://driver:7077 "${@:2}"; }
+# Started detached and waited for with `docker wait` (bounded), not through compose's
+# attached `run`; its stdout and stderr come from `docker logs`; exit code as the job's.
+job() {
+  local id rc
+  id=$(compose run -d job "/jobs/$1" --master http://driver:7077 "${@:2}")
+  rc=$(timeout -k 5 180 docker wait "$id" || echo 124)
+  docker logs "$id" 2> >(cat >&2)
+  docker rm -f "$id" >/dev/null 2>&1
+  return "$rc"
+}
 # The same job in local mode on the host: the reference.
 local_job() { EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 "$EMBER_JOBS_DIR/$1" --master 'local[2]' "${@:2}"; }
 parts() { cat "$1"/part-*; }

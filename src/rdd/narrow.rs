@@ -359,7 +359,7 @@ fn sample_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> R
 }
 
 /// Knuth's Poisson sampler (fractions used for sampling are small).
-fn poisson(rng: &mut impl Rng, lambda: f64) -> u32 {
+pub(super) fn poisson(rng: &mut impl Rng, lambda: f64) -> u32 {
     let l = (-lambda).exp();
     let mut k = 0;
     let mut p = 1.0;

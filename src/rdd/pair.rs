@@ -336,6 +336,18 @@ impl<T: Data> Rdd<T> {
     }
 }
 
+impl<T: Data> Rdd<T> {
+    /// Spark's `coalesce(n, shuffle = true)`: `partitions` partitions through a shuffle,
+    /// more or fewer than now (the same as [`repartition`](Self::repartition)).
+    #[track_caller]
+    pub fn coalesce_with_shuffle(&self, partitions: usize) -> Rdd<T> {
+        let at = Location::caller();
+        let mut rdd = self.repartition(partitions);
+        rename(&mut rdd, "coalesce", at);
+        rdd
+    }
+}
+
 /// Renames a freshly made node (it has no other handle yet) to the public operator.
 pub(super) fn rename<T>(rdd: &mut Rdd<T>, op: &str, at: &Location<'_>) {
     if let Some(node) = std::sync::Arc::get_mut(&mut rdd.node) {

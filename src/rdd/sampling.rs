@@ -8,12 +8,14 @@
 //! are disjoint and together hold every record once; `take_sample` without replacement
 //! returns `min(num, count)` distinct records (by position), with replacement `num`.
 
+use std::collections::HashMap;
+
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::ops::Records;
 use super::Rdd;
-use crate::data::Data;
+use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
 
 /// The random stream of partition `index` for `seed` (as `sample` derives it).
@@ -94,6 +96,48 @@ impl<T: Data> Rdd<T> {
         samples.shuffle(&mut rng);
         samples.truncate(num);
         Ok(samples)
+    }
+}
+
+impl<K: Key, V: Data> Rdd<(K, V)> {
+    /// A stratified sample (Spark's `sampleByKey`): each record is kept with its key's
+    /// fraction (as the expected number of copies with replacement). Every key of the
+    /// RDD needs a fraction: a record whose key has none fails its task, as in Spark.
+    #[track_caller]
+    pub fn sample_by_key(
+        &self,
+        with_replacement: bool,
+        fractions: HashMap<K, f64>,
+        seed: u64,
+    ) -> Result<Rdd<(K, V)>> {
+        if let Some(bad) = fractions
+            .values()
+            .find(|f| !(f.is_finite() && **f >= 0.0 && (with_replacement || **f <= 1.0)))
+        {
+            return Err(EmberError::InvalidArgument(format!(
+                "sample_by_key fractions must be finite, >= 0 and (without replacement) <= 1; got {bad}"
+            )));
+        }
+        Ok(self.map_partitions_with_index_with(
+            (fractions, with_replacement, seed),
+            |(fractions, with_replacement, seed): &(HashMap<K, f64>, bool, u64),
+             index: u32,
+             it: Records<(K, V)>| {
+                let mut rng = partition_rng(*seed, index);
+                let (fractions, with_replacement) = (fractions.clone(), *with_replacement);
+                it.flat_map(move |(k, v)| {
+                    let Some(&f) = fractions.get(&k) else {
+                        panic!("sample_by_key: a record's key has no sampling fraction (every key needs one)");
+                    };
+                    let copies = if with_replacement {
+                        super::narrow::poisson(&mut rng, f) as usize
+                    } else {
+                        usize::from(rng.gen::<f64>() < f)
+                    };
+                    std::iter::repeat_n((k, v), copies)
+                })
+            },
+        ))
     }
 }
 

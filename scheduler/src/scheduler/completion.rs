@@ -326,9 +326,10 @@ impl Scheduler {
         }
     }
 
-    /// A reducer could not read a map output: the output is forgotten, and the stage's
-    /// attempt ends (to run again once the lost output is rerun), or the stage fails
-    /// after `max_stage_attempts` consecutive failed attempts.
+    /// A reducer could not read a map output: every output of the executor it lives on
+    /// is forgotten, and the stage's attempt ends (to run again once the lost outputs
+    /// are rerun), or the stage fails after `max_stage_attempts` consecutive failed
+    /// attempts.
     fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
         warn!(
             stage = run.stage_id,
@@ -338,11 +339,17 @@ impl Scheduler {
             executor = %ff.executor_id,
             "fetch failure: {}", ff.message
         );
-        if self
-            .tracker
-            .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id)
-        {
-            self.refresh_map_stage(ff.shuffle_id);
+        // As Spark does (without an external shuffle service): the executor a block
+        // could not be fetched from is presumed to have lost every map output it holds,
+        // so they all rerun at once instead of one lost output per stage attempt.
+        self.tracker
+            .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id);
+        let mut lost = self.tracker.remove_executor(&ff.executor_id);
+        if !lost.contains(&ff.shuffle_id) {
+            lost.push(ff.shuffle_id);
+        }
+        for sid in lost {
+            self.refresh_map_stage(sid);
         }
         let max = self.config.max_stage_attempts;
         let Some(st) = self.stages.get_mut(&run.stage_id) else {

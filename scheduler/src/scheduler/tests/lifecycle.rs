@@ -110,3 +110,52 @@ fn a_map_stage_that_failed_its_job_runs_again_for_the_next_job() {
     assert_eq!(results.len(), 2);
     h.no_more_tasks();
 }
+
+#[test]
+fn a_fetch_failure_reruns_every_output_of_that_executor_in_one_attempt() {
+    // Map outputs 0 and 1 on e1, reducer on e2: one fetch failure naming map 0 on e1
+    // loses both of e1's outputs, so the next attempt does not fail on map 1 again.
+    let h = Harness::new(
+        &[("e1", 2), ("e2", 1)],
+        SchedulerConfig {
+            max_stage_attempts: 2,
+            ..Default::default()
+        },
+    );
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    // Both map tasks go to e1 (the first free executor with 2 slots).
+    let maps: Vec<_> = (0..2).map(|_| h.next_task()).collect();
+    assert!(maps
+        .iter()
+        .all(|(ex, t)| ex == "e1" && t.shuffle_id.is_some()));
+    for (ex, t) in &maps {
+        h.succeed(ex, t);
+    }
+    let (ex, t) = h.next_task();
+    assert_eq!(t.shuffle_id, None);
+    h.fail(
+        &ex,
+        &t,
+        task_failure::Reason::FetchFailed(FetchFailure {
+            executor_id: "e1".into(),
+            shuffle_id: 0,
+            map_partition: 0,
+            reduce_partition: t.partition,
+            message: "e1 unreachable".into(),
+        }),
+    );
+    let mut rerun = Vec::new();
+    let mut reducers = 0;
+    while reducers < 2 {
+        let (ex, t) = h.next_task();
+        match t.shuffle_id {
+            Some(_) => rerun.push(t.partition),
+            None => reducers += 1,
+        }
+        h.succeed(&ex, &t);
+    }
+    rerun.sort();
+    assert_eq!(rerun, vec![0, 1], "both of e1's outputs rerun at once");
+    let (_, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
