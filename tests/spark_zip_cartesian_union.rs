@@ -129,3 +129,33 @@ fn distinct_and_join_into_a_given_partition_count() {
         vec![(2, ('b', 10)), (2, ('c', 10))]
     );
 }
+
+// PairRDDFunctionsSuite "cogroup with 3 RDDs" (keys in any subset of the three).
+#[test]
+fn cogroup_of_three_rdds_groups_every_key_of_any() {
+    let c = ctx(2);
+    let a = c.parallelize(vec![(1, 'a'), (1, 'b'), (2, 'c')], 2);
+    let b = c.parallelize(vec![(1, 10), (3, 30)], 3);
+    let x = c.parallelize(
+        vec![(1, "x".to_string()), (2, "y".into()), (4, "z".into())],
+        1,
+    );
+    let g = a.cogroup3(&b, &x);
+    assert_eq!(g.num_partitions(), 3);
+    let mut got = g.collect().unwrap();
+    got.sort_by_key(|(k, _)| *k);
+    for (_, (vs, ws, xs)) in got.iter_mut() {
+        vs.sort();
+        ws.sort();
+        xs.sort();
+    }
+    assert_eq!(
+        got,
+        vec![
+            (1, (vec!['a', 'b'], vec![10], vec!["x".to_string()])),
+            (2, (vec!['c'], vec![], vec!["y".to_string()])),
+            (3, (vec![], vec![30], vec![])),
+            (4, (vec![], vec![], vec!["z".to_string()])),
+        ]
+    );
+}

@@ -14,6 +14,17 @@ pub type Groups<V, W> = (Vec<V>, Vec<W>);
 /// A full outer join's pair: either side may be missing.
 pub type OuterPair<V, W> = (Option<V>, Option<W>);
 
+/// The values of one key in each of three RDDs.
+pub type Groups3<V, W, X> = (Vec<V>, Vec<W>, Vec<X>);
+
+/// A value from one of the three sides of a 3-way cogroup.
+#[derive(Clone, Serialize, Deserialize)]
+enum Side3<V, W, X> {
+    A(V),
+    B(W),
+    C(X),
+}
+
 /// A value from the left or the right side of a cogroup.
 #[derive(Clone, Serialize, Deserialize)]
 enum Side<V, W> {
@@ -52,6 +63,39 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
                 }
             }
             (vs, ws)
+        })
+    }
+
+    /// For each key in any of the three RDDs, all its values in each (Spark's
+    /// `cogroup(other1, other2)`), in as many partitions as the largest of them.
+    #[track_caller]
+    pub fn cogroup3<W: Data, X: Data>(
+        &self,
+        b: &Rdd<(K, W)>,
+        c: &Rdd<(K, X)>,
+    ) -> Rdd<(K, Groups3<V, W, X>)> {
+        let at = Location::caller();
+        let partitions = self
+            .num_partitions()
+            .max(b.num_partitions())
+            .max(c.num_partitions());
+        let sa = self.map_values(Side3::<V, W, X>::A);
+        let sb = b.map_values(Side3::<V, W, X>::B);
+        let sc = c.map_values(Side3::<V, W, X>::C);
+        let mut grouped = sa.union(&sb).union(&sc).group_by_key_into(partitions);
+        if let Some(node) = std::sync::Arc::get_mut(&mut grouped.node) {
+            node.name = super::op_name("cogroup", at);
+        }
+        grouped.map_values(|sides: Vec<Side3<V, W, X>>| {
+            let (mut vs, mut ws, mut xs) = (Vec::new(), Vec::new(), Vec::new());
+            for s in sides {
+                match s {
+                    Side3::A(v) => vs.push(v),
+                    Side3::B(w) => ws.push(w),
+                    Side3::C(x) => xs.push(x),
+                }
+            }
+            (vs, ws, xs)
         })
     }
 
