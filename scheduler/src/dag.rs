@@ -100,6 +100,24 @@ impl PlanIndex {
         fully_cached: &dyn Fn(&RddNode) -> bool,
     ) -> Vec<u32> {
         let mut out = Vec::new();
+        self.walk_stage(rdd_id, |node| {
+            if fully_cached(node) {
+                return false;
+            }
+            out.extend(node.deps.iter().filter_map(|d| match &d.kind {
+                Some(Kind::Shuffle(sd)) => Some(sd.shuffle_id),
+                _ => None,
+            }));
+            true
+        });
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Calls `visit` once on each node of the stage ending at `rdd_id` (those reachable
+    /// through narrow dependencies); it returns whether to look behind the node.
+    fn walk_stage<'a>(&'a self, rdd_id: u32, mut visit: impl FnMut(&'a RddNode) -> bool) {
         let mut seen = HashSet::new();
         let mut stack = vec![rdd_id];
         while let Some(id) = stack.pop() {
@@ -109,20 +127,15 @@ impl PlanIndex {
             let Some(node) = self.nodes.get(&id) else {
                 continue;
             };
-            if fully_cached(node) {
+            if !visit(node) {
                 continue;
             }
             for d in &node.deps {
-                match &d.kind {
-                    Some(Kind::Narrow(nd)) => stack.push(nd.parent),
-                    Some(Kind::Shuffle(sd)) => out.push(sd.shuffle_id),
-                    None => {}
+                if let Some(Kind::Narrow(nd)) = &d.kind {
+                    stack.push(nd.parent);
                 }
             }
         }
-        out.sort_unstable();
-        out.dedup();
-        out
     }
 
     /// Every shuffle read anywhere in the stage ending at `rdd_id`, ignoring caches
@@ -168,24 +181,12 @@ impl PlanIndex {
     /// Nodes of the stage ending at `rdd_id` that are persisted (for cache locality).
     pub fn persisted_nodes(&self, rdd_id: u32) -> Vec<&RddNode> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack = vec![rdd_id];
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let Some(node) = self.nodes.get(&id) else {
-                continue;
-            };
+        self.walk_stage(rdd_id, |node| {
             if node.storage != 0 {
                 out.push(node);
             }
-            for d in &node.deps {
-                if let Some(Kind::Narrow(nd)) = &d.kind {
-                    stack.push(nd.parent)
-                }
-            }
-        }
+            true
+        });
         out
     }
 }
