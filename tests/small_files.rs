@@ -8,7 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::SplitMix;
+use common::{reference_lines, SplitMix};
 use ember::io::text_input::{Packing, DEFAULT_PACKING};
 use ember::{Conf, Context};
 
@@ -17,18 +17,6 @@ fn ctx_with(packing: Packing) -> Context {
     conf.progress = false;
     conf.packing = packing;
     Context::with_conf(conf).unwrap()
-}
-
-/// Lines of `content` as a reader of text files should see them.
-fn reference_lines(content: &str) -> Vec<String> {
-    let mut lines: Vec<String> = content
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
-        .collect();
-    if content.ends_with('\n') || content.is_empty() {
-        lines.pop();
-    }
-    lines
 }
 
 /// `n` files of 0 to ~6 KB (a few empty, some CRLF, some without a final newline), one

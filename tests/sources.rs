@@ -7,20 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use common::reference_lines;
+
 fn write(dir: &Path, name: &str, content: &str) {
     std::fs::write(dir.join(name), content).unwrap();
-}
-
-/// Lines of `content` as a reader of text files should see them.
-fn reference_lines(content: &str) -> Vec<String> {
-    let mut lines: Vec<String> = content
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
-        .collect();
-    if content.ends_with('\n') || content.is_empty() {
-        lines.pop();
-    }
-    lines
 }
 
 fn fixture() -> (tempfile::TempDir, BTreeMap<&'static str, String>) {

@@ -22,6 +22,19 @@ pub fn ctx_mem(threads: usize, memory: u64) -> Context {
     Context::with_conf(conf).expect("local context")
 }
 
+/// Lines of `content` (with `\n` or `\r\n` endings, no lone `\r`) as a reader of text
+/// files should see them.
+pub fn reference_lines(content: &str) -> Vec<String> {
+    let mut lines: Vec<String> = content
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+        .collect();
+    if content.ends_with('\n') || content.is_empty() {
+        lines.pop();
+    }
+    lines
+}
+
 /// `v`, sorted (for order-independent comparison).
 pub fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v.sort();
