@@ -337,23 +337,8 @@ async fn the_status_page_lists_executors_and_sessions() {
     let sha = upload(&mut c, b"bin").await;
     let (_opened, _session) = open_session(&mut c, &sha).await;
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let daemon = driver.daemon.clone();
-    let ui = tokio::spawn(async move {
-        let _ = daemon
-            .serve_ui(listener, tokio::time::sleep(Duration::from_secs(5)))
-            .await;
-    });
-    let get = |path: &'static str| async move {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        out
-    };
+    let (addr, ui) = serve_status_page(&driver).await;
+    let get = |path: &'static str| http_get(addr, path, "");
     let page = tokio::time::timeout(WAIT, get("/")).await.unwrap();
     assert!(page.starts_with("HTTP/1.1 200 OK\r\n"), "{page}");
     assert!(page.contains("text/plain"));
@@ -362,6 +347,32 @@ async fn the_status_page_lists_executors_and_sessions() {
     let missing = tokio::time::timeout(WAIT, get("/nope")).await.unwrap();
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
     ui.abort();
+}
+
+/// Serves `driver`'s status page on an ephemeral loopback port (for 5 s at most).
+async fn serve_status_page(
+    driver: &TestDriver,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let daemon = driver.daemon.clone();
+    let ui = tokio::spawn(async move {
+        let _ = daemon
+            .serve_ui(listener, tokio::time::sleep(Duration::from_secs(5)))
+            .await;
+    });
+    (addr, ui)
+}
+
+/// The whole HTTP/1.1 response to `GET path` with extra `headers` (each ending in CRLF).
+async fn http_get(addr: std::net::SocketAddr, path: &str, headers: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
 }
 
 /// `req` carrying the token of session `opened`.
@@ -378,23 +389,8 @@ async fn the_status_page_requires_the_secret_when_one_is_set() {
     .await;
     let mut c = client(driver.addr, Some("s3cret")).await;
     let _exec = FakeExecutor::register(&mut c, 3).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let daemon = driver.daemon.clone();
-    let ui = tokio::spawn(async move {
-        let _ = daemon
-            .serve_ui(listener, tokio::time::sleep(Duration::from_secs(5)))
-            .await;
-    });
-    let get = |headers: &'static str| async move {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(format!("GET / HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        out
-    };
+    let (addr, ui) = serve_status_page(&driver).await;
+    let get = |headers: &'static str| http_get(addr, "/", headers);
     for headers in [
         "",
         "Authorization: Bearer nope\r\n",
