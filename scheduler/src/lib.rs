@@ -19,6 +19,9 @@ pub mod map_output;
 pub mod scheduler;
 pub mod wire;
 
+#[cfg(test)]
+mod test_plans;
+
 pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
 pub use limits::PlanLimits;
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

@@ -146,28 +146,8 @@ pub fn check_plan(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ember_proto::{Dependency, RddNode, ShuffleDependency};
-
-    fn node(id: u32, parts: u32, deps: Vec<Dependency>) -> RddNode {
-        RddNode {
-            id,
-            num_partitions: parts,
-            deps,
-            name: format!("n{id}"),
-            ..Default::default()
-        }
-    }
-
-    fn shuffle(sid: u32, parent: u32, reduce: u32) -> Dependency {
-        Dependency {
-            kind: Some(Kind::Shuffle(ShuffleDependency {
-                shuffle_id: sid,
-                parent,
-                num_reduce_partitions: reduce,
-                ..Default::default()
-            })),
-        }
-    }
+    use crate::test_plans::{node, shuffle};
+    use ember_proto::RddNode;
 
     #[test]
     fn each_limit_is_named_with_its_value() {

@@ -2,31 +2,12 @@
 
 use std::collections::HashMap;
 
-use ember_proto::{dependency::Kind, Dependency, Plan, RddNode, ShuffleDependency};
+use ember_proto::{Plan, RddNode};
+
+use crate::test_plans::{node, shuffle};
 
 use super::{drain_until_end, two_stage_plan, Harness};
 use crate::{JobFailure, PlanLimits, SchedulerConfig};
-
-fn node(id: u32, parts: u32, deps: Vec<Dependency>) -> RddNode {
-    RddNode {
-        id,
-        num_partitions: parts,
-        name: format!("n{id}"),
-        deps,
-        ..Default::default()
-    }
-}
-
-fn shuffle(sid: u32, parent: u32, reduce: u32) -> Dependency {
-    Dependency {
-        kind: Some(Kind::Shuffle(ShuffleDependency {
-            shuffle_id: sid,
-            parent,
-            num_reduce_partitions: reduce,
-            ..Default::default()
-        })),
-    }
-}
 
 fn plan(nodes: Vec<RddNode>) -> Plan {
     Plan {
