@@ -76,17 +76,7 @@ fn prints_its_address_and_exits_cleanly_on_sigterm_and_sigint_removing_its_temp_
             .status()
             .expect("kill");
         assert!(killed.success());
-        let deadline = Instant::now() + Duration::from_secs(8);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "ember-driver did not exit after SIG{signal}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_exit(&mut child, Duration::from_secs(8), &format!("SIG{signal}"));
         // Reaped: its pid may be reused, so it must not be signalled any more.
         std::mem::forget(guard);
         assert!(status.success(), "SIG{signal}: {status:?}");
@@ -141,17 +131,7 @@ async fn a_scheduler_panic_ends_the_daemon_with_the_reason() {
         )
         .await;
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ember-driver did not exit after the panic"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = wait_exit(&mut child, Duration::from_secs(10), "the panic");
     // Reaped: its pid may be reused, so it must not be signalled any more.
     std::mem::forget(child_guard);
     assert_eq!(status.code(), Some(1), "{status:?}");
@@ -165,6 +145,25 @@ async fn a_scheduler_panic_ends_the_daemon_with_the_reason() {
 }
 
 /// SIGKILLs a process when dropped (a failing test leaves no daemon behind).
+/// Waits (at most `limit`) for `child` to exit; panics naming `after` if it does not.
+fn wait_exit(
+    child: &mut std::process::Child,
+    limit: Duration,
+    after: &str,
+) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ember-driver did not exit after {after}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 struct KillOnDrop(u32);
 
 impl Drop for KillOnDrop {
