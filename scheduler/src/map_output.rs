@@ -31,27 +31,8 @@ impl MapOutputTracker {
         }
     }
 
-    /// Forgets one output (a fetch failure named it), if it lives on `executor_id`.
-    pub fn unregister_output(
-        &mut self,
-        shuffle_id: u32,
-        map_partition: u32,
-        executor_id: &str,
-    ) -> bool {
-        if let Some(entry) = self
-            .shuffles
-            .get_mut(&shuffle_id)
-            .and_then(|s| s.get_mut(map_partition as usize))
-        {
-            if entry.as_ref().is_some_and(|l| l.executor_id == executor_id) {
-                *entry = None;
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Forgets every output on a lost executor; returns the shuffles that lost any.
+    /// Forgets every output held by `executor_id` (it was lost, or a fetch from it
+    /// failed); returns the shuffles that lost any.
     pub fn remove_executor(&mut self, executor_id: &str) -> Vec<u32> {
         let mut hit = Vec::new();
         for (sid, outputs) in &mut self.shuffles {
@@ -143,8 +124,13 @@ mod tests {
         assert!(t.is_available(7));
         assert_eq!(t.remove_executor("a"), vec![7]);
         assert_eq!(t.missing(7), vec![0, 2]);
-        assert!(!t.unregister_output(7, 1, "a"), "output 1 lives on b");
-        assert!(t.unregister_output(7, 1, "b"));
+        assert_eq!(
+            t.remove_executor("a"),
+            Vec::<u32>::new(),
+            "a holds nothing now"
+        );
+        assert_eq!(t.missing(7), vec![0, 2], "output 1 lives on b");
+        assert_eq!(t.remove_executor("b"), vec![7]);
         assert_eq!(t.missing(7), vec![0, 1, 2]);
     }
 }

@@ -342,13 +342,7 @@ impl Scheduler {
         // As Spark does (without an external shuffle service): the executor a block
         // could not be fetched from is presumed to have lost every map output it holds,
         // so they all rerun at once instead of one lost output per stage attempt.
-        self.tracker
-            .unregister_output(ff.shuffle_id, ff.map_partition, &ff.executor_id);
-        let mut lost = self.tracker.remove_executor(&ff.executor_id);
-        if !lost.contains(&ff.shuffle_id) {
-            lost.push(ff.shuffle_id);
-        }
-        for sid in lost {
+        for sid in self.tracker.remove_executor(&ff.executor_id) {
             self.refresh_map_stage(sid);
         }
         let max = self.config.max_stage_attempts;
