@@ -9,13 +9,17 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ember_proto::{dependency::Kind, Plan, RddNode, ShuffleDependency};
+use ember_proto::{dependency::Kind, Dependency, Plan, RddNode, ShuffleDependency};
 
 /// Index of a plan's nodes and shuffle dependencies.
 #[derive(Debug)]
 pub struct PlanIndex {
     nodes: HashMap<u32, RddNode>,
     shuffles: HashMap<u32, ShuffleDependency>,
+    /// Where each node sits in the plan's list (parents first).
+    position: HashMap<u32, usize>,
+    /// The node that reads each shuffle.
+    readers: HashMap<u32, u32>,
 }
 
 impl PlanIndex {
@@ -27,7 +31,10 @@ impl PlanIndex {
     pub fn new(plan: &Plan) -> Result<Self, String> {
         let mut nodes: HashMap<u32, RddNode> = HashMap::new();
         let mut shuffles: HashMap<u32, ShuffleDependency> = HashMap::new();
-        for n in &plan.nodes {
+        let mut position = HashMap::with_capacity(plan.nodes.len());
+        let mut readers = HashMap::new();
+        for (pos, n) in plan.nodes.iter().enumerate() {
+            position.insert(n.id, pos);
             if nodes.contains_key(&n.id) {
                 return Err(format!("node {} appears twice in the plan", n.id));
             }
@@ -61,6 +68,7 @@ impl PlanIndex {
                             }
                         }
                         shuffles.insert(sd.shuffle_id, sd.clone());
+                        readers.insert(sd.shuffle_id, n.id);
                     }
                     None => return Err(format!("node {} has an empty dependency", n.id)),
                     _ => {}
@@ -73,7 +81,12 @@ impl PlanIndex {
         if !nodes.contains_key(&plan.final_rdd) {
             return Err(format!("final node {} is not in the plan", plan.final_rdd));
         }
-        Ok(PlanIndex { nodes, shuffles })
+        Ok(PlanIndex {
+            nodes,
+            shuffles,
+            position,
+            readers,
+        })
     }
 
     /// The node with this id.
@@ -176,6 +189,74 @@ impl PlanIndex {
         }
         reads.sort_unstable_by_key(|(sid, _)| *sid);
         reads
+    }
+
+    /// The part of `plan` (the plan this index was built from) that a task of the stage
+    /// ending at `rdd_id` needs, so that a task's size does not grow with the whole
+    /// lineage behind it: every node of the stage in full (cached ones too: a lost block
+    /// is recomputed from them), and, as stubs without dependencies or payload, the
+    /// parents of the shuffles it reads (a reader needs their partition counts) and, for
+    /// a shuffle-map stage writing `writes`, the node reading that shuffle with only that
+    /// dependency (the task runs its write function). Nodes keep the plan's order.
+    pub fn stage_plan(&self, plan: &Plan, rdd_id: u32, writes: Option<u32>) -> Plan {
+        let mut full: HashSet<u32> = HashSet::new();
+        self.walk_stage(rdd_id, |node| {
+            full.insert(node.id);
+            true
+        });
+        let mut stubs: HashMap<u32, Vec<Dependency>> = HashMap::new();
+        for id in &full {
+            for d in self.nodes.get(id).map_or(&[][..], |n| &n.deps[..]) {
+                if let Some(Kind::Shuffle(sd)) = &d.kind {
+                    if !full.contains(&sd.parent) {
+                        stubs.entry(sd.parent).or_default();
+                    }
+                }
+            }
+        }
+        if let Some(sid) = writes {
+            if let (Some(dep), Some(&reader)) = (self.shuffles.get(&sid), self.readers.get(&sid)) {
+                if !full.contains(&reader) {
+                    stubs.entry(reader).or_default().push(Dependency {
+                        kind: Some(Kind::Shuffle(dep.clone())),
+                    });
+                }
+            }
+        }
+        let mut positions: Vec<usize> = full
+            .iter()
+            .chain(stubs.keys())
+            .filter_map(|id| self.position.get(id).copied())
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let nodes = positions
+            .into_iter()
+            .filter_map(|pos| plan.nodes.get(pos))
+            .map(|n| match stubs.remove(&n.id) {
+                Some(deps) => RddNode {
+                    id: n.id,
+                    num_partitions: n.num_partitions,
+                    deps,
+                    compute_fn: 0,
+                    payload: Vec::new(),
+                    name: n.name.clone(),
+                    storage: 0,
+                },
+                None => n.clone(),
+            })
+            .collect();
+        Plan {
+            nodes,
+            final_rdd: plan.final_rdd,
+            result_fn: plan.result_fn,
+            result_payload: plan.result_payload.clone(),
+            partitions: plan.partitions.clone(),
+            description: plan.description.clone(),
+            binary_hash: plan.binary_hash.clone(),
+            sample_sources: plan.sample_sources,
+            shuffle_key: plan.shuffle_key.clone(),
+        }
     }
 
     /// Nodes of the stage ending at `rdd_id` that are persisted (for cache locality).
@@ -299,6 +380,53 @@ mod tests {
         assert_eq!(idx.parent_shuffles(1, &|_| false), Vec::<u32>::new());
         assert_eq!(idx.parent_shuffles(5, &|n| n.id == 3), vec![1]);
         assert_eq!(idx.shuffle(1).unwrap().parent, 0);
+    }
+
+    #[test]
+    fn a_stage_plan_holds_the_stage_and_stubs_of_its_neighbours_only() {
+        // 0 -> 1 =s0=> 2 -> 3 =s1=> 4 -> 5 (final); the stage of 3 writes s1, reads s0.
+        let mut three = node(3, vec![narrow(2)]);
+        three.payload = vec![3; 8];
+        let mut one = node(1, vec![narrow(0)]);
+        one.payload = vec![1; 8];
+        let plan = Plan {
+            nodes: vec![
+                node(0, vec![]),
+                one,
+                node(2, vec![shuffle(0, 1)]),
+                three,
+                node(4, vec![shuffle(1, 3)]),
+                node(5, vec![narrow(4)]),
+            ],
+            final_rdd: 5,
+            result_fn: 77,
+            ..Default::default()
+        };
+        let idx = PlanIndex::new(&plan).unwrap();
+        let sp = idx.stage_plan(&plan, 3, Some(1));
+        let ids: Vec<u32> = sp.nodes.iter().map(|n| n.id).collect();
+        assert_eq!(
+            ids,
+            vec![1, 2, 3, 4],
+            "stub of 1, stage 2..3, stub reader 4"
+        );
+        let by = |id| sp.nodes.iter().find(|n| n.id == id).unwrap();
+        assert!(by(1).deps.is_empty() && by(1).payload.is_empty(), "a stub");
+        assert_eq!(by(1).num_partitions, 2, "a reader needs the map count");
+        assert_eq!(by(2).deps, plan.nodes[2].deps, "stage nodes in full");
+        assert_eq!(by(3).payload, vec![3; 8]);
+        assert_eq!(by(4).deps, plan.nodes[4].deps, "the shuffle it writes");
+        assert_eq!((sp.final_rdd, sp.result_fn), (5, 77));
+        // The result stage: 4 and 5 in full, 3 as a stub; nothing behind it.
+        let rp = idx.stage_plan(&plan, 5, None);
+        let ids: Vec<u32> = rp.nodes.iter().map(|n| n.id).collect();
+        assert_eq!(ids, vec![3, 4, 5]);
+        assert!(rp.nodes[0].payload.is_empty() && rp.nodes[0].deps.is_empty());
+        // A source stage writing s0: 0 and 1 in full, 2 as the stub reader.
+        let m = idx.stage_plan(&plan, 1, Some(0));
+        let ids: Vec<u32> = m.nodes.iter().map(|n| n.id).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert_eq!(m.nodes[1].payload, vec![1; 8]);
     }
 
     #[test]

@@ -286,11 +286,24 @@ impl Scheduler {
                 continue;
             };
             let _ = job.events.send(JobEvent::StageCompleted { stage_id });
-            let waiting: Vec<u32> = job.waiting.iter().copied().collect();
             job.waiting.remove(&stage_id);
-            // `submit_stage` runs a waiting stage whose inputs are complete, and reruns
-            // any parent that lost outputs meanwhile (say, with a lost executor), so no
-            // waiting stage is left behind.
+            // The waiting stages that read this one's output (Spark's
+            // `submitWaitingChildStages`): `submit_stage` runs one whose inputs are now
+            // complete and reruns any parent that lost outputs meanwhile (say, with a
+            // lost executor). Every other waiting stage waits on a stage still to finish,
+            // which wakes it in turn; looking only at the children keeps a job of S
+            // stages at O(S) wake-ups per finished stage, not a walk of every chain.
+            let mut waiting: Vec<u32> = job
+                .waiting
+                .iter()
+                .copied()
+                .filter(|w| {
+                    self.stages
+                        .get(w)
+                        .is_some_and(|s| s.reads.contains(&shuffle_id))
+                })
+                .collect();
+            waiting.sort_unstable();
             for w in waiting {
                 if w != stage_id && !self.stages.get(&w).is_some_and(|s| s.is_running()) {
                     self.submit_stage(jid, w);

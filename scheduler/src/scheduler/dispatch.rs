@@ -107,7 +107,7 @@ impl Scheduler {
                 StageKind::ShuffleMap(s) => Some(s),
                 StageKind::Result(_) => None,
             },
-            plan: Some((*st.plan).clone()),
+            plan: Some((*st.task_plan).clone()),
             shuffle_inputs,
             broadcasts: (*st.broadcasts).clone(),
         };

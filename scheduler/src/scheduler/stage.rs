@@ -29,6 +29,23 @@ use ember_proto::Plan;
 
 use crate::dag::PlanIndex;
 
+/// A stage's task plan and the shuffles it reads.
+fn task_view(
+    plan: &Plan,
+    index: &PlanIndex,
+    kind: StageKind,
+    rdd_id: u32,
+) -> (Arc<Plan>, Vec<u32>) {
+    let writes = match kind {
+        StageKind::ShuffleMap(sid) => Some(sid),
+        StageKind::Result(_) => None,
+    };
+    (
+        Arc::new(index.stage_plan(plan, rdd_id, writes)),
+        index.all_stage_shuffles(rdd_id),
+    )
+}
+
 /// What a stage produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum StageKind {
@@ -62,6 +79,11 @@ pub(super) struct Stage {
     /// The plan tasks of this stage are built from (latest job that needed it).
     pub plan: Arc<Plan>,
     pub index: Arc<PlanIndex>,
+    /// What a task of this stage is sent: the part of `plan` the stage needs
+    /// ([`PlanIndex::stage_plan`]), so task size stays flat however long the lineage.
+    pub task_plan: Arc<Plan>,
+    /// Every shuffle the stage reads (ignoring caches): its parent stages' outputs.
+    pub reads: Vec<u32>,
     pub broadcasts: Arc<HashMap<u64, Vec<u8>>>,
     pub state: StageState,
     /// Attempts started so far (the latest attempt's number).
@@ -95,6 +117,7 @@ impl Stage {
         index: Arc<PlanIndex>,
         broadcasts: Arc<HashMap<u64, Vec<u8>>>,
     ) -> Self {
+        let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id);
         Stage {
             id,
             kind,
@@ -103,6 +126,8 @@ impl Stage {
             name,
             plan,
             index,
+            task_plan,
+            reads,
             broadcasts,
             state: StageState::Waiting,
             attempts: 0,
@@ -115,6 +140,14 @@ impl Stage {
             durations: Vec::new(),
             speculated: HashSet::new(),
         }
+    }
+
+    /// Takes the plan of a later job that needs this stage (ids are stable within a
+    /// context, so the stage's part of it is the same lineage).
+    pub fn replan(&mut self, plan: Arc<Plan>, index: Arc<PlanIndex>) {
+        (self.task_plan, self.reads) = task_view(&plan, &index, self.kind, self.rdd_id);
+        self.plan = plan;
+        self.index = index;
     }
 
     pub fn is_running(&self) -> bool {

@@ -141,44 +141,48 @@ impl Scheduler {
         job: &mut Job,
     ) -> u32 {
         let mut count = 0;
-        for sid in index.all_stage_shuffles(rdd_id) {
-            // PlanIndex checked that every shuffle and its parent exist.
-            let Some(dep) = index.shuffle(sid) else {
-                continue;
-            };
-            let Some(parent) = index.node(dep.parent).cloned() else {
-                continue;
-            };
-            let known = self.shuffle_stage.get(&sid).copied();
-            let stage_id = match known.and_then(|s| self.stages.get_mut(&s)) {
-                Some(st) => {
-                    if !st.is_running() {
-                        st.plan = plan.clone();
-                        st.index = index.clone();
-                        st.broadcasts = broadcasts.clone();
+        // A work list of stage roots, not recursion: lineages run thousands of stages deep.
+        let mut roots = vec![rdd_id];
+        while let Some(rdd_id) = roots.pop() {
+            for sid in index.all_stage_shuffles(rdd_id) {
+                // PlanIndex checked that every shuffle and its parent exist.
+                let Some(dep) = index.shuffle(sid) else {
+                    continue;
+                };
+                let Some(parent) = index.node(dep.parent).cloned() else {
+                    continue;
+                };
+                let known = self.shuffle_stage.get(&sid).copied();
+                let stage_id = match known.and_then(|s| self.stages.get_mut(&s)) {
+                    Some(st) => {
+                        if !st.is_running() {
+                            st.replan(plan.clone(), index.clone());
+                            st.broadcasts = broadcasts.clone();
+                        }
+                        st.id
                     }
-                    st.id
+                    None => {
+                        let name = format!("{} (shuffle {sid})", parent.name);
+                        let s = self.new_stage(
+                            StageKind::ShuffleMap(sid),
+                            parent.id,
+                            parent.num_partitions,
+                            name,
+                            plan,
+                            index,
+                            broadcasts,
+                        );
+                        self.shuffle_stage.insert(sid, s);
+                        self.tracker.register_shuffle(sid, parent.num_partitions);
+                        // A stage of no partitions has all its outputs from the start.
+                        self.refresh_map_stage(sid);
+                        s
+                    }
+                };
+                if job.stages.insert(stage_id) {
+                    count += 1;
+                    roots.push(parent.id);
                 }
-                None => {
-                    let name = format!("{} (shuffle {sid})", parent.name);
-                    let s = self.new_stage(
-                        StageKind::ShuffleMap(sid),
-                        parent.id,
-                        parent.num_partitions,
-                        name,
-                        plan,
-                        index,
-                        broadcasts,
-                    );
-                    self.shuffle_stage.insert(sid, s);
-                    self.tracker.register_shuffle(sid, parent.num_partitions);
-                    // A stage of no partitions has all its outputs from the start.
-                    self.refresh_map_stage(sid);
-                    s
-                }
-            };
-            if job.stages.insert(stage_id) {
-                count += 1 + self.collect_shuffle_stages(plan, index, broadcasts, parent.id, job);
             }
         }
         count
@@ -290,41 +294,50 @@ impl Scheduler {
         }
     }
 
+    /// Runs `stage_id` if its inputs are complete, else marks it waiting and submits
+    /// its missing parents the same way (depth first, parents in shuffle-id order). A
+    /// work list, not recursion: a lineage thousands of stages deep must not exhaust
+    /// the scheduler thread's stack.
     pub(super) fn submit_stage(&mut self, job_id: u64, stage_id: u32) {
+        let mut todo = vec![stage_id];
+        while let Some(stage_id) = todo.pop() {
+            let missing = self.submit_one(job_id, stage_id);
+            todo.extend(missing.into_iter().rev());
+        }
+    }
+
+    /// One step of [`submit_stage`](Self::submit_stage): the parents still to submit.
+    fn submit_one(&mut self, job_id: u64, stage_id: u32) -> Vec<u32> {
         let Some(st) = self.stages.get(&stage_id) else {
             warn!(
                 job = job_id,
                 stage = stage_id,
                 "cannot submit an unknown stage"
             );
-            return;
+            return Vec::new();
         };
         let running = st.is_running();
         let available = self.stage_available(stage_id);
         let Some(job) = self.jobs.get_mut(&job_id) else {
-            return;
+            return Vec::new();
         };
         if available {
             if job.reported_skipped.insert(stage_id) {
                 let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
             }
-            return;
+            return Vec::new();
         }
         if running {
             job.waiting.insert(stage_id);
-            return;
+            return Vec::new();
         }
         let missing = self.missing_parents(stage_id);
         if missing.is_empty() {
             self.submit_tasks(job_id, stage_id);
-        } else {
-            if let Some(job) = self.jobs.get_mut(&job_id) {
-                job.waiting.insert(stage_id);
-            }
-            for parent in missing {
-                self.submit_stage(job_id, parent);
-            }
+        } else if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.waiting.insert(stage_id);
         }
+        missing
     }
 
     pub(super) fn submit_tasks(&mut self, job_id: u64, stage_id: u32) {

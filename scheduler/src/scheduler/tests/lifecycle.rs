@@ -159,3 +159,43 @@ fn a_fetch_failure_reruns_every_output_of_that_executor_in_one_attempt() {
     let (_, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok(), "{outcome:?}");
 }
+
+/// A lineage thousands of shuffles deep (an iterative job): every stage runs once, in
+/// order, and each task carries only its stage's part of the plan, not the lineage.
+#[test]
+fn a_deep_chain_of_stages_runs_in_order_with_flat_task_plans() {
+    use crate::test_plans::{node, shuffle};
+    const DEPTH: u32 = 3000;
+    // 0 =s0=> 1 =s1=> 2 ... =s(DEPTH-1)=> DEPTH (final)
+    let mut nodes = vec![node(0, 2, vec![])];
+    for i in 1..=DEPTH {
+        nodes.push(node(i, 2, vec![shuffle(i - 1, i - 1, 2)]));
+    }
+    let plan = ember_proto::Plan {
+        nodes,
+        final_rdd: DEPTH,
+        ..Default::default()
+    };
+    let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
+    let events = h.sched.submit(plan, HashMap::new());
+    let mut next_shuffle = 0;
+    let mut results = 0;
+    while results < 2 {
+        let (ex, t) = h.next_task();
+        let plan_nodes = t.plan.as_ref().map_or(0, |p| p.nodes.len());
+        assert!(plan_nodes <= 3, "a task carries {plan_nodes} nodes");
+        match t.shuffle_id {
+            Some(sid) => {
+                assert!(sid == next_shuffle || sid + 1 == next_shuffle, "order");
+                next_shuffle = next_shuffle.max(sid + 1);
+            }
+            None => {
+                assert_eq!(next_shuffle, DEPTH, "every map stage ran first");
+                results += 1;
+            }
+        }
+        h.succeed(&ex, &t);
+    }
+    let (_, outcome, _) = drain_until_end(&events);
+    assert!(outcome.is_ok(), "{outcome:?}");
+}
