@@ -1,6 +1,7 @@
 //! Job configuration: which master to use and how much memory an executor may use,
 //! from the command line (`--master`) and the environment (`EMBER_MASTER`,
-//! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`).
+//! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`,
+//! `EMBER_DEFAULT_PARALLELISM`).
 
 use crate::io::text_input::{Packing, DEFAULT_PACKING};
 use std::path::PathBuf;
@@ -77,6 +78,10 @@ pub struct Conf {
     /// How file sources pack small files into partitions
     /// (`EMBER_FILES_OPEN_COST`, `EMBER_FILES_MAX_PARTITION_BYTES`).
     pub packing: Packing,
+    /// Spark's `spark.default.parallelism` (`EMBER_DEFAULT_PARALLELISM`): when set, the
+    /// partition count of sources and of shuffles given no count (instead of the task
+    /// slots, and of the largest parent's count, respectively).
+    pub default_parallelism: Option<usize>,
 }
 
 /// Default executor memory.
@@ -109,9 +114,22 @@ impl Conf {
                 DEFAULT_PACKING.max_partition_bytes,
             )?,
         };
+        let default_parallelism = match std::env::var("EMBER_DEFAULT_PARALLELISM") {
+            Ok(v) if !v.is_empty() => match v.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => {
+                    return Err(EmberError::Config(format!(
+                        "EMBER_DEFAULT_PARALLELISM: expected a positive integer, got {:?}",
+                        crate::io::excerpt(&v)
+                    )))
+                }
+            },
+            _ => None,
+        };
         Ok(Conf {
             master,
             packing,
+            default_parallelism,
             executor_memory,
             local_dir: std::env::var_os("EMBER_LOCAL_DIR").map(PathBuf::from),
             progress: std::env::var("EMBER_PROGRESS")
@@ -142,6 +160,7 @@ impl Conf {
             local_dir: None,
             progress: true,
             packing: DEFAULT_PACKING,
+            default_parallelism: None,
         }
     }
 }

@@ -180,6 +180,7 @@ impl Context {
         id_base: u32,
         broadcast_base: u64,
     ) -> Context {
+        let default_parallelism = conf.default_parallelism.unwrap_or(default_parallelism);
         Context {
             inner: Arc::new(ContextInner {
                 conf,
@@ -202,9 +203,16 @@ impl Context {
         &self.inner.conf
     }
 
-    /// Default number of partitions for sources and shuffles (the number of task slots).
+    /// Default number of partitions for sources (Spark's `sc.defaultParallelism`):
+    /// [`Conf::default_parallelism`] if set, else the number of task slots.
     pub fn default_parallelism(&self) -> usize {
         self.inner.default_parallelism
+    }
+
+    /// The partition count of a shuffle given none, if the configuration fixes one
+    /// (Spark's `spark.default.parallelism`); else shuffles take their largest parent's.
+    pub(crate) fn configured_shuffle_partitions(&self) -> Option<usize> {
+        self.inner.conf.default_parallelism
     }
 
     pub(crate) fn next_rdd_id(&self) -> u32 {
@@ -244,6 +252,7 @@ impl Context {
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
+            partitioner: None,
         };
         Rdd::from_node(self.clone(), Arc::new(node))
     }

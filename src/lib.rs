@@ -57,3 +57,4 @@ pub use error::{EmberError, Result};
 pub use job::JobMetrics;
 pub use rdd::Records;
 pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StatCounter, StorageLevel};
+pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};

@@ -31,6 +31,10 @@ pub(crate) struct LineageNode {
     /// it fails with this reason before anything is submitted. Defining an RDD never
     /// panics; this is how a bad definition reaches the user.
     pub invalid: Option<String>,
+    /// How its records are spread over partitions by key, if known (hash or range
+    /// shuffles, a user partitioner, and the operators that keep their parent's).
+    /// Only the defining process needs it: plans carry the write functions instead.
+    pub partitioner: Option<crate::shuffle::Partitioner>,
 }
 
 /// How a node reads its parent.

@@ -245,6 +245,11 @@ impl<T: Data> Rdd<T> {
         decode_results(parts)
     }
 
+    /// The records of `partitions` only, one list per partition (one task each).
+    pub(crate) fn run_partitions(&self, partitions: &[u32]) -> Result<Vec<Vec<T>>> {
+        self.run_action::<Collect<T>>(Vec::new(), Some(partitions.to_vec()), "lookup")
+    }
+
     /// The records a sampling job sees: every record of partitions computed from
     /// shuffles or caches, a spread-out part of those read from text files (for
     /// choosing range bounds, where reading everything would only cost time).

@@ -1,13 +1,17 @@
-//! Joins of pair RDDs, all built on `cogroup`: both sides are tagged, unioned and
-//! grouped by key through one shuffle, then each key's groups are expanded (inner,
-//! left/right/full outer join, subtract_by_key).
+//! Joins of pair RDDs, all built on `cogroup` (`co_grouped.rs`: each side shuffled
+//! unless already partitioned by the target), then each key's groups are expanded
+//! (inner, left/right/full outer join, subtract_by_key) with `flat_map_values`, so the
+//! result keeps the cogroup's partitioner as in Spark. The 3-way cogroup tags and
+//! unions its sides and groups them by key.
 
 use std::panic::Location;
 
 use serde::{Deserialize, Serialize};
 
+use super::partitioning::default_partitioner;
 use super::Rdd;
 use crate::data::{Data, Key};
+use crate::shuffle::Partitioner;
 
 /// The values of one key on each side of a cogroup.
 pub type Groups<V, W> = (Vec<V>, Vec<W>);
@@ -25,49 +29,30 @@ enum Side3<V, W, X> {
     C(X),
 }
 
-/// A value from the left or the right side of a cogroup.
-#[derive(Clone, Serialize, Deserialize)]
-enum Side<V, W> {
-    Left(V),
-    Right(W),
-}
-
 impl<K: Key, V: Data> Rdd<(K, V)> {
-    /// For each key in either RDD, all its values on each side.
+    /// For each key in either RDD, all its values on each side, partitioned by Spark's
+    /// default partitioner of the two (a side already partitioned by it is not
+    /// shuffled).
     #[track_caller]
     pub fn cogroup<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, Groups<V, W>)> {
-        self.cogroup_into(other, self.num_partitions().max(other.num_partitions()))
+        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &other.node]);
+        self.cogroup_to(other, target, Location::caller())
     }
 
-    /// [`cogroup`](Self::cogroup) into `partitions` partitions.
+    /// [`cogroup`](Self::cogroup) into `partitions` hash partitions.
     #[track_caller]
     pub fn cogroup_into<W: Data>(
         &self,
         other: &Rdd<(K, W)>,
         partitions: usize,
     ) -> Rdd<(K, Groups<V, W>)> {
-        let at = Location::caller();
-        let left = self.map_values(Side::<V, W>::Left);
-        let right = other.map_values(Side::<V, W>::Right);
-        let mut grouped = left.union(&right).group_by_key_into(partitions);
-        if let Some(node) = std::sync::Arc::get_mut(&mut grouped.node) {
-            node.name = super::op_name("cogroup", at);
-        }
-        grouped.map_values(|sides: Vec<Side<V, W>>| {
-            let mut vs = Vec::new();
-            let mut ws = Vec::new();
-            for s in sides {
-                match s {
-                    Side::Left(v) => vs.push(v),
-                    Side::Right(w) => ws.push(w),
-                }
-            }
-            (vs, ws)
-        })
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        self.cogroup_to(other, Partitioner::hash::<K>(n), Location::caller())
     }
 
     /// For each key in any of the three RDDs, all its values in each (Spark's
-    /// `cogroup(other1, other2)`), in as many partitions as the largest of them.
+    /// `cogroup(other1, other2)`), partitioned by Spark's default partitioner of the
+    /// three.
     #[track_caller]
     pub fn cogroup3<W: Data, X: Data>(
         &self,
@@ -75,14 +60,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         c: &Rdd<(K, X)>,
     ) -> Rdd<(K, Groups3<V, W, X>)> {
         let at = Location::caller();
-        let partitions = self
-            .num_partitions()
-            .max(b.num_partitions())
-            .max(c.num_partitions());
+        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &b.node, &c.node]);
         let sa = self.map_values(Side3::<V, W, X>::A);
         let sb = b.map_values(Side3::<V, W, X>::B);
         let sc = c.map_values(Side3::<V, W, X>::C);
-        let mut grouped = sa.union(&sb).union(&sc).group_by_key_into(partitions);
+        let mut grouped = sa.union(&sb).union(&sc).group_values(at, target);
         if let Some(node) = std::sync::Arc::get_mut(&mut grouped.node) {
             node.name = super::op_name("cogroup", at);
         }
@@ -102,36 +84,27 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Pairs of values for keys present in both RDDs.
     #[track_caller]
     pub fn join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, W))> {
-        self.join_into(other, self.num_partitions().max(other.num_partitions()))
+        inner_pairs(self.cogroup(other))
     }
 
     /// [`join`](Self::join) into `partitions` partitions (Spark's `join(other, n)`).
     #[track_caller]
     pub fn join_into<W: Data>(&self, other: &Rdd<(K, W)>, partitions: usize) -> Rdd<(K, (V, W))> {
-        self.cogroup_into(other, partitions)
-            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-                let mut out = Vec::with_capacity(vs.len() * ws.len());
-                for v in &vs {
-                    for w in &ws {
-                        out.push((k.clone(), (v.clone(), w.clone())));
-                    }
-                }
-                out
-            })
+        inner_pairs(self.cogroup_into(other, partitions))
     }
 
     /// Every left record, with each matching right value or `None`.
     #[track_caller]
     pub fn left_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, Option<W>))> {
         self.cogroup(other)
-            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
                 let mut out = Vec::new();
                 for v in &vs {
                     if ws.is_empty() {
-                        out.push((k.clone(), (v.clone(), None)));
+                        out.push((v.clone(), None));
                     }
                     for w in &ws {
-                        out.push((k.clone(), (v.clone(), Some(w.clone()))));
+                        out.push((v.clone(), Some(w.clone())));
                     }
                 }
                 out
@@ -142,14 +115,14 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     #[track_caller]
     pub fn right_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (Option<V>, W))> {
         self.cogroup(other)
-            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
                 let mut out = Vec::new();
                 for w in &ws {
                     if vs.is_empty() {
-                        out.push((k.clone(), (None, w.clone())));
+                        out.push((None, w.clone()));
                     }
                     for v in &vs {
-                        out.push((k.clone(), (Some(v.clone()), w.clone())));
+                        out.push((Some(v.clone()), w.clone()));
                     }
                 }
                 out
@@ -160,17 +133,15 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     #[track_caller]
     pub fn full_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, OuterPair<V, W>)> {
         self.cogroup(other)
-            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
+            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
                 let mut out = Vec::new();
                 match (vs.is_empty(), ws.is_empty()) {
-                    (true, _) => out.extend(ws.into_iter().map(|w| (k.clone(), (None, Some(w))))),
-                    (false, true) => {
-                        out.extend(vs.into_iter().map(|v| (k.clone(), (Some(v), None))))
-                    }
+                    (true, _) => out.extend(ws.into_iter().map(|w| (None, Some(w)))),
+                    (false, true) => out.extend(vs.into_iter().map(|v| (Some(v), None))),
                     (false, false) => {
                         for v in &vs {
                             for w in &ws {
-                                out.push((k.clone(), (Some(v.clone()), Some(w.clone()))));
+                                out.push((Some(v.clone()), Some(w.clone())));
                             }
                         }
                     }
@@ -179,16 +150,34 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             })
     }
 
-    /// The records whose key does not occur in `other`.
+    /// The records whose key does not occur in `other`, in this RDD's partitions (its
+    /// partitioner if it has one, else hash partitioning into as many partitions as it
+    /// has: Spark's `subtractByKey`).
     #[track_caller]
     pub fn subtract_by_key<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, V)> {
-        self.cogroup(other)
-            .flat_map(|(k, (vs, ws)): (K, (Vec<V>, Vec<W>))| {
-                if ws.is_empty() {
-                    vs.into_iter().map(|v| (k.clone(), v)).collect()
-                } else {
-                    Vec::new()
-                }
-            })
+        let target = self
+            .node
+            .partitioner
+            .clone()
+            .filter(|p| p.routes::<K>())
+            .unwrap_or_else(|| Partitioner::hash::<K>(self.node.num_partitions));
+        self.cogroup_to(other, target, Location::caller())
+            .flat_map_values(
+                |(vs, ws): (Vec<V>, Vec<W>)| if ws.is_empty() { vs } else { Vec::new() },
+            )
     }
+}
+
+/// Every pair of a key's values on the two sides (the inner join of a cogroup).
+#[track_caller]
+fn inner_pairs<K: Key, V: Data, W: Data>(groups: Rdd<(K, Groups<V, W>)>) -> Rdd<(K, (V, W))> {
+    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
+        let mut out = Vec::with_capacity(vs.len() * ws.len());
+        for v in &vs {
+            for w in &ws {
+                out.push((v.clone(), w.clone()));
+            }
+        }
+        out
+    })
 }

@@ -6,11 +6,13 @@
 //! any process running this binary can execute it. Nothing runs until an action.
 
 mod actions;
+mod co_grouped;
 mod flat_combine;
 mod join;
 mod narrow;
 mod ops;
 mod pair;
+mod partitioning;
 mod pass_through;
 mod position;
 mod sampling;
@@ -131,6 +133,7 @@ impl<T: Data> Rdd<T> {
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
+            partitioner: None,
         };
         Rdd::from_node(self.ctx.clone(), Arc::new(node))
     }
@@ -147,13 +150,7 @@ impl<T: Data> Rdd<T> {
         read: ComputeFn,
         read_payload: Vec<u8>,
     ) -> Rdd<U> {
-        let spec = ShuffleSpec {
-            shuffle_id: self.ctx.next_shuffle_id(),
-            parent: self.node.clone(),
-            num_reduce_partitions: num_partitions,
-            write_fn: write.to_offset(),
-            write_payload,
-        };
+        let spec = self.shuffle_spec(num_partitions, write, write_payload);
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
             num_partitions,
@@ -163,6 +160,7 @@ impl<T: Data> Rdd<T> {
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
+            partitioner: None,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         let parent = self.node.num_partitions;
@@ -172,6 +170,22 @@ impl<T: Data> Rdd<T> {
             ));
         }
         rdd
+    }
+
+    /// A new shuffle of this RDD into `num_partitions` reduce partitions.
+    pub(crate) fn shuffle_spec(
+        &self,
+        num_partitions: u32,
+        write: ShuffleWriteFn,
+        write_payload: Vec<u8>,
+    ) -> ShuffleSpec {
+        ShuffleSpec {
+            shuffle_id: self.ctx.next_shuffle_id(),
+            parent: self.node.clone(),
+            num_reduce_partitions: num_partitions,
+            write_fn: write.to_offset(),
+            write_payload,
+        }
     }
 
     /// Marks this freshly made RDD as unable to run: every action over it (or over
@@ -197,6 +211,7 @@ impl<T: Data> Rdd<T> {
                     name: old.name.clone(),
                     storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
                     invalid: Some(reason),
+                    partitioner: old.partitioner.clone(),
                 };
                 self.node = Arc::new(node);
             }

@@ -69,6 +69,7 @@ impl<T: Data> Rdd<T> {
             compute,
             encode("filter", &state),
         )
+        .with_partitioner(self.partitioner())
     }
 
     /// Maps every record to zero or more records.
@@ -180,9 +181,14 @@ impl<T: Data> Rdd<T> {
         self.map_partitions(|it: Records<T>| std::iter::once(it.collect::<Vec<T>>()))
     }
 
-    /// The records of both RDDs (duplicates kept); partitions are concatenated.
+    /// The records of both RDDs (duplicates kept); partitions are concatenated, unless
+    /// both have the same partitioner: then partition `p` holds partition `p` of each and
+    /// the partitioner is kept (Spark's `PartitionerAwareUnionRDD`).
     #[track_caller]
     pub fn union(&self, other: &Rdd<T>) -> Rdd<T> {
+        if self.node.partitioner.is_some() && self.node.partitioner == other.node.partitioner {
+            return self.union_co_partitioned(other, Location::caller());
+        }
         let counts = vec![self.node.num_partitions, other.node.num_partitions];
         let compute: ComputeFn = union_compute::<T>;
         self.narrow_child(
@@ -232,15 +238,17 @@ impl<T: Data> Rdd<T> {
             fraction,
             seed,
         };
-        let rdd = self.narrow_child(
-            "sample",
-            Location::caller(),
-            vec![self.node.clone()],
-            true,
-            self.node.num_partitions,
-            compute,
-            encode("sample", &spec),
-        );
+        let rdd = self
+            .narrow_child(
+                "sample",
+                Location::caller(),
+                vec![self.node.clone()],
+                true,
+                self.node.num_partitions,
+                compute,
+                encode("sample", &spec),
+            )
+            .with_partitioner(self.partitioner());
         if !(fraction >= 0.0 && fraction.is_finite()) {
             return rdd.invalid(format!(
                 "sample fraction must be a finite number >= 0, got {fraction}"

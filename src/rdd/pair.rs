@@ -10,15 +10,16 @@ use std::collections::HashMap;
 use std::panic::Location;
 
 use super::ops::{Records, State};
+use super::partitioning::{default_partitioner, write_routed, Routed};
 use super::pass_through::PassThrough;
 use super::shuffle_ops::{
-    read_combined, read_plain, write_combined, write_plain, AggFns, FnAgg, HashPartitioning,
-    WritePayload,
+    read_combined, write_combined, write_plain, AggFns, FnAgg, HashPartitioning, WritePayload,
 };
 use super::{encode, Rdd};
 use crate::data::{Data, Key};
 use crate::error::Result;
 use crate::plan::op::{assert_stateless, conjure};
+use crate::shuffle::{Partitioner, PartitionerKind};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 
 impl<K: Data, V: Data> Rdd<(K, V)> {
@@ -27,6 +28,7 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
     pub fn map_values<U: Data, F: Fn(V) -> U + Copy + 'static>(&self, f: F) -> Rdd<(K, U)> {
         assert_stateless(&f);
         self.map_with((), move |_: &(), (k, v): (K, V)| (k, conjure::<F>()(v)))
+            .with_partitioner(self.partitioner())
     }
 
     /// Maps each value to zero or more values, keeping the key.
@@ -46,6 +48,7 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
                 .map(move |u| (k.clone(), u))
                 .collect::<Vec<_>>()
         })
+        .with_partitioner(self.partitioner())
     }
 
     /// The keys.
@@ -62,27 +65,75 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
 }
 
 impl<K: Key, V: Data> Rdd<(K, V)> {
-    /// The shuffle behind every key-wise aggregation.
+    /// The shuffle behind every key-wise aggregation, into `target`; no shuffle at all
+    /// when this RDD is partitioned by `target` already (the aggregation runs within
+    /// each partition, as Spark's `combineByKey` does then).
     fn aggregate_shuffle<G: AggFns<V = V>, const MAP_SIDE: bool>(
         &self,
         op: &str,
         at: &'static Location<'static>,
         state: G::S,
-        partitions: usize,
+        target: Partitioner,
     ) -> Rdd<(K, G::C)> {
-        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        let write: ShuffleWriteFn = if MAP_SIDE {
-            write_combined::<K, G>
-        } else {
-            write_plain::<K, V, HashPartitioning>
-        };
-        let read: ComputeFn = read_combined::<K, G, MAP_SIDE>;
+        if self.node.partitioner.as_ref() == Some(&target) {
+            return self.aggregate_in_place::<G>(op, at, &state);
+        }
+        let n = target.num_partitions() as u32;
+        let hash = *target.kind() == PartitionerKind::Hash;
+        let (write, read, partitioner): (ShuffleWriteFn, ComputeFn, Vec<u8>) =
+            match (hash, MAP_SIDE) {
+                (true, true) => (
+                    write_combined::<K, G>,
+                    read_combined::<K, G, true>,
+                    Vec::new(),
+                ),
+                (true, false) => (
+                    write_plain::<K, V, HashPartitioning>,
+                    read_combined::<K, G, false>,
+                    Vec::new(),
+                ),
+                // Another partitioner (from a parent): values are routed as they are and
+                // combined on the reduce side only.
+                (false, _) => (
+                    write_routed::<K, V>,
+                    read_combined::<K, G, false>,
+                    encode(op, &Routed::of(&target)),
+                ),
+            };
         let state_bytes = encode(op, &state);
         let payload = WritePayload {
-            partitioner: Vec::new(),
+            partitioner,
             state: state_bytes.clone(),
         };
         self.shuffle_child(op, at, n, write, encode(op, &payload), read, state_bytes)
+            .with_partitioner(Some(target))
+    }
+
+    /// The partitioner a key-wise operator given no partition count uses.
+    pub(crate) fn default_target(&self) -> Partitioner {
+        default_partitioner::<K>(&self.ctx, &[&self.node])
+    }
+
+    /// [`combine_by_key_with`](Self::combine_by_key_with) into `target`.
+    fn combine_to<S, C, Fc, Fm, Fmc>(
+        &self,
+        at: &'static Location<'static>,
+        state: S,
+        target: Partitioner,
+    ) -> Rdd<(K, C)>
+    where
+        S: State + Send + Sync,
+        C: Data,
+        Fc: Fn(&S, V) -> C + Copy + 'static,
+        Fm: Fn(&S, C, V) -> C + Copy + 'static,
+        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+    {
+        self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>(
+            "combine_by_key",
+            at,
+            state,
+            target,
+        )
     }
 
     /// Spark's `combineByKeyWithClassTag` with state: per key, `create(&state, v)` starts a
@@ -107,12 +158,8 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         assert_stateless(&create);
         assert_stateless(&merge_value);
         assert_stateless(&merge_combiners);
-        self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>(
-            "combine_by_key",
-            Location::caller(),
-            state,
-            partitions,
-        )
+        let target = Partitioner::hash::<K>(u32::try_from(partitions).unwrap_or(u32::MAX));
+        self.combine_to::<S, C, Fc, Fm, Fmc>(Location::caller(), state, target)
     }
 
     /// Per key: `create(v)` for the first value, `merge_value(c, v)` for the others,
@@ -132,19 +179,40 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         assert_stateless(&create);
         assert_stateless(&merge_value);
         assert_stateless(&merge_combiners);
-        self.combine_by_key_with(
+        self.combine_typed(
+            Location::caller(),
             (),
             move |_: &(), v: V| conjure::<Fc>()(v),
             move |_: &(), c: C, v: V| conjure::<Fm>()(c, v),
             move |_: &(), a: C, b: C| conjure::<Fmc>()(a, b),
-            self.num_partitions(),
+            self.default_target(),
         )
+    }
+
+    /// [`combine_to`](Self::combine_to) with the closure types inferred from values.
+    fn combine_typed<S, C, Fc, Fm, Fmc>(
+        &self,
+        at: &'static Location<'static>,
+        state: S,
+        _create: Fc,
+        _merge_value: Fm,
+        _merge_combiners: Fmc,
+        target: Partitioner,
+    ) -> Rdd<(K, C)>
+    where
+        S: State + Send + Sync,
+        C: Data,
+        Fc: Fn(&S, V) -> C + Copy + 'static,
+        Fm: Fn(&S, C, V) -> C + Copy + 'static,
+        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+    {
+        self.combine_to::<S, C, Fc, Fm, Fmc>(at, state, target)
     }
 
     /// Merges the values of each key with an associative, commutative `f`.
     #[track_caller]
     pub fn reduce_by_key<F: Fn(V, V) -> V + Copy + 'static>(&self, f: F) -> Rdd<(K, V)> {
-        self.reduce_by_key_into(f, self.num_partitions())
+        self.reduce_by_key_to(f, self.default_target(), Location::caller())
     }
 
     /// [`reduce_by_key`](Self::reduce_by_key) into `partitions` partitions.
@@ -154,10 +222,19 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         f: F,
         partitions: usize,
     ) -> Rdd<(K, V)> {
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        self.reduce_by_key_to(f, Partitioner::hash::<K>(n), Location::caller())
+    }
+
+    fn reduce_by_key_to<F: Fn(V, V) -> V + Copy + 'static>(
+        &self,
+        f: F,
+        target: Partitioner,
+        at: &'static Location<'static>,
+    ) -> Rdd<(K, V)> {
         assert_stateless(&f);
-        let at = Location::caller();
         let mut rdd =
-            self.aggregate_shuffle::<PassThrough<V, F>, true>("combine_by_key", at, (), partitions);
+            self.aggregate_shuffle::<PassThrough<V, F>, true>("combine_by_key", at, (), target);
         rename(&mut rdd, "reduce_by_key", at);
         rdd
     }
@@ -170,12 +247,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     {
         assert_stateless(&f);
         let at = Location::caller();
-        let mut rdd = self.combine_by_key_with(
+        let mut rdd = self.combine_typed(
+            at,
             zero,
             move |z: &V, v: V| conjure::<F>()(z.clone(), v),
             move |_: &V, a: V, b: V| conjure::<F>()(a, b),
             move |_: &V, a: V, b: V| conjure::<F>()(a, b),
-            self.num_partitions(),
+            self.default_target(),
         );
         rename(&mut rdd, "fold_by_key", at);
         rdd
@@ -193,12 +271,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         assert_stateless(&seq);
         assert_stateless(&comb);
         let at = Location::caller();
-        let mut rdd = self.combine_by_key_with(
+        let mut rdd = self.combine_typed(
+            at,
             zero,
             move |z: &U, v: V| conjure::<Seq>()(z.clone(), v),
             move |_: &U, a: U, v: V| conjure::<Seq>()(a, v),
             move |_: &U, a: U, b: U| conjure::<Comb>()(a, b),
-            self.num_partitions(),
+            self.default_target(),
         );
         rename(&mut rdd, "aggregate_by_key", at);
         rdd
@@ -207,16 +286,21 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// All values of each key (no map-side combine: it would not shrink the data).
     #[track_caller]
     pub fn group_by_key(&self) -> Rdd<(K, Vec<V>)> {
-        self.group_by_key_into(self.num_partitions())
+        self.group_values(Location::caller(), self.default_target())
     }
 
     /// [`group_by_key`](Self::group_by_key) into `partitions` partitions.
     #[track_caller]
     pub fn group_by_key_into(&self, partitions: usize) -> Rdd<(K, Vec<V>)> {
-        self.group_values(Location::caller(), partitions)
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        self.group_values(Location::caller(), Partitioner::hash::<K>(n))
     }
 
-    fn group_values(&self, at: &'static Location<'static>, partitions: usize) -> Rdd<(K, Vec<V>)> {
+    pub(crate) fn group_values(
+        &self,
+        at: &'static Location<'static>,
+        target: Partitioner,
+    ) -> Rdd<(K, Vec<V>)> {
         let create = |_: &(), v: V| vec![v];
         let merge = |_: &(), mut c: Vec<V>, v: V| {
             c.push(v);
@@ -237,33 +321,26 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             std::marker::PhantomData
         }
         let marker = typed::<(), V, Vec<V>, _, _, _>(&create, &merge, &combine);
-        self.group_with_marker(marker, at, partitions)
+        self.group_with_marker(marker, at, target)
     }
 
     fn group_with_marker<G: AggFns<V = V, S = (), C = Vec<V>>>(
         &self,
         _: std::marker::PhantomData<G>,
         at: &'static Location<'static>,
-        partitions: usize,
+        target: Partitioner,
     ) -> Rdd<(K, Vec<V>)> {
-        self.aggregate_shuffle::<G, false>("group_by_key", at, (), partitions)
+        self.aggregate_shuffle::<G, false>("group_by_key", at, (), target)
     }
 
-    /// Redistributes the records into `partitions` hash partitions by key.
+    /// Redistributes the records into `partitions` hash partitions by key; this RDD
+    /// itself if it is hash-partitioned into `partitions` already (Spark's
+    /// `partitionBy(new HashPartitioner(n))`).
     #[track_caller]
     pub fn partition_by(&self, partitions: usize) -> Rdd<(K, V)> {
+        let at = Location::caller();
         let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        let write: ShuffleWriteFn = write_plain::<K, V, HashPartitioning>;
-        let read: ComputeFn = read_plain::<K, V>;
-        let rdd = self.shuffle_child(
-            "partition_by",
-            Location::caller(),
-            n,
-            write,
-            encode("partition_by", &WritePayload::default()),
-            read,
-            Vec::new(),
-        );
+        let rdd = self.partition_by_partitioner("partition_by", at, &Partitioner::hash::<K>(n));
         if partitions == 0 {
             return rdd.invalid("number of partitions must be positive, got 0");
         }
@@ -284,13 +361,6 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     pub fn collect_as_map(&self) -> Result<HashMap<K, V>> {
         Ok(self.collect()?.into_iter().collect())
     }
-
-    /// All values for `key`.
-    pub fn lookup(&self, key: K) -> Result<Vec<V>> {
-        self.filter_with(key, |k: &K, (x, _): &(K, V)| x == k)
-            .values()
-            .collect()
-    }
 }
 
 impl<T: Key> Rdd<T> {
@@ -298,7 +368,9 @@ impl<T: Key> Rdd<T> {
     #[track_caller]
     pub fn distinct(&self) -> Rdd<T> {
         let at = Location::caller();
-        let mut rdd = self.map(|x: T| (x, ())).reduce_by_key(|_: (), _: ()| ());
+        let mut rdd = self
+            .map(|x: T| (x, ()))
+            .reduce_by_key_into(|_: (), _: ()| (), self.num_partitions());
         rename(&mut rdd, "distinct", at);
         rdd.keys()
     }

@@ -15,12 +15,14 @@ use super::{encode, Rdd};
 use crate::data::Data;
 use crate::error::Result;
 use crate::plan::op::{assert_stateless, conjure};
-use crate::shuffle::RangePartitioner;
+use crate::shuffle::{Partitioner, RangePartitioner};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 
 impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
-    /// All records sorted by key into `partitions` range partitions (ascending or not).
-    /// Runs a sampling job right away to choose the ranges, as Spark does.
+    /// All records sorted by key into at most `partitions` range partitions (ascending or
+    /// not): as in Spark, a sampling job runs right away to choose the ranges, and the
+    /// result has as many partitions as distinct bounds were found plus one (one for an
+    /// empty input), with a range [`Partitioner`].
     #[track_caller]
     pub fn sort_by_key(&self, ascending: bool, partitions: usize) -> Result<Rdd<(K, V)>> {
         let at = Location::caller();
@@ -47,6 +49,8 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
             .collect_sample()?
         };
         let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
+        // As Spark: as many partitions as the bounds allow (bounds + 1; 1 for no input).
+        let n = partitioner.num_partitions();
         let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
         let read: ComputeFn = if ascending {
             read_sorted::<K, V, false>
@@ -57,15 +61,17 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
             partitioner: encode("sort_by_key", &partitioner),
             state: Vec::new(),
         };
-        Ok(self.shuffle_child(
-            "sort_by_key",
-            at,
-            n,
-            write,
-            encode("sort_by_key", &payload),
-            read,
-            Vec::new(),
-        ))
+        Ok(self
+            .shuffle_child(
+                "sort_by_key",
+                at,
+                n,
+                write,
+                encode("sort_by_key", &payload),
+                read,
+                Vec::new(),
+            )
+            .with_partitioner(Some(Partitioner::range(&partitioner))))
     }
 }
 

@@ -11,6 +11,8 @@ pub(crate) mod read;
 pub(crate) mod remote;
 
 pub use ember_shuffle::*;
-pub use partitioner::{hash_partition, RangePartitioner};
-pub(crate) use read::{read_blocks, read_indexed_blocks};
+pub use partitioner::{
+    hash_partition, KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner,
+};
+pub(crate) use read::{read_blocks, read_dependency_blocks, read_indexed_blocks};
 pub(crate) use remote::{RemoteBlockSource, RemoteBlockStream};

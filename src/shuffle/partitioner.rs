@@ -13,8 +13,16 @@
 //!   (never increase, for `descending`). With few distinct keys in the sample there may be
 //!   fewer bounds, i.e. [`RangePartitioner::num_partitions`] below the number requested;
 //!   partitions beyond it simply stay empty.
+//! * [`Partitioner`]: what an RDD knows about how its records are spread by key (hash
+//!   with a count, range from a sort, or a user's [`KeyPartitioner`]). Two RDDs with equal
+//!   partitioners hold each key in the same partition number, which is what lets key-wise
+//!   operators skip a shuffle (see `rdd/partitioning.rs`). Equality is Spark's: hash
+//!   partitioners by count, range partitioners by bounds and direction, user
+//!   partitioners by type and serialised state.
 
+use std::any::TypeId;
 use std::hash::{BuildHasher, Hash};
+use std::sync::Arc;
 
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
@@ -99,6 +107,204 @@ impl<K: Ord> RangePartitioner<K> {
     pub fn descending(&self) -> bool {
         self.descending
     }
+}
+
+/// A user-defined partitioner (Spark's custom `Partitioner`): which of
+/// [`num_partitions`](Self::num_partitions) partitions a key belongs to. It travels in
+/// the plan serialised, so every process routes keys alike; two are the same partitioner
+/// (and co-partitioned RDDs skip shuffles) when their type and serialised state agree.
+pub trait KeyPartitioner<K>:
+    Serialize + serde::de::DeserializeOwned + Send + Sync + 'static
+{
+    /// Number of partitions (at least 1).
+    fn num_partitions(&self) -> u32;
+    /// The partition of `key`, in `0..num_partitions()`; anything else fails the task
+    /// that routed the key, naming the partitioner.
+    fn partition(&self, key: &K) -> u32;
+}
+
+/// Which family a [`Partitioner`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionerKind {
+    /// [`hash_partition`] over the partition count.
+    Hash,
+    /// Sorted key ranges (from `sort_by_key`), descending or not.
+    Range {
+        /// Whether partition 0 holds the largest keys.
+        descending: bool,
+    },
+    /// A [`KeyPartitioner`], by its type name.
+    Custom {
+        /// `std::any::type_name` of the partitioner.
+        name: &'static str,
+    },
+}
+
+/// Routes a key to its partition inside a task (loaded once per task).
+pub(crate) type Router<K> = Box<dyn Fn(&K) -> u32>;
+/// Builds a [`Router`] from a partitioner's serialised identity; named in plans by offset.
+pub(crate) type RouterLoader<K> = fn(&[u8]) -> crate::error::Result<Router<K>>;
+
+fn hash_router<K: Hash + 'static>(identity: &[u8]) -> crate::error::Result<Router<K>> {
+    let n: u32 = crate::rdd::decode("hash partitioner", identity)?;
+    Ok(Box::new(move |k: &K| hash_partition(k, n)))
+}
+
+fn range_router<K>(identity: &[u8]) -> crate::error::Result<Router<K>>
+where
+    K: Ord + serde::de::DeserializeOwned + 'static,
+{
+    let r: RangePartitioner<K> = crate::rdd::decode("range partitioner", identity)?;
+    Ok(Box::new(move |k: &K| r.partition(k)))
+}
+
+fn custom_router<K: 'static, P: KeyPartitioner<K>>(
+    identity: &[u8],
+) -> crate::error::Result<Router<K>> {
+    let p: P = crate::rdd::decode(std::any::type_name::<P>(), identity)?;
+    Ok(Box::new(move |k: &K| p.partition(k)))
+}
+
+/// How an RDD's records are spread over its partitions by key, when that is known.
+#[derive(Clone)]
+pub struct Partitioner {
+    kind: PartitionerKind,
+    partitions: u32,
+    /// The partition count, range bounds or user partitioner state, serialised: the
+    /// identity, and what the router is loaded from.
+    identity: Arc<[u8]>,
+    /// The key type routed: a partitioner is only ever applied to keys of this type.
+    key_type: TypeId,
+    /// Its name, for `Debug`.
+    key_name: &'static str,
+    /// Offset (see `plan::op`) of the [`RouterLoader`] for `key_type`.
+    router: i64,
+}
+
+impl PartialEq for Partitioner {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.partitions == other.partitions
+            && self.key_type == other.key_type
+            && self.identity == other.identity
+    }
+}
+impl Eq for Partitioner {}
+
+impl std::fmt::Debug for Partitioner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partitioner")
+            .field("kind", &self.kind)
+            .field("partitions", &self.partitions)
+            .field("key", &self.key_name)
+            .finish()
+    }
+}
+
+fn loader_offset<K>(f: RouterLoader<K>) -> i64 {
+    crate::plan::op::offset_of(f as usize)
+}
+
+impl Partitioner {
+    /// Hash partitioning of keys of type `K` into `partitions`.
+    pub fn hash<K: Hash + 'static>(partitions: u32) -> Self {
+        Partitioner {
+            kind: PartitionerKind::Hash,
+            partitions,
+            identity: postcard::to_allocvec(&partitions)
+                .unwrap_or_default()
+                .into(),
+            key_type: TypeId::of::<K>(),
+            key_name: std::any::type_name::<K>(),
+            router: loader_offset::<K>(hash_router::<K>),
+        }
+    }
+
+    /// The partitioner of a range shuffle (`bounds + 1` partitions).
+    pub fn range<K>(range: &RangePartitioner<K>) -> Self
+    where
+        K: Ord + Serialize + serde::de::DeserializeOwned + 'static,
+    {
+        Partitioner {
+            kind: PartitionerKind::Range {
+                descending: range.descending(),
+            },
+            partitions: range.num_partitions(),
+            identity: postcard::to_allocvec(range).unwrap_or_default().into(),
+            key_type: TypeId::of::<K>(),
+            key_name: std::any::type_name::<K>(),
+            router: loader_offset::<K>(range_router::<K>),
+        }
+    }
+
+    /// The partitioner of a user's [`KeyPartitioner`].
+    pub fn custom<K: 'static, P: KeyPartitioner<K>>(p: &P) -> Self {
+        Partitioner {
+            kind: PartitionerKind::Custom {
+                name: std::any::type_name::<P>(),
+            },
+            partitions: p.num_partitions(),
+            identity: postcard::to_allocvec(p).unwrap_or_default().into(),
+            key_type: TypeId::of::<K>(),
+            key_name: std::any::type_name::<K>(),
+            router: loader_offset::<K>(custom_router::<K, P>),
+        }
+    }
+
+    /// Which family it is.
+    pub fn kind(&self) -> &PartitionerKind {
+        &self.kind
+    }
+
+    /// Number of partitions keys are spread over.
+    pub fn num_partitions(&self) -> usize {
+        self.partitions as usize
+    }
+
+    /// Whether it routes keys of type `K`.
+    pub fn routes<K: 'static>(&self) -> bool {
+        self.key_type == TypeId::of::<K>()
+    }
+
+    /// The partition `key` is in: `None` if `K` is not this partitioner's key type or a
+    /// user partitioner answers out of range.
+    pub fn partition_of<K: 'static>(&self, key: &K) -> Option<u32> {
+        let route = self.router::<K>()?.ok()?;
+        Some(route(key)).filter(|&p| p < self.partitions)
+    }
+
+    /// This process's router for keys of type `K` (`None` for another key type).
+    pub(crate) fn router<K: 'static>(&self) -> Option<crate::error::Result<Router<K>>> {
+        let load = self.loader::<K>()?;
+        Some(load(&self.identity))
+    }
+
+    /// The loader of this partitioner's router and what to load it from, as a plan
+    /// carries them (`None` for another key type).
+    pub(crate) fn loader<K: 'static>(&self) -> Option<RouterLoader<K>> {
+        if !self.routes::<K>() {
+            return None;
+        }
+        // SAFETY: `router` is the offset of a `RouterLoader<K'>` with `TypeId::of::<K'>()`
+        // equal to `key_type`, checked equal to `K`'s just above, in this same binary.
+        Some(unsafe { loader_from_offset::<K>(self.router) })
+    }
+
+    pub(crate) fn router_offset(&self) -> i64 {
+        self.router
+    }
+
+    pub(crate) fn identity(&self) -> &[u8] {
+        &self.identity
+    }
+}
+
+/// # Safety
+/// `offset` must come from [`loader_offset`] of a `RouterLoader<K>` (the same `K`) in a
+/// process running the same binary.
+pub(crate) unsafe fn loader_from_offset<K>(offset: i64) -> RouterLoader<K> {
+    // SAFETY: per the function's contract.
+    unsafe { std::mem::transmute::<usize, RouterLoader<K>>(crate::plan::op::address_of(offset)) }
 }
 
 #[cfg(test)]

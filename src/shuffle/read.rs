@@ -54,6 +54,15 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
             )))
         }
     };
+    read_dependency_blocks(tc, &dep, reduce)
+}
+
+/// [`read_indexed_blocks`] of any shuffle dependency of a node (a cogroup reads several).
+pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
+    tc: &Rc<TaskContext>,
+    dep: &ember_proto::ShuffleDependency,
+    reduce: u32,
+) -> Result<impl Iterator<Item = Result<(u32, T)>>> {
     let shuffle_id = dep.shuffle_id;
     let num_maps = tc.node(dep.parent)?.num_partitions;
     // The task's map locations by map partition (a linear scan per map would make a

@@ -1,0 +1,166 @@
+//! Spark's `CoGroupedRDD` for two sides: per key, the values of each side, in the
+//! partitions of a target [`Partitioner`]. Each side is read narrowly when it is
+//! partitioned by the target already and through its own shuffle routed by the target
+//! otherwise, so co-partitioned inputs (say, two `partition_by(n)` or `reduce_by_key`
+//! outputs with the same `n`) are joined without moving a record.
+//!
+//! Invariants: every record of either side lands in the group of its key exactly once;
+//! the result is partitioned by the target; a side read narrowly gives the same groups
+//! its shuffle would have (partition `p` of a side partitioned by the target holds
+//! exactly the keys the target sends to `p`).
+
+use std::panic::Location;
+use std::rc::Rc;
+use std::sync::atomic::AtomicI32;
+use std::sync::Arc;
+
+use ember_proto::{dependency, RddNode, StorageLevel as ProtoLevel};
+use serde::{Deserialize, Serialize};
+
+use super::join::Groups;
+use super::partitioning::{write_routed, Routed};
+use super::shuffle_ops::{
+    into_batches, record_spills, write_plain, HashPartitioning, WritePayload,
+};
+use super::{encode, op_name, Rdd};
+use crate::data::{Data, Key};
+use crate::error::{EmberError, Result};
+use crate::plan::op::OpRef;
+use crate::plan::{LineageDep, LineageNode};
+use crate::shuffle::{read_dependency_blocks, Partitioner, PartitionerKind};
+use crate::spill::aggregate::{Aggregate, ExternalAggregator};
+use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
+
+/// A value from the left or the right side.
+#[derive(Clone, Serialize, Deserialize)]
+enum Side<V, W> {
+    Left(V),
+    Right(W),
+}
+
+impl<K: Key, V: Data> Rdd<(K, V)> {
+    /// How the cogroup reads this side: narrowly if partitioned by `target`, else
+    /// through a new shuffle routed by it.
+    fn side_dependency(&self, op: &str, target: &Partitioner) -> LineageDep {
+        if self.node.partitioner.as_ref() == Some(target) {
+            return LineageDep::Narrow {
+                parent: self.node.clone(),
+                one_to_one: true,
+            };
+        }
+        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
+            if *target.kind() == PartitionerKind::Hash {
+                (write_plain::<K, V, HashPartitioning>, Vec::new())
+            } else {
+                (write_routed::<K, V>, encode(op, &Routed::of(target)))
+            };
+        let payload = WritePayload {
+            partitioner,
+            state: Vec::new(),
+        };
+        let n = target.num_partitions() as u32;
+        LineageDep::Shuffle(Arc::new(self.shuffle_spec(n, write, encode(op, &payload))))
+    }
+
+    /// For each key of either RDD, its values on each side, partitioned by `target`.
+    pub(crate) fn cogroup_to<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        target: Partitioner,
+        at: &Location<'_>,
+    ) -> Rdd<(K, Groups<V, W>)> {
+        let n = target.num_partitions() as u32;
+        let compute: ComputeFn = cogroup_compute::<K, V, W>;
+        let node = LineageNode {
+            id: self.ctx.next_rdd_id(),
+            num_partitions: n,
+            deps: vec![
+                self.side_dependency("cogroup", &target),
+                other.side_dependency("cogroup", &target),
+            ],
+            compute_fn: compute.to_offset(),
+            payload: Vec::new(),
+            name: op_name("cogroup", at),
+            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+            invalid: None,
+            partitioner: Some(target),
+        };
+        let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
+        if n == 0 && self.node.num_partitions + other.node.num_partitions > 0 {
+            return rdd.invalid("cannot cogroup into 0 partitions");
+        }
+        rdd
+    }
+}
+
+/// Appends values to their side's list.
+struct CoGroup;
+impl<K, V: Send + 'static, W: Send + 'static> Aggregate<K, Side<V, W>, Groups<V, W>> for CoGroup {
+    #[inline]
+    fn create(&self, _: &K, v: Side<V, W>) -> Groups<V, W> {
+        let mut g = (Vec::new(), Vec::new());
+        <CoGroup as Aggregate<K, _, _>>::merge_value(self, &mut g, v);
+        g
+    }
+    #[inline]
+    fn merge_value(&self, g: &mut Groups<V, W>, v: Side<V, W>) {
+        match v {
+            Side::Left(v) => g.0.push(v),
+            Side::Right(w) => g.1.push(w),
+        }
+    }
+    #[inline]
+    fn merge_combiners(&self, g: &mut Groups<V, W>, other: Groups<V, W>) {
+        g.0.extend(other.0);
+        g.1.extend(other.1);
+    }
+}
+
+/// The records of partition `part` of side `i` of a cogroup node.
+fn side_records<T: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    i: usize,
+    part: u32,
+) -> Result<Box<dyn Iterator<Item = Result<T>>>> {
+    match node.deps.get(i).and_then(|d| d.kind.as_ref()) {
+        Some(dependency::Kind::Narrow(nd)) => {
+            let batches = tc.compute::<T>(nd.parent, part)?;
+            Ok(Box::new(batches.flat_map(
+                |b| -> Box<dyn Iterator<Item = Result<T>>> {
+                    match b {
+                        Ok(v) => Box::new(v.into_iter().map(Ok)),
+                        Err(e) => Box::new(std::iter::once(Err(e))),
+                    }
+                },
+            )))
+        }
+        Some(dependency::Kind::Shuffle(sd)) => Ok(Box::new(
+            read_dependency_blocks::<T>(tc, sd, part)?.map(|r| r.map(|(_, t)| t)),
+        )),
+        None => Err(EmberError::Plan(format!(
+            "cogroup node {} has no side {i}",
+            node.id
+        ))),
+    }
+}
+
+fn cogroup_compute<K: Key, V: Data, W: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let mut agg: ExternalAggregator<K, Side<V, W>, Groups<V, W>, CoGroup> =
+        ExternalAggregator::new(CoGroup, tc.reservation("cogroup"), tc.env.spill_dir());
+    for r in side_records::<(K, V)>(tc, node, 0, part)? {
+        let (k, v) = r?;
+        agg.insert(k, Side::Left(v))?;
+    }
+    for r in side_records::<(K, W)>(tc, node, 1, part)? {
+        let (k, w) = r?;
+        agg.insert(k, Side::Right(w))?;
+    }
+    record_spills(tc, agg.metrics());
+    let out: Batches<(K, Groups<V, W>)> = into_batches(agg.into_iter()?);
+    Ok(Box::new(out))
+}
