@@ -3,20 +3,29 @@
 //! contiguous key range of similar size (unlike Spark's, it reads text input only in
 //! windows spread over each split, see `source.rs`); each reducer then sorts its range (spilling
 //! sorted runs under memory pressure), so reading the partitions in order yields all
-//! records in key order.
+//! records in key order. Also the other ordered operators of Spark's
+//! `OrderedRDDFunctions`: `filter_by_range` (which, on a range-partitioned RDD, computes
+//! only the partitions whose ranges meet the bounds) and
+//! `repartition_and_sort_within_partitions` (a shuffle by a partitioner whose reducers
+//! sort their records by key).
 
 use std::panic::Location;
 
 use rand::{Rng, SeedableRng};
 
+use std::rc::Rc;
+
+use ember_proto::RddNode;
+
 use super::ops::Records;
-use super::shuffle_ops::{read_sorted, write_plain, WritePayload};
-use super::{encode, Rdd};
-use crate::data::Data;
-use crate::error::Result;
+use super::partitioning::{write_routed, Routed};
+use super::shuffle_ops::{read_sorted, write_plain, HashPartitioning, WritePayload};
+use super::{decode, encode, Rdd};
+use crate::data::{Data, Key};
+use crate::error::{EmberError, Result};
 use crate::plan::op::{assert_stateless, conjure};
-use crate::shuffle::{Partitioner, RangePartitioner};
-use crate::task::{ComputeFn, ShuffleWriteFn};
+use crate::shuffle::{KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner};
+use crate::task::{ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
     /// All records sorted by key into at most `partitions` range partitions (ascending or
@@ -73,6 +82,113 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
             )
             .with_partitioner(Some(Partitioner::range(&partitioner))))
     }
+}
+
+impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
+    /// The records with `lower <= key <= upper` (Spark's `filterByRange`). On an RDD
+    /// partitioned by ranges (a `sort_by_key` result) only the partitions whose range
+    /// can hold such keys are kept, so the others are never computed; the result then
+    /// has that many partitions, in order.
+    #[track_caller]
+    pub fn filter_by_range(&self, lower: K, upper: K) -> Rdd<(K, V)> {
+        let at = Location::caller();
+        let pruned = match self.node.partitioner.as_ref() {
+            Some(p) if matches!(p.kind(), PartitionerKind::Range { .. }) => {
+                match (p.partition_of(&lower), p.partition_of(&upper)) {
+                    (Some(l), Some(u)) => {
+                        let keep: Vec<u32> = (l.min(u)..=l.max(u)).collect();
+                        let compute: ComputeFn = pruned_compute::<(K, V)>;
+                        Some(self.narrow_child::<(K, V)>(
+                            "filter_by_range",
+                            at,
+                            vec![self.node.clone()],
+                            false,
+                            keep.len() as u32,
+                            compute,
+                            encode("filter_by_range", &keep),
+                        ))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let base = pruned.as_ref().unwrap_or(self);
+        let mut out = base.filter_with((lower, upper), |(lo, hi): &(K, K), (k, _): &(K, V)| {
+            k >= lo && k <= hi
+        });
+        super::pair::rename(&mut out, "filter_by_range", at);
+        out
+    }
+}
+
+impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
+    /// Redistributes the records into `partitions` hash partitions and sorts each
+    /// partition by key (Spark's `repartitionAndSortWithinPartitions`): cheaper than a
+    /// `partition_by` followed by sorting, as the reducers sort while they read
+    /// (spilling sorted runs under memory pressure). Records with equal keys come in no
+    /// particular order.
+    #[track_caller]
+    pub fn repartition_and_sort_within_partitions(&self, partitions: usize) -> Rdd<(K, V)> {
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        let rdd = self.shuffle_sorted(Location::caller(), &Partitioner::hash::<K>(n));
+        if partitions == 0 {
+            return rdd.invalid("number of partitions must be positive, got 0");
+        }
+        rdd
+    }
+
+    /// [`repartition_and_sort_within_partitions`](Self::repartition_and_sort_within_partitions)
+    /// by a user partitioner.
+    #[track_caller]
+    pub fn repartition_and_sort_within_partitions_with<P: KeyPartitioner<K>>(
+        &self,
+        partitioner: P,
+    ) -> Rdd<(K, V)> {
+        let p = Partitioner::custom::<K, P>(&partitioner);
+        let rdd = self.shuffle_sorted(Location::caller(), &p);
+        if partitioner.num_partitions() == 0 {
+            return rdd.invalid("the partitioner has 0 partitions");
+        }
+        rdd
+    }
+
+    fn shuffle_sorted(&self, at: &'static Location<'static>, p: &Partitioner) -> Rdd<(K, V)> {
+        let op = "repartition_and_sort_within_partitions";
+        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
+            if *p.kind() == PartitionerKind::Hash {
+                (write_plain::<K, V, HashPartitioning>, Vec::new())
+            } else {
+                (write_routed::<K, V>, encode(op, &Routed::of(p)))
+            };
+        let payload = WritePayload {
+            partitioner,
+            state: Vec::new(),
+        };
+        let read: ComputeFn = read_sorted::<K, V, false>;
+        self.shuffle_child(
+            op,
+            at,
+            p.num_partitions() as u32,
+            write,
+            encode(op, &payload),
+            read,
+            Vec::new(),
+        )
+        .with_partitioner(Some(p.clone()))
+    }
+}
+
+/// Partition `i` of a pruned RDD: partition `keep[i]` of its parent.
+fn pruned_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+    let keep: Vec<u32> = decode("filter_by_range", &node.payload)?;
+    let Some(&p) = keep.get(part as usize) else {
+        return Err(EmberError::Plan(format!(
+            "filter_by_range has no partition {part}"
+        )));
+    };
+    let parent = TaskContext::dep_parent(node, 0)?;
+    Ok(Box::new(tc.compute::<T>(parent, p)?))
 }
 
 impl<T: Data> Rdd<T> {
