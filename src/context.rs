@@ -227,7 +227,7 @@ impl Context {
         }
     }
 
-    fn source<T: Data>(
+    pub(crate) fn source<T: Data>(
         &self,
         op: &str,
         at: &Location<'_>,

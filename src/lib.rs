@@ -56,4 +56,6 @@ pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
 pub use job::JobMetrics;
 pub use rdd::Records;
-pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StatCounter, StorageLevel};
+pub use rdd::{
+    Emit, Groups4, LinePosition, PipeOptions, Rdd, SaveOptions, StatCounter, StorageLevel,
+};
