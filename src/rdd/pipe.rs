@@ -21,7 +21,9 @@
 //!   the exit status and a bounded excerpt of stderr.
 //! - An input error stops the command (killed) and fails the task with that error.
 //! - When the task stops reading early (e.g. `take`), dropping the output kills and
-//!   reaps the command; no zombie is left behind.
+//!   reaps the command; no zombie is left behind. (Only the command itself: children it
+//!   puts in the background and that keep its stdout open keep the task waiting for
+//!   the end of that output, as in Spark.)
 
 use std::fmt::Display;
 use std::io::{self, Read, Write};

@@ -17,7 +17,9 @@
 //! the RDD needs a fraction (else an invalid-argument error); fractions must be finite,
 //! `>= 0` and, without replacement, `<= 1`. The shares (one entry per key and partition)
 //! travel with the plan, so the number of distinct keys times partitions must stay
-//! modest.
+//! modest; the driver holds `min(s, n - s)` positions of one key at a time (with
+//! replacement it draws `s` positions without holding them), and a task holds, with
+//! replacement, its share of positions.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::Location;
