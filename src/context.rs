@@ -235,7 +235,7 @@ impl Context {
         }
     }
 
-    fn source<T: Data>(
+    pub(crate) fn source<T: Data>(
         &self,
         op: &str,
         at: &Location<'_>,

@@ -88,6 +88,15 @@ pub enum EmberError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A command run by `pipe` could not be started, could not be fed or read, or
+    /// exited unsuccessfully; `command` is a bounded excerpt of its argv.
+    #[error("pipe command {command} in partition {partition}: {message}")]
+    Pipe {
+        command: String,
+        partition: u32,
+        message: String,
+    },
+
     /// An action that needs at least one element met an empty RDD.
     #[error("{0} of an empty RDD")]
     EmptyRdd(&'static str),

@@ -56,5 +56,8 @@ pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
 pub use job::JobMetrics;
 pub use rdd::Records;
-pub use rdd::{Emit, LinePosition, Rdd, SaveOptions, StatCounter, StorageLevel};
+pub use rdd::{
+    Emit, Groups, Groups3, Groups4, LinePosition, OuterPair, PipeOptions, Rdd, SaveOptions,
+    StatCounter, StorageLevel,
+};
 pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};

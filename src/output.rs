@@ -1,4 +1,4 @@
-//! The output commit protocol of `save_as_text_file`.
+//! The output commit protocol of `save_as_text_file` and `save_as_object_file`.
 //!
 //! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>`. After the
 //! job succeeds, exactly one attempt per partition (the one whose result the scheduler

@@ -26,7 +26,10 @@ fn sort_by_key_orders_every_record() {
     let data = shuffled(1000, 1);
     let asc = c.parallelize(data.clone(), 2).sort_by_key(true, 2).unwrap();
     assert_eq!(asc.collect().unwrap(), sorted(data.clone()));
-    let desc = c.parallelize(data.clone(), 3).sort_by_key(false, 3).unwrap();
+    let desc = c
+        .parallelize(data.clone(), 3)
+        .sort_by_key(false, 3)
+        .unwrap();
     let mut want = sorted(data.clone());
     want.reverse();
     assert_eq!(desc.collect().unwrap(), want);
@@ -35,7 +38,10 @@ fn sort_by_key_orders_every_record() {
     assert!(s.num_partitions() <= 3);
     assert_eq!(s.collect().unwrap(), vec![(1, 2), (2, 1)]);
     let empty = c.parallelize(Vec::<(i64, i64)>::new(), 2);
-    assert_eq!(empty.sort_by_key(true, 2).unwrap().collect().unwrap(), vec![]);
+    assert_eq!(
+        empty.sort_by_key(true, 2).unwrap().collect().unwrap(),
+        vec![]
+    );
 }
 
 // SortingSuite "partition balancing": partitions hold contiguous, similar-sized ranges.
@@ -64,7 +70,11 @@ fn filter_by_range_within_one_partition_computes_one_partition() {
     let pairs: Vec<(i64, i64)> = (1..=1000).map(|x| (x, x)).collect();
     let s = c.parallelize(pairs, 10).sort_by_key(true, 10).unwrap();
     let range = s.filter_by_range(20, 40);
-    assert_eq!(range.num_partitions(), 1, "only the partition holding 20..=40");
+    assert_eq!(
+        range.num_partitions(),
+        1,
+        "only the partition holding 20..=40"
+    );
     let keys: Vec<i64> = range.collect().unwrap().into_iter().map(|x| x.0).collect();
     assert_eq!(keys, (20..=40).collect::<Vec<_>>());
     assert_eq!(c.last_job_metrics().unwrap().tasks, 1);
@@ -107,7 +117,11 @@ fn filter_by_range_without_a_range_partitioner_filters_everything() {
     assert_eq!(range.num_partitions(), 10);
     let keys: Vec<i64> = range.collect().unwrap().into_iter().map(|x| x.0).collect();
     assert_eq!(sorted(keys), (200..=800).collect::<Vec<_>>());
-    assert_eq!(rdd.filter_by_range(900, 100).count().unwrap(), 0, "empty range");
+    assert_eq!(
+        rdd.filter_by_range(900, 100).count().unwrap(),
+        0,
+        "empty range"
+    );
 }
 
 /// Spark's test partitioner: keys by parity.
@@ -139,8 +153,14 @@ fn repartition_and_sort_within_partitions_sorts_each_partition() {
     let parts = r.glom().collect().unwrap();
     assert_eq!(parts.len(), 2);
     assert!(parts.iter().all(|p| p.windows(2).all(|w| w[0].0 <= w[1].0)));
-    assert_eq!(by_key_then_value(parts[0].clone()), vec![(0, 5), (0, 8), (2, 6)]);
-    assert_eq!(by_key_then_value(parts[1].clone()), vec![(1, 3), (3, 8), (3, 8)]);
+    assert_eq!(
+        by_key_then_value(parts[0].clone()),
+        vec![(0, 5), (0, 8), (2, 6)]
+    );
+    assert_eq!(
+        by_key_then_value(parts[1].clone()),
+        vec![(1, 3), (3, 8), (3, 8)]
+    );
     // Hash partitioning into n, on more data: every partition sorted, nothing lost.
     let big = shuffled(5000, 4);
     let h = c
@@ -156,7 +176,10 @@ fn repartition_and_sort_within_partitions_sorts_each_partition() {
     for (i, (k, _)) in &placed {
         assert_eq!(p.partition_of(k), Some(*i));
         if let Some((li, lk)) = last {
-            assert!(li < *i || (li == *i && lk <= *k), "partition {i} not sorted at {k}");
+            assert!(
+                li < *i || (li == *i && lk <= *k),
+                "partition {i} not sorted at {k}"
+            );
         }
         last = Some((*i, *k));
     }

@@ -1,6 +1,8 @@
-//! Input formats: text files cut into byte-range splits; quoting bad input in errors.
+//! Input and output formats: text files cut into byte-range splits, ember's object
+//! files; quoting bad input in errors.
 
 mod excerpt;
+pub mod object_file;
 pub mod text_input;
 
 pub use excerpt::{excerpt, Excerpt, EXCERPT_CHARS};

@@ -232,7 +232,7 @@ pub struct SaveOptions {
 }
 
 impl<T: Data> Rdd<T> {
-    fn run_action<R: ResultOp>(
+    pub(super) fn run_action<R: ResultOp>(
         &self,
         payload: Vec<u8>,
         partitions: Option<Vec<u32>>,

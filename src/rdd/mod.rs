@@ -7,14 +7,21 @@
 
 mod actions;
 mod co_grouped;
+mod cogroup;
 mod flat_combine;
+mod group_by;
 mod join;
 mod narrow;
+mod object_file;
 mod ops;
+mod ordered_by;
 mod pair;
+mod partition_actions;
 mod partitioning;
 mod pass_through;
+mod pipe;
 mod position;
+mod sample_exact;
 mod sampling;
 mod set_ops;
 mod shuffle_ops;
@@ -22,6 +29,7 @@ mod sort;
 pub(crate) mod source;
 mod stats;
 mod zip;
+mod zip_partitions;
 
 use std::marker::PhantomData;
 use std::panic::Location;
@@ -37,8 +45,11 @@ use crate::plan::{LineageDep, LineageNode, ShuffleSpec};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 
 pub use actions::SaveOptions;
+pub use cogroup::Groups4;
 pub use flat_combine::Emit;
+pub use join::{Groups, Groups3, OuterPair};
 pub use ops::Records;
+pub use pipe::PipeOptions;
 pub use position::LinePosition;
 pub use stats::StatCounter;
 

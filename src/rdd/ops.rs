@@ -148,6 +148,18 @@ pub struct Records<T> {
     error: Rc<RefCell<Option<EmberError>>>,
 }
 
+impl<T> Records<T> {
+    /// The records of `batches`; an input error ends the iteration and is stashed in
+    /// `error` (for [`rebatch`] or the caller to surface).
+    pub(crate) fn new(batches: Batches<T>, error: Rc<RefCell<Option<EmberError>>>) -> Self {
+        Records {
+            batches,
+            current: Vec::new().into_iter(),
+            error,
+        }
+    }
+}
+
 impl<T> Iterator for Records<T> {
     type Item = T;
     #[inline]

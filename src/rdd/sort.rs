@@ -155,12 +155,12 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
 
     fn shuffle_sorted(&self, at: &'static Location<'static>, p: &Partitioner) -> Rdd<(K, V)> {
         let op = "repartition_and_sort_within_partitions";
-        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
-            if *p.kind() == PartitionerKind::Hash {
-                (write_plain::<K, V, HashPartitioning>, Vec::new())
-            } else {
-                (write_routed::<K, V>, encode(op, &Routed::of(p)))
-            };
+        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) = if *p.kind() == PartitionerKind::Hash
+        {
+            (write_plain::<K, V, HashPartitioning>, Vec::new())
+        } else {
+            (write_routed::<K, V>, encode(op, &Routed::of(p)))
+        };
         let payload = WritePayload {
             partitioner,
             state: Vec::new(),

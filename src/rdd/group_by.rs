@@ -1,0 +1,41 @@
+//! `group_by` (Spark's `groupBy(f)` / `groupBy(f, numPartitions)`): the records grouped
+//! by the key a function computes for each, `Rdd<(K, Vec<T>)>`.
+//!
+//! Invariants: built as `key_by(f).group_by_key_into(n)`, so it has `group_by_key`'s
+//! properties (one hash shuffle, no map-side combine, spills when memory runs short);
+//! every record is in exactly one group, each key appears once; the order of a group's
+//! records is not defined. A partition count of 0 (for a non-empty input) is an
+//! invalid-argument error at the first action.
+
+use std::panic::Location;
+
+use super::pair::rename;
+use super::Rdd;
+use crate::data::{Data, Key};
+use crate::plan::op::assert_stateless;
+
+impl<T: Data> Rdd<T> {
+    /// The records grouped by `f(record)`, in as many partitions as this RDD has.
+    #[track_caller]
+    pub fn group_by<K: Key, F: Fn(&T) -> K + Copy + 'static>(&self, f: F) -> Rdd<(K, Vec<T>)> {
+        assert_stateless(&f);
+        let at = Location::caller();
+        let mut rdd = self.key_by(f).group_by_key_into(self.num_partitions());
+        rename(&mut rdd, "group_by", at);
+        rdd
+    }
+
+    /// [`group_by`](Self::group_by) into `partitions` hash partitions.
+    #[track_caller]
+    pub fn group_by_into<K: Key, F: Fn(&T) -> K + Copy + 'static>(
+        &self,
+        f: F,
+        partitions: usize,
+    ) -> Rdd<(K, Vec<T>)> {
+        assert_stateless(&f);
+        let at = Location::caller();
+        let mut rdd = self.key_by(f).group_by_key_into(partitions);
+        rename(&mut rdd, "group_by", at);
+        rdd
+    }
+}
