@@ -69,6 +69,7 @@ fn filter_by_range_within_one_partition_computes_one_partition() {
     let c = ctx(2);
     let pairs: Vec<(i64, i64)> = (1..=1000).map(|x| (x, x)).collect();
     let s = c.parallelize(pairs, 10).sort_by_key(true, 10).unwrap();
+    assert_eq!(s.count().unwrap(), 1000, "the sort's shuffle is written");
     let range = s.filter_by_range(20, 40);
     assert_eq!(
         range.num_partitions(),
