@@ -88,6 +88,8 @@ pub(crate) struct ContextInner {
     pub broadcasts: Mutex<HashMap<u64, Vec<u8>>>,
     pub accumulators: Mutex<HashMap<u64, Box<dyn ClientAccumulator>>>,
     pub last_job: Mutex<Option<crate::job::JobMetrics>>,
+    /// Where `checkpoint()` writes (set by `set_checkpoint_dir`).
+    pub checkpoint_dir: Mutex<Option<std::path::PathBuf>>,
 }
 
 impl Drop for ContextInner {
@@ -194,6 +196,7 @@ impl Context {
                 broadcasts: Mutex::new(HashMap::new()),
                 accumulators: Mutex::new(HashMap::new()),
                 last_job: Mutex::new(None),
+                checkpoint_dir: Mutex::new(None),
             }),
         }
     }
@@ -221,6 +224,17 @@ impl Context {
 
     pub(crate) fn next_shuffle_id(&self) -> u32 {
         self.inner.next_shuffle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Local mode's work dir (removed with the context); `None` in cluster mode.
+    pub(crate) fn local_work_dir(&self) -> Option<std::path::PathBuf> {
+        match &self.inner.backend {
+            Backend::Local {
+                cluster: Some(local),
+                ..
+            } => Some(local.env.work_dir.clone()),
+            _ => None,
+        }
     }
 
     pub(crate) fn unpersist(&self, rdd_id: u32) {
@@ -253,6 +267,7 @@ impl Context {
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
             partitioner: None,
+            pinned: false,
         };
         Rdd::from_node(self.clone(), Arc::new(node))
     }

@@ -460,6 +460,27 @@ fn pagerank_matches_reference() {
     );
     assert!(run.success, "pagerank --iterations=3 failed: {run:?}");
     check(&want3, "4 (3 iterations)", read_output(&out));
+    // Checkpointing every 3 iterations changes nothing in the ranks.
+    let out = tmp.path().join("out-checkpointed");
+    let cp = tmp.path().join("checkpoints");
+    let run = run_example(
+        "pagerank",
+        &[
+            "--master",
+            "local[2]",
+            "--checkpoint-every",
+            "3",
+            "--checkpoint-dir",
+            cp.to_str().unwrap(),
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(run.success, "pagerank --checkpoint-every 3 failed: {run:?}");
+    check(&want10, "checkpointed every 3", read_output(&out));
+    let written = std::fs::read_dir(&cp).unwrap().count();
+    assert_eq!(written, 1, "one directory for the context");
 }
 
 #[test]

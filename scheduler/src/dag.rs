@@ -242,6 +242,7 @@ impl PlanIndex {
                     payload: Vec::new(),
                     name: n.name.clone(),
                     storage: 0,
+                    pinned: false,
                 },
                 None => n.clone(),
             })

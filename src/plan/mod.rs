@@ -35,6 +35,8 @@ pub(crate) struct LineageNode {
     /// shuffles, a user partitioner, and the operators that keep their parent's).
     /// Only the defining process needs it: plans carry the write functions instead.
     pub partitioner: Option<crate::shuffle::Partitioner>,
+    /// A local checkpoint: no lineage behind its cached blocks (see `rdd/checkpoint.rs`).
+    pub pinned: bool,
 }
 
 /// How a node reads its parent.
@@ -88,6 +90,7 @@ impl LineageNode {
             payload: self.payload.clone(),
             name: self.name.clone(),
             storage: self.storage.load(Ordering::Relaxed),
+            pinned: self.pinned,
         }
     }
 

@@ -84,6 +84,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
             partitioner: Some(target),
+            pinned: false,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         if n == 0 && self.node.num_partitions + other.node.num_partitions > 0 {

@@ -6,6 +6,7 @@
 //! any process running this binary can execute it. Nothing runs until an action.
 
 mod actions;
+mod checkpoint;
 mod co_grouped;
 mod cogroup;
 mod flat_combine;
@@ -145,6 +146,7 @@ impl<T: Data> Rdd<T> {
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
             partitioner: None,
+            pinned: false,
         };
         Rdd::from_node(self.ctx.clone(), Arc::new(node))
     }
@@ -172,6 +174,7 @@ impl<T: Data> Rdd<T> {
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
             invalid: None,
             partitioner: None,
+            pinned: false,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         let parent = self.node.num_partitions;
@@ -223,6 +226,7 @@ impl<T: Data> Rdd<T> {
                     storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
                     invalid: Some(reason),
                     partitioner: old.partitioner.clone(),
+                    pinned: false,
                 };
                 self.node = Arc::new(node);
             }

@@ -99,7 +99,11 @@ impl crate::Context {
     }
 }
 
-fn object_file_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
+pub(crate) fn object_file_compute<T: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let files: Vec<PathBuf> = decode("object_file", &node.payload)?;
     let path = files
         .get(part as usize)

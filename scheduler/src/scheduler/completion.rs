@@ -527,6 +527,7 @@ impl Scheduler {
             partition: run.partition,
             attempt: run.attempt + 1,
             preferred: Vec::new(),
+            pinned: false,
             excluded,
             speculative: false,
         });

@@ -28,9 +28,18 @@ impl Scheduler {
             let excluded = |e: &String| {
                 p.excluded.contains(e) || stage_excluded.is_some_and(|x| x.contains(e))
             };
-            let choice = free
+            let preferred_free = free
                 .iter()
-                .position(|e| p.preferred.contains(e) && !excluded(e))
+                .position(|e| p.preferred.contains(e) && !excluded(e));
+            if preferred_free.is_none()
+                && p.pinned
+                && p.preferred.iter().any(|e| self.executors.contains_key(e))
+            {
+                // Its block lives only there: wait for that executor's slot.
+                i += 1;
+                continue;
+            }
+            let choice = preferred_free
                 .or_else(|| free.iter().position(|e| !excluded(e)))
                 .or_else(|| {
                     // Every free executor is excluded: only wait if some other executor could take it.

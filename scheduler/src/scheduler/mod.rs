@@ -206,6 +206,9 @@ struct Pending {
     partition: u32,
     attempt: u32,
     preferred: Vec<String>,
+    /// Runs only on a `preferred` executor while one of them is alive (a local
+    /// checkpoint's blocks exist nowhere else).
+    pinned: bool,
     excluded: Vec<String>,
     /// A speculative copy: runs only on an executor not excluded, never forced.
     speculative: bool,

@@ -83,6 +83,7 @@ impl Scheduler {
                 partition,
                 attempt: attempt + 1,
                 preferred: Vec::new(),
+                pinned: false,
                 excluded: running_on,
                 speculative: true,
             });

@@ -362,6 +362,8 @@ impl Scheduler {
                 .filter(|p| !job.done.contains(p))
                 .collect(),
         };
+        // A stage over a local checkpoint runs its tasks only where their blocks are.
+        let pinned = st.index.persisted_nodes(st.rdd_id).iter().any(|n| n.pinned);
         let preferred: Vec<Vec<String>> = {
             let persisted: Vec<u32> = st
                 .index
@@ -413,6 +415,7 @@ impl Scheduler {
                 stage_attempt: attempt,
                 partition,
                 attempt: 0,
+                pinned: pinned && !preferred.is_empty(),
                 preferred,
                 excluded: Vec::new(),
                 speculative: false,

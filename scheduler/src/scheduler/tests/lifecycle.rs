@@ -199,3 +199,91 @@ fn a_deep_chain_of_stages_runs_in_order_with_flat_task_plans() {
     let (_, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok(), "{outcome:?}");
 }
+
+/// A local checkpoint's partitions exist only in the block store of the executor that
+/// wrote them: its tasks wait for that executor's slot instead of running elsewhere.
+#[test]
+fn tasks_over_a_local_checkpoint_wait_for_the_executor_holding_their_block() {
+    use ember_proto::{task_status, task_success, CachedBlock, TaskSuccess};
+    let h = Harness::new(&[("e1", 1), ("e2", 1)], SchedulerConfig::default());
+    let pinned = || ember_proto::Plan {
+        nodes: vec![ember_proto::RddNode {
+            id: 0,
+            num_partitions: 2,
+            name: "checkpointed".into(),
+            storage: ember_proto::StorageLevel::StorageDisk as i32,
+            pinned: true,
+            ..Default::default()
+        }],
+        final_rdd: 0,
+        ..Default::default()
+    };
+    // The first job writes the blocks: partition p on whichever executor ran it.
+    let events = h.sched.submit(pinned(), HashMap::new());
+    let mut holder = HashMap::new();
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        holder.insert(t.partition, ex.clone());
+        h.reply(
+            &ex,
+            &t,
+            task_status::Outcome::Success(TaskSuccess {
+                output: Some(task_success::Output::Result(vec![0])),
+                cached: vec![CachedBlock {
+                    rdd_id: 0,
+                    partition: t.partition,
+                }],
+                ..Default::default()
+            }),
+        );
+    }
+    assert!(drain_until_end(&events).1.is_ok());
+    // Another job keeps the holder of partition 0 busy.
+    let busy = &holder[&0];
+    let other = h.sched.submit(two_stage_plan(), HashMap::new());
+    let (ex, blocker) = loop {
+        let (ex, t) = h.next_task();
+        if ex == *busy {
+            break (ex, t);
+        }
+        h.succeed(&ex, &t);
+    };
+    let second = h.sched.submit(pinned(), HashMap::new());
+    // Partition 1 may run (on its holder, if free); partition 0 must not go elsewhere.
+    let mut launched = Vec::new();
+    while let Ok((e, t)) = h
+        .launched
+        .recv_timeout(std::time::Duration::from_millis(300))
+    {
+        if t.plan
+            .as_ref()
+            .is_some_and(|p| p.nodes.iter().any(|n| n.pinned))
+        {
+            assert_eq!(
+                e, holder[&t.partition],
+                "partition {} ran away",
+                t.partition
+            );
+            launched.push(t.partition);
+            h.succeed(&e, &t);
+        } else {
+            h.succeed(&e, &t);
+        }
+    }
+    assert!(!launched.contains(&0), "partition 0 waited for {busy}");
+    h.succeed(&ex, &blocker);
+    let (e, t) = loop {
+        let (e, t) = h.next_task();
+        if t.plan
+            .as_ref()
+            .is_some_and(|p| p.nodes.iter().any(|n| n.pinned))
+        {
+            break (e, t);
+        }
+        h.succeed(&e, &t);
+    };
+    assert_eq!((t.partition, &e), (0, busy));
+    h.succeed(&e, &t);
+    let _ = other;
+    let _ = second;
+}
