@@ -147,12 +147,14 @@ impl<T: Data> Rdd<T> {
         read: ComputeFn,
         read_payload: Vec<u8>,
     ) -> Rdd<U> {
+        let shuffle_id = self.ctx.next_shuffle_id();
         let spec = ShuffleSpec {
-            shuffle_id: self.ctx.next_shuffle_id(),
+            shuffle_id,
             parent: self.node.clone(),
             num_reduce_partitions: num_partitions,
             write_fn: write.to_offset(),
             write_payload,
+            _release: self.ctx.inner.cleaner.release_on_drop(shuffle_id),
         };
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
@@ -216,6 +218,7 @@ impl<T: Data> Rdd<T> {
             StorageLevel::Disk => ProtoLevel::StorageDisk,
         };
         self.node.storage.store(l as i32, Ordering::Relaxed);
+        self.ctx.inner.cleaner.track_persisted(&self.node);
         self.clone()
     }
 
