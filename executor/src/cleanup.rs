@@ -14,8 +14,7 @@ use std::path::Path;
 /// The shuffle id a file in the shuffle directory belongs to, if it is a shuffle file
 /// (`shuffle_S_M.data`, `.index`, or a temporary of either, possibly dot-prefixed).
 pub fn shuffle_id_of(name: &str) -> Option<u32> {
-    let name = name.strip_prefix('.').unwrap_or(name);
-    ember_shuffle::parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
+    ember_shuffle::shuffle_id_of_file(name)
 }
 
 /// Deletes the shuffle files of shuffles `[id_lo, id_hi)` in `dir`; returns how many.

@@ -16,8 +16,8 @@
 //!
 //! Invariants: both files are written under temporary names and renamed into place, data
 //! first, index last, so the presence of an index file means the map output is complete.
-//! Only this crate knows these file names; callers go through [`data_path`] and
-//! [`index_path`].
+//! Only this crate knows these file names; callers go through [`data_path`],
+//! [`index_path`] and [`remove_shuffle_files`] (deleting a released shuffle's files).
 
 mod error;
 pub mod frame;

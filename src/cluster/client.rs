@@ -6,7 +6,9 @@
 //! lifetime, whose closing tells the driver to cancel the session's jobs and delete its
 //! shuffle files. The session gives the context its id ranges, so two clients never
 //! share an RDD, shuffle or broadcast id. Each action is one `SubmitJob` call whose
-//! streamed events are turned back into the scheduler's [`JobEvent`]s.
+//! streamed events are turned back into the scheduler's [`JobEvent`]s. The context's
+//! cleaner forgets what no live RDD reaches through a [`Releaser`] (`ReleaseShuffles`,
+//! `Unpersist`; each call bounded in time, a failure only logged).
 //!
 //! Invariants: every job's event channel ends with `JobSucceeded` or `JobFailed`, even
 //! when the driver is unreachable or goes away mid-job (then the failure names the
