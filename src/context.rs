@@ -4,7 +4,9 @@
 //! RDDs, and runs jobs for actions.
 //!
 //! Invariant: ids are unique for the context's lifetime; dropping the last handle
-//! shuts the local cluster down and removes its work directory.
+//! stops the context's [`cleaner`](crate::cleaner), shuts the local cluster down and
+//! removes its work directory. While the context lives, the cleaner forgets the
+//! shuffles and cached blocks no live RDD reaches any more.
 
 use std::collections::HashMap;
 use std::panic::Location;
@@ -18,6 +20,7 @@ use parking_lot::Mutex;
 
 use crate::accumulator::{Accumulator, AccumulatorValue, ClientAccumulator};
 use crate::broadcast::Broadcast;
+use crate::cleaner::{Cleaner, Target};
 use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
 use crate::data::Data;
@@ -90,10 +93,13 @@ pub(crate) struct ContextInner {
     pub last_job: Mutex<Option<crate::job::JobMetrics>>,
     /// Where `checkpoint()` writes (set by `set_checkpoint_dir`).
     pub checkpoint_dir: Mutex<Option<std::path::PathBuf>>,
+    /// Forgets what no live RDD reaches (see [`crate::cleaner`]).
+    pub cleaner: Cleaner,
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
+        self.cleaner.stop();
         if let Backend::Local { scheduler, cluster } = &mut self.backend {
             scheduler.send(SchedulerEvent::Shutdown);
             if let Some(local) = cluster.take() {
@@ -183,8 +189,16 @@ impl Context {
         broadcast_base: u64,
     ) -> Context {
         let default_parallelism = conf.default_parallelism.unwrap_or(default_parallelism);
+        let target = match &backend {
+            Backend::Local { scheduler, cluster } => Target::Local {
+                scheduler: scheduler.clone(),
+                env: cluster.as_ref().map(|c| c.env.clone()),
+            },
+            Backend::Cluster(client) => Target::Cluster(Box::new(client.releaser())),
+        };
         Context {
             inner: Arc::new(ContextInner {
+                cleaner: Cleaner::start(target),
                 conf,
                 backend,
                 binary_id,
@@ -238,6 +252,7 @@ impl Context {
     }
 
     pub(crate) fn unpersist(&self, rdd_id: u32) {
+        self.inner.cleaner.untrack(rdd_id);
         match &self.inner.backend {
             Backend::Local { scheduler, cluster } => {
                 scheduler.send(SchedulerEvent::Unpersist { rdd_id });

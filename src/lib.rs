@@ -28,6 +28,7 @@
 mod accumulator;
 mod block_store;
 mod broadcast;
+mod cleaner;
 mod cluster;
 mod conf;
 mod context;

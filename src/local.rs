@@ -2,7 +2,9 @@
 //! scheduler and the same serialised task descriptions as a cluster.
 //!
 //! Invariants: the work directory (shuffle files, spills, disk-cached blocks) is a
-//! temporary directory owned by the cluster and removed when the context drops;
+//! temporary directory owned by the cluster and removed when the context drops; the
+//! files of a shuffle the scheduler has forgotten (released by the context's cleaner)
+//! are deleted sooner, by the launcher;
 //! every launched task produces exactly one status back to the scheduler.
 
 use std::sync::Arc;
@@ -45,6 +47,13 @@ impl TaskLauncher for LocalLauncher {
     fn kill(&mut self, _executor_id: &str, task_id: u64) {
         // A running task stops at its next batch; its late status is ignored.
         self.env.killed.insert(task_id);
+    }
+
+    fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
+        // A directory listing and a few unlinks, on the scheduler thread: the
+        // scheduler has forgotten these shuffles and no live job reads them.
+        let n = ember_shuffle::remove_shuffle_files(&self.env.shuffle_dir(), shuffle_ids);
+        tracing::debug!(shuffles = ?shuffle_ids, files = n, "deleted released shuffles");
     }
 }
 

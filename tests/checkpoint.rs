@@ -176,6 +176,9 @@ fn a_local_checkpoint_keeps_blocks_and_fails_clearly_without_them() {
         .local_checkpoint()
         .unwrap();
     assert_eq!(runs.value(), 5000);
+    // The cleaner polls for dropped persisted RDDs every 250 ms: the staging node the
+    // checkpoint was written through is gone, but its blocks belong to `local` now.
+    std::thread::sleep(std::time::Duration::from_millis(700));
     let want: Vec<i64> = data.iter().map(|x| x * 2).collect();
     assert_eq!(local.collect().unwrap(), want);
     assert_eq!(local.map(|x: i64| x + 1).count().unwrap(), 5000);

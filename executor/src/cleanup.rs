@@ -1,9 +1,12 @@
 //! Deleting shuffle files from the shuffle directory: those of one ended client session
-//! (by shuffle id range), or all of them when the driver is lost.
+//! (by shuffle id range), those of shuffles a client released (by id), or all of them
+//! when the driver is lost.
 //!
-//! Invariants: a session cleanup deletes only files whose name parses as a shuffle file
-//! (`ember_shuffle::parse_file_name`, including the writers' dot-prefixed temporaries)
-//! with a shuffle id in `[id_lo, id_hi)`; nothing here fails the caller: errors are
+//! Invariants: a session cleanup or a release deletes only files whose name parses as
+//! a shuffle file (`ember_shuffle::parse_file_name`, including the writers'
+//! dot-prefixed temporaries) with a shuffle id in `[id_lo, id_hi)`, or in the released
+//! set; nothing from the wire becomes a path (ids are numbers, matched against the names
+//! found in the one shuffle directory); nothing here fails the caller: errors are
 //! logged and the rest is still deleted. These functions do blocking file I/O.
 
 use std::path::Path;
@@ -11,8 +14,7 @@ use std::path::Path;
 /// The shuffle id a file in the shuffle directory belongs to, if it is a shuffle file
 /// (`shuffle_S_M.data`, `.index`, or a temporary of either, possibly dot-prefixed).
 pub fn shuffle_id_of(name: &str) -> Option<u32> {
-    let name = name.strip_prefix('.').unwrap_or(name);
-    ember_shuffle::parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
+    ember_shuffle::shuffle_id_of_file(name)
 }
 
 /// Deletes the shuffle files of shuffles `[id_lo, id_hi)` in `dir`; returns how many.
@@ -20,6 +22,21 @@ pub fn delete_shuffle_range(dir: &Path, id_lo: u32, id_hi: u32) -> usize {
     delete_where(dir, |name| {
         shuffle_id_of(name).is_some_and(|id| id >= id_lo && id < id_hi)
     })
+}
+
+/// Deletes the files of the shuffles `shuffle_ids` in `dir` (at most
+/// `MAX_RELEASED_SHUFFLES` ids are looked at; a longer list is cut, with a warning);
+/// returns how many files.
+pub fn delete_shuffles(dir: &Path, shuffle_ids: &[u32]) -> usize {
+    let max = ember_proto::limits::MAX_RELEASED_SHUFFLES;
+    if shuffle_ids.len() > max {
+        tracing::warn!(
+            count = shuffle_ids.len(),
+            "RemoveShuffles names more than {max} shuffles; only the first {max} are removed"
+        );
+    }
+    let ids = &shuffle_ids[..shuffle_ids.len().min(max)];
+    ember_shuffle::remove_shuffle_files(dir, ids)
 }
 
 /// Deletes everything in `dir` (the shuffle directory: its output belonged to a
@@ -93,7 +110,8 @@ mod tests {
                 "unrelated.txt"
             ]
         );
-        assert_eq!(delete_all(dir.path()), 4);
+        assert_eq!(delete_shuffles(dir.path(), &[20, 1048576, 5]), 2);
+        assert_eq!(delete_all(dir.path()), 2);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert_eq!(delete_all(&dir.path().join("missing")), 0);
     }

@@ -14,7 +14,8 @@
 //! * [`binaries`]: content-addressed store of job binaries, fetched from the driver and
 //!   verified before use.
 //! * [`blocks`]: the Shuffle gRPC service serving this executor's shuffle files.
-//! * [`cleanup`]: deleting shuffle files (by session id range, or all of them).
+//! * [`cleanup`]: deleting shuffle files (by session id range, by released shuffle id,
+//!   or all of them).
 //!
 //! Invariant: the executor never runs user code in its own process and never crashes
 //! because of what a worker, the driver or a reducer sends it.

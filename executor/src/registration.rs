@@ -282,6 +282,7 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
         driver_message::Msg::Kill(_) => "KillTask",
         driver_message::Msg::Cleanup(_) => "CleanupSession",
         driver_message::Msg::Unpersist(_) => "UnpersistRdd",
+        driver_message::Msg::RemoveShuffles(_) => "RemoveShuffles",
     }
 }
 
@@ -309,6 +310,17 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
             workers.cleanup(c);
         }
         Some(driver_message::Msg::Unpersist(u)) => workers.unpersist(u),
+        Some(driver_message::Msg::RemoveShuffles(r)) => {
+            let dir = reg.config.shuffle_dir();
+            tokio::task::spawn_blocking(move || {
+                let n = cleanup::delete_shuffles(&dir, &r.shuffle_ids);
+                tracing::debug!(
+                    shuffles = r.shuffle_ids.len(),
+                    deleted = n,
+                    "removed released shuffles"
+                );
+            });
+        }
         Some(driver_message::Msg::Registered(_)) => {
             tracing::warn!("driver sent Registered again; ignored");
         }

@@ -1,6 +1,7 @@
 //! Bounds on what a worker or executor puts on the wire for one task: failure messages
 //! are cut to [`MAX_ERROR_MESSAGE_BYTES`], and a task status too large for one message
-//! becomes a failure of that task naming the sizes ([`fit_status`]).
+//! becomes a failure of that task naming the sizes ([`fit_status`]). One release of
+//! shuffles names at most [`MAX_RELEASED_SHUFFLES`] ids.
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -10,6 +11,10 @@
 use prost::Message;
 
 use crate::{task_failure, task_status, TaskFailure, TaskStatus};
+
+/// Most shuffle ids one `ReleaseShufflesRequest` or `RemoveShuffles` may carry: the
+/// client splits bigger releases, the driver refuses bigger requests.
+pub const MAX_RELEASED_SHUFFLES: usize = 1024;
 
 /// Longest failure message sent, in bytes (plus the truncation suffix).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;

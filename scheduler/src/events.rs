@@ -14,6 +14,12 @@ pub trait TaskLauncher: Send + 'static {
     fn launch(&mut self, executor_id: &str, task: TaskDescription);
     /// Asks `executor_id` to stop running `task_id` (best effort).
     fn kill(&mut self, executor_id: &str, task_id: u64);
+    /// Deletes the map output files of `shuffle_ids` on every executor (best effort,
+    /// must not block the loop). Called only for shuffles the scheduler has forgotten
+    /// and no live job reads (see [`SchedulerEvent::RemoveShuffles`]).
+    fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
+        let _ = shuffle_ids;
+    }
 }
 
 /// Input to the scheduler event loop.
@@ -38,6 +44,10 @@ pub enum SchedulerEvent {
     ExecutorLost { executor_id: String, reason: String },
     /// Forget cached blocks of an RDD (unpersist).
     Unpersist { rdd_id: u32 },
+    /// No live RDD of the client reaches these shuffles any more: forget their stages
+    /// and map outputs and have the launcher delete their files. A shuffle that a live
+    /// job still uses stays until the last such job has ended.
+    RemoveShuffles { shuffle_ids: Vec<u32> },
     /// A client session ended: forget the shuffle stages, map outputs and cached blocks
     /// of its shuffle and RDD ids in `[id_lo, id_hi)`, except stages a running job uses.
     ForgetIds { id_lo: u32, id_hi: u32 },

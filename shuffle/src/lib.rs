@@ -16,8 +16,8 @@
 //!
 //! Invariants: both files are written under temporary names and renamed into place, data
 //! first, index last, so the presence of an index file means the map output is complete.
-//! Only this crate knows these file names; callers go through [`data_path`] and
-//! [`index_path`].
+//! Only this crate knows these file names; callers go through [`data_path`],
+//! [`index_path`] and [`remove_shuffle_files`] (deleting a released shuffle's files).
 
 mod error;
 pub mod frame;
@@ -53,6 +53,49 @@ pub fn parse_file_name(name: &str) -> Option<(u32, u32)> {
     Some((shuffle_id, map_partition))
 }
 
+/// The shuffle id of a file in a shuffle directory: a shuffle file or a writer's
+/// temporary of one (possibly dot-prefixed, as `tempfile` names them); `None` for any
+/// other name.
+pub fn shuffle_id_of_file(name: &str) -> Option<u32> {
+    let name = name.strip_prefix('.').unwrap_or(name);
+    parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
+}
+
+/// Deletes from `dir` every file of the shuffles `shuffle_ids` (data, index and
+/// temporaries, found by name with [`shuffle_id_of_file`]; nothing else is touched, no
+/// subdirectory is entered); returns how many files went. Errors are logged, never
+/// returned: what can be deleted is. Blocking file I/O.
+pub fn remove_shuffle_files(dir: &Path, shuffle_ids: &[u32]) -> usize {
+    if shuffle_ids.is_empty() {
+        return 0;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return 0,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "cannot list the shuffle directory: {e}");
+            return 0;
+        }
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let hit = name
+            .to_str()
+            .and_then(shuffle_id_of_file)
+            .is_some_and(|id| shuffle_ids.contains(&id));
+        if !hit || entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %entry.path().display(), "cannot delete: {e}"),
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +117,41 @@ mod tests {
         assert_eq!(parse_file_name("shuffle_3_4.data.tmp-1"), Some((3, 4)));
         assert_eq!(parse_file_name("spill-3"), None);
         assert_eq!(parse_file_name("shuffle_x_4.data"), None);
+    }
+
+    #[test]
+    fn removing_shuffles_deletes_only_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "shuffle_3_0.data",
+            "shuffle_3_0.index",
+            "shuffle_3_1.data",
+            ".shuffle_3_2.data.abc.tmp",
+            "shuffle_30_0.data",
+            "shuffle_4_0.index",
+            "spill-3",
+            "3",
+        ];
+        for n in names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("shuffle_3_9.data")).unwrap();
+        assert_eq!(remove_shuffle_files(dir.path(), &[3, 7]), 4);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "3",
+                "shuffle_30_0.data",
+                "shuffle_3_9.data",
+                "shuffle_4_0.index",
+                "spill-3"
+            ]
+        );
+        assert_eq!(remove_shuffle_files(&dir.path().join("missing"), &[3]), 0);
     }
 }

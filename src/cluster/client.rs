@@ -6,7 +6,9 @@
 //! lifetime, whose closing tells the driver to cancel the session's jobs and delete its
 //! shuffle files. The session gives the context its id ranges, so two clients never
 //! share an RDD, shuffle or broadcast id. Each action is one `SubmitJob` call whose
-//! streamed events are turned back into the scheduler's [`JobEvent`]s.
+//! streamed events are turned back into the scheduler's [`JobEvent`]s. The context's
+//! cleaner forgets what no live RDD reaches through a [`Releaser`] (`ReleaseShuffles`,
+//! `Unpersist`; each call bounded in time, a failure only logged).
 //!
 //! Invariants: every job's event channel ends with `JobSucceeded` or `JobFailed`, even
 //! when the driver is unreachable or goes away mid-job (then the failure names the
@@ -21,8 +23,8 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::auth::{self, AddSecret, MAX_MESSAGE_BYTES};
 use ember_proto::driver_client::DriverClient;
 use ember_proto::{
-    session_event, BinaryChunk, BinaryRef, BroadcastValue, OpenSessionRequest, Plan, SessionOpened,
-    SubmitJobRequest, UnpersistRequest,
+    session_event, BinaryChunk, BinaryRef, BroadcastValue, OpenSessionRequest, Plan,
+    ReleaseShufflesRequest, SessionOpened, SubmitJobRequest, UnpersistRequest,
 };
 use ember_scheduler::{wire, JobEvent, JobFailure};
 use parking_lot::Mutex;
@@ -298,15 +300,66 @@ impl ClusterClient {
     /// an RDD. Waits for the driver's answer, so a job submitted afterwards cannot
     /// overtake it and find the blocks still there.
     pub(crate) fn unpersist(&self, rdd_id: u32) {
+        self.releaser().unpersist(rdd_id);
+    }
+
+    /// What the context's cleaner forgets shuffles and cached blocks through.
+    pub(crate) fn releaser(&self) -> Releaser {
+        Releaser {
+            driver: self.driver.clone(),
+            session_id: self.session.session_id,
+            token: self.session.session_token.clone(),
+        }
+    }
+}
+
+/// How long one cleanup call (`Unpersist`, `ReleaseShuffles`) may take.
+const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The session-scoped calls that forget things (for `unpersist` and the cleaner):
+/// blocking, bounded in time, failures logged (the session's end cleans up anyway).
+pub(crate) struct Releaser {
+    driver: Driver,
+    session_id: u64,
+    token: String,
+}
+
+impl Releaser {
+    fn request<T>(&self, msg: T) -> std::result::Result<tonic::Request<T>, tonic::Status> {
+        let mut request = tonic::Request::new(msg);
+        request.set_timeout(CLEANUP_CALL_TIMEOUT);
+        auth::with_session_token(request, &self.token)
+    }
+
+    /// Drops the cached blocks of an RDD on every executor; waits for the driver.
+    pub(crate) fn unpersist(&self, rdd_id: u32) {
         let mut driver = self.driver.clone();
-        let session_id = self.session.session_id;
-        let request = auth::with_session_token(
-            tonic::Request::new(UnpersistRequest { session_id, rdd_id }),
-            &self.session.session_token,
-        );
+        let request = self.request(UnpersistRequest {
+            session_id: self.session_id,
+            rdd_id,
+        });
         let sent = runtime::block_on(async move { driver.unpersist(request?).await });
         if let Err(s) = sent {
             warn!("unpersist of rdd {rdd_id} failed: {}", status_text(&s));
+        }
+    }
+
+    /// Tells the driver that no live RDD reaches `shuffle_ids` (at most
+    /// `MAX_RELEASED_SHUFFLES`): their map outputs and files go.
+    pub(crate) fn release_shuffles(&self, shuffle_ids: &[u32]) {
+        let mut driver = self.driver.clone();
+        let request = self.request(ReleaseShufflesRequest {
+            session_id: self.session_id,
+            shuffle_ids: shuffle_ids.to_vec(),
+        });
+        let sent = runtime::block_on(async move { driver.release_shuffles(request?).await });
+        match sent {
+            Ok(_) => debug!(count = shuffle_ids.len(), "released shuffles"),
+            Err(s) => warn!(
+                "release of {} shuffles failed: {}",
+                shuffle_ids.len(),
+                status_text(&s)
+            ),
         }
     }
 }

@@ -8,6 +8,9 @@
 //!   earlier one.
 //! - A plan lists every node reachable from its final node exactly once, parents first.
 //! - No plan is built over a node marked invalid: the action fails with its reason.
+//! - Dropping a lineage is iterative (see `Drop for LineageNode`): a chain of any
+//!   depth is freed without recursion; dropping a shuffle's last spec tells the
+//!   context's [`cleaner`](crate::cleaner) that no live RDD reaches that shuffle.
 
 pub(crate) mod op;
 
@@ -58,6 +61,31 @@ pub(crate) struct ShuffleSpec {
     pub num_reduce_partitions: u32,
     pub write_fn: i64,
     pub write_payload: Vec<u8>,
+    /// Tells the context's cleaner when the last `Arc` of this spec is dropped (by
+    /// its own `Drop`; nothing reads it).
+    pub _release: crate::cleaner::ShuffleRelease,
+}
+
+impl Drop for LineageNode {
+    /// Frees the parents this node held the last reference to without recursing, so
+    /// that dropping a lineage thousands of nodes deep cannot overflow the stack.
+    fn drop(&mut self) {
+        let mut deps = std::mem::take(&mut self.deps);
+        while let Some(dep) = deps.pop() {
+            let parent = match dep {
+                LineageDep::Narrow { parent, .. } => parent,
+                // The spec's release (and its other fields) drop here.
+                LineageDep::Shuffle(spec) => match Arc::into_inner(spec) {
+                    Some(ShuffleSpec { parent, .. }) => parent,
+                    None => continue,
+                },
+            };
+            if let Some(mut node) = Arc::into_inner(parent) {
+                deps.append(&mut node.deps);
+                // `node` drops here with no deps left: no recursion.
+            }
+        }
+    }
 }
 
 impl LineageNode {

@@ -159,7 +159,11 @@ impl<T: Data> Rdd<T> {
             partitioner: self.partitioner(),
             pinned: true,
         };
-        Ok(Rdd::from_node(self.ctx.clone(), Arc::new(node)))
+        let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
+        // Tracked by the cleaner under the id in place of `staged` (dropped below), so
+        // the blocks live exactly as long as handles on the checkpoint do.
+        rdd.persist(StorageLevel::Disk);
+        Ok(rdd)
     }
 }
 

@@ -193,12 +193,14 @@ impl<T: Data> Rdd<T> {
         write: ShuffleWriteFn,
         write_payload: Vec<u8>,
     ) -> ShuffleSpec {
+        let shuffle_id = self.ctx.next_shuffle_id();
         ShuffleSpec {
-            shuffle_id: self.ctx.next_shuffle_id(),
+            shuffle_id,
             parent: self.node.clone(),
             num_reduce_partitions: num_partitions,
             write_fn: write.to_offset(),
             write_payload,
+            _release: self.ctx.inner.cleaner.release_on_drop(shuffle_id),
         }
     }
 
@@ -246,6 +248,7 @@ impl<T: Data> Rdd<T> {
             StorageLevel::Disk => ProtoLevel::StorageDisk,
         };
         self.node.storage.store(l as i32, Ordering::Relaxed);
+        self.ctx.inner.cleaner.track_persisted(&self.node);
         self.clone()
     }
 

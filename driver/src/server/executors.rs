@@ -236,6 +236,20 @@ impl ExecutorRegistry {
         }
     }
 
+    /// Tells every executor to delete the files of shuffles the scheduler forgot (at
+    /// most `MAX_RELEASED_SHUFFLES` ids per message).
+    pub(crate) fn remove_shuffles(&self, shuffle_ids: &[u32]) {
+        let inner = self.inner.lock();
+        for chunk in shuffle_ids.chunks(ember_proto::limits::MAX_RELEASED_SHUFFLES) {
+            for e in inner.executors.values() {
+                let msg = driver_message::Msg::RemoveShuffles(ember_proto::RemoveShuffles {
+                    shuffle_ids: chunk.to_vec(),
+                });
+                let _ = e.outbound.send(Ok(DriverMessage { msg: Some(msg) }));
+            }
+        }
+    }
+
     /// Drops every registration (driver shutdown): their response streams end.
     pub(crate) fn clear(&self) {
         self.inner.lock().executors.clear();

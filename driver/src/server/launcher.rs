@@ -5,6 +5,9 @@
 //! Invariants:
 //! - Every launched task gets a status: if its executor is unknown or its channel is
 //!   gone, the launcher reports the task failed with `ExecutorLost` itself.
+//! - `RemoveShuffles` goes to every executor only when the scheduler has forgotten
+//!   those shuffles (it calls [`TaskLauncher::remove_shuffles`] once no job reads
+//!   them), so no task is ever sent map locations whose files were deleted.
 //! - A broadcast value travels to an executor once per registration (see
 //!   [`ExecutorRegistry::launch`]); a task's own `broadcasts` map is always sent empty.
 
@@ -72,6 +75,11 @@ impl TaskLauncher for GrpcLauncher {
                 reason: Some(task_failure::Reason::ExecutorLost(gone)),
             })),
         })));
+    }
+
+    fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
+        debug!(shuffles = ?shuffle_ids, "telling every executor to delete released shuffles");
+        self.executors.remove_shuffles(shuffle_ids);
     }
 
     fn kill(&mut self, executor_id: &str, task_id: u64) {

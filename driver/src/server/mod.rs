@@ -4,6 +4,7 @@
 //! Rooms: [`executors`] (registry, executor channels, heartbeat monitor), [`launcher`]
 //! (the scheduler's [`TaskLauncher`](ember_scheduler::TaskLauncher) over executor channels),
 //! `sessions` and `jobs` (client sessions, job submission and event streaming),
+//! `release` (checking the client cleaner's `ReleaseShuffles` calls),
 //! [`binaries`] (the content-addressed binary store, whose unused binaries a periodic
 //! task deletes), `service` (the tonic service
 //! that delegates to those) and [`ui`] (a plain-text status page).
@@ -36,6 +37,7 @@ pub mod binaries;
 pub mod executors;
 mod jobs;
 pub mod launcher;
+mod release;
 mod service;
 mod sessions;
 pub mod ui;

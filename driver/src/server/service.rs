@@ -1,12 +1,12 @@
 //! The tonic `Driver` service: decodes each call and delegates to the room that owns
-//! it (executors, binaries, sessions, jobs). It holds no state of its own.
+//! it (executors, binaries, sessions, jobs, releases). It holds no state of its own.
 
 use std::sync::Arc;
 
 use ember_proto::driver_server::Driver;
 use ember_proto::{
     BinaryChunk, BinaryRef, ClusterStatus, Empty, ExecutorMessage, HasBinaryResponse,
-    OpenSessionRequest, SubmitJobRequest, UnpersistRequest,
+    OpenSessionRequest, ReleaseShufflesRequest, SubmitJobRequest, UnpersistRequest,
 };
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -112,6 +112,23 @@ impl Driver for DriverService {
             .scheduler
             .send(SchedulerEvent::Unpersist { rdd_id: req.rdd_id });
         self.state.executors.unpersist(req.rdd_id);
+        Ok(Response::new(Empty {}))
+    }
+
+    async fn release_shuffles(
+        &self,
+        request: Request<ReleaseShufflesRequest>,
+    ) -> Result<Response<Empty>, Status> {
+        let token = ember_proto::auth::session_token(&request).map(str::to_string);
+        let req = request.into_inner();
+        let shuffle_ids = super::release::check_release(&self.state, &req, token.as_deref())?;
+        if !shuffle_ids.is_empty() {
+            // The scheduler forgets them once no job reads them, then its launcher has
+            // every executor delete their files (`RemoveShuffles`).
+            self.state
+                .scheduler
+                .send(SchedulerEvent::RemoveShuffles { shuffle_ids });
+        }
         Ok(Response::new(Empty {}))
     }
 

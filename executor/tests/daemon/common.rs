@@ -170,6 +170,13 @@ impl Driver for FakeDriver {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn release_shuffles(
+        &self,
+        _: Request<ReleaseShufflesRequest>,
+    ) -> Result<Response<Empty>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn status(&self, _: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
         Err(Status::unimplemented("fake"))
     }

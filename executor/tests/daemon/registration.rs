@@ -56,6 +56,9 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
         "shuffle_10_0.data",
         "shuffle_10_0.index",
         "shuffle_30_1.data",
+        "shuffle_31_0.data",
+        ".shuffle_31_1.index.x.tmp",
+        "shuffle_310_0.data",
     ] {
         std::fs::write(shuffle.join(name), b"x").unwrap();
     }
@@ -117,6 +120,19 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
     })
     .await;
     assert!(!shuffle.join("shuffle_10_0.data").exists());
+    assert!(shuffle.join("shuffle_30_1.data").exists());
+
+    // Released shuffles: exactly their files go (temporaries too), nothing else.
+    conn.send(driver_message::Msg::RemoveShuffles(RemoveShuffles {
+        shuffle_ids: vec![31, 99],
+    }))
+    .await;
+    eventually("shuffle release", || {
+        !shuffle.join("shuffle_31_0.data").exists()
+    })
+    .await;
+    assert!(!shuffle.join(".shuffle_31_1.index.x.tmp").exists());
+    assert!(shuffle.join("shuffle_310_0.data").exists());
     assert!(shuffle.join("shuffle_30_1.data").exists());
 
     // The driver restarts: the executor drops its shuffle files and registers again.

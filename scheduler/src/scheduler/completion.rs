@@ -18,6 +18,7 @@ impl Scheduler {
     pub(super) fn task_finished(&mut self, status: TaskStatus) {
         if let Some(executor_id) = self.abandoned.remove(&status.task_id) {
             self.free_slot(&executor_id);
+            self.drop_stale_output(&status);
             debug!(
                 task = status.task_id,
                 "ignoring status of an abandoned attempt"
@@ -25,6 +26,7 @@ impl Scheduler {
             return;
         }
         let Some(run) = self.running.remove(&status.task_id) else {
+            self.drop_stale_output(&status);
             debug!(
                 task = status.task_id,
                 "ignoring status of an unknown attempt"

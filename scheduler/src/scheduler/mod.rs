@@ -16,8 +16,13 @@
 //!   scheduler already gave up on) is ignored, so no partition counts twice.
 //! - A job's result for a partition is delivered once, from its first successful attempt.
 //! - Shuffle-map stages are shared by all jobs and keyed by shuffle id; their outputs
-//!   live in the [`MapOutputTracker`] until an executor holding them is lost or a
-//!   reducer reports them unreadable.
+//!   live in the [`MapOutputTracker`] until an executor holding them is lost, a
+//!   reducer reports them unreadable, or the client releases the shuffle
+//!   ([`SchedulerEvent::RemoveShuffles`]).
+//! - A released shuffle is forgotten, and its files deleted through
+//!   [`TaskLauncher::remove_shuffles`], only once no live job uses its stage; until
+//!   then it waits in `released`. Files a late attempt writes for a shuffle already
+//!   forgotten are deleted when its status arrives.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -237,6 +242,8 @@ struct Scheduler {
     abandoned: HashMap<u64, String>,
     queue: VecDeque<Pending>,
     executors: HashMap<String, Executor>,
+    /// Shuffles the client released that a live job still uses.
+    released: HashSet<u32>,
 }
 
 impl Scheduler {
@@ -256,6 +263,7 @@ impl Scheduler {
             abandoned: HashMap::new(),
             queue: VecDeque::new(),
             executors: HashMap::new(),
+            released: HashSet::new(),
         }
     }
 
@@ -279,6 +287,9 @@ impl Scheduler {
                 Some(SchedulerEvent::Shutdown) => break,
                 Some(other) => self.handle(other),
                 None => {}
+            }
+            if !self.released.is_empty() {
+                self.remove_released();
             }
             if self.config.speculation {
                 self.speculate();
@@ -330,6 +341,9 @@ impl Scheduler {
             } => self.executor_lost(&executor_id, &reason),
             SchedulerEvent::Unpersist { rdd_id } => self.cache.retain(|(r, _), _| *r != rdd_id),
             SchedulerEvent::ForgetIds { id_lo, id_hi } => self.forget_ids(id_lo, id_hi),
+            SchedulerEvent::RemoveShuffles { shuffle_ids } => {
+                self.released.extend(shuffle_ids);
+            }
             SchedulerEvent::Shutdown => {}
         }
     }
@@ -355,7 +369,54 @@ impl Scheduler {
             self.tracker.remove_shuffle(shuffle_id);
         }
         self.cache.retain(|(rdd, _), _| !in_range(*rdd));
+        self.released.retain(|id| !in_range(*id));
         debug!(lo, hi, "forgot ids of an ended session");
+    }
+
+    /// Forgets the released shuffles no live job uses (stage, map outputs) and has
+    /// the launcher delete the files of those the scheduler knew; the others stay in
+    /// `released` until their last job ends.
+    fn remove_released(&mut self) {
+        let busy: HashSet<u32> = self
+            .jobs
+            .values()
+            .flat_map(|j| j.stages.iter().copied())
+            .collect();
+        let mut known = Vec::new();
+        let shuffle_stage = &self.shuffle_stage;
+        self.released.retain(|sid| match shuffle_stage.get(sid) {
+            Some(stage) if busy.contains(stage) => true,
+            Some(_) => {
+                known.push(*sid);
+                false
+            }
+            None => false,
+        });
+        for sid in &known {
+            if let Some(stage) = self.shuffle_stage.remove(sid) {
+                self.stages.remove(&stage);
+            }
+            self.tracker.remove_shuffle(*sid);
+        }
+        if !known.is_empty() {
+            known.sort_unstable();
+            debug!(shuffles = ?known, "released shuffles forgotten");
+            self.launcher.remove_shuffles(&known);
+        }
+    }
+
+    /// A late status (of an attempt given up on) that wrote map output for a shuffle
+    /// the scheduler no longer knows: its files are deleted too.
+    fn drop_stale_output(&mut self, status: &ember_proto::TaskStatus) {
+        use ember_proto::{task_status, task_success};
+        let Some(task_status::Outcome::Success(s)) = &status.outcome else {
+            return;
+        };
+        if let Some(task_success::Output::MapStatus(m)) = &s.output {
+            if !self.shuffle_stage.contains_key(&m.shuffle_id) {
+                self.launcher.remove_shuffles(&[m.shuffle_id]);
+            }
+        }
     }
 }
 

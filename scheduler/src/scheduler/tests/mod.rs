@@ -17,8 +17,13 @@ mod empty;
 mod lifecycle;
 mod panics;
 mod recovery;
+mod release;
 
-struct FakeLauncher(Sender<(String, TaskDescription)>, Sender<u64>);
+struct FakeLauncher(
+    Sender<(String, TaskDescription)>,
+    Sender<u64>,
+    Sender<Vec<u32>>,
+);
 impl TaskLauncher for FakeLauncher {
     fn launch(&mut self, executor_id: &str, task: TaskDescription) {
         let _ = self.0.send((executor_id.to_string(), task));
@@ -26,12 +31,17 @@ impl TaskLauncher for FakeLauncher {
     fn kill(&mut self, _: &str, task_id: u64) {
         let _ = self.1.send(task_id);
     }
+    fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
+        let _ = self.2.send(shuffle_ids.to_vec());
+    }
 }
 
 struct Harness {
     sched: SchedulerHandle,
     launched: Receiver<(String, TaskDescription)>,
     killed: Receiver<u64>,
+    /// What the scheduler asked the launcher to delete, call by call.
+    removed: Receiver<Vec<u32>>,
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -40,7 +50,8 @@ impl Harness {
     fn new(executors: &[(&str, u32)], config: SchedulerConfig) -> Self {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (ktx, krx) = crossbeam_channel::unbounded();
-        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx)));
+        let (rtx, rrx) = crossbeam_channel::unbounded();
+        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx, rtx)));
         for (id, slots) in executors {
             sched.send(SchedulerEvent::ExecutorAdded {
                 executor_id: id.to_string(),
@@ -52,6 +63,7 @@ impl Harness {
             sched,
             launched: rx,
             killed: krx,
+            removed: rrx,
         }
     }
 
