@@ -17,7 +17,7 @@ mod alloc;
 mod kv;
 
 use anyhow::Context as _;
-use ember::{Broadcast, LinePosition};
+use ember::LinePosition;
 
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
@@ -43,12 +43,12 @@ fn main() -> anyhow::Result<()> {
         .map(|(k, _): (u64, i64)| (k, 1u64))
         .reduce_by_key(|a: u64, b: u64| a + b);
     let maxes = records.reduce_by_key(|a: i64, b: i64| a.max(b));
-    let min_count = ctx.broadcast(min_count);
     counts
         .join(&maxes)
-        .filter_with(
-            min_count,
-            |min: &Broadcast<u64>, (_, (count, _)): &(u64, (u64, i64))| *count >= *min.value(),
+        .filter(
+            ember::capture!(min_count => |(_, (count, _)): &(u64, (u64, i64))| {
+                *count >= min_count
+            }),
         )
         .map(|(k, (count, max)): (u64, (u64, i64))| {
             format!("{k}\t{count}\t{}", kv::format_thousandths(max))

@@ -272,6 +272,7 @@ impl Context {
         compute: ComputeFn,
         payload: Vec<u8>,
     ) -> Rdd<T> {
+        let (captures, scope_invalid) = crate::plan::node_captures();
         let node = LineageNode {
             id: self.next_rdd_id(),
             num_partitions: partitions,
@@ -280,9 +281,10 @@ impl Context {
             payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: None,
+            invalid: scope_invalid,
             partitioner: None,
             pinned: false,
+            captures,
         };
         Rdd::from_node(self.clone(), Arc::new(node))
     }

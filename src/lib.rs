@@ -28,6 +28,7 @@
 mod accumulator;
 mod block_store;
 mod broadcast;
+pub mod capture;
 mod cleaner;
 mod cluster;
 mod conf;

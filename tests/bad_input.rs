@@ -282,7 +282,8 @@ fn bad_command_lines_print_usage() {
     assert_work_dir_cleaned(&run);
     assert!(
         run.stdout.contains(
-            "usage: pagerank [--master M] [--partitions P] [--iterations N] INPUT OUTPUT"
+            "usage: pagerank [--master M] [--partitions P] [--iterations N] \
+             [--checkpoint-every K] [--checkpoint-dir D] INPUT OUTPUT"
         ),
         "{run:?}"
     );

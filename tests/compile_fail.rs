@@ -1,6 +1,9 @@
 //! A closure that captures a variable must be rejected when the job compiles, with a
-//! message that tells the user what to do. This builds a small job crate against
-//! ember with cargo (offline, same lock file) and checks the compiler's output.
+//! message that tells the user what to do, once; `ember::capture!` closures build, and
+//! their mistakes (a variable used but not named, a value that cannot be serialised, a
+//! closure handed to two operators) are caught by `cargo check` already. This builds
+//! small job crates against ember with cargo (offline, same lock file) and checks the
+//! compiler's output.
 
 use std::path::Path;
 use std::process::Command;
@@ -21,9 +24,17 @@ fn write_job(dir: &Path, body: &str) {
 }
 
 fn build(dir: &Path) -> (bool, String) {
+    cargo(dir, "build")
+}
+
+fn check(dir: &Path) -> (bool, String) {
+    cargo(dir, "check")
+}
+
+fn cargo(dir: &Path, command: &str) -> (bool, String) {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-fail-target");
     let out = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--quiet"])
+        .args([command, "--offline", "--quiet"])
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target)
         .env("CARGO_TERM_COLOR", "never")
@@ -56,6 +67,15 @@ fn capturing_closure_is_a_compile_error_and_stateless_one_builds() {
         stderr.contains("src/main.rs:4"),
         "the error should point at the user's closure:\n{stderr}"
     );
+    assert_eq!(
+        stderr.matches("error[E0080]").count(),
+        1,
+        "the error is reported once:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("ember::capture!"),
+        "it names the way out:\n{stderr}"
+    );
 
     let good = tmp.path().join("good");
     write_job(
@@ -66,4 +86,83 @@ fn capturing_closure_is_a_compile_error_and_stateless_one_builds() {
     );
     let (ok, stderr) = build(&good);
     assert!(ok, "the map_with form must compile:\n{stderr}");
+}
+
+const CAPTURE_PRELUDE: &str = "fn main() {\n    let ctx = ember::Context::local(1).unwrap();\n";
+
+#[test]
+fn capture_mistakes_are_caught_by_cargo_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    // It builds and runs when used as intended.
+    let good = tmp.path().join("good");
+    write_job(
+        &good,
+        &format!(
+            "{CAPTURE_PRELUDE}    let offset = 5;\n    let name = String::from(\"x\");\n    \
+             let r = ctx.parallelize(vec![1, 2, 3], 2)\n        \
+             .map(ember::capture!(offset, name => |x: i32| x + offset + name.len() as i32));\n    \
+             assert_eq!(r.collect().unwrap(), vec![7, 8, 9]);\n}}\n"
+        ),
+    );
+    let (ok, stderr) = build(&good);
+    assert!(ok, "a capture! closure must build:\n{stderr}");
+    // A variable used but not named: a type error at check time, at the variable.
+    let unnamed = tmp.path().join("unnamed");
+    write_job(
+        &unnamed,
+        &format!(
+            "{CAPTURE_PRELUDE}    let offset = 5;\n    let other = 7;\n    \
+             let r = ctx.parallelize(vec![1, 2, 3], 2)\n        \
+             .map(ember::capture!(offset => |x: i32| x + offset + other));\n    \
+             let _ = r.collect();\n}}\n"
+        ),
+    );
+    let (ok, stderr) = check(&unnamed);
+    assert!(!ok, "an unnamed capture must not check");
+    assert!(
+        stderr.contains("closures can only be coerced to `fn` types if they do not capture"),
+        "unexpected compiler output:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("src/main.rs:6"),
+        "points at the closure:\n{stderr}"
+    );
+    // A value that cannot be serialised.
+    let unserialisable = tmp.path().join("unserialisable");
+    write_job(
+        &unserialisable,
+        &format!(
+            "struct Opaque(u32);\n{CAPTURE_PRELUDE}    let o = Opaque(3);\n    \
+             let r = ctx.parallelize(vec![1u32, 2], 2).map(ember::capture!(o => |x: u32| x + o.0));\n    \
+             let _ = r.collect();\n}}\n"
+        ),
+    );
+    let (ok, stderr) = check(&unserialisable);
+    assert!(!ok, "a non-serialisable capture must not check");
+    assert!(
+        stderr.contains("`Opaque: serde::Serialize` is not satisfied")
+            || stderr.contains("ember::capture! cannot ship a value of type `Opaque`"),
+        "unexpected compiler output:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("src/main.rs:5"),
+        "points at the capture:\n{stderr}"
+    );
+    // One closure, two operators.
+    let reused = tmp.path().join("reused");
+    write_job(
+        &reused,
+        &format!(
+            "{CAPTURE_PRELUDE}    let k = 2;\n    let f = ember::capture!(k => |x: i32| x * k);\n    \
+             let a = ctx.parallelize(vec![1, 2], 2).map(f);\n    \
+             let b = ctx.parallelize(vec![3, 4], 2).map(f);\n    \
+             let _ = (a.collect(), b.collect());\n}}\n"
+        ),
+    );
+    let (ok, stderr) = check(&reused);
+    assert!(!ok, "a closure handed to two operators must not check");
+    assert!(
+        stderr.contains("use of moved value: `f`"),
+        "unexpected compiler output:\n{stderr}"
+    );
 }

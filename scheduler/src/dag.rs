@@ -243,6 +243,8 @@ impl PlanIndex {
                     name: n.name.clone(),
                     storage: 0,
                     pinned: false,
+                    // A reader's write side may run the operator's captured closures.
+                    captures: n.captures.clone(),
                 },
                 None => n.clone(),
             })
@@ -257,6 +259,7 @@ impl PlanIndex {
             binary_hash: plan.binary_hash.clone(),
             sample_sources: plan.sample_sources,
             shuffle_key: plan.shuffle_key.clone(),
+            result_captures: plan.result_captures.clone(),
         }
     }
 

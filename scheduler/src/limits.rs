@@ -90,6 +90,20 @@ pub fn check_plan(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded>
             "--max-plan-nodes (twice its value)",
         ));
     }
+    let captures: u64 = plan
+        .nodes
+        .iter()
+        .map(|n| n.captures.len() as u64)
+        .sum::<u64>()
+        + plan.result_captures.len() as u64;
+    if captures > 2 * max_nodes {
+        return Err(exceeded(
+            "the number of captured closures in the plan".into(),
+            captures,
+            2 * max_nodes,
+            "--max-plan-nodes (twice its value)",
+        ));
+    }
     let max_parts = limits.max_partitions_per_node;
     if let Some(n) = plan.nodes.iter().find(|n| n.num_partitions > max_parts) {
         return Err(exceeded(

@@ -40,6 +40,8 @@ pub(crate) struct LineageNode {
     pub partitioner: Option<crate::shuffle::Partitioner>,
     /// A local checkpoint: no lineage behind its cached blocks (see `rdd/checkpoint.rs`).
     pub pinned: bool,
+    /// Values of the `capture!` closures of the operator that made it.
+    pub captures: Vec<ember_proto::Capture>,
 }
 
 /// How a node reads its parent.
@@ -119,6 +121,7 @@ impl LineageNode {
             name: self.name.clone(),
             storage: self.storage.load(Ordering::Relaxed),
             pinned: self.pinned,
+            captures: self.captures.clone(),
         }
     }
 
@@ -172,5 +175,16 @@ pub(crate) fn build_plan(
         sample_sources: false,
         // Set by the driver.
         shuffle_key: String::new(),
+        result_captures: crate::capture::in_scope()
+            .map_err(crate::error::EmberError::InvalidArgument)?,
     })
+}
+
+/// The captures of the operator calls in progress on this thread, for a node made now,
+/// and why the node cannot run if they are unusable.
+pub(crate) fn node_captures() -> (Vec<ember_proto::Capture>, Option<String>) {
+    match crate::capture::in_scope() {
+        Ok(c) => (c, None),
+        Err(why) => (Vec::new(), Some(why)),
+    }
 }

@@ -57,33 +57,36 @@ pub(crate) trait OpRef: Sized + Copy {
 
 /// Produces the value of a zero-sized closure type from the type alone.
 ///
-/// The compile-time assertion is the check that closures passed to operators capture
-/// nothing: a capturing closure fails the build with this message.
+/// Closures handed to operators were checked to capture nothing by `assert_stateless`.
 #[inline(always)]
 pub(crate) fn conjure<F>() -> F {
-    const {
-        assert!(
-            std::mem::size_of::<F>() == 0,
-            "ember: a closure passed to an RDD operator must not capture variables. \
-             Pass state through the `*_with(state, f)` variant of the operator or a broadcast variable."
-        )
-    };
-    // SAFETY: `F` is zero-sized (asserted above at compile time) and, being the type of a
+    // Checked at compile time where the closure was handed over (`assert_stateless`);
+    // this runtime check (folded away) keeps the read below sound for any caller.
+    assert!(
+        std::mem::size_of::<F>() == 0,
+        "ember: conjure of a closure that captures"
+    );
+    // SAFETY: `F` is zero-sized (asserted just above) and, being the type of a
     // closure or fn item value the user handed us, inhabited. Reading a zero-sized value
     // through a dangling, well-aligned pointer reads no bytes and is valid.
     unsafe { std::ptr::NonNull::<F>::dangling().as_ptr().read() }
 }
 
 /// Compile-time check, called where the user hands a closure to an operator, so the
-/// error points at the operator call.
+/// error's note names the user's closure (`assert_stateless::<{closure@src/main.rs:..}>`);
+/// the only compile-time check, so it is reported once. Opens the closure's
+/// [`capture`](crate::capture) scope: a closure `capture!` made is zero-sized too, and
+/// the values it names travel with the nodes the operator makes while the scope lives.
 #[inline(always)]
-pub(crate) fn assert_stateless<F>(_f: &F) {
-    let _ = conjure::<F>;
+pub(crate) fn assert_stateless<F: 'static>(_f: &F) -> crate::capture::Scope {
     const {
-        assert!(
-            std::mem::size_of::<F>() == 0,
-            "ember: a closure passed to an RDD operator must not capture variables. \
-             Pass state through the `*_with(state, f)` variant of the operator or a broadcast variable."
-        )
+        if std::mem::size_of::<F>() != 0 {
+            panic!(
+                "ember: a closure passed to an RDD operator must not capture variables. \
+                 Name them in `ember::capture!(a, b => |x: T| ...)`, or pass state through \
+                 the `*_with(state, f)` variant of the operator or a broadcast variable."
+            )
+        }
     };
+    crate::capture::open_scope::<F>()
 }

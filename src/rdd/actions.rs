@@ -351,8 +351,8 @@ impl<T: Data> Rdd<T> {
 
     /// Combines all records with an associative, commutative `f`; an error for an
     /// empty RDD.
-    pub fn reduce<F: Fn(T, T) -> T + Copy + 'static>(&self, f: F) -> Result<T> {
-        assert_stateless(&f);
+    pub fn reduce<F: Fn(T, T) -> T + 'static>(&self, f: F) -> Result<T> {
+        let _capture_f = assert_stateless(&f);
         let none: Option<T> = None;
         let parts = self.run_action::<Fold<(), T, F>>(encode("reduce", &none), None, "reduce")?;
         parts
@@ -364,8 +364,8 @@ impl<T: Data> Rdd<T> {
 
     /// Folds each partition starting from `zero`, then folds the partition results
     /// starting from `zero` (as Spark does, so `zero` must be neutral for `f`).
-    pub fn fold<F: Fn(T, T) -> T + Copy + 'static>(&self, zero: T, f: F) -> Result<T> {
-        assert_stateless(&f);
+    pub fn fold<F: Fn(T, T) -> T + 'static>(&self, zero: T, f: F) -> Result<T> {
+        let _capture_f = assert_stateless(&f);
         let parts =
             self.run_action::<Fold<(), T, F>>(encode("fold", &Some(zero.clone())), None, "fold")?;
         Ok(parts.into_iter().flatten().fold(zero, f))
@@ -373,18 +373,14 @@ impl<T: Data> Rdd<T> {
 
     /// Aggregates each partition with `seq` from `zero`, then merges the partition
     /// results with `comb` from `zero`.
-    pub fn aggregate<
-        U: Data,
-        Seq: Fn(U, T) -> U + Copy + 'static,
-        Comb: Fn(U, U) -> U + Copy + 'static,
-    >(
+    pub fn aggregate<U: Data, Seq: Fn(U, T) -> U + 'static, Comb: Fn(U, U) -> U + 'static>(
         &self,
         zero: U,
         seq: Seq,
         comb: Comb,
     ) -> Result<U> {
-        assert_stateless(&seq);
-        assert_stateless(&comb);
+        let _capture_seq = assert_stateless(&seq);
+        let _capture_comb = assert_stateless(&comb);
         let parts = self.run_action::<Aggregate<T, U, Seq, Comb>>(
             encode("aggregate", &zero),
             None,
@@ -398,11 +394,7 @@ impl<T: Data> Rdd<T> {
     /// results in `depth` levels of executor tasks to spare its driver; ember's driver
     /// merges them in one level as they arrive (each is one small value), so `depth`
     /// only has to be at least 1.
-    pub fn tree_aggregate<
-        U: Data,
-        Seq: Fn(U, T) -> U + Copy + 'static,
-        Comb: Fn(U, U) -> U + Copy + 'static,
-    >(
+    pub fn tree_aggregate<U: Data, Seq: Fn(U, T) -> U + 'static, Comb: Fn(U, U) -> U + 'static>(
         &self,
         zero: U,
         seq: Seq,
@@ -419,7 +411,7 @@ impl<T: Data> Rdd<T> {
 
     /// Spark's `treeReduce`: the result of [`reduce`](Self::reduce); see
     /// [`tree_aggregate`](Self::tree_aggregate) for `depth`.
-    pub fn tree_reduce<F: Fn(T, T) -> T + Copy + 'static>(&self, f: F, depth: u32) -> Result<T> {
+    pub fn tree_reduce<F: Fn(T, T) -> T + 'static>(&self, f: F, depth: u32) -> Result<T> {
         if depth < 1 {
             return Err(EmberError::InvalidArgument(format!(
                 "tree_reduce depth must be at least 1, got {depth}"
@@ -432,18 +424,14 @@ impl<T: Data> Rdd<T> {
     }
 
     /// Runs `f` on every record, on the executors.
-    pub fn foreach<F: Fn(T) + Copy + 'static>(&self, f: F) -> Result<()> {
-        assert_stateless(&f);
+    pub fn foreach<F: Fn(T) + 'static>(&self, f: F) -> Result<()> {
+        let _capture_f = assert_stateless(&f);
         self.foreach_with((), move |_: &(), x: T| conjure::<F>()(x))
     }
 
     /// Runs `f(&state, record)` on every record, on the executors.
-    pub fn foreach_with<S: State, F: Fn(&S, T) + Copy + 'static>(
-        &self,
-        state: S,
-        f: F,
-    ) -> Result<()> {
-        assert_stateless(&f);
+    pub fn foreach_with<S: State, F: Fn(&S, T) + 'static>(&self, state: S, f: F) -> Result<()> {
+        let _capture_f = assert_stateless(&f);
         self.run_action::<Foreach<S, T, F>>(encode("foreach", &state), None, "foreach")?;
         Ok(())
     }

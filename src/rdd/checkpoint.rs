@@ -147,6 +147,7 @@ impl<T: Data> Rdd<T> {
         staged.count()?;
         // The same id (so the blocks just written are this node's), no parents.
         let lost: ComputeFn = lost_local_checkpoint;
+        let (captures, scope_invalid) = crate::plan::node_captures();
         let node = LineageNode {
             id: staged.node.id,
             num_partitions: staged.node.num_partitions,
@@ -155,9 +156,10 @@ impl<T: Data> Rdd<T> {
             payload: encode("local_checkpoint", &self.node.name),
             name: op_name("local_checkpoint", at),
             storage: AtomicI32::new(ProtoLevel::StorageDisk as i32),
-            invalid: None,
+            invalid: scope_invalid,
             partitioner: self.partitioner(),
             pinned: true,
+            captures,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         // Tracked by the cleaner under the id in place of `staged` (dropped below), so

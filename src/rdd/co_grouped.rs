@@ -71,6 +71,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     ) -> Rdd<(K, Groups<V, W>)> {
         let n = target.num_partitions() as u32;
         let compute: ComputeFn = cogroup_compute::<K, V, W>;
+        let (captures, scope_invalid) = crate::plan::node_captures();
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
             num_partitions: n,
@@ -82,9 +83,10 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             payload: Vec::new(),
             name: op_name("cogroup", at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: None,
+            invalid: scope_invalid,
             partitioner: Some(target),
             pinned: false,
+            captures,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         if n == 0 && self.node.num_partitions + other.node.num_partitions > 0 {

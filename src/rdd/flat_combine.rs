@@ -68,11 +68,11 @@ impl<T: Data> Rdd<T> {
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
         K: Key + Borrow<Q>,
         V: Data,
-        F: Fn(&T, &mut Emit<'_, Q, V>) + Copy + 'static,
-        R: Fn(V, V) -> V + Copy + 'static,
+        F: Fn(&T, &mut Emit<'_, Q, V>) + 'static,
+        R: Fn(V, V) -> V + 'static,
     {
-        assert_stateless(&f);
-        assert_stateless(&reduce);
+        let _capture_f = assert_stateless(&f);
+        let _capture_reduce = assert_stateless(&reduce);
         fn shuffle<T: Data, Q, K, G, F>(
             rdd: &Rdd<T>,
             _: std::marker::PhantomData<G>,

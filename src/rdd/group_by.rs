@@ -17,8 +17,8 @@ use crate::plan::op::assert_stateless;
 impl<T: Data> Rdd<T> {
     /// The records grouped by `f(record)`, in as many partitions as this RDD has.
     #[track_caller]
-    pub fn group_by<K: Key, F: Fn(&T) -> K + Copy + 'static>(&self, f: F) -> Rdd<(K, Vec<T>)> {
-        assert_stateless(&f);
+    pub fn group_by<K: Key, F: Fn(&T) -> K + 'static>(&self, f: F) -> Rdd<(K, Vec<T>)> {
+        let _capture_f = assert_stateless(&f);
         let at = Location::caller();
         let mut rdd = self.key_by(f).group_by_key_into(self.num_partitions());
         rename(&mut rdd, "group_by", at);
@@ -27,12 +27,12 @@ impl<T: Data> Rdd<T> {
 
     /// [`group_by`](Self::group_by) into `partitions` hash partitions.
     #[track_caller]
-    pub fn group_by_into<K: Key, F: Fn(&T) -> K + Copy + 'static>(
+    pub fn group_by_into<K: Key, F: Fn(&T) -> K + 'static>(
         &self,
         f: F,
         partitions: usize,
     ) -> Rdd<(K, Vec<T>)> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let at = Location::caller();
         let mut rdd = self.key_by(f).group_by_key_into(partitions);
         rename(&mut rdd, "group_by", at);

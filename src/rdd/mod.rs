@@ -133,6 +133,7 @@ impl<T: Data> Rdd<T> {
         compute: ComputeFn,
         payload: Vec<u8>,
     ) -> Rdd<U> {
+        let (captures, scope_invalid) = crate::plan::node_captures();
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
             num_partitions,
@@ -144,9 +145,10 @@ impl<T: Data> Rdd<T> {
             payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: None,
+            invalid: scope_invalid,
             partitioner: None,
             pinned: false,
+            captures,
         };
         Rdd::from_node(self.ctx.clone(), Arc::new(node))
     }
@@ -164,6 +166,7 @@ impl<T: Data> Rdd<T> {
         read_payload: Vec<u8>,
     ) -> Rdd<U> {
         let spec = self.shuffle_spec(num_partitions, write, write_payload);
+        let (captures, scope_invalid) = crate::plan::node_captures();
         let node = LineageNode {
             id: self.ctx.next_rdd_id(),
             num_partitions,
@@ -172,9 +175,10 @@ impl<T: Data> Rdd<T> {
             payload: read_payload,
             name: op_name(op, at),
             storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: None,
+            invalid: scope_invalid,
             partitioner: None,
             pinned: false,
+            captures,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         let parent = self.node.num_partitions;
@@ -229,6 +233,7 @@ impl<T: Data> Rdd<T> {
                     invalid: Some(reason),
                     partitioner: old.partitioner.clone(),
                     pinned: false,
+                    captures: old.captures.clone(),
                 };
                 self.node = Arc::new(node);
             }

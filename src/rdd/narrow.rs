@@ -19,19 +19,19 @@ use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 impl<T: Data> Rdd<T> {
     /// Applies `f` to every record.
     #[track_caller]
-    pub fn map<U: Data, F: Fn(T) -> U + Copy + 'static>(&self, f: F) -> Rdd<U> {
-        assert_stateless(&f);
+    pub fn map<U: Data, F: Fn(T) -> U + 'static>(&self, f: F) -> Rdd<U> {
+        let _capture_f = assert_stateless(&f);
         self.map_with((), move |_: &(), x: T| conjure::<F>()(x))
     }
 
     /// Applies `f(&state, record)` to every record; `state` is shipped with the plan.
     #[track_caller]
-    pub fn map_with<S: State, U: Data, F: Fn(&S, T) -> U + Copy + 'static>(
+    pub fn map_with<S: State, U: Data, F: Fn(&S, T) -> U + 'static>(
         &self,
         state: S,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<MapOp<S, T, U, F>>;
         self.narrow_child(
             "map",
@@ -46,19 +46,15 @@ impl<T: Data> Rdd<T> {
 
     /// Keeps the records for which `f` is true.
     #[track_caller]
-    pub fn filter<F: Fn(&T) -> bool + Copy + 'static>(&self, f: F) -> Rdd<T> {
-        assert_stateless(&f);
+    pub fn filter<F: Fn(&T) -> bool + 'static>(&self, f: F) -> Rdd<T> {
+        let _capture_f = assert_stateless(&f);
         self.filter_with((), move |_: &(), x: &T| conjure::<F>()(x))
     }
 
     /// Keeps the records for which `f(&state, record)` is true.
     #[track_caller]
-    pub fn filter_with<S: State, F: Fn(&S, &T) -> bool + Copy + 'static>(
-        &self,
-        state: S,
-        f: F,
-    ) -> Rdd<T> {
-        assert_stateless(&f);
+    pub fn filter_with<S: State, F: Fn(&S, &T) -> bool + 'static>(&self, state: S, f: F) -> Rdd<T> {
+        let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<FilterOp<S, T, F>>;
         self.narrow_child(
             "filter",
@@ -74,15 +70,11 @@ impl<T: Data> Rdd<T> {
 
     /// Maps every record to zero or more records.
     #[track_caller]
-    pub fn flat_map<
-        U: Data,
-        I: IntoIterator<Item = U> + 'static,
-        F: Fn(T) -> I + Copy + 'static,
-    >(
+    pub fn flat_map<U: Data, I: IntoIterator<Item = U> + 'static, F: Fn(T) -> I + 'static>(
         &self,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.flat_map_with((), move |_: &(), x: T| conjure::<F>()(x))
     }
 
@@ -92,13 +84,13 @@ impl<T: Data> Rdd<T> {
         S: State,
         U: Data,
         I: IntoIterator<Item = U> + 'static,
-        F: Fn(&S, T) -> I + Copy + 'static,
+        F: Fn(&S, T) -> I + 'static,
     >(
         &self,
         state: S,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<FlatMapOp<S, T, U, I, F>>;
         self.narrow_child(
             "flat_map",
@@ -116,12 +108,12 @@ impl<T: Data> Rdd<T> {
     pub fn map_partitions<
         U: Data,
         I: IntoIterator<Item = U> + 'static,
-        F: Fn(Records<T>) -> I + Copy + 'static,
+        F: Fn(Records<T>) -> I + 'static,
     >(
         &self,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.map_partitions_with_index_with((), move |_: &(), _: u32, it: Records<T>| {
             conjure::<F>()(it)
         })
@@ -132,12 +124,12 @@ impl<T: Data> Rdd<T> {
     pub fn map_partitions_with_index<
         U: Data,
         I: IntoIterator<Item = U> + 'static,
-        F: Fn(u32, Records<T>) -> I + Copy + 'static,
+        F: Fn(u32, Records<T>) -> I + 'static,
     >(
         &self,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.map_partitions_with_index_with((), move |_: &(), i: u32, it: Records<T>| {
             conjure::<F>()(i, it)
         })
@@ -149,13 +141,13 @@ impl<T: Data> Rdd<T> {
         S: State,
         U: Data,
         I: IntoIterator<Item = U> + 'static,
-        F: Fn(&S, u32, Records<T>) -> I + Copy + 'static,
+        F: Fn(&S, u32, Records<T>) -> I + 'static,
     >(
         &self,
         state: S,
         f: F,
     ) -> Rdd<U> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<MapPartitionsOp<S, T, U, I, F>>;
         self.narrow_child(
             "map_partitions",
@@ -170,8 +162,8 @@ impl<T: Data> Rdd<T> {
 
     /// Pairs every record with the key `f` computes for it.
     #[track_caller]
-    pub fn key_by<K: Data, F: Fn(&T) -> K + Copy + 'static>(&self, f: F) -> Rdd<(K, T)> {
-        assert_stateless(&f);
+    pub fn key_by<K: Data, F: Fn(&T) -> K + 'static>(&self, f: F) -> Rdd<(K, T)> {
+        let _capture_f = assert_stateless(&f);
         self.map_with((), move |_: &(), x: T| (conjure::<F>()(&x), x))
     }
 

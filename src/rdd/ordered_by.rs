@@ -53,7 +53,7 @@ fn keep_best<K: Ord, T, const DESC: bool>(v: &mut Vec<(K, T)>, n: usize) {
 }
 
 impl<T: Data> Rdd<T> {
-    fn ordered_by<K: Ord + 'static, F: Fn(&T) -> K + Copy + 'static, const DESC: bool>(
+    fn ordered_by<K: Ord + 'static, F: Fn(&T) -> K + 'static, const DESC: bool>(
         &self,
         n: usize,
         f: F,
@@ -72,32 +72,32 @@ impl<T: Data> Rdd<T> {
     /// The `n` records with the smallest keys `f(record)`, ascending by key (Spark's
     /// `takeOrdered(n)(Ordering.by(f))`); ties in partition order.
     #[track_caller]
-    pub fn take_ordered_by<K: Ord + 'static, F: Fn(&T) -> K + Copy + 'static>(
+    pub fn take_ordered_by<K: Ord + 'static, F: Fn(&T) -> K + 'static>(
         &self,
         n: usize,
         f: F,
     ) -> Result<Vec<T>> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.ordered_by::<K, F, false>(n, f, "take_ordered_by")
     }
 
     /// The `n` records with the largest keys `f(record)`, descending by key (Spark's
     /// `top(n)(Ordering.by(f))`); ties in partition order.
     #[track_caller]
-    pub fn top_by<K: Ord + 'static, F: Fn(&T) -> K + Copy + 'static>(
+    pub fn top_by<K: Ord + 'static, F: Fn(&T) -> K + 'static>(
         &self,
         n: usize,
         f: F,
     ) -> Result<Vec<T>> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.ordered_by::<K, F, true>(n, f, "top_by")
     }
 
     /// The record with the largest key `f(record)` (the first in partition order among
     /// equal ones); the empty-RDD error for none, as [`max`](Self::max).
     #[track_caller]
-    pub fn max_by<K: Ord + 'static, F: Fn(&T) -> K + Copy + 'static>(&self, f: F) -> Result<T> {
-        assert_stateless(&f);
+    pub fn max_by<K: Ord + 'static, F: Fn(&T) -> K + 'static>(&self, f: F) -> Result<T> {
+        let _capture_f = assert_stateless(&f);
         self.ordered_by::<K, F, true>(1, f, "max_by")?
             .into_iter()
             .next()
@@ -107,8 +107,8 @@ impl<T: Data> Rdd<T> {
     /// The record with the smallest key `f(record)` (the first in partition order among
     /// equal ones); the empty-RDD error for none, as [`min`](Self::min).
     #[track_caller]
-    pub fn min_by<K: Ord + 'static, F: Fn(&T) -> K + Copy + 'static>(&self, f: F) -> Result<T> {
-        assert_stateless(&f);
+    pub fn min_by<K: Ord + 'static, F: Fn(&T) -> K + 'static>(&self, f: F) -> Result<T> {
+        let _capture_f = assert_stateless(&f);
         self.ordered_by::<K, F, false>(1, f, "min_by")?
             .into_iter()
             .next()

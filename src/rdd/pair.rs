@@ -25,8 +25,8 @@ use crate::task::{ComputeFn, ShuffleWriteFn};
 impl<K: Data, V: Data> Rdd<(K, V)> {
     /// Applies `f` to each value, keeping keys (and partitioning).
     #[track_caller]
-    pub fn map_values<U: Data, F: Fn(V) -> U + Copy + 'static>(&self, f: F) -> Rdd<(K, U)> {
-        assert_stateless(&f);
+    pub fn map_values<U: Data, F: Fn(V) -> U + 'static>(&self, f: F) -> Rdd<(K, U)> {
+        let _capture_f = assert_stateless(&f);
         self.map_with((), move |_: &(), (k, v): (K, V)| (k, conjure::<F>()(v)))
             .with_partitioner(self.partitioner())
     }
@@ -36,12 +36,12 @@ impl<K: Data, V: Data> Rdd<(K, V)> {
     pub fn flat_map_values<
         U: Data,
         I: IntoIterator<Item = U> + 'static,
-        F: Fn(V) -> I + Copy + 'static,
+        F: Fn(V) -> I + 'static,
     >(
         &self,
         f: F,
     ) -> Rdd<(K, U)> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.flat_map_with((), move |_: &(), (k, v): (K, V)| {
             conjure::<F>()(v)
                 .into_iter()
@@ -124,9 +124,9 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     where
         S: State + Send + Sync,
         C: Data,
-        Fc: Fn(&S, V) -> C + Copy + 'static,
-        Fm: Fn(&S, C, V) -> C + Copy + 'static,
-        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+        Fc: Fn(&S, V) -> C + 'static,
+        Fm: Fn(&S, C, V) -> C + 'static,
+        Fmc: Fn(&S, C, C) -> C + 'static,
     {
         self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>(
             "combine_by_key",
@@ -151,13 +151,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     where
         S: State + Send + Sync,
         C: Data,
-        Fc: Fn(&S, V) -> C + Copy + 'static,
-        Fm: Fn(&S, C, V) -> C + Copy + 'static,
-        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+        Fc: Fn(&S, V) -> C + 'static,
+        Fm: Fn(&S, C, V) -> C + 'static,
+        Fmc: Fn(&S, C, C) -> C + 'static,
     {
-        assert_stateless(&create);
-        assert_stateless(&merge_value);
-        assert_stateless(&merge_combiners);
+        let _capture_create = assert_stateless(&create);
+        let _capture_merge_value = assert_stateless(&merge_value);
+        let _capture_merge_combiners = assert_stateless(&merge_combiners);
         let target = Partitioner::hash::<K>(u32::try_from(partitions).unwrap_or(u32::MAX));
         self.combine_to::<S, C, Fc, Fm, Fmc>(Location::caller(), state, target)
     }
@@ -172,13 +172,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         merge_combiners: Fmc,
     ) -> Rdd<(K, C)>
     where
-        Fc: Fn(V) -> C + Copy + 'static,
-        Fm: Fn(C, V) -> C + Copy + 'static,
-        Fmc: Fn(C, C) -> C + Copy + 'static,
+        Fc: Fn(V) -> C + 'static,
+        Fm: Fn(C, V) -> C + 'static,
+        Fmc: Fn(C, C) -> C + 'static,
     {
-        assert_stateless(&create);
-        assert_stateless(&merge_value);
-        assert_stateless(&merge_combiners);
+        let _capture_create = assert_stateless(&create);
+        let _capture_merge_value = assert_stateless(&merge_value);
+        let _capture_merge_combiners = assert_stateless(&merge_combiners);
         self.combine_typed(
             Location::caller(),
             (),
@@ -202,22 +202,22 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     where
         S: State + Send + Sync,
         C: Data,
-        Fc: Fn(&S, V) -> C + Copy + 'static,
-        Fm: Fn(&S, C, V) -> C + Copy + 'static,
-        Fmc: Fn(&S, C, C) -> C + Copy + 'static,
+        Fc: Fn(&S, V) -> C + 'static,
+        Fm: Fn(&S, C, V) -> C + 'static,
+        Fmc: Fn(&S, C, C) -> C + 'static,
     {
         self.combine_to::<S, C, Fc, Fm, Fmc>(at, state, target)
     }
 
     /// Merges the values of each key with an associative, commutative `f`.
     #[track_caller]
-    pub fn reduce_by_key<F: Fn(V, V) -> V + Copy + 'static>(&self, f: F) -> Rdd<(K, V)> {
+    pub fn reduce_by_key<F: Fn(V, V) -> V + 'static>(&self, f: F) -> Rdd<(K, V)> {
         self.reduce_by_key_to(f, self.default_target(), Location::caller())
     }
 
     /// [`reduce_by_key`](Self::reduce_by_key) into `partitions` partitions.
     #[track_caller]
-    pub fn reduce_by_key_into<F: Fn(V, V) -> V + Copy + 'static>(
+    pub fn reduce_by_key_into<F: Fn(V, V) -> V + 'static>(
         &self,
         f: F,
         partitions: usize,
@@ -226,13 +226,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         self.reduce_by_key_to(f, Partitioner::hash::<K>(n), Location::caller())
     }
 
-    fn reduce_by_key_to<F: Fn(V, V) -> V + Copy + 'static>(
+    fn reduce_by_key_to<F: Fn(V, V) -> V + 'static>(
         &self,
         f: F,
         target: Partitioner,
         at: &'static Location<'static>,
     ) -> Rdd<(K, V)> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let mut rdd =
             self.aggregate_shuffle::<PassThrough<V, F>, true>("combine_by_key", at, (), target);
         rename(&mut rdd, "reduce_by_key", at);
@@ -241,11 +241,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
 
     /// Merges the values of each key with `f`, starting from `zero` in each partition.
     #[track_caller]
-    pub fn fold_by_key<F: Fn(V, V) -> V + Copy + 'static>(&self, zero: V, f: F) -> Rdd<(K, V)>
+    pub fn fold_by_key<F: Fn(V, V) -> V + 'static>(&self, zero: V, f: F) -> Rdd<(K, V)>
     where
         V: State + Send + Sync,
     {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let at = Location::caller();
         let mut rdd = self.combine_typed(
             at,
@@ -265,11 +265,11 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     pub fn aggregate_by_key<U, Seq, Comb>(&self, zero: U, seq: Seq, comb: Comb) -> Rdd<(K, U)>
     where
         U: Data,
-        Seq: Fn(U, V) -> U + Copy + 'static,
-        Comb: Fn(U, U) -> U + Copy + 'static,
+        Seq: Fn(U, V) -> U + 'static,
+        Comb: Fn(U, U) -> U + 'static,
     {
-        assert_stateless(&seq);
-        assert_stateless(&comb);
+        let _capture_seq = assert_stateless(&seq);
+        let _capture_comb = assert_stateless(&comb);
         let at = Location::caller();
         let mut rdd = self.combine_typed(
             at,

@@ -65,19 +65,19 @@ fn merge_into<K: Key, V>(m: &mut HashMap<K, V>, k: K, v: V, f: &impl Fn(V, V) ->
 impl<T: Data> Rdd<T> {
     /// Runs `f` once per partition with that partition's records, on the executors.
     #[track_caller]
-    pub fn foreach_partition<F: Fn(Records<T>) + Copy + 'static>(&self, f: F) -> Result<()> {
-        assert_stateless(&f);
+    pub fn foreach_partition<F: Fn(Records<T>) + 'static>(&self, f: F) -> Result<()> {
+        let _capture_f = assert_stateless(&f);
         self.foreach_partition_with((), move |_: &(), it: Records<T>| conjure::<F>()(it))
     }
 
     /// Runs `f(&state, records)` once per partition, on the executors.
     #[track_caller]
-    pub fn foreach_partition_with<S: State, F: Fn(&S, Records<T>) + Copy + 'static>(
+    pub fn foreach_partition_with<S: State, F: Fn(&S, Records<T>) + 'static>(
         &self,
         state: S,
         f: F,
     ) -> Result<()> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.run_action::<ForeachPartition<S, T, F>>(
             encode("foreach_partition", &state),
             None,
@@ -92,11 +92,8 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// the driver as a map: each partition is reduced into a map on its executor and
     /// the maps are merged in the driver program (no shuffle).
     #[track_caller]
-    pub fn reduce_by_key_locally<F: Fn(V, V) -> V + Copy + 'static>(
-        &self,
-        f: F,
-    ) -> Result<HashMap<K, V>> {
-        assert_stateless(&f);
+    pub fn reduce_by_key_locally<F: Fn(V, V) -> V + 'static>(&self, f: F) -> Result<HashMap<K, V>> {
+        let _capture_f = assert_stateless(&f);
         let parts =
             self.run_action::<ReduceLocally<K, V, F>>(Vec::new(), None, "reduce_by_key_locally")?;
         let mut out = HashMap::new();

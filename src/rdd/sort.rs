@@ -194,13 +194,13 @@ fn pruned_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> R
 impl<T: Data> Rdd<T> {
     /// All records sorted by the key `f` computes, into `partitions` partitions.
     #[track_caller]
-    pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + Copy + 'static>(
+    pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + 'static>(
         &self,
         f: F,
         ascending: bool,
         partitions: usize,
     ) -> Result<Rdd<T>> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let keyed = self.map(move |x: T| (conjure::<F>()(&x), x));
         Ok(keyed.sort_by_key(ascending, partitions)?.values())
     }

@@ -29,13 +29,13 @@ impl<T: Data> Rdd<T> {
         U: Data,
         V: Data,
         I: IntoIterator<Item = V> + 'static,
-        F: Fn(Records<T>, Records<U>) -> I + Copy + 'static,
+        F: Fn(Records<T>, Records<U>) -> I + 'static,
     >(
         &self,
         other: &Rdd<U>,
         f: F,
     ) -> Rdd<V> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         self.zip_partitions_with(other, (), move |_: &(), a: Records<T>, b: Records<U>| {
             conjure::<F>()(a, b)
         })
@@ -49,14 +49,14 @@ impl<T: Data> Rdd<T> {
         U: Data,
         V: Data,
         I: IntoIterator<Item = V> + 'static,
-        F: Fn(&S, Records<T>, Records<U>) -> I + Copy + 'static,
+        F: Fn(&S, Records<T>, Records<U>) -> I + 'static,
     >(
         &self,
         other: &Rdd<U>,
         state: S,
         f: F,
     ) -> Rdd<V> {
-        assert_stateless(&f);
+        let _capture_f = assert_stateless(&f);
         let (n, m) = (self.num_partitions(), other.num_partitions());
         let compute: ComputeFn = zip_partitions_compute::<S, T, U, V, I, F>;
         let rdd = self.narrow_child(

@@ -53,6 +53,10 @@ pub(crate) struct TaskContext {
     metrics: RefCell<TaskMetrics>,
     accumulators: RefCell<TaskAccumulators>,
     cached: RefCell<Vec<CachedBlock>>,
+    /// `capture!` values of the plan, and the node being computed.
+    pub(crate) captures: super::captures::Captures,
+    /// The node reading each shuffle (a map task's write runs "in" it).
+    shuffle_readers: HashMap<u32, u32>,
 }
 
 impl TaskContext {
@@ -67,13 +71,16 @@ impl TaskContext {
             )));
         }
         let mut shuffles = HashMap::new();
+        let mut shuffle_readers = HashMap::new();
         for n in &plan.nodes {
             for d in &n.deps {
                 if let Some(dependency::Kind::Shuffle(s)) = &d.kind {
                     shuffles.insert(s.shuffle_id, s.clone());
+                    shuffle_readers.insert(s.shuffle_id, n.id);
                 }
             }
         }
+        let captures = super::captures::Captures::of(&plan)?;
         let nodes = std::mem::take(&mut plan.nodes)
             .into_iter()
             .map(|n| (n.id, n))
@@ -97,6 +104,8 @@ impl TaskContext {
             metrics: RefCell::new(TaskMetrics::default()),
             accumulators: RefCell::new(TaskAccumulators::default()),
             cached: RefCell::new(Vec::new()),
+            captures,
+            shuffle_readers,
         })
     }
 
@@ -160,7 +169,10 @@ impl TaskContext {
     ) -> Result<Batches<T>> {
         // SAFETY: `TaskContext::new` checked that the plan was built by this binary.
         let f: ComputeFn = unsafe { ComputeFn::from_offset(node.compute_fn) };
-        let erased = f(self, node, part)?;
+        let previous = self.captures.enter(node.id);
+        let erased = f(self, node, part);
+        self.captures.leave(previous);
+        let erased = erased?;
         let batches = erased.downcast::<Batches<T>>().map(|b| *b).map_err(|_| {
             EmberError::Plan(format!(
                 "node {} ({}) does not produce records of type {}",
@@ -169,6 +181,20 @@ impl TaskContext {
                 std::any::type_name::<T>()
             ))
         })?;
+        // With `capture!` closures about, each batch is pulled "in" this node.
+        let batches = if self.captures.is_empty() {
+            batches
+        } else {
+            let tc = self.clone();
+            let id = node.id;
+            let mut inner = batches;
+            Box::new(std::iter::from_fn(move || {
+                let previous = tc.captures.enter(id);
+                let next = inner.next();
+                tc.captures.leave(previous);
+                next
+            }))
+        };
         // Every pipeline starts at a source or a shuffle read: check for a kill there,
         // once per batch.
         let head = !node
@@ -180,6 +206,11 @@ impl TaskContext {
         }
         let tc = self.clone();
         Ok(Box::new(batches.map(move |b| tc.check_killed().and(b))))
+    }
+
+    /// The node that reads shuffle `shuffle_id` in this task's plan.
+    pub(crate) fn shuffle_reader(&self, shuffle_id: u32) -> Option<u32> {
+        self.shuffle_readers.get(&shuffle_id).copied()
     }
 
     /// Whether this task may read only part of its text input: a result task of a
@@ -267,4 +298,20 @@ impl Drop for CurrentTask {
     fn drop(&mut self) {
         CURRENT.with(|c| *c.borrow_mut() = None);
     }
+}
+
+/// The `capture!` values of call site `K` for the node the task on this thread is
+/// computing; `None` when no task runs on this thread.
+pub(crate) fn captured<K: 'static, B: 'static>() -> Option<std::result::Result<&'static B, String>>
+{
+    CurrentTask::with(|tc| {
+        let tc = tc?;
+        Some(tc.captures.get::<K, B>().map(|b| {
+            let b: *const B = b;
+            // SAFETY: the value lives in the task's context, which `CURRENT` keeps alive
+            // until the task ends; the reference is used only by the closure call
+            // asking for it (its result is an owned record), which returns before then.
+            unsafe { &*b }
+        }))
+    })
 }

@@ -13,12 +13,15 @@
 //!   panic message and location; it never takes the executor down.
 
 mod accumulators;
+mod captures;
 mod context;
 mod panic;
 mod read_through;
 
 pub(crate) use accumulators::TaskAccumulator;
-pub(crate) use context::{Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext};
+pub(crate) use context::{
+    captured, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext,
+};
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -127,7 +130,15 @@ fn execute(tc: &Rc<TaskContext>) -> crate::error::Result<task_success::Output> {
             // SAFETY: the binary id was checked in `TaskContext::new`.
             let write: ShuffleWriteFn =
                 unsafe { crate::plan::op::OpRef::from_offset(dep.write_fn) };
-            let status = write(tc, &dep, tc.partition)?;
+            // The write runs the reading operator's closures (its map-side combine).
+            let previous = tc
+                .shuffle_reader(sid)
+                .map(|reader| tc.captures.enter(reader));
+            let status = write(tc, &dep, tc.partition);
+            if let Some(p) = previous {
+                tc.captures.leave(p);
+            }
+            let status = status?;
             Ok(task_success::Output::MapStatus(status))
         }
         None => {
