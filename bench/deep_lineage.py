@@ -10,6 +10,7 @@ step.
     python3 bench/deep_lineage.py --out /work/bench-out/deep [--iterations 100,300,1000]
 
 Options: --master (default local[2]), --partitions (default 2), --edges (default 20000),
+--checkpoint-every K (checkpoint the ranks every K iterations; default never),
 --nodes (default 2000), --runs (default 1, the median is printed), --binary (default
 target/release/examples/pagerank next to this script's repository).
 """
@@ -41,6 +42,8 @@ def main() -> int:
     ap.add_argument("--edges", type=int, default=20000)
     ap.add_argument("--nodes", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--checkpoint-every", type=int, default=0,
+                    help="pass --checkpoint-every K to pagerank (0: never)")
     ap.add_argument("--binary", type=Path, default=repo / "target/release/examples/pagerank")
     a = ap.parse_args()
     if not a.binary.exists():
@@ -51,6 +54,7 @@ def main() -> int:
     make_graph(graph, a.edges, a.nodes)
     print(f"| iterations | seconds (median of {a.runs}) | ms per iteration |")
     print("|---|---|---|")
+    checkpoint = ["--checkpoint-every", str(a.checkpoint_every)] if a.checkpoint_every else []
     for n in [int(x) for x in a.iterations.split(",")]:
         times = []
         for r in range(a.runs):
@@ -60,7 +64,7 @@ def main() -> int:
             t0 = time.monotonic()
             p = subprocess.run(
                 [str(a.binary), "--master", a.master, "--partitions", str(a.partitions),
-                 "--iterations", str(n), str(graph), str(out)],
+                 "--iterations", str(n), *checkpoint, str(graph), str(out)],
                 env=env, capture_output=True, text=True,
             )
             dt = time.monotonic() - t0

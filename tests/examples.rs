@@ -524,3 +524,39 @@ fn wideshuffle_checks_its_counts_and_reports_each_run() {
         "{bad:?}"
     );
 }
+
+#[test]
+fn the_readme_tour_is_examples_tour_and_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme
+        .find("```rust\nuse ember::{capture")
+        .expect("the tour in README.md")
+        + 8;
+    let end = start + readme[start..].find("```\n").unwrap();
+    let tour = std::fs::read_to_string(root.join("examples/tour.rs")).unwrap();
+    assert!(
+        tour.ends_with(&readme[start..end]),
+        "examples/tour.rs differs from the README's tour"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.txt");
+    let text = "the cat which sat\nthe hat quietly\nwhich mouse mouse quietly\n";
+    std::fs::write(&input, text).unwrap();
+    let out = tmp.path().join("out");
+    let run = run_example(
+        "tour",
+        &[
+            "--master",
+            "local[2]",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert!(run.success, "{run:?}");
+    let mut got = read_output(&out);
+    got.sort();
+    assert_eq!(got, vec!["mouse\t2", "quietly\t2"]);
+    assert!(run.stdout.contains("quietly: [2]"), "{run:?}");
+}
