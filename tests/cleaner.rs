@@ -49,11 +49,7 @@ fn scan(shuffle_dir: &Path) -> OnDisk {
     let mut out = OnDisk::default();
     for e in std::fs::read_dir(shuffle_dir).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let id: Option<u32> = name
-            .trim_start_matches('.')
-            .strip_prefix("shuffle_")
-            .and_then(|r| r.split('_').next())
-            .and_then(|s| s.parse().ok());
+        let id = ember::shuffle::shuffle_id_of_file(&name);
         out.shuffles.extend(id);
         out.files += 1;
         out.bytes += e.metadata().map(|m| m.len()).unwrap_or(0);

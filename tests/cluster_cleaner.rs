@@ -24,11 +24,7 @@ fn on_disk(cluster: &Cluster, executors: usize) -> (BTreeSet<u32>, usize) {
         let dir = cluster.executor_dir(i).join("shuffle");
         for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let id: Option<u32> = name
-                .trim_start_matches('.')
-                .strip_prefix("shuffle_")
-                .and_then(|r| r.split('_').next())
-                .and_then(|s| s.parse().ok());
+            let id = ember::shuffle::shuffle_id_of_file(&name);
             ids.extend(id);
             files += 1;
         }

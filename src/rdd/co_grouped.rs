@@ -18,18 +18,16 @@ use ember_proto::{dependency, RddNode, StorageLevel as ProtoLevel};
 use serde::{Deserialize, Serialize};
 
 use super::join::Groups;
-use super::partitioning::{write_routed, Routed};
-use super::shuffle_ops::{
-    into_batches, record_spills, write_plain, HashPartitioning, WritePayload,
-};
-use super::{encode, op_name, Rdd};
+use super::partitioning::plain_write;
+use super::shuffle_ops::{into_batches, record_spills};
+use super::{op_name, Rdd};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
 use crate::plan::op::OpRef;
 use crate::plan::{LineageDep, LineageNode};
-use crate::shuffle::{read_dependency_blocks, Partitioner, PartitionerKind};
+use crate::shuffle::{read_dependency_blocks, Partitioner};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
-use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
+use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 
 /// A value from the left or the right side.
 #[derive(Clone, Serialize, Deserialize)]
@@ -48,18 +46,9 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
                 one_to_one: true,
             };
         }
-        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
-            if *target.kind() == PartitionerKind::Hash {
-                (write_plain::<K, V, HashPartitioning>, Vec::new())
-            } else {
-                (write_routed::<K, V>, encode(op, &Routed::of(target)))
-            };
-        let payload = WritePayload {
-            partitioner,
-            state: Vec::new(),
-        };
+        let (write, payload) = plain_write::<K, V>(op, target);
         let n = target.num_partitions() as u32;
-        LineageDep::Shuffle(Arc::new(self.shuffle_spec(n, write, encode(op, &payload))))
+        LineageDep::Shuffle(Arc::new(self.shuffle_spec(n, write, payload)))
     }
 
     /// For each key of either RDD, its values on each side, partitioned by `target`.

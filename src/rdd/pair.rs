@@ -114,11 +114,13 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         default_partitioner::<K>(&self.ctx, &[&self.node])
     }
 
-    /// [`combine_by_key_with`](Self::combine_by_key_with) into `target`.
+    /// [`combine_by_key_with`](Self::combine_by_key_with) into `target` (the closures
+    /// are zero-sized: only their types are used).
     fn combine_to<S, C, Fc, Fm, Fmc>(
         &self,
         at: &'static Location<'static>,
         state: S,
+        fns: (Fc, Fm, Fmc),
         target: Partitioner,
     ) -> Rdd<(K, C)>
     where
@@ -128,6 +130,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         Fm: Fn(&S, C, V) -> C + 'static,
         Fmc: Fn(&S, C, C) -> C + 'static,
     {
+        drop(fns);
         self.aggregate_shuffle::<FnAgg<S, V, C, Fc, Fm, Fmc>, true>(
             "combine_by_key",
             at,
@@ -159,7 +162,8 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         let _capture_merge_value = assert_stateless(&merge_value);
         let _capture_merge_combiners = assert_stateless(&merge_combiners);
         let target = Partitioner::hash::<K>(u32::try_from(partitions).unwrap_or(u32::MAX));
-        self.combine_to::<S, C, Fc, Fm, Fmc>(Location::caller(), state, target)
+        let fns = (create, merge_value, merge_combiners);
+        self.combine_to(Location::caller(), state, fns, target)
     }
 
     /// Per key: `create(v)` for the first value, `merge_value(c, v)` for the others,
@@ -179,34 +183,16 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         let _capture_create = assert_stateless(&create);
         let _capture_merge_value = assert_stateless(&merge_value);
         let _capture_merge_combiners = assert_stateless(&merge_combiners);
-        self.combine_typed(
+        self.combine_to(
             Location::caller(),
             (),
-            move |_: &(), v: V| conjure::<Fc>()(v),
-            move |_: &(), c: C, v: V| conjure::<Fm>()(c, v),
-            move |_: &(), a: C, b: C| conjure::<Fmc>()(a, b),
+            (
+                move |_: &(), v: V| conjure::<Fc>()(v),
+                move |_: &(), c: C, v: V| conjure::<Fm>()(c, v),
+                move |_: &(), a: C, b: C| conjure::<Fmc>()(a, b),
+            ),
             self.default_target(),
         )
-    }
-
-    /// [`combine_to`](Self::combine_to) with the closure types inferred from values.
-    fn combine_typed<S, C, Fc, Fm, Fmc>(
-        &self,
-        at: &'static Location<'static>,
-        state: S,
-        _create: Fc,
-        _merge_value: Fm,
-        _merge_combiners: Fmc,
-        target: Partitioner,
-    ) -> Rdd<(K, C)>
-    where
-        S: State + Send + Sync,
-        C: Data,
-        Fc: Fn(&S, V) -> C + 'static,
-        Fm: Fn(&S, C, V) -> C + 'static,
-        Fmc: Fn(&S, C, C) -> C + 'static,
-    {
-        self.combine_to::<S, C, Fc, Fm, Fmc>(at, state, target)
     }
 
     /// Merges the values of each key with an associative, commutative `f`.
@@ -247,12 +233,14 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     {
         let _capture_f = assert_stateless(&f);
         let at = Location::caller();
-        let mut rdd = self.combine_typed(
+        let mut rdd = self.combine_to(
             at,
             zero,
-            move |z: &V, v: V| conjure::<F>()(z.clone(), v),
-            move |_: &V, a: V, b: V| conjure::<F>()(a, b),
-            move |_: &V, a: V, b: V| conjure::<F>()(a, b),
+            (
+                move |z: &V, v: V| conjure::<F>()(z.clone(), v),
+                move |_: &V, a: V, b: V| conjure::<F>()(a, b),
+                move |_: &V, a: V, b: V| conjure::<F>()(a, b),
+            ),
             self.default_target(),
         );
         rename(&mut rdd, "fold_by_key", at);
@@ -271,12 +259,14 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         let _capture_seq = assert_stateless(&seq);
         let _capture_comb = assert_stateless(&comb);
         let at = Location::caller();
-        let mut rdd = self.combine_typed(
+        let mut rdd = self.combine_to(
             at,
             zero,
-            move |z: &U, v: V| conjure::<Seq>()(z.clone(), v),
-            move |_: &U, a: U, v: V| conjure::<Seq>()(a, v),
-            move |_: &U, a: U, b: U| conjure::<Comb>()(a, b),
+            (
+                move |z: &U, v: V| conjure::<Seq>()(z.clone(), v),
+                move |_: &U, a: U, v: V| conjure::<Seq>()(a, v),
+                move |_: &U, a: U, b: U| conjure::<Comb>()(a, b),
+            ),
             self.default_target(),
         );
         rename(&mut rdd, "aggregate_by_key", at);

@@ -21,7 +21,7 @@ use ember_proto::{MapStatus, RddNode, ShuffleDependency};
 use serde::{Deserialize, Serialize};
 
 use super::shuffle_ops::{
-    into_batches, read_plain, record_spills, Adapter, AggFns, MapSide, WritePayload,
+    aggregated, read_plain, Adapter, AggFns, HashPartitioning, MapSide, WritePayload,
 };
 use super::{decode, encode, Rdd};
 use crate::context::Context;
@@ -127,6 +127,29 @@ pub(crate) fn write_routed<K: Data, V: Data>(
     out.finish(tc, dep, map)
 }
 
+/// The map side of a shuffle that moves `(K, V)` records as they are to the partitions
+/// `p` names, and its payload: the static hash path for hash partitioning, the routed
+/// one for any other.
+pub(crate) fn plain_write<K: Data + std::hash::Hash, V: Data>(
+    op: &str,
+    p: &Partitioner,
+) -> (ShuffleWriteFn, Vec<u8>) {
+    let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
+        if *p.kind() == crate::shuffle::PartitionerKind::Hash {
+            (
+                super::shuffle_ops::write_plain::<K, V, HashPartitioning>,
+                Vec::new(),
+            )
+        } else {
+            (write_routed::<K, V>, encode(op, &Routed::of(p)))
+        };
+    let payload = WritePayload {
+        partitioner,
+        state: Vec::new(),
+    };
+    (write, encode(op, &payload))
+}
+
 impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Redistributes the records by a user partitioner (Spark's
     /// `partitionBy(partitioner)`); this RDD itself if it is partitioned so already.
@@ -163,21 +186,9 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         p: &Partitioner,
     ) -> Rdd<(K, V)> {
         let n = p.num_partitions() as u32;
-        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
-            if *p.kind() == crate::shuffle::PartitionerKind::Hash {
-                (
-                    super::shuffle_ops::write_plain::<K, V, super::shuffle_ops::HashPartitioning>,
-                    Vec::new(),
-                )
-            } else {
-                (write_routed::<K, V>, encode(op, &Routed::of(p)))
-            };
+        let (write, payload) = plain_write::<K, V>(op, p);
         let read: ComputeFn = read_plain::<K, V>;
-        let payload = WritePayload {
-            partitioner,
-            state: Vec::new(),
-        };
-        self.shuffle_child(op, at, n, write, encode(op, &payload), read, Vec::new())
+        self.shuffle_child(op, at, n, write, payload, read, Vec::new())
             .with_partitioner(Some(p.clone()))
     }
 
@@ -243,12 +254,7 @@ pub(crate) fn combine_in_partition<K: Key, G: AggFns>(
             agg.insert(k, v)?;
         }
     }
-    record_spills(tc, agg.metrics());
-    let out: Batches<(K, G::C)> = into_batches(
-        agg.into_iter()?
-            .map(|r| r.map(|(k, c)| (k, c.expect("combiner present")))),
-    );
-    Ok(Box::new(out))
+    aggregated(tc, agg)
 }
 
 impl<T: Data> Rdd<T> {

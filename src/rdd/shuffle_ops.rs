@@ -374,6 +374,14 @@ pub(crate) fn read_combined<K: Key, G: AggFns, const MAP_SIDE: bool>(
             agg.insert(k, v)?;
         }
     }
+    aggregated(tc, agg)
+}
+
+/// The records of a finished aggregation, as a compute function returns them.
+pub(crate) fn aggregated<K: Key, G: AggFns>(
+    tc: &Rc<TaskContext>,
+    agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>>,
+) -> Result<Erased> {
     record_spills(tc, agg.metrics());
     let out: Batches<(K, G::C)> = into_batches(
         agg.into_iter()?

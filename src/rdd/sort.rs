@@ -18,8 +18,8 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::ops::Records;
-use super::partitioning::{write_routed, Routed};
-use super::shuffle_ops::{read_sorted, write_plain, HashPartitioning, WritePayload};
+use super::partitioning::plain_write;
+use super::shuffle_ops::{read_sorted, write_plain, WritePayload};
 use super::{decode, encode, Rdd};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
@@ -155,23 +155,14 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
 
     fn shuffle_sorted(&self, at: &'static Location<'static>, p: &Partitioner) -> Rdd<(K, V)> {
         let op = "repartition_and_sort_within_partitions";
-        let (write, partitioner): (ShuffleWriteFn, Vec<u8>) = if *p.kind() == PartitionerKind::Hash
-        {
-            (write_plain::<K, V, HashPartitioning>, Vec::new())
-        } else {
-            (write_routed::<K, V>, encode(op, &Routed::of(p)))
-        };
-        let payload = WritePayload {
-            partitioner,
-            state: Vec::new(),
-        };
+        let (write, payload) = plain_write::<K, V>(op, p);
         let read: ComputeFn = read_sorted::<K, V, false>;
         self.shuffle_child(
             op,
             at,
             p.num_partitions() as u32,
             write,
-            encode(op, &payload),
+            payload,
             read,
             Vec::new(),
         )
