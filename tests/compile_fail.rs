@@ -8,13 +8,20 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Writes a job crate into `dir`. Each gets its own package name: the jobs share one
+/// target dir, and cargo would take a job of the same name and version for one it has
+/// already built (its fingerprint does not tell two crate roots apart).
 fn write_job(dir: &Path, body: &str) {
+    use std::hash::{Hash, Hasher};
     std::fs::create_dir_all(dir.join("src")).unwrap();
     let ember = env!("CARGO_MANIFEST_DIR");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    dir.hash(&mut h);
+    let name = format!("capture_job_{:016x}", h.finish());
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
-            "[package]\nname = \"capture_job\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+            "[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
              [dependencies]\nember = {{ path = {ember:?} }}\n\n[workspace]\n"
         ),
     )
