@@ -15,6 +15,7 @@
 pub mod dag;
 pub mod events;
 pub mod limits;
+pub mod listener;
 pub mod map_output;
 pub mod scheduler;
 pub mod wire;
@@ -24,4 +25,5 @@ mod test_plans;
 
 pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
 pub use limits::PlanLimits;
+pub use listener::{ListenerEvent, StageDesc};
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 use super::{Pending, Scheduler, StageKind, StageState, TaskRun};
 use crate::events::{JobEvent, JobFailure};
+use crate::listener::{now_ms, ListenerEvent};
 use ember_proto::FetchFailure;
 
 impl Scheduler {
@@ -63,7 +64,19 @@ impl Scheduler {
         run: &TaskRun,
         metrics: TaskMetrics,
         success: Option<&TaskSuccess>,
+        failure: Option<&TaskFailure>,
     ) {
+        self.listeners.emit(|| ListenerEvent::TaskEnded {
+            task_id: run.task_id,
+            stage_id: run.stage_id,
+            partition: run.partition,
+            attempt: run.attempt,
+            executor_id: run.executor_id.clone(),
+            metrics,
+            succeeded: success.is_some(),
+            failure: failure.map(failure_text),
+            time_ms: now_ms(),
+        });
         let mut job_ids: Vec<u64> = self
             .jobs
             .values()
@@ -145,7 +158,7 @@ impl Scheduler {
                 holders.push(run.executor_id.clone());
             }
         }
-        self.report_task_end(&run, metrics, Some(&success));
+        self.report_task_end(&run, metrics, Some(&success), None);
         self.kill_other_copies(&run);
         match (kind, success.output) {
             (StageKind::ShuffleMap(sid), Some(task_success::Output::MapStatus(ms))) => {
@@ -256,6 +269,16 @@ impl Scheduler {
         };
         let _ = job.events.send(JobEvent::StageCompleted { stage_id });
         let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+        self.listeners.emit(|| ListenerEvent::StageCompleted {
+            stage_id,
+            time_ms: now_ms(),
+        });
+        self.listeners.emit(|| ListenerEvent::JobEnded {
+            job_id,
+            succeeded: true,
+            failure: None,
+            time_ms: now_ms(),
+        });
         debug!(job = job_id, "job succeeded");
         self.finish_job(job_id);
     }
@@ -282,6 +305,10 @@ impl Scheduler {
             shuffle = shuffle_id,
             "shuffle-map stage finished"
         );
+        self.listeners.emit(|| ListenerEvent::StageCompleted {
+            stage_id,
+            time_ms: now_ms(),
+        });
         for jid in self.jobs_using(stage_id) {
             // A job may end while an earlier one's waiting stages are submitted.
             let Some(job) = self.jobs.get_mut(&jid) else {
@@ -331,7 +358,7 @@ impl Scheduler {
         if !self.stages.contains_key(&run.stage_id) {
             return;
         }
-        self.report_task_end(&run, metrics, None);
+        self.report_task_end(&run, metrics, None, Some(&failure));
         match failure.reason {
             Some(task_failure::Reason::FetchFailed(ff)) => self.fetch_failed(run, ff),
             Some(task_failure::Reason::Killed(_)) => {}
@@ -540,6 +567,11 @@ impl Scheduler {
             return;
         }
         warn!(executor = %executor_id, "executor lost: {reason}");
+        self.listeners.emit(|| ListenerEvent::ExecutorLost {
+            executor_id: executor_id.to_string(),
+            reason: reason.to_string(),
+            time_ms: now_ms(),
+        });
         let lost: Vec<u64> = self
             .running
             .iter()
@@ -577,6 +609,31 @@ impl Scheduler {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
+        self.listeners.emit(|| {
+            let (stage, reason) = crate::listener::describe_failure(&failure);
+            if let Some(stage_id) = stage {
+                // A stage (or a task of it) gave up: its stage failed with the job.
+                return ListenerEvent::StageFailed {
+                    stage_id,
+                    reason,
+                    time_ms: now_ms(),
+                };
+            }
+            ListenerEvent::JobEnded {
+                job_id,
+                succeeded: false,
+                failure: Some(reason),
+                time_ms: now_ms(),
+            }
+        });
+        if let (Some(_), reason) = crate::listener::describe_failure(&failure) {
+            self.listeners.emit(|| ListenerEvent::JobEnded {
+                job_id,
+                succeeded: false,
+                failure: Some(reason),
+                time_ms: now_ms(),
+            });
+        }
         let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
         self.finish_job(job_id);
     }
@@ -606,5 +663,20 @@ impl Scheduler {
             }
         }
         self.stages.remove(&job.result_stage);
+    }
+}
+
+/// A failed attempt's reason as the listeners show it (bounded: the executor already cut
+/// long messages).
+fn failure_text(f: &TaskFailure) -> String {
+    match &f.reason {
+        Some(task_failure::Reason::FetchFailed(ff)) => format!(
+            "fetch failed: shuffle {} map {} on executor {}: {}",
+            ff.shuffle_id, ff.map_partition, ff.executor_id, ff.message
+        ),
+        Some(task_failure::Reason::Killed(m)) => format!("killed: {m}"),
+        Some(task_failure::Reason::ExecutorLost(m)) => format!("executor lost: {m}"),
+        Some(task_failure::Reason::UserError(m)) => m.clone(),
+        None => "no reason given".to_string(),
     }
 }

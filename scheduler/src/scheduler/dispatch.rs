@@ -7,6 +7,7 @@ use ember_proto::{ShuffleInput, TaskDescription};
 
 use super::{Pending, Scheduler, StageKind, TaskRun};
 use crate::events::JobEvent;
+use crate::listener::{now_ms, ListenerEvent};
 
 impl Scheduler {
     /// Launches queued tasks on free slots.
@@ -123,6 +124,7 @@ impl Scheduler {
         self.running.insert(
             task_id,
             TaskRun {
+                task_id,
                 stage_id: st.id,
                 stage_attempt: p.stage_attempt,
                 partition: p.partition,
@@ -132,6 +134,16 @@ impl Scheduler {
                 started: std::time::Instant::now(),
             },
         );
+        self.listeners.emit(|| ListenerEvent::TaskStarted {
+            task_id,
+            stage_id: st.id,
+            stage_attempt: p.stage_attempt,
+            partition: p.partition,
+            attempt: p.attempt,
+            executor_id: executor_id.to_string(),
+            speculative: p.speculative,
+            time_ms: now_ms(),
+        });
         for job in self.jobs.values() {
             if job.stages.contains(&st.id) {
                 let _ = job.events.send(JobEvent::TaskStarted {

@@ -35,6 +35,7 @@ use tracing::{debug, error};
 
 use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
 use crate::limits::PlanLimits;
+use crate::listener::{now_ms, ListenerEvent, Listeners};
 use crate::map_output::MapOutputTracker;
 use stage::{Stage, StageKind, StageState};
 
@@ -100,6 +101,7 @@ pub const TEST_PANIC_ENV: &str = "EMBER_DRIVER_TEST_PANIC";
 #[derive(Clone)]
 pub struct SchedulerHandle {
     tx: Sender<SchedulerEvent>,
+    listeners: Listeners,
     /// Set (to the reason) once the scheduler thread has panicked.
     failed: Arc<OnceLock<String>>,
 }
@@ -121,10 +123,12 @@ impl SchedulerHandle {
         let (tx, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(OnceLock::new());
         let failed_in_thread = failed.clone();
+        let listeners = Listeners::default();
+        let listeners_in_thread = listeners.clone();
         std::thread::Builder::new()
             .name("ember-scheduler".into())
             .spawn(move || {
-                let mut scheduler = Scheduler::new(config, launcher);
+                let mut scheduler = Scheduler::new(config, launcher, listeners_in_thread);
                 let outcome = catch_unwind(AssertUnwindSafe(|| scheduler.run(&rx)));
                 let Err(payload) = outcome else {
                     return;
@@ -145,7 +149,16 @@ impl SchedulerHandle {
                 on_panic(reason);
             })
             .expect("spawn scheduler thread");
-        SchedulerHandle { tx, failed }
+        SchedulerHandle {
+            tx,
+            listeners,
+            failed,
+        }
+    }
+
+    /// Every [`ListenerEvent`] from now on (for the UI, the event log, metrics).
+    pub fn listen(&self) -> Receiver<ListenerEvent> {
+        self.listeners.subscribe()
     }
 
     /// Why the scheduler thread stopped, if it panicked.
@@ -196,6 +209,7 @@ struct Job {
 }
 
 struct TaskRun {
+    task_id: u64,
     stage_id: u32,
     stage_attempt: u32,
     partition: u32,
@@ -244,11 +258,13 @@ struct Scheduler {
     executors: HashMap<String, Executor>,
     /// Shuffles the client released that a live job still uses.
     released: HashSet<u32>,
+    listeners: Listeners,
 }
 
 impl Scheduler {
-    fn new(config: SchedulerConfig, launcher: Box<dyn TaskLauncher>) -> Self {
+    fn new(config: SchedulerConfig, launcher: Box<dyn TaskLauncher>, listeners: Listeners) -> Self {
         Scheduler {
+            listeners,
             config,
             launcher,
             next_job: 0,
@@ -306,6 +322,12 @@ impl Scheduler {
                 job_id,
                 failure: JobFailure::Cancelled(reason.to_string()),
             });
+            self.listeners.emit(|| ListenerEvent::JobEnded {
+                job_id,
+                succeeded: false,
+                failure: Some(reason.to_string()),
+                time_ms: now_ms(),
+            });
         }
     }
 
@@ -326,6 +348,11 @@ impl Scheduler {
                 shuffle_address,
             } => {
                 debug!(executor = %executor_id, slots, "executor added");
+                self.listeners.emit(|| ListenerEvent::ExecutorAdded {
+                    executor_id: executor_id.clone(),
+                    slots,
+                    time_ms: now_ms(),
+                });
                 self.executors.insert(
                     executor_id,
                     Executor {

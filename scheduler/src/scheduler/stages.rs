@@ -17,6 +17,7 @@ use super::{Job, Pending, Scheduler, Stage, StageKind, StageState};
 use crate::dag::PlanIndex;
 use crate::events::{JobEvent, JobFailure, StageInfo};
 use crate::limits::check_plan;
+use crate::listener::{now_ms, ListenerEvent, StageDesc};
 
 impl Scheduler {
     pub(super) fn fully_cached(&self, rdd_id: u32, num_partitions: u32) -> bool {
@@ -99,6 +100,17 @@ impl Scheduler {
         let num_stages =
             1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
         let _ = job.events.send(JobEvent::Started { job_id, num_stages });
+        self.listeners.emit(|| {
+            let mut ids: Vec<u32> = job.stages.iter().copied().collect();
+            ids.sort_unstable();
+            ids.push(result_stage);
+            ListenerEvent::JobSubmitted {
+                job_id,
+                description: plan.description.clone(),
+                stages: ids.iter().filter_map(|s| self.stage_desc(*s)).collect(),
+                time_ms: now_ms(),
+            }
+        });
         debug!(
             job = job_id,
             stages = num_stages,
@@ -109,6 +121,12 @@ impl Scheduler {
             // A result stage of no partitions (an RDD over an empty input): nothing to
             // run, not even its parents.
             let _ = job.events.send(JobEvent::JobSucceeded { job_id });
+            self.listeners.emit(|| ListenerEvent::JobEnded {
+                job_id,
+                succeeded: true,
+                failure: None,
+                time_ms: now_ms(),
+            });
             self.stages.remove(&result_stage);
             return;
         }
@@ -125,6 +143,10 @@ impl Scheduler {
             job.reported_skipped.insert(s);
             if let Some(st) = self.stages.get(&s) {
                 let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
+                self.listeners.emit(|| ListenerEvent::StageSkipped {
+                    job_id,
+                    stage_id: s,
+                });
             }
         }
         self.jobs.insert(job_id, job);
@@ -324,6 +346,8 @@ impl Scheduler {
         if available {
             if job.reported_skipped.insert(stage_id) {
                 let _ = job.events.send(JobEvent::StageSkipped(stage_info(st, 0)));
+                self.listeners
+                    .emit(|| ListenerEvent::StageSkipped { job_id, stage_id });
             }
             return Vec::new();
         }
@@ -424,6 +448,12 @@ impl Scheduler {
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.waiting.remove(&stage_id);
             let _ = job.events.send(JobEvent::StageSubmitted(info.clone()));
+            self.listeners.emit(|| ListenerEvent::StageSubmitted {
+                stage_id,
+                attempt,
+                tasks: info.tasks_to_run,
+                time_ms: now_ms(),
+            });
         }
         // Other jobs waiting on the same shuffle stage see it submitted too.
         for (jid, other) in &mut self.jobs {
@@ -438,6 +468,29 @@ impl Scheduler {
                 StageKind::Result(job_id) => self.result_stage_finished(job_id, stage_id),
             }
         }
+    }
+}
+
+impl Scheduler {
+    /// A stage as the listeners' DAG shows it.
+    fn stage_desc(&self, stage_id: u32) -> Option<StageDesc> {
+        let st = self.stages.get(&stage_id)?;
+        let mut parents: Vec<u32> = st
+            .reads
+            .iter()
+            .filter_map(|sid| self.shuffle_stage.get(sid).copied())
+            .collect();
+        parents.sort_unstable();
+        Some(StageDesc {
+            stage_id,
+            name: st.name.clone(),
+            num_tasks: st.num_partitions,
+            parents,
+            shuffle_id: match st.kind {
+                StageKind::ShuffleMap(sid) => Some(sid),
+                StageKind::Result(_) => None,
+            },
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHand
 mod descriptions;
 mod empty;
 mod lifecycle;
+mod listener;
 mod panics;
 mod recovery;
 mod release;

@@ -1,0 +1,158 @@
+//! The scheduler's listener bus: what it tells observers (the web UI's status store, the
+//! event log, metrics) about every job, stage, task and executor, as Spark's
+//! `SparkListener` events.
+//!
+//! Invariants: events are sent from the scheduler thread in the order things happened,
+//! each stamped with the wall-clock time it happened; a listener that stops receiving is
+//! dropped, never blocks the scheduler (channels are unbounded) and never changes what
+//! the scheduler does. Results of tasks are not included (they can be large).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender};
+use ember_proto::TaskMetrics;
+
+/// A stage as a job's DAG lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageDesc {
+    pub stage_id: u32,
+    pub name: String,
+    pub num_tasks: u32,
+    /// The stages whose shuffle output it reads.
+    pub parents: Vec<u32>,
+    /// The shuffle it writes; `None` for the job's result stage.
+    pub shuffle_id: Option<u32>,
+}
+
+/// One thing that happened in the scheduler.
+#[derive(Debug, Clone)]
+pub enum ListenerEvent {
+    /// A job was accepted: its action and call site, and its stages (result stage last).
+    JobSubmitted {
+        job_id: u64,
+        description: String,
+        stages: Vec<StageDesc>,
+        time_ms: u64,
+    },
+    /// A stage of this job already had its output (an earlier job wrote it).
+    StageSkipped { job_id: u64, stage_id: u32 },
+    /// An attempt of a stage started with `tasks` tasks (its missing partitions).
+    StageSubmitted {
+        stage_id: u32,
+        attempt: u32,
+        tasks: u32,
+        time_ms: u64,
+    },
+    /// Every partition of the stage is done.
+    StageCompleted { stage_id: u32, time_ms: u64 },
+    /// A stage gave up (its attempts ran out).
+    StageFailed {
+        stage_id: u32,
+        reason: String,
+        time_ms: u64,
+    },
+    TaskStarted {
+        task_id: u64,
+        stage_id: u32,
+        stage_attempt: u32,
+        partition: u32,
+        attempt: u32,
+        executor_id: String,
+        speculative: bool,
+        time_ms: u64,
+    },
+    TaskEnded {
+        task_id: u64,
+        stage_id: u32,
+        partition: u32,
+        attempt: u32,
+        executor_id: String,
+        metrics: TaskMetrics,
+        succeeded: bool,
+        /// Why the attempt failed (bounded text).
+        failure: Option<String>,
+        time_ms: u64,
+    },
+    JobEnded {
+        job_id: u64,
+        succeeded: bool,
+        failure: Option<String>,
+        time_ms: u64,
+    },
+    ExecutorAdded {
+        executor_id: String,
+        slots: u32,
+        time_ms: u64,
+    },
+    ExecutorLost {
+        executor_id: String,
+        reason: String,
+        time_ms: u64,
+    },
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The senders of every listener; shared by the scheduler and its handle.
+#[derive(Clone, Default)]
+pub(crate) struct Listeners(Arc<Mutex<Vec<Sender<ListenerEvent>>>>);
+
+impl Listeners {
+    /// A new listener, receiving every event from now on.
+    pub(crate) fn subscribe(&self) -> Receiver<ListenerEvent> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.lock().push(tx);
+        rx
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Sender<ListenerEvent>>> {
+        // A panic while holding it cannot leave the list half-changed.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `event` to every listener, dropping those that went away.
+    pub(crate) fn emit(&self, event: impl FnOnce() -> ListenerEvent) {
+        let mut listeners = self.lock();
+        if listeners.is_empty() {
+            return;
+        }
+        let event = event();
+        listeners.retain(|l| l.send(event.clone()).is_ok());
+    }
+}
+
+/// The stage a job failure names (if any) and the failure as text.
+pub(crate) fn describe_failure(f: &crate::events::JobFailure) -> (Option<u32>, String) {
+    use crate::events::JobFailure as F;
+    match f {
+        F::TaskFailed {
+            stage_id,
+            stage_name,
+            partition,
+            executor_id,
+            message,
+        } => (
+            Some(*stage_id),
+            format!(
+                "task {partition} of stage {stage_id} ({stage_name}) failed on executor \
+                 {executor_id}: {message}"
+            ),
+        ),
+        F::StageFailed {
+            stage_id,
+            stage_name,
+            message,
+        } => (
+            Some(*stage_id),
+            format!("stage {stage_id} ({stage_name}) failed: {message}"),
+        ),
+        F::Cancelled(why) => (None, format!("cancelled: {why}")),
+        F::InvalidPlan(why) => (None, format!("invalid plan: {why}")),
+    }
+}
