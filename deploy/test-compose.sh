@@ -80,8 +80,9 @@ healthy_count() {
   done
   echo "$n"
 }
-status_page() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" "http://127.0.0.1:$ui_port/"; }
-registered() { status_page | sed -n 's/^executors: \([0-9]*\) .*/\1/p'; }
+# The executors the driver's web UI lists as active (its REST API, with the secret).
+executors_api() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" "http://127.0.0.1:$ui_port/api/v1/executors"; }
+registered() { executors_api | python3 -c 'import json, sys; print(sum(e["lost_ms"] is None for e in json.load(sys.stdin)))' 2>/dev/null; }
 
 # A job run in a container of the compose project (as uid 10001, like the executors).
 # Started detached and waited for with `docker wait` (bounded), not through compose's
@@ -146,7 +147,7 @@ driver_port=$(compose port driver 7077 | sed 's/.*://')
 ui_port=$(compose port driver 4040 | sed 's/.*://')
 wait_for "3 healthy executors" 90 '[ "$(healthy_count executor)" = 3 ]'
 [ "$(healthy_count driver)" = 1 ] || fail "the driver is not healthy"
-[ "$(registered)" = 3 ] || fail "the status page lists $(registered) executors, not 3"
+[ "$(registered)" = 3 ] || fail "the web UI lists $(registered) active executors, not 3"
 echo "   driver on 127.0.0.1:$driver_port (ui $ui_port), 3 executors healthy and registered"
 done_step
 

@@ -212,7 +212,7 @@ fn range_matches_std_range() {
             .map(|x: i64| x % 7)
             .reduce(|a, b| a + b)
             .unwrap(),
-        (0..100_000i64).map(|x| x % 7).sum()
+        (0..100_000i64).map(|x| x % 7).sum::<i64>()
     );
 }
 

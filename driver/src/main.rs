@@ -42,9 +42,13 @@ struct Args {
     /// gRPC port (0 picks a free one).
     #[arg(long, default_value_t = 7077)]
     port: u16,
-    /// Port of the plain-text status page (none if not given).
+    /// Port of the web UI and REST API (none if not given).
     #[arg(long)]
     ui_port: Option<u16>,
+    /// Write the event log (one JSON line per job, stage, task and executor event) into
+    /// this directory, for `ember-driver history`.
+    #[arg(long)]
+    event_log_dir: Option<PathBuf>,
     /// File holding the cluster secret (else the EMBER_SECRET environment variable).
     #[arg(long)]
     secret_file: Option<PathBuf>,
@@ -118,6 +122,80 @@ enum Command {
         #[arg(long, default_value_t = 3000)]
         timeout_ms: u64,
     },
+    /// Serves the web UI and REST API of applications from the event logs in DIR (a
+    /// history server, as Spark's): prints `ember-driver history on http://HOST:PORT`.
+    History {
+        /// The directory the daemons wrote their event logs into (`--event-log-dir`).
+        dir: PathBuf,
+        /// Address to listen on (not loopback: needs a cluster secret).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to listen on (0 picks a free one).
+        #[arg(long, default_value_t = 18080)]
+        ui_port: u16,
+        /// File holding the secret readers must give (else EMBER_SECRET, if set).
+        #[arg(long)]
+        secret_file: Option<PathBuf>,
+    },
+}
+
+/// The `history` subcommand: serves until SIGINT or SIGTERM.
+fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::Path>) -> ExitCode {
+    let secret = match auth::load_secret(secret_file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ember-driver history: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if secret.is_none() && !auth::is_loopback_host(host) {
+        eprintln!(
+            "ember-driver history: refusing to serve on {host} without a secret (--secret-file or {})",
+            auth::SECRET_ENV
+        );
+        return ExitCode::from(2);
+    }
+    if let Err(e) = ember_ui::server::check_history_dir(&dir) {
+        eprintln!("ember-driver history: cannot read {}: {e}", dir.display());
+        return ExitCode::from(2);
+    }
+    let auth = match secret {
+        Some(s) => ember_ui::Auth::Secret(s.into()),
+        None => ember_ui::Auth::Open,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ember-driver history: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served: anyhow::Result<()> = runtime.block_on(async move {
+        let signals = ShutdownSignals::install();
+        let listener = TcpListener::bind((host, port))
+            .await
+            .with_context(|| format!("cannot listen on {host}:{port}"))?;
+        println!("ember-driver history on http://{}", listener.local_addr()?);
+        std::io::stdout().flush()?;
+        ember_ui::serve(
+            listener,
+            ember_ui::Source::History(dir),
+            auth,
+            signals.wait(),
+        )
+        .await?;
+        Ok(())
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ember-driver history: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The `health` subcommand.
@@ -135,8 +213,15 @@ fn health(addr: &str, timeout_ms: u64) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Some(Command::Health { addr, timeout_ms }) = &args.command {
-        return health(addr, *timeout_ms);
+    match args.command {
+        Some(Command::Health { addr, timeout_ms }) => return health(&addr, timeout_ms),
+        Some(Command::History {
+            dir,
+            host,
+            ui_port,
+            secret_file,
+        }) => return history(dir, &host, ui_port, secret_file.as_deref()),
+        None => {}
     }
     let quantile_ok = args.speculation_quantile > 0.0 && args.speculation_quantile <= 1.0;
     if !quantile_ok || args.speculation_multiplier < 1.0 || args.speculation_multiplier.is_nan() {
@@ -225,9 +310,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
         Some(p) => Some(
             TcpListener::bind((args.host.as_str(), p))
                 .await
-                .with_context(|| {
-                    format!("cannot listen on {}:{p} for the status page", args.host)
-                })?,
+                .with_context(|| format!("cannot listen on {}:{p} for the web UI", args.host))?,
         ),
         None => None,
     };
@@ -258,6 +341,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
             max_binary_bytes: args.max_binary_bytes,
             binary_max_age: Duration::from_secs(args.binary_max_age_secs),
         },
+        event_log_dir: args.event_log_dir.clone(),
     })?;
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -45,12 +45,20 @@ fn spawn_with_line(mut cmd: Command, log: &Path) -> (Child, String) {
         .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    // The lines after the first go to `<log>.stdout` (the driver's `ui on` line).
+    let rest = log.with_extension("stdout");
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         if let Some(Ok(first)) = lines.next() {
             let _ = tx.send(first);
         }
-        for _ in lines {} // keep draining
+        let mut out = fs::File::create(rest).ok();
+        for line in lines.map_while(Result::ok) {
+            if let Some(f) = out.as_mut() {
+                use std::io::Write as _;
+                let _ = writeln!(f, "{line}");
+            }
+        }
     });
     match rx.recv_timeout(STARTUP) {
         Ok(line) => (child, line),
@@ -234,6 +242,25 @@ impl Cluster {
             "the new driver took another address"
         );
         self.driver = Some(driver);
+    }
+
+    /// The address of the driver's web UI (started with `--ui-port 0`), waiting for its
+    /// `ember-driver ui on http://...` line.
+    pub fn ui_address(&self) -> String {
+        let path = self.dir.path().join("driver.stdout");
+        let deadline = std::time::Instant::now() + STARTUP;
+        loop {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains(" ui on http://")) {
+                return address_of(line).trim_start_matches("http://").to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ui line in {}",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Asks the driver for its status.

@@ -108,24 +108,6 @@ impl ExecutorRegistry {
         v.into_iter().map(|(_, i)| i).collect()
     }
 
-    /// Per executor: host, pid, memory in use and time since its last message.
-    pub(crate) fn details(&self) -> HashMap<String, (String, u32, u64, Duration)> {
-        let inner = self.inner.lock();
-        inner
-            .executors
-            .iter()
-            .map(|(id, e)| {
-                let d = (
-                    e.info.host.clone(),
-                    e.info.pid,
-                    e.memory_used_bytes,
-                    e.last_seen.elapsed(),
-                );
-                (id.clone(), d)
-            })
-            .collect()
-    }
-
     fn next_id(&self) -> (u64, String) {
         let mut inner = self.inner.lock();
         inner.next_seq += 1;

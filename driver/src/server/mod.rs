@@ -7,7 +7,8 @@
 //! `release` (checking the client cleaner's `ReleaseShuffles` calls),
 //! [`binaries`] (the content-addressed binary store, whose unused binaries a periodic
 //! task deletes), `service` (the tonic service
-//! that delegates to those) and [`ui`] (a plain-text status page).
+//! that delegates to those); the web UI, REST API and event log are `ember-ui`'s, fed
+//! by the scheduler's listener bus from the daemon's start.
 //!
 //! Invariants:
 //! - One scheduler per daemon; everything that changes scheduling goes through its
@@ -40,7 +41,6 @@ pub mod launcher;
 mod release;
 mod service;
 mod sessions;
-pub mod ui;
 
 pub use binaries::BinaryStore;
 pub use executors::ExecutorRegistry;
@@ -67,6 +67,8 @@ pub struct DriverConfig {
     /// Bounds on what clients may store in the driver (plan bounds are in
     /// `scheduler.limits`).
     pub limits: ServerLimits,
+    /// Where to write the event log (one JSON line per scheduler event), if anywhere.
+    pub event_log_dir: Option<PathBuf>,
 }
 
 /// Bounds on what clients may store in the driver: broadcasts and binaries.
@@ -104,8 +106,10 @@ pub enum ServerError {
     },
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
-    #[error("status page failed: {0}")]
+    #[error("web UI failed: {0}")]
     Ui(std::io::Error),
+    #[error("event log: {0}")]
+    EventLog(#[from] ember_ui::LogError),
 }
 
 /// State shared by every call.
@@ -161,6 +165,8 @@ async fn collect_binaries_every(state: std::sync::Weak<DriverState>, period: Dur
 /// [`DriverDaemon::serve`]; dropping it stops the scheduler.
 pub struct DriverDaemon {
     state: Arc<DriverState>,
+    /// Jobs, stages, tasks and executors as the UI shows them.
+    status: ember_ui::SharedStatus,
     secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
     binary_gc: tokio::task::JoinHandle<()>,
@@ -198,6 +204,20 @@ impl DriverDaemon {
         );
         let to_scheduler = scheduler.sender();
         let _ = scheduler_sender.set(to_scheduler.clone());
+        let started = ember_scheduler::listener::now_ms();
+        let status = Arc::new(parking_lot::RwLock::new(ember_ui::AppStatus::new(
+            "ember-driver",
+            started,
+        )));
+        let log = match &config.event_log_dir {
+            Some(dir) => Some(ember_ui::EventLogWriter::create(
+                dir,
+                "ember-driver",
+                started,
+            )?),
+            None => None,
+        };
+        ember_ui::feed(scheduler.listen(), status.clone(), log);
         let state = Arc::new(DriverState {
             scheduler,
             to_scheduler,
@@ -218,6 +238,7 @@ impl DriverDaemon {
         ));
         Ok(DriverDaemon {
             state,
+            status,
             secret: config.secret,
             monitor,
             binary_gc,
@@ -279,17 +300,25 @@ impl DriverDaemon {
         Ok(())
     }
 
-    /// Serves the plain-text status page on `listener` until `shutdown` resolves; with
-    /// a secret, only to requests carrying `Authorization: Bearer <secret>`.
+    /// Serves the web UI and REST API on `listener` until `shutdown` resolves; with a
+    /// secret, only to requests carrying it (bearer token or basic-auth password).
     pub async fn serve_ui(
         &self,
         listener: TcpListener,
-        shutdown: impl Future<Output = ()>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        let secret = self.secret.as_deref().map(Arc::from);
-        ui::serve(self.state.clone(), secret, listener, shutdown)
-            .await
-            .map_err(ServerError::Ui)
+        let auth = match &self.secret {
+            Some(s) => ember_ui::Auth::Secret(Arc::from(s.as_str())),
+            None => ember_ui::Auth::Open,
+        };
+        ember_ui::serve(
+            listener,
+            ember_ui::Source::Live(self.status.clone()),
+            auth,
+            shutdown,
+        )
+        .await
+        .map_err(ServerError::Ui)
     }
 
     /// The cluster as `Status` reports it.

@@ -43,7 +43,6 @@ pub(crate) struct Session {
     pub id: u64,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
-    pub app_name: String,
     /// What the client must send with every call into this session.
     token: String,
     /// The credential its tasks fetch its shuffle blocks with (`Plan.shuffle_key`).
@@ -60,11 +59,8 @@ pub(crate) struct Session {
     events: Option<Events>,
 }
 
-/// What the status page and `Status` show of a session.
+/// What `Status` shows of a session.
 pub(crate) struct SessionSummary {
-    pub id: u64,
-    pub app_name: String,
-    pub id_base: u32,
     pub running_jobs: Vec<u64>,
 }
 
@@ -93,12 +89,7 @@ impl SessionRegistry {
                 let mut running_jobs: Vec<u64> =
                     s.jobs.values().filter_map(|t| t.running_job()).collect();
                 running_jobs.sort_unstable();
-                SessionSummary {
-                    id: s.id,
-                    app_name: s.app_name.clone(),
-                    id_base: s.range.ids().start,
-                    running_jobs,
-                }
+                SessionSummary { running_jobs }
             })
             .collect()
     }
@@ -227,7 +218,6 @@ pub(crate) fn open(
         let session = Session {
             id,
             range,
-            app_name: req.app_name.clone(),
             token: token.clone(),
             shuffle_key,
             binaries: [req.binary_sha256.clone()].into(),

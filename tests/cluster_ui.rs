@@ -1,0 +1,185 @@
+//! The driver's web UI and event log with a real cluster: after a wordcount, the REST
+//! API and the pages show its job, stages, tasks and executors with the numbers the job
+//! had (records read = input lines, shuffle bytes read = written), and a history server
+//! (`ember-driver history DIR`) started on the event log afterwards shows the same jobs.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::cluster::{daemon_bin, Cluster};
+
+/// `GET path` on `addr`: (status code, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out[9..12].parse().unwrap();
+    (
+        code,
+        out.split_once("\r\n\r\n")
+            .map(|x| x.1.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+fn json(addr: &str, path: &str) -> serde_json::Value {
+    let (code, body) = get(addr, path);
+    assert_eq!(code, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// Kills the history server however the test ends.
+struct Killed(std::process::Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = s.join("words");
+    std::fs::create_dir_all(&input).unwrap();
+    let mut lines = 0;
+    for f in 0..3 {
+        let text: String = (0..500)
+            .map(|i| format!("w{} w{} common\n", i % 37, (i * f) % 11))
+            .collect();
+        lines += 500;
+        std::fs::write(input.join(format!("part-{f}.txt")), text).unwrap();
+    }
+    let events = s.join("events");
+    let cluster = Cluster::start_with(
+        2,
+        1,
+        None,
+        &[
+            "--ui-port",
+            "0",
+            "--event-log-dir",
+            events.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    let ui = cluster.ui_address();
+    let out = s.join("out");
+    let run = cluster.run(
+        "wordcount",
+        &[
+            "--partitions",
+            "3",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+
+    // The store is fed asynchronously: wait for the job's end.
+    let mut jobs = serde_json::Value::Null;
+    for _ in 0..100 {
+        jobs = json(&ui, "/api/v1/jobs");
+        if jobs[0]["status"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let job = &jobs[0];
+    assert_eq!(job["status"], "succeeded", "{jobs}");
+    assert!(
+        job["description"]
+            .as_str()
+            .unwrap()
+            .contains("save_as_text_file"),
+        "{job}"
+    );
+    let id = job["job_id"].as_u64().unwrap();
+    let stages = json(&ui, &format!("/api/v1/jobs/{id}/stages"));
+    let stages = stages.as_array().unwrap();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    let (map, result) = (&stages[0], &stages[1]);
+    assert_eq!(result["parents"][0], map["stage_id"]);
+    for st in [map, result] {
+        assert_eq!(st["status"], "succeeded");
+        assert_eq!(st["tasks_succeeded"], st["num_tasks"]);
+    }
+    assert_eq!(
+        map["metrics"]["records_in"], lines,
+        "records read = input lines"
+    );
+    assert!(map["metrics"]["shuffle_bytes_written"].as_u64().unwrap() > 0);
+    assert_eq!(
+        map["metrics"]["shuffle_bytes_written"], result["metrics"]["shuffle_bytes_read"],
+        "what the map stage wrote is what the reducers read"
+    );
+    let map_id = map["stage_id"].as_u64().unwrap();
+    let tasks = json(&ui, &format!("/api/v1/stages/{map_id}/tasks"));
+    assert_eq!(
+        tasks.as_array().unwrap().len() as u64,
+        map["num_tasks"].as_u64().unwrap()
+    );
+    let executors = json(&ui, "/api/v1/executors");
+    let executors = executors.as_array().unwrap();
+    assert_eq!(executors.len(), 2);
+    let done: u64 = executors
+        .iter()
+        .map(|e| e["tasks_succeeded"].as_u64().unwrap())
+        .sum();
+    let all = map["num_tasks"].as_u64().unwrap() + result["num_tasks"].as_u64().unwrap();
+    assert_eq!(done, all, "every task ran on some executor");
+    let (code, page) = get(&ui, &format!("/jobs/{id}"));
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("<svg") && page.contains(&format!("/stages/{map_id}")),
+        "{page}"
+    );
+    let (_, page) = get(&ui, "/jobs");
+    assert!(page.contains("Succeeded jobs (1)"), "{page}");
+    drop(cluster);
+
+    // The history server over the driver's event log.
+    let logs: Vec<_> = std::fs::read_dir(&events).unwrap().flatten().collect();
+    assert_eq!(logs.len(), 1, "one log per driver");
+    let mut child = Command::new(daemon_bin("ember-driver"))
+        .args(["history", events.to_str().unwrap(), "--ui-port", "0"])
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let history = Killed(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("ember-driver history on http://")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    let apps = json(&addr, "/api/v1/applications");
+    let app = apps[0]["id"].as_str().unwrap().to_string();
+    let replayed = json(&addr, &format!("/api/v1/applications/{app}/jobs"));
+    assert_eq!(
+        replayed, jobs,
+        "the history server shows the jobs the live UI showed"
+    );
+    let (code, page) = get(&addr, &format!("/history/{app}/stages/{map_id}"));
+    assert_eq!(code, 200);
+    assert!(page.contains("Timeline"), "{page}");
+    drop(history);
+}

@@ -1,0 +1,268 @@
+//! The events the UI is built from, in the form the event log stores them: one JSON
+//! object per line, tagged by `"event"`, converted from the scheduler's
+//! [`ListenerEvent`](ember_scheduler::ListenerEvent)s.
+//!
+//! Invariant: converting loses nothing the status store uses, so a store replayed from
+//! a log equals the live one it was written from.
+
+use ember_proto::TaskMetrics;
+use ember_scheduler::{ListenerEvent, StageDesc};
+use serde::{Deserialize, Serialize};
+
+/// A task's metrics, as the UI shows and the log stores them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub records_in: u64,
+    pub records_out: u64,
+    pub shuffle_bytes_written: u64,
+    pub shuffle_bytes_read: u64,
+    pub shuffle_records_written: u64,
+    pub shuffle_records_read: u64,
+    pub bytes_spilled: u64,
+    pub spill_count: u64,
+    pub run_time_micros: u64,
+}
+
+impl From<&TaskMetrics> for Metrics {
+    fn from(m: &TaskMetrics) -> Self {
+        Metrics {
+            records_in: m.records_in,
+            records_out: m.records_out,
+            shuffle_bytes_written: m.shuffle_bytes_written,
+            shuffle_bytes_read: m.shuffle_bytes_read,
+            shuffle_records_written: m.shuffle_records_written,
+            shuffle_records_read: m.shuffle_records_read,
+            bytes_spilled: m.bytes_spilled,
+            spill_count: m.spill_count,
+            run_time_micros: m.run_time_micros,
+        }
+    }
+}
+
+impl Metrics {
+    /// Adds `other` into `self` (saturating).
+    pub fn add(&mut self, o: &Metrics) {
+        self.records_in = self.records_in.saturating_add(o.records_in);
+        self.records_out = self.records_out.saturating_add(o.records_out);
+        self.shuffle_bytes_written = self
+            .shuffle_bytes_written
+            .saturating_add(o.shuffle_bytes_written);
+        self.shuffle_bytes_read = self.shuffle_bytes_read.saturating_add(o.shuffle_bytes_read);
+        self.shuffle_records_written = self
+            .shuffle_records_written
+            .saturating_add(o.shuffle_records_written);
+        self.shuffle_records_read = self
+            .shuffle_records_read
+            .saturating_add(o.shuffle_records_read);
+        self.bytes_spilled = self.bytes_spilled.saturating_add(o.bytes_spilled);
+        self.spill_count = self.spill_count.saturating_add(o.spill_count);
+        self.run_time_micros = self.run_time_micros.saturating_add(o.run_time_micros);
+    }
+}
+
+/// A stage of a job's DAG.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageRef {
+    pub stage_id: u32,
+    pub name: String,
+    pub num_tasks: u32,
+    pub parents: Vec<u32>,
+    pub shuffle_id: Option<u32>,
+}
+
+impl From<&StageDesc> for StageRef {
+    fn from(s: &StageDesc) -> Self {
+        StageRef {
+            stage_id: s.stage_id,
+            name: s.name.clone(),
+            num_tasks: s.num_tasks,
+            parents: s.parents.clone(),
+            shuffle_id: s.shuffle_id,
+        }
+    }
+}
+
+/// One event of an application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AppEvent {
+    /// The first line of a log: which application it is.
+    AppStarted {
+        name: String,
+        time_ms: u64,
+    },
+    JobSubmitted {
+        job_id: u64,
+        description: String,
+        stages: Vec<StageRef>,
+        time_ms: u64,
+    },
+    StageSkipped {
+        job_id: u64,
+        stage_id: u32,
+    },
+    StageSubmitted {
+        stage_id: u32,
+        attempt: u32,
+        tasks: u32,
+        time_ms: u64,
+    },
+    StageCompleted {
+        stage_id: u32,
+        time_ms: u64,
+    },
+    StageFailed {
+        stage_id: u32,
+        reason: String,
+        time_ms: u64,
+    },
+    TaskStarted {
+        task_id: u64,
+        stage_id: u32,
+        stage_attempt: u32,
+        partition: u32,
+        attempt: u32,
+        executor_id: String,
+        speculative: bool,
+        time_ms: u64,
+    },
+    TaskEnded {
+        task_id: u64,
+        stage_id: u32,
+        partition: u32,
+        attempt: u32,
+        executor_id: String,
+        metrics: Metrics,
+        succeeded: bool,
+        failure: Option<String>,
+        time_ms: u64,
+    },
+    JobEnded {
+        job_id: u64,
+        succeeded: bool,
+        failure: Option<String>,
+        time_ms: u64,
+    },
+    ExecutorAdded {
+        executor_id: String,
+        slots: u32,
+        time_ms: u64,
+    },
+    ExecutorLost {
+        executor_id: String,
+        reason: String,
+        time_ms: u64,
+    },
+}
+
+impl From<&ListenerEvent> for AppEvent {
+    fn from(e: &ListenerEvent) -> Self {
+        use ListenerEvent as L;
+        match e.clone() {
+            L::JobSubmitted {
+                job_id,
+                description,
+                stages,
+                time_ms,
+            } => AppEvent::JobSubmitted {
+                job_id,
+                description,
+                stages: stages.iter().map(StageRef::from).collect(),
+                time_ms,
+            },
+            L::StageSkipped { job_id, stage_id } => AppEvent::StageSkipped { job_id, stage_id },
+            L::StageSubmitted {
+                stage_id,
+                attempt,
+                tasks,
+                time_ms,
+            } => AppEvent::StageSubmitted {
+                stage_id,
+                attempt,
+                tasks,
+                time_ms,
+            },
+            L::StageCompleted { stage_id, time_ms } => {
+                AppEvent::StageCompleted { stage_id, time_ms }
+            }
+            L::StageFailed {
+                stage_id,
+                reason,
+                time_ms,
+            } => AppEvent::StageFailed {
+                stage_id,
+                reason,
+                time_ms,
+            },
+            L::TaskStarted {
+                task_id,
+                stage_id,
+                stage_attempt,
+                partition,
+                attempt,
+                executor_id,
+                speculative,
+                time_ms,
+            } => AppEvent::TaskStarted {
+                task_id,
+                stage_id,
+                stage_attempt,
+                partition,
+                attempt,
+                executor_id,
+                speculative,
+                time_ms,
+            },
+            L::TaskEnded {
+                task_id,
+                stage_id,
+                partition,
+                attempt,
+                executor_id,
+                metrics,
+                succeeded,
+                failure,
+                time_ms,
+            } => AppEvent::TaskEnded {
+                task_id,
+                stage_id,
+                partition,
+                attempt,
+                executor_id,
+                metrics: Metrics::from(&metrics),
+                succeeded,
+                failure,
+                time_ms,
+            },
+            L::JobEnded {
+                job_id,
+                succeeded,
+                failure,
+                time_ms,
+            } => AppEvent::JobEnded {
+                job_id,
+                succeeded,
+                failure,
+                time_ms,
+            },
+            L::ExecutorAdded {
+                executor_id,
+                slots,
+                time_ms,
+            } => AppEvent::ExecutorAdded {
+                executor_id,
+                slots,
+                time_ms,
+            },
+            L::ExecutorLost {
+                executor_id,
+                reason,
+                time_ms,
+            } => AppEvent::ExecutorLost {
+                executor_id,
+                reason,
+                time_ms,
+            },
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! The status store: jobs, stages, tasks and executors of one application, built by
+//! applying [`AppEvent`]s in order (live from the listener bus, or replayed from an
+//! event log), as Spark's `AppStatusStore`.
+//!
+//! Invariants: applying the same events gives the same store, live or replayed; counts
+//! (tasks done, failed, metrics) cover every task even when old task entries were let
+//! go; memory is bounded: at most [`MAX_JOBS`] jobs (the oldest finished ones go first,
+//! with the stages no kept job uses) and [`MAX_TASKS_PER_STAGE`] task entries per stage.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::Serialize;
+
+use crate::event::{AppEvent, Metrics, StageRef};
+
+/// Jobs kept (Spark's `spark.ui.retainedJobs` default).
+pub const MAX_JOBS: usize = 1000;
+/// Task entries kept per stage (older ones go; their counts stay).
+pub const MAX_TASKS_PER_STAGE: usize = 10_000;
+
+/// Where a job, stage or task is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobInfo {
+    pub job_id: u64,
+    /// The action and its call site, e.g. `collect at src/main.rs:12`.
+    pub description: String,
+    pub status: Status,
+    pub submitted_ms: u64,
+    pub completed_ms: Option<u64>,
+    /// Its stages, parents before children (the result stage last).
+    pub stage_ids: Vec<u32>,
+    /// Stages whose output an earlier job had written.
+    pub skipped_stage_ids: Vec<u32>,
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageInfo {
+    pub stage_id: u32,
+    pub name: String,
+    pub num_tasks: u32,
+    pub parents: Vec<u32>,
+    pub shuffle_id: Option<u32>,
+    pub status: Status,
+    /// Attempts started (0: never ran).
+    pub attempts: u32,
+    pub submitted_ms: Option<u64>,
+    pub completed_ms: Option<u64>,
+    pub tasks_running: u32,
+    pub tasks_succeeded: u32,
+    pub tasks_failed: u32,
+    /// Sum over successful task attempts.
+    pub metrics: Metrics,
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskInfo {
+    pub task_id: u64,
+    pub stage_id: u32,
+    pub stage_attempt: u32,
+    pub partition: u32,
+    pub attempt: u32,
+    pub executor_id: String,
+    pub speculative: bool,
+    pub status: Status,
+    pub launched_ms: u64,
+    pub finished_ms: Option<u64>,
+    pub metrics: Metrics,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutorInfo {
+    pub executor_id: String,
+    pub slots: u32,
+    pub added_ms: u64,
+    pub lost_ms: Option<u64>,
+    pub lost_reason: Option<String>,
+    pub tasks_running: u32,
+    pub tasks_succeeded: u32,
+    pub tasks_failed: u32,
+    pub shuffle_bytes_written: u64,
+    pub shuffle_bytes_read: u64,
+}
+
+/// One application's status.
+#[derive(Debug, Default)]
+pub struct AppStatus {
+    pub name: String,
+    pub started_ms: u64,
+    jobs: BTreeMap<u64, JobInfo>,
+    stages: BTreeMap<u32, StageInfo>,
+    tasks: BTreeMap<u32, VecDeque<TaskInfo>>,
+    executors: BTreeMap<String, ExecutorInfo>,
+}
+
+impl AppStatus {
+    pub fn new(name: &str, started_ms: u64) -> Self {
+        AppStatus {
+            name: name.to_string(),
+            started_ms,
+            ..Default::default()
+        }
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: &AppEvent) {
+        match e {
+            AppEvent::AppStarted { name, time_ms } => {
+                self.name = name.clone();
+                self.started_ms = *time_ms;
+            }
+            AppEvent::JobSubmitted {
+                job_id,
+                description,
+                stages,
+                time_ms,
+            } => self.job_submitted(*job_id, description, stages, *time_ms),
+            AppEvent::StageSkipped { job_id, stage_id } => {
+                if let Some(j) = self.jobs.get_mut(job_id) {
+                    if !j.skipped_stage_ids.contains(stage_id) {
+                        j.skipped_stage_ids.push(*stage_id);
+                    }
+                }
+                if let Some(s) = self.stages.get_mut(stage_id) {
+                    if s.attempts == 0 {
+                        s.status = Status::Skipped;
+                    }
+                }
+            }
+            AppEvent::StageSubmitted {
+                stage_id,
+                attempt,
+                time_ms,
+                ..
+            } => {
+                if let Some(s) = self.stages.get_mut(stage_id) {
+                    s.status = Status::Running;
+                    s.attempts = s.attempts.max(*attempt);
+                    s.submitted_ms.get_or_insert(*time_ms);
+                    s.completed_ms = None;
+                }
+            }
+            AppEvent::StageCompleted { stage_id, time_ms } => {
+                if let Some(s) = self.stages.get_mut(stage_id) {
+                    s.status = Status::Succeeded;
+                    s.completed_ms = Some(*time_ms);
+                }
+            }
+            AppEvent::StageFailed {
+                stage_id,
+                reason,
+                time_ms,
+            } => {
+                if let Some(s) = self.stages.get_mut(stage_id) {
+                    s.status = Status::Failed;
+                    s.completed_ms = Some(*time_ms);
+                    s.failure = Some(reason.clone());
+                }
+            }
+            AppEvent::TaskStarted {
+                task_id,
+                stage_id,
+                stage_attempt,
+                partition,
+                attempt,
+                executor_id,
+                speculative,
+                time_ms,
+            } => {
+                if let Some(s) = self.stages.get_mut(stage_id) {
+                    s.tasks_running += 1;
+                }
+                if let Some(x) = self.executors.get_mut(executor_id) {
+                    x.tasks_running += 1;
+                }
+                let list = self.tasks.entry(*stage_id).or_default();
+                if list.len() >= MAX_TASKS_PER_STAGE {
+                    list.pop_front();
+                }
+                list.push_back(TaskInfo {
+                    task_id: *task_id,
+                    stage_id: *stage_id,
+                    stage_attempt: *stage_attempt,
+                    partition: *partition,
+                    attempt: *attempt,
+                    executor_id: executor_id.clone(),
+                    speculative: *speculative,
+                    status: Status::Running,
+                    launched_ms: *time_ms,
+                    finished_ms: None,
+                    metrics: Metrics::default(),
+                    error: None,
+                });
+            }
+            AppEvent::TaskEnded {
+                task_id,
+                stage_id,
+                executor_id,
+                metrics,
+                succeeded,
+                failure,
+                time_ms,
+                ..
+            } => self.task_ended(
+                *task_id,
+                *stage_id,
+                executor_id,
+                metrics,
+                *succeeded,
+                failure,
+                *time_ms,
+            ),
+            AppEvent::JobEnded {
+                job_id,
+                succeeded,
+                failure,
+                time_ms,
+            } => {
+                if let Some(j) = self.jobs.get_mut(job_id) {
+                    j.status = if *succeeded {
+                        Status::Succeeded
+                    } else {
+                        Status::Failed
+                    };
+                    j.completed_ms = Some(*time_ms);
+                    j.failure = failure.clone();
+                }
+                self.let_old_jobs_go();
+            }
+            AppEvent::ExecutorAdded {
+                executor_id,
+                slots,
+                time_ms,
+            } => {
+                self.executors.insert(
+                    executor_id.clone(),
+                    ExecutorInfo {
+                        executor_id: executor_id.clone(),
+                        slots: *slots,
+                        added_ms: *time_ms,
+                        lost_ms: None,
+                        lost_reason: None,
+                        tasks_running: 0,
+                        tasks_succeeded: 0,
+                        tasks_failed: 0,
+                        shuffle_bytes_written: 0,
+                        shuffle_bytes_read: 0,
+                    },
+                );
+            }
+            AppEvent::ExecutorLost {
+                executor_id,
+                reason,
+                time_ms,
+            } => {
+                if let Some(x) = self.executors.get_mut(executor_id) {
+                    x.lost_ms = Some(*time_ms);
+                    x.lost_reason = Some(reason.clone());
+                    x.tasks_running = 0;
+                }
+            }
+        }
+    }
+
+    fn job_submitted(&mut self, job_id: u64, description: &str, stages: &[StageRef], at: u64) {
+        for s in stages {
+            self.stages.entry(s.stage_id).or_insert_with(|| StageInfo {
+                stage_id: s.stage_id,
+                name: s.name.clone(),
+                num_tasks: s.num_tasks,
+                parents: s.parents.clone(),
+                shuffle_id: s.shuffle_id,
+                status: Status::Pending,
+                attempts: 0,
+                submitted_ms: None,
+                completed_ms: None,
+                tasks_running: 0,
+                tasks_succeeded: 0,
+                tasks_failed: 0,
+                metrics: Metrics::default(),
+                failure: None,
+            });
+        }
+        self.jobs.insert(
+            job_id,
+            JobInfo {
+                job_id,
+                description: description.to_string(),
+                status: Status::Running,
+                submitted_ms: at,
+                completed_ms: None,
+                stage_ids: stages.iter().map(|s| s.stage_id).collect(),
+                skipped_stage_ids: Vec::new(),
+                failure: None,
+            },
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn task_ended(
+        &mut self,
+        task_id: u64,
+        stage_id: u32,
+        executor_id: &str,
+        metrics: &Metrics,
+        succeeded: bool,
+        failure: &Option<String>,
+        at: u64,
+    ) {
+        if let Some(s) = self.stages.get_mut(&stage_id) {
+            s.tasks_running = s.tasks_running.saturating_sub(1);
+            if succeeded {
+                s.tasks_succeeded += 1;
+                s.metrics.add(metrics);
+            } else {
+                s.tasks_failed += 1;
+            }
+        }
+        if let Some(x) = self.executors.get_mut(executor_id) {
+            x.tasks_running = x.tasks_running.saturating_sub(1);
+            if succeeded {
+                x.tasks_succeeded += 1;
+                x.shuffle_bytes_written += metrics.shuffle_bytes_written;
+                x.shuffle_bytes_read += metrics.shuffle_bytes_read;
+            } else {
+                x.tasks_failed += 1;
+            }
+        }
+        if let Some(t) = self
+            .tasks
+            .get_mut(&stage_id)
+            .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == task_id))
+        {
+            t.status = if succeeded {
+                Status::Succeeded
+            } else {
+                Status::Failed
+            };
+            t.finished_ms = Some(at);
+            t.metrics = *metrics;
+            t.error = failure.clone();
+        }
+    }
+
+    /// Keeps at most [`MAX_JOBS`] jobs: finished ones go, oldest first, with the stages
+    /// (and their tasks) no kept job lists.
+    fn let_old_jobs_go(&mut self) {
+        while self.jobs.len() > MAX_JOBS {
+            let Some(old) = self
+                .jobs
+                .values()
+                .find(|j| j.status != Status::Running)
+                .map(|j| j.job_id)
+            else {
+                return;
+            };
+            self.jobs.remove(&old);
+            let kept: BTreeSet<u32> = self
+                .jobs
+                .values()
+                .flat_map(|j| j.stage_ids.iter().copied())
+                .collect();
+            self.stages.retain(|id, _| kept.contains(id));
+            self.tasks.retain(|id, _| kept.contains(id));
+        }
+    }
+
+    /// Jobs, newest first.
+    pub fn jobs(&self) -> Vec<JobInfo> {
+        self.jobs.values().rev().cloned().collect()
+    }
+
+    pub fn job(&self, job_id: u64) -> Option<&JobInfo> {
+        self.jobs.get(&job_id)
+    }
+
+    /// A job's stages, as the job lists them, with their status in it (skipped where
+    /// an earlier job had written their output).
+    pub fn job_stages(&self, job_id: u64) -> Option<Vec<StageInfo>> {
+        let job = self.jobs.get(&job_id)?;
+        Some(
+            job.stage_ids
+                .iter()
+                .filter_map(|id| self.stages.get(id))
+                .map(|s| {
+                    let mut s = s.clone();
+                    if job.skipped_stage_ids.contains(&s.stage_id) {
+                        s.status = Status::Skipped;
+                    }
+                    s
+                })
+                .collect(),
+        )
+    }
+
+    pub fn stage(&self, stage_id: u32) -> Option<&StageInfo> {
+        self.stages.get(&stage_id)
+    }
+
+    /// The jobs that list this stage.
+    pub fn stage_jobs(&self, stage_id: u32) -> Vec<u64> {
+        self.jobs
+            .values()
+            .filter(|j| j.stage_ids.contains(&stage_id))
+            .map(|j| j.job_id)
+            .collect()
+    }
+
+    /// The task attempts of a stage kept, in launch order.
+    pub fn stage_tasks(&self, stage_id: u32) -> Option<Vec<TaskInfo>> {
+        self.stages.get(&stage_id)?;
+        Some(
+            self.tasks
+                .get(&stage_id)
+                .map(|l| l.iter().cloned().collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Executors, live and lost, by id.
+    pub fn executors(&self) -> Vec<ExecutorInfo> {
+        self.executors.values().cloned().collect()
+    }
+
+    /// Whether any job is running (pages refresh themselves then).
+    pub fn busy(&self) -> bool {
+        self.jobs.values().any(|j| j.status == Status::Running)
+    }
+}

@@ -1,0 +1,423 @@
+//! The status store, the event log and the HTTP server with a known application: a job
+//! of two stages (one task failing once), a later job that skips its map stage, a failed
+//! job, an executor lost. Checked through the REST API, the pages and a history server
+//! reading the event log back.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use ember_ui::event::StageRef;
+use ember_ui::{AppEvent, AppStatus, Auth, EventLogWriter, Metrics, Source};
+use parking_lot::RwLock;
+
+fn stage(id: u32, parents: Vec<u32>, shuffle: Option<u32>) -> StageRef {
+    StageRef {
+        stage_id: id,
+        name: format!("map at src/main.rs:{}", 10 + id),
+        num_tasks: 2,
+        parents,
+        shuffle_id: shuffle,
+    }
+}
+
+fn task(task_id: u64, stage_id: u32, partition: u32, attempt: u32, ex: &str, t: u64) -> AppEvent {
+    AppEvent::TaskStarted {
+        task_id,
+        stage_id,
+        stage_attempt: 1,
+        partition,
+        attempt,
+        executor_id: ex.into(),
+        speculative: false,
+        time_ms: t,
+    }
+}
+
+fn ended(task_id: u64, stage_id: u32, partition: u32, ex: &str, ok: bool, t: u64) -> AppEvent {
+    AppEvent::TaskEnded {
+        task_id,
+        stage_id,
+        partition,
+        attempt: 0,
+        executor_id: ex.into(),
+        metrics: Metrics {
+            records_in: 100,
+            records_out: 10,
+            shuffle_bytes_written: if stage_id == 0 { 2048 } else { 0 },
+            shuffle_bytes_read: if stage_id == 1 { 1024 } else { 0 },
+            ..Default::default()
+        },
+        succeeded: ok,
+        failure: (!ok).then(|| "panicked at src/main.rs:13: <bad> & worse".to_string()),
+        time_ms: t,
+    }
+}
+
+/// The events of the application the tests look at.
+fn events() -> Vec<AppEvent> {
+    let mut e = vec![
+        AppEvent::ExecutorAdded {
+            executor_id: "e1".into(),
+            slots: 2,
+            time_ms: 1,
+        },
+        AppEvent::ExecutorAdded {
+            executor_id: "e2".into(),
+            slots: 2,
+            time_ms: 1,
+        },
+        AppEvent::JobSubmitted {
+            job_id: 0,
+            description: "collect at src/main.rs:20".into(),
+            stages: vec![stage(0, vec![], Some(0)), stage(1, vec![0], None)],
+            time_ms: 10,
+        },
+        AppEvent::StageSubmitted {
+            stage_id: 0,
+            attempt: 1,
+            tasks: 2,
+            time_ms: 11,
+        },
+        task(0, 0, 0, 0, "e1", 12),
+        task(1, 0, 1, 0, "e2", 12),
+        ended(0, 0, 0, "e1", true, 20),
+        ended(1, 0, 1, "e2", false, 21),
+        task(2, 0, 1, 1, "e1", 22),
+        ended(2, 0, 1, "e1", true, 30),
+        AppEvent::StageCompleted {
+            stage_id: 0,
+            time_ms: 30,
+        },
+        AppEvent::StageSubmitted {
+            stage_id: 1,
+            attempt: 1,
+            tasks: 2,
+            time_ms: 31,
+        },
+        task(3, 1, 0, 0, "e1", 31),
+        task(4, 1, 1, 0, "e2", 31),
+        ended(3, 1, 0, "e1", true, 40),
+        ended(4, 1, 1, "e2", true, 41),
+        AppEvent::StageCompleted {
+            stage_id: 1,
+            time_ms: 41,
+        },
+        AppEvent::JobEnded {
+            job_id: 0,
+            succeeded: true,
+            failure: None,
+            time_ms: 42,
+        },
+        // A second job over the same shuffle: its map stage is skipped.
+        AppEvent::JobSubmitted {
+            job_id: 1,
+            description: "count at src/main.rs:21".into(),
+            stages: vec![stage(0, vec![], Some(0)), stage(2, vec![0], None)],
+            time_ms: 50,
+        },
+        AppEvent::StageSkipped {
+            job_id: 1,
+            stage_id: 0,
+        },
+        AppEvent::StageSubmitted {
+            stage_id: 2,
+            attempt: 1,
+            tasks: 2,
+            time_ms: 51,
+        },
+        task(5, 2, 0, 0, "e2", 51),
+        ended(5, 2, 0, "e2", false, 52),
+        AppEvent::StageFailed {
+            stage_id: 2,
+            reason: "task 0 failed: boom".into(),
+            time_ms: 53,
+        },
+        AppEvent::JobEnded {
+            job_id: 1,
+            succeeded: false,
+            failure: Some("task 0 of stage 2 failed: boom".into()),
+            time_ms: 53,
+        },
+        AppEvent::ExecutorLost {
+            executor_id: "e2".into(),
+            reason: "heartbeat timed out".into(),
+            time_ms: 60,
+        },
+    ];
+    e.insert(
+        0,
+        AppEvent::AppStarted {
+            name: "wordcount".into(),
+            time_ms: 0,
+        },
+    );
+    e
+}
+
+fn status() -> AppStatus {
+    let mut s = AppStatus::default();
+    for e in events() {
+        s.apply(&e);
+    }
+    s
+}
+
+#[test]
+fn the_store_counts_jobs_stages_tasks_and_executors() {
+    let s = status();
+    let jobs = s.jobs();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].job_id, 1, "newest first");
+    assert_eq!(
+        jobs[0].failure.as_deref(),
+        Some("task 0 of stage 2 failed: boom")
+    );
+    let st = s.job_stages(0).unwrap();
+    assert_eq!(
+        (
+            st[0].tasks_succeeded,
+            st[0].tasks_failed,
+            st[0].tasks_running
+        ),
+        (2, 1, 0)
+    );
+    assert_eq!(
+        st[0].metrics.shuffle_bytes_written, 4096,
+        "successful attempts only"
+    );
+    let second = s.job_stages(1).unwrap();
+    assert_eq!(
+        second[0].status.as_str(),
+        "skipped",
+        "job 1 skipped stage 0"
+    );
+    assert_eq!(second[1].status.as_str(), "failed");
+    assert_eq!(
+        s.stage(0).unwrap().status.as_str(),
+        "succeeded",
+        "for job 0 it ran"
+    );
+    let tasks = s.stage_tasks(0).unwrap();
+    assert_eq!(tasks.len(), 3);
+    assert!(tasks[1].error.as_deref().unwrap().contains("<bad>"));
+    let ex = s.executors();
+    assert_eq!((ex[0].tasks_succeeded, ex[0].tasks_failed), (3, 0));
+    assert_eq!((ex[1].tasks_succeeded, ex[1].tasks_failed), (1, 2));
+    assert_eq!(ex[1].lost_reason.as_deref(), Some("heartbeat timed out"));
+    assert!(!s.busy());
+}
+
+/// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
+fn serve(
+    source: Source,
+    auth: Auth,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx
+                .send(listener.local_addr().unwrap().to_string())
+                .unwrap();
+            ember_ui::serve(listener, source, auth, async {
+                let _ = stop_rx.await;
+            })
+            .await
+            .unwrap();
+        });
+    });
+    (addr_rx.recv().unwrap(), stop_tx, thread)
+}
+
+/// `GET path` with an optional Authorization header: (status, body).
+fn get(addr: &str, path: &str, auth: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn json(addr: &str, path: &str) -> serde_json::Value {
+    let (code, body) = get(addr, path, None);
+    assert_eq!(code, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn the_api_and_pages_show_the_application() {
+    let (addr, stop, thread) = serve(Source::Live(Arc::new(RwLock::new(status()))), Auth::Open);
+    let jobs = json(&addr, "/api/v1/jobs");
+    assert_eq!(jobs.as_array().unwrap().len(), 2);
+    assert_eq!(jobs[1]["description"], "collect at src/main.rs:20");
+    assert_eq!(jobs[1]["status"], "succeeded");
+    assert_eq!(jobs[0]["status"], "failed");
+    assert_eq!(json(&addr, "/api/v1/jobs/1")["skipped_stage_ids"][0], 0);
+    let stages = json(&addr, "/api/v1/jobs/0/stages");
+    assert_eq!(stages[0]["tasks_failed"], 1);
+    assert_eq!(stages[1]["parents"][0], 0);
+    assert_eq!(stages[1]["metrics"]["shuffle_bytes_read"], 2048);
+    let tasks = json(&addr, "/api/v1/stages/0/tasks");
+    assert_eq!(tasks.as_array().unwrap().len(), 3);
+    assert_eq!(tasks[1]["status"], "failed");
+    assert_eq!(json(&addr, "/api/v1/stages/2")["status"], "failed");
+    let ex = json(&addr, "/api/v1/executors");
+    assert_eq!(ex[1]["lost_reason"], "heartbeat timed out");
+    for bad in [
+        "/api/v1/jobs/7",
+        "/api/v1/jobs/x",
+        "/api/v1/stages/99/tasks",
+        "/jobs/7",
+        "/nope",
+    ] {
+        assert_eq!(get(&addr, bad, None).0, 404, "{bad}");
+    }
+    let (code, page) = get(&addr, "/jobs", None);
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("Succeeded jobs (1)") && page.contains("Failed jobs (1)"),
+        "{page}"
+    );
+    assert!(page.contains("<a href=\"/jobs/0\">0</a>"));
+    assert!(
+        !page.contains("http-equiv=\"refresh\""),
+        "nothing runs: no refresh"
+    );
+    let (_, job) = get(&addr, "/jobs/1", None);
+    assert!(
+        job.contains("<svg")
+            && job.contains("Stage 0 (skipped)")
+            && job.contains("Stage 2 (failed)"),
+        "{job}"
+    );
+    let (_, stage) = get(&addr, "/stages/0", None);
+    assert!(stage.contains("2 / 0 / 1 of 2"), "{stage}");
+    assert!(
+        stage.contains("&lt;bad&gt; &amp; worse"),
+        "escaped error text"
+    );
+    assert!(stage.contains("class=\"timeline\""));
+    let (_, execs) = get(&addr, "/executors", None);
+    assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn with_a_secret_every_request_needs_it() {
+    let (addr, stop, thread) = serve(
+        Source::Live(Arc::new(RwLock::new(status()))),
+        Auth::Secret("s3cret".into()),
+    );
+    let (code, body) = get(&addr, "/api/v1/jobs", None);
+    assert_eq!(code, 401);
+    assert!(!body.contains("collect"));
+    assert_eq!(get(&addr, "/jobs", Some("Bearer wrong")).0, 401);
+    assert_eq!(get(&addr, "/jobs", Some("Bearer s3cret")).0, 200);
+    // Basic auth, any user: base64("ember:s3cret").
+    assert_eq!(
+        get(&addr, "/api/v1/jobs", Some("Basic ZW1iZXI6czNjcmV0")).0,
+        200
+    );
+    assert_eq!(
+        get(&addr, "/api/v1/jobs", Some("Basic ZW1iZXI6bm8=")).0,
+        401
+    );
+    let (_, page) = get(&addr, "/jobs", Some("Bearer s3cret"));
+    assert!(!page.contains("s3cret"), "the secret is never shown");
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn a_history_server_replays_event_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = EventLogWriter::create(dir.path(), "word count!", 0).unwrap();
+    for e in events().iter().skip(1) {
+        w.write(e).unwrap();
+    }
+    w.flush().unwrap();
+    let path = w.path().to_path_buf();
+    drop(w);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let replayed = ember_ui::event_log::replay(&path).unwrap();
+    assert_eq!(replayed.name, "word count!");
+    assert_eq!(
+        format!("{:?}", replayed.jobs()),
+        format!("{:?}", status().jobs())
+    );
+    // A torn last line (the application died mid-write) is skipped.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"{\"event\":\"job_ended\",\"job_").unwrap();
+    drop(f);
+    assert!(ember_ui::event_log::replay(&path).is_ok());
+    // A bad line in the middle is an error naming the file and line.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"event\":\"app_started\",\"name\":\"x\",\"time_ms\":0}\nnot json\n{}\n",
+    )
+    .unwrap();
+    let err = ember_ui::event_log::replay(&bad).unwrap_err().to_string();
+    assert!(err.contains("bad.jsonl:2"), "{err}");
+    std::fs::remove_file(&bad).unwrap();
+
+    let id = path.file_stem().unwrap().to_str().unwrap().to_string();
+    assert!(id.starts_with("word_count_-0-"), "{id}");
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
+    let apps = json(&addr, "/api/v1/applications");
+    assert_eq!(apps[0]["id"], id.as_str());
+    assert_eq!(apps[0]["jobs"], 2);
+    let jobs = json(&addr, &format!("/api/v1/applications/{id}/jobs"));
+    assert_eq!(jobs[1]["description"], "collect at src/main.rs:20");
+    assert_eq!(
+        json(&addr, &format!("/api/v1/applications/{id}/stages/0/tasks"))
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let (code, page) = get(&addr, &format!("/history/{id}/jobs/0"), None);
+    assert_eq!(code, 200);
+    assert!(
+        page.contains(&format!("href=\"/history/{id}/stages/1\"")),
+        "{page}"
+    );
+    let (_, index) = get(&addr, "/history", None);
+    assert!(index.contains(&id));
+    assert_eq!(get(&addr, "/history/../../etc/passwd/jobs", None).0, 404);
+    assert_eq!(get(&addr, "/history/nope/jobs", None).0, 404);
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
