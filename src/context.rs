@@ -95,6 +95,9 @@ pub(crate) struct ContextInner {
     pub checkpoint_dir: Mutex<Option<std::path::PathBuf>>,
     /// Forgets what no live RDD reaches (see [`crate::cleaner`]).
     pub cleaner: Cleaner,
+    /// Local mode's web UI and event log, if asked for (see `local_ui`).
+    #[cfg(feature = "ui")]
+    pub local_ui: Mutex<Option<crate::local_ui::LocalUi>>,
 }
 
 impl Drop for ContextInner {
@@ -147,22 +150,21 @@ impl Context {
                     launcher,
                 );
                 local.start_workers(&scheduler, threads);
+                #[cfg(feature = "ui")]
+                let ui = crate::local_ui::start(&scheduler, &app_name())?;
                 let backend = Backend::Local {
                     scheduler,
                     cluster: Some(local),
                 };
-                Ok(Context::new(conf, backend, binary_id, threads, 0, 0))
+                let ctx = Context::new(conf, backend, binary_id, threads, 0, 0);
+                #[cfg(feature = "ui")]
+                {
+                    *ctx.inner.local_ui.lock() = ui;
+                }
+                Ok(ctx)
             }
             Master::Cluster(url) => {
-                let app = std::env::args()
-                    .next()
-                    .and_then(|a| {
-                        std::path::Path::new(&a)
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                    })
-                    .unwrap_or_else(|| "ember-job".into());
-                let client = ClusterClient::connect(&url, &app)?;
+                let client = ClusterClient::connect(&url, &app_name())?;
                 let binary_id = crate::cluster::binary::current()?.1.clone();
                 let parallelism = (client.session.total_cores as usize).max(2);
                 let (id_base, broadcast_base) =
@@ -211,8 +213,21 @@ impl Context {
                 accumulators: Mutex::new(HashMap::new()),
                 last_job: Mutex::new(None),
                 checkpoint_dir: Mutex::new(None),
+                #[cfg(feature = "ui")]
+                local_ui: Mutex::new(None),
             }),
         }
+    }
+
+    /// Where this local-mode context serves its web UI (`EMBER_UI_PORT`), as
+    /// `http://127.0.0.1:PORT` (Spark's `uiWebUrl`); `None` without one (and in cluster
+    /// mode, whose UI is the driver's `--ui-port`).
+    pub fn ui_url(&self) -> Option<String> {
+        #[cfg(feature = "ui")]
+        if let Some(addr) = self.inner.local_ui.lock().as_ref().and_then(|u| u.addr) {
+            return Some(format!("http://{addr}"));
+        }
+        None
     }
 
     /// The configuration this context runs with.
@@ -445,4 +460,16 @@ impl Context {
         self.inner.accumulators.lock().insert(id, shared);
         acc
     }
+}
+
+/// The job's name: its binary's file name.
+fn app_name() -> String {
+    std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "ember-job".into())
 }

@@ -39,6 +39,8 @@ mod error;
 pub mod io;
 mod job;
 mod local;
+#[cfg(feature = "ui")]
+mod local_ui;
 mod logging;
 pub mod memory;
 mod output;

@@ -1,0 +1,80 @@
+//! Local mode's web UI and event log (`EMBER_UI_PORT`, `EMBER_EVENT_LOG_DIR`): a job's
+//! numbers through the REST API while the context lives, the server gone with it, and
+//! the event log replayable. Alone in its binary: it sets process environment variables.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.get(9..12)?.parse().ok()?;
+    Some((code, out.split_once("\r\n\r\n")?.1.to_string()))
+}
+
+#[test]
+fn a_local_context_serves_its_ui_and_writes_its_event_log() {
+    let logs = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::env::set_var("EMBER_UI_PORT", "0");
+    std::env::set_var("EMBER_EVENT_LOG_DIR", logs.path());
+    let mut conf = ember::Conf::local(2, 256 << 20);
+    conf.progress = false;
+    conf.local_dir = Some(work.path().to_path_buf());
+    let ctx = ember::Context::with_conf(conf).unwrap();
+    std::env::remove_var("EMBER_UI_PORT");
+    std::env::remove_var("EMBER_EVENT_LOG_DIR");
+    let url = ctx.ui_url().expect("a UI");
+    let addr = url.strip_prefix("http://").unwrap().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let sums = ctx
+        .parallelize((0..1000u64).map(|i| (i % 10, 1u64)).collect::<Vec<_>>(), 4)
+        .reduce_by_key(|a: u64, b: u64| a + b)
+        .collect()
+        .unwrap();
+    assert_eq!(sums.len(), 10);
+    let mut jobs = serde_json::Value::Null;
+    for _ in 0..100 {
+        let (code, body) = get(&addr, "/api/v1/jobs").unwrap();
+        assert_eq!(code, 200);
+        jobs = serde_json::from_str(&body).unwrap();
+        if jobs[0]["status"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(jobs[0]["status"], "succeeded", "{jobs}");
+    assert!(
+        jobs[0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("tests/local_ui.rs"),
+        "{jobs}"
+    );
+    let stages: serde_json::Value =
+        serde_json::from_str(&get(&addr, "/api/v1/jobs/0/stages").unwrap().1).unwrap();
+    assert_eq!(stages[0]["metrics"]["records_in"], 1000);
+    assert_eq!(stages[1]["metrics"]["records_out"], 10);
+    drop(ctx);
+    assert!(
+        get(&addr, "/api/v1/jobs").is_none(),
+        "the server ends with the context"
+    );
+    let log = std::fs::read_dir(logs.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let replayed = ember_ui::event_log::replay(&log).unwrap();
+    assert_eq!(replayed.jobs().len(), 1);
+    assert_eq!(replayed.job_stages(0).unwrap()[0].metrics.records_in, 1000);
+}
