@@ -278,7 +278,8 @@ pub(crate) fn stage_page(
     page(app, base, &format!("Stage {}", stage.stage_id), &body)
 }
 
-/// One bar per task attempt, from launch to end, a row per executor.
+/// One bar per task attempt, from launch to end: a lane per task slot an executor had
+/// busy at once (a task takes the first lane of its executor free at its launch).
 fn timeline_svg(tasks: &[TaskInfo]) -> String {
     let Some(start) = tasks.iter().map(|t| t.launched_ms).min() else {
         return "<p>No tasks.</p>".into();
@@ -289,28 +290,44 @@ fn timeline_svg(tasks: &[TaskInfo]) -> String {
         .max()
         .unwrap_or(start)
         .max(start + 1);
-    let mut executors: Vec<&str> = tasks.iter().map(|t| t.executor_id.as_str()).collect();
-    executors.sort_unstable();
-    executors.dedup();
-    let (label, width, row) = (140.0, 700.0, 18u32);
+    let mut order: Vec<&TaskInfo> = tasks.iter().collect();
+    order.sort_by_key(|t| (t.executor_id.as_str(), t.launched_ms));
+    // (executor, lane) rows, each with the end of its last task.
+    let mut lanes: Vec<(&str, u64)> = Vec::new();
+    let mut placed: Vec<(usize, &TaskInfo)> = Vec::with_capacity(order.len());
+    for t in order {
+        let until = t.finished_ms.unwrap_or(end);
+        let row = match lanes
+            .iter()
+            .position(|(ex, busy)| *ex == t.executor_id && *busy <= t.launched_ms)
+        {
+            Some(r) => {
+                lanes[r].1 = until;
+                r
+            }
+            None => {
+                lanes.push((t.executor_id.as_str(), until));
+                lanes.len() - 1
+            }
+        };
+        placed.push((row, t));
+    }
+    let (label, width, row_h) = (140.0, 700.0, 18u32);
     let scale = width / (end - start) as f64;
-    let height = executors.len() as u32 * row + 10;
+    let height = lanes.len() as u32 * row_h + 10;
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" class=\"timeline\">",
         label + width + 10.0
     );
-    for (r, ex) in executors.iter().enumerate() {
+    for (r, (ex, _)) in lanes.iter().enumerate() {
         let _ = write!(
             svg,
             "<text x=\"2\" y=\"{}\" font-size=\"11\">{}</text>",
-            r as u32 * row + 13,
+            r as u32 * row_h + 13,
             esc(ex)
         );
     }
-    for t in tasks {
-        let r = executors
-            .binary_search(&t.executor_id.as_str())
-            .unwrap_or(0) as u32;
+    for (r, t) in placed {
         let x = label + (t.launched_ms - start) as f64 * scale;
         let w = ((t.finished_ms.unwrap_or(end) - t.launched_ms) as f64 * scale).max(2.0);
         let colour = match t.status {
@@ -321,8 +338,8 @@ fn timeline_svg(tasks: &[TaskInfo]) -> String {
         let _ = write!(
             svg,
             "<rect x=\"{x:.1}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{colour}\"><title>task {} partition {} attempt {}</title></rect>",
-            r * row + 3,
-            row - 4,
+            r as u32 * row_h + 3,
+            row_h - 4,
             t.task_id,
             t.partition,
             t.attempt

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The web UI in a real headless browser (chromium + chromedriver through selenium).
+
+Starts a driver (`--ui-port 0`) and an executor on loopback from the workspace's debug
+binaries, runs `examples/wordcount` on data/sample-text against them, then opens the
+jobs page, follows the link to the job, from there to its map stage, and opens the
+executors page, checking that each page shows the numbers the REST API gives (which
+tests/cluster_ui.rs checks against the job itself). Saves a screenshot of every page in
+--out. Every process and temporary directory is removed at the end, also on failure.
+
+    cargo build -p ember-driver -p ember-executor --example wordcount
+    python3 ui/tests/browser.py --out target/ui-screenshots
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def first_line(proc, prefix, timeout=30):
+    """The first stdout line of `proc` starting with `prefix`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith(prefix):
+            return line.strip()
+    raise SystemExit(f"no line starting with {prefix!r}")
+
+
+def api(ui, path):
+    with urllib.request.urlopen(f"{ui}{path}", timeout=10) as r:
+        return json.load(r)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="directory for the screenshots")
+    ap.add_argument("--bin", type=Path, default=REPO / "target/debug")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    for b in ["ember-driver", "ember-executor", "examples/wordcount"]:
+        if not (a.bin / b).exists():
+            raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor --example wordcount")
+    scratch = Path(tempfile.mkdtemp(prefix="ember-ui-browser-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_SECRET")}
+    env["EMBER_LOG"] = "warn"
+    procs = []
+    browser = None
+    try:
+        driver = subprocess.Popen(
+            [str(a.bin / "ember-driver"), "--host", "127.0.0.1", "--port", "0", "--ui-port", "0",
+             "--binary-dir", str(scratch / "binaries")],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        procs.append(driver)
+        grpc = first_line(driver, "ember-driver listening on ").split()[-1]
+        ui = first_line(driver, "ember-driver ui on ").split()[-1]
+        executor = subprocess.Popen(
+            [str(a.bin / "ember-executor"), "--driver", grpc, "--cores", "2", "--memory", "512m",
+             "--shuffle-port", "0", "--work-dir", str(scratch / "executor")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        procs.append(executor)
+        deadline = time.monotonic() + 30
+        while not api(ui, "/api/v1/executors"):
+            if time.monotonic() > deadline:
+                raise SystemExit("the executor did not register")
+            time.sleep(0.1)
+        subprocess.run(
+            [str(a.bin / "examples/wordcount"), "--master", grpc, "--partitions", "3",
+             str(REPO / "data/sample-text"), str(scratch / "out")],
+            check=True, env=env, timeout=120, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while api(ui, "/api/v1/jobs")[0]["status"] != "succeeded":
+            if time.monotonic() > deadline:
+                raise SystemExit("the job never showed as succeeded")
+            time.sleep(0.1)
+        job = api(ui, "/api/v1/jobs")[0]
+        stages = api(ui, f"/api/v1/jobs/{job['job_id']}/stages")
+        map_stage = stages[0]
+        tasks = api(ui, f"/api/v1/stages/{map_stage['stage_id']}/tasks")
+
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+                    f"--user-data-dir={scratch / 'chromium'}"]:
+            opts.add_argument(arg)
+        service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+        browser = webdriver.Chrome(options=opts, service=service)
+        browser.set_page_load_timeout(30)
+
+        browser.get(f"{ui}/jobs")
+        assert "Succeeded jobs (1)" in browser.page_source, browser.page_source
+        assert job["description"] in browser.find_element(By.TAG_NAME, "body").text
+        browser.save_screenshot(str(a.out / "1-jobs.png"))
+
+        browser.find_element(By.LINK_TEXT, str(job["job_id"])).click()
+        assert browser.current_url.endswith(f"/jobs/{job['job_id']}"), browser.current_url
+        assert browser.find_elements(By.CSS_SELECTOR, "svg.dag g.stage"), "a DAG of stages"
+        rows = browser.find_elements(By.CSS_SELECTOR, "table tr")[1:]
+        assert len(rows) == len(stages), (len(rows), len(stages))
+        cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
+        want = f"{map_stage['tasks_succeeded']} / 0 / 0 of {map_stage['num_tasks']}"
+        assert cells[3] == want and cells[4] == str(map_stage["metrics"]["records_in"]), (cells, want)
+        browser.save_screenshot(str(a.out / "2-job.png"))
+
+        browser.find_element(By.LINK_TEXT, str(map_stage["stage_id"])).click()
+        assert browser.current_url.endswith(f"/stages/{map_stage['stage_id']}"), browser.current_url
+        assert f"Tasks ({len(tasks)})" in browser.page_source
+        assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect"), "a task timeline"
+        task_rows = browser.find_elements(By.XPATH, "//h2[starts-with(., 'Tasks')]/following-sibling::table[1]//tr")[1:]
+        assert len(task_rows) == len(tasks), (len(task_rows), len(tasks))
+        browser.save_screenshot(str(a.out / "3-stage.png"))
+
+        browser.find_element(By.LINK_TEXT, "Executors").click()
+        body = browser.find_element(By.TAG_NAME, "body").text
+        executor_id = api(ui, "/api/v1/executors")[0]["executor_id"]
+        assert executor_id in body and "active" in body, body
+        browser.save_screenshot(str(a.out / "4-executors.png"))
+        print(f"ui browser test: 4 pages checked, screenshots in {a.out}")
+        return 0
+    finally:
+        if browser is not None:
+            browser.quit()
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
