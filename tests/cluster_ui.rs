@@ -149,6 +149,19 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
     );
     let (_, page) = get(&ui, "/jobs");
     assert!(page.contains("Succeeded jobs (1)"), "{page}");
+    let (code, metrics) = get(&ui, "/metrics");
+    assert_eq!(code, 200);
+    for line in [
+        "ember_jobs{status=\"succeeded\"} 1".to_string(),
+        format!("ember_tasks_total{{outcome=\"succeeded\"}} {all}"),
+        "ember_executors{state=\"active\"} 2".to_string(),
+        "ember_executor_cores 2".to_string(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line:?} in\n{metrics}"
+        );
+    }
     drop(cluster);
 
     // The history server over the driver's event log.

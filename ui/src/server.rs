@@ -117,7 +117,8 @@ pub fn router(source: Source, auth: Auth) -> Router {
         .route(
             "/api/v1/executors",
             get(|s: St| async move { live_api(&s, Query::Executors) }),
-        );
+        )
+        .route("/metrics", get(|s: St| async move { live_metrics(&s) }));
     let history = Router::new()
         .route("/history", get(|s: St| async move { history_index(&s) }))
         .route(
@@ -283,6 +284,21 @@ fn live_api(s: &St, q: Query) -> Response {
     };
     let app = st.read();
     answer(&app, q).map_or_else(not_found, json_ok)
+}
+
+fn live_metrics(s: &St) -> Response {
+    let Some(st) = live_status(s) else {
+        return not_found();
+    };
+    let text = crate::metrics::render(&st.read());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 /// The logs of the history directory as (id, path): the id is the file stem.

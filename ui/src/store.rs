@@ -106,11 +106,33 @@ pub struct ExecutorInfo {
     pub shuffle_bytes_read: u64,
 }
 
+/// Task run times for `/metrics` (a Prometheus histogram; buckets 1 ms to ~4 min).
+#[derive(Clone)]
+pub struct TaskSeconds(pub prometheus_client::metrics::histogram::Histogram);
+
+impl Default for TaskSeconds {
+    fn default() -> Self {
+        TaskSeconds(prometheus_client::metrics::histogram::Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(0.001, 4.0, 10),
+        ))
+    }
+}
+
+impl std::fmt::Debug for TaskSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskSeconds")
+    }
+}
+
 /// One application's status.
 #[derive(Debug, Default)]
 pub struct AppStatus {
     pub name: String,
     pub started_ms: u64,
+    /// Task attempts ended, over the application's life (kept when entries go).
+    pub tasks_succeeded_total: u64,
+    pub tasks_failed_total: u64,
+    pub task_seconds: TaskSeconds,
     jobs: BTreeMap<u64, JobInfo>,
     stages: BTreeMap<u32, StageInfo>,
     tasks: BTreeMap<u32, VecDeque<TaskInfo>>,
@@ -331,6 +353,14 @@ impl AppStatus {
         failure: &Option<String>,
         at: u64,
     ) {
+        if succeeded {
+            self.tasks_succeeded_total += 1;
+        } else {
+            self.tasks_failed_total += 1;
+        }
+        self.task_seconds
+            .0
+            .observe(metrics.run_time_micros as f64 / 1_000_000.0);
         if let Some(s) = self.stages.get_mut(&stage_id) {
             s.tasks_running = s.tasks_running.saturating_sub(1);
             if succeeded {

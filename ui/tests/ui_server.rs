@@ -323,6 +323,30 @@ fn the_api_and_pages_show_the_application() {
     assert!(stage.contains("class=\"timeline\""));
     let (_, execs) = get(&addr, "/executors", None);
     assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
+    // Prometheus: the same numbers, OpenMetrics text.
+    let (code, metrics) = get(&addr, "/metrics", None);
+    assert_eq!(code, 200);
+    for line in [
+        "ember_jobs{status=\"succeeded\"} 1",
+        "ember_jobs{status=\"failed\"} 1",
+        "ember_jobs{status=\"running\"} 0",
+        "ember_tasks_total{outcome=\"succeeded\"} 4",
+        "ember_tasks_total{outcome=\"failed\"} 2",
+        "ember_executors{state=\"lost\"} 1",
+        "ember_executors{state=\"active\"} 1",
+        "ember_executor_cores 2",
+        "ember_tasks_running 0",
+        "ember_task_duration_seconds_count 6",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line:?} in\n{metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("# TYPE ember_task_duration_seconds histogram"),
+        "{metrics}"
+    );
     stop.send(()).unwrap();
     thread.join().unwrap();
 }
