@@ -21,12 +21,13 @@ fn work_dir_holds_shuffle_files_and_is_removed_on_drop() {
     let parent = tempfile::tempdir().unwrap();
     {
         let ctx = Context::with_conf(conf_in(parent.path(), 2, 1)).unwrap();
-        let n = ctx
+        // Held while the files are counted: the context cleaner deletes the shuffle
+        // files of an RDD nothing reaches any more.
+        let sums = ctx
             .range(0, 10_000, 4)
             .map(|x: i64| (x % 7, 1u64))
-            .reduce_by_key(|a, b| a + b)
-            .count()
-            .unwrap();
+            .reduce_by_key(|a, b| a + b);
+        let n = sums.count().unwrap();
         assert_eq!(n, 7);
         let work: Vec<PathBuf> = std::fs::read_dir(parent.path())
             .unwrap()
@@ -42,6 +43,7 @@ fn work_dir_holds_shuffle_files_and_is_removed_on_drop() {
             shuffle_files >= 8,
             "4 map tasks write a data and an index file each, found {shuffle_files}"
         );
+        drop(sums);
     }
     let left = std::fs::read_dir(parent.path()).unwrap().count();
     assert_eq!(
