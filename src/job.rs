@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ember_proto::TaskMetrics;
 use ember_scheduler::{JobEvent, JobFailure};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::context::Context;
 use crate::error::{EmberError, Result};
@@ -84,8 +84,17 @@ impl Context {
         // with it rather than report an undercounted value.
         let mut accumulator_error: Option<EmberError> = None;
         let outcome = loop {
-            let Ok(ev) = events.recv() else {
-                break Err(EmberError::Cancelled("the scheduler stopped".into()));
+            // A quiet moment redraws what a burst of events left undrawn (the line is
+            // redrawn at most ten times a second), so it shows every running task.
+            let ev = match events.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(ev) => ev,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    progress.tick();
+                    continue;
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    break Err(EmberError::Cancelled("the scheduler stopped".into()));
+                }
             };
             match ev {
                 JobEvent::Started { job_id, .. } => job = Some(job_id),
@@ -95,6 +104,19 @@ impl Context {
                     s.skipped = true;
                 }
                 JobEvent::StageSubmitted(info) => {
+                    if info.attempt > 1 {
+                        // Its input was lost (an executor died, a shuffle block could not
+                        // be read): say so on the console, not only in the summary.
+                        warn!(
+                            "stage {} ({}) runs again, attempt {}: {} of its {} tasks, \
+                             for output that was lost",
+                            info.stage_id,
+                            info.name,
+                            info.attempt,
+                            info.tasks_to_run,
+                            info.num_tasks
+                        );
+                    }
                     let s = stages.entry(info.stage_id).or_default();
                     s.name = info.name.clone();
                     s.skipped = false;

@@ -18,6 +18,8 @@ pub(crate) struct ProgressBar {
     stages: BTreeMap<u32, StageProgress>,
     last_draw: Option<Instant>,
     drawn: bool,
+    /// A change not drawn yet (it came within 100 ms of the last draw).
+    dirty: bool,
 }
 
 const WIDTH: usize = 40;
@@ -29,6 +31,7 @@ impl ProgressBar {
             stages: BTreeMap::new(),
             last_draw: None,
             drawn: false,
+            dirty: false,
         }
     }
 
@@ -57,6 +60,14 @@ impl ProgressBar {
         self.draw(true);
     }
 
+    /// Draws a change that came too soon after the last draw (called when no event
+    /// came for a while).
+    pub(crate) fn tick(&mut self) {
+        if self.dirty {
+            self.draw(true);
+        }
+    }
+
     /// Clears the line.
     pub(crate) fn finish(&mut self) {
         if self.enabled && self.drawn {
@@ -76,8 +87,10 @@ impl ProgressBar {
                 .last_draw
                 .is_some_and(|t| now - t < Duration::from_millis(100))
         {
+            self.dirty = true;
             return;
         }
+        self.dirty = false;
         self.last_draw = Some(now);
         let line = render(&self.stages);
         let mut err = std::io::stderr().lock();
@@ -111,6 +124,27 @@ fn render(stages: &BTreeMap<u32, StageProgress>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_throttled_away_is_drawn_by_the_next_tick() {
+        let mut p = ProgressBar {
+            enabled: true,
+            stages: BTreeMap::new(),
+            last_draw: None,
+            drawn: false,
+            dirty: false,
+        };
+        p.stage_submitted(0, 4);
+        assert!(!p.dirty, "the first change is drawn at once");
+        p.task_started(0);
+        p.task_started(0);
+        assert!(p.dirty, "changes within 100 ms wait");
+        p.tick();
+        assert!(!p.dirty, "a tick draws them");
+        assert_eq!(render(&p.stages), render(&p.stages));
+        assert!(render(&p.stages).ends_with("(0 + 2) / 4]"));
+        p.finish();
+    }
 
     #[test]
     fn renders_like_spark() {

@@ -198,10 +198,16 @@ fn start_gated(cluster: &Cluster, input: &Path, scratch: &Path) -> GateRun {
 impl GateRun {
     /// Opens the gate; returns the output and the records-parsed count the job printed.
     fn open_and_finish(self, cluster: &Cluster) -> (String, u64) {
+        let (out, parsed, _) = self.open_and_finish_with_console(cluster);
+        (out, parsed)
+    }
+
+    /// [`open_and_finish`](Self::open_and_finish) with what the client printed on stderr.
+    fn open_and_finish_with_console(self, cluster: &Cluster) -> (String, u64, String) {
         fs::write(self.gate.join("open"), b"").unwrap();
         let run = self.client.wait();
         assert!(run.success, "the job failed: {run:?}\n{}", cluster.logs());
-        (output(&self.out), parsed(&run))
+        (output(&self.out), parsed(&run), run.stderr.clone())
     }
 }
 
@@ -228,8 +234,17 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     let lost = held[victim].len();
     cluster.signal_executor(victim, "KILL");
-    let got = run.open_and_finish(&cluster);
-    assert_eq!(got, want, "output differs from the fault-free run");
+    let (out, records, console) = run.open_and_finish_with_console(&cluster);
+    assert_eq!(
+        (out, records),
+        want,
+        "output differs from the fault-free run"
+    );
+    // The client's console says that a stage ran again for lost output.
+    assert!(
+        console.contains("runs again, attempt 2") && console.contains("for output that was lost"),
+        "{console}"
+    );
     let log = cluster.driver_log();
     assert!(log.contains("executor lost"), "{log}");
     // The map stage ran once in full, then only for the outputs the dead executor held.
