@@ -8,7 +8,7 @@ executors page, checking that each page shows the numbers the REST API gives (wh
 tests/cluster_ui.rs checks against the job itself). Saves a screenshot of every page in
 --out. Every process and temporary directory is removed at the end, also on failure.
 
-    cargo build -p ember-driver -p ember-executor --example wordcount
+    cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount
     python3 ui/tests/browser.py --out target/ui-screenshots
 """
 
@@ -54,7 +54,7 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
     for b in ["ember-driver", "ember-executor", "examples/wordcount"]:
         if not (a.bin / b).exists():
-            raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor --example wordcount")
+            raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount")
     scratch = Path(tempfile.mkdtemp(prefix="ember-ui-browser-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_SECRET")}
     env["EMBER_LOG"] = "warn"
