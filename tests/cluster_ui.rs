@@ -72,7 +72,7 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
             "--event-log-dir",
             events.to_str().unwrap(),
         ],
-        &[],
+        &["--metrics-port", "0"],
         &[],
     );
     let ui = cluster.ui_address();
@@ -162,6 +162,50 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
             "no {line:?} in\n{metrics}"
         );
     }
+    // Each executor's own metrics add up to what the UI saw.
+    let value = |text: &str, name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })
+            .unwrap_or_else(|| panic!("no {name} in\n{text}")) as u64
+    };
+    let scraped: Vec<String> = (0..2)
+        .map(|i| get(&cluster.executor_metrics_address(i), "/metrics"))
+        .map(|(code, body)| {
+            assert_eq!(code, 200);
+            body
+        })
+        .collect();
+    let sum = |name: &str| scraped.iter().map(|t| value(t, name)).sum::<u64>();
+    assert_eq!(
+        sum("ember_executor_tasks_total{outcome=\"succeeded\"} "),
+        all
+    );
+    assert_eq!(sum("ember_executor_tasks_running "), 0);
+    assert_eq!(
+        sum("ember_executor_shuffle_written_bytes_total "),
+        map["metrics"]["shuffle_bytes_written"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum("ember_executor_shuffle_fetched_bytes_total "),
+        result["metrics"]["shuffle_bytes_read"].as_u64().unwrap()
+    );
+    assert!(
+        sum("ember_executor_shuffle_served_bytes_total ")
+            <= sum("ember_executor_shuffle_fetched_bytes_total "),
+        "served to others is part of what was fetched"
+    );
+    assert_eq!(sum("ember_executor_cores "), 2);
+    assert_eq!(
+        sum("ember_executor_memory_limit_bytes "),
+        2 * 512 * 1024 * 1024
+    );
+    assert!(
+        sum("ember_executor_workers ") >= 1,
+        "a worker per binary, while not idle"
+    );
     drop(cluster);
 
     // The history server over the driver's event log.

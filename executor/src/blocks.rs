@@ -260,6 +260,7 @@ fn send_block(
             )))
         })?;
         remaining -= n as u64;
+        crate::metrics::metrics().served(n as u64);
         chunk.data = data;
         if tx.blocking_send(Ok(chunk)).is_err() {
             return Ok(false);

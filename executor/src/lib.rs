@@ -26,6 +26,7 @@ pub mod blocks;
 pub mod cleanup;
 pub mod config;
 pub mod driver_conn;
+pub mod metrics;
 pub mod process;
 pub mod protocol;
 pub mod registration;

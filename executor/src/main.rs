@@ -3,7 +3,8 @@
 //! Startup order: parse and check the settings (exit 2 on any bad setting, including a
 //! non-loopback `--host` without a cluster secret), prepare the work dir, start the
 //! Shuffle service and print `ember-executor shuffle service on http://HOST:PORT` as
-//! the only line on stdout, then register with the driver until told to stop.
+//! the first line on stdout (with `--metrics-port`, then `ember-executor metrics on
+//! http://HOST:PORT`), then register with the driver until told to stop.
 //!
 //! Exit codes: 0 after SIGINT/SIGTERM (workers killed, temporary work dir removed);
 //! 1 if the driver refuses the cluster secret or the shuffle service cannot run;
@@ -62,6 +63,10 @@ struct Cli {
     /// Port of the shuffle service (0: any free port).
     #[arg(long, default_value_t = 0)]
     shuffle_port: u16,
+    /// Serve Prometheus metrics on `GET /metrics` at this port (0 picks a free one);
+    /// prints `ember-executor metrics on http://HOST:PORT` after the shuffle line.
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
@@ -167,7 +172,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
     Ok((config, temp))
 }
 
-async fn run(config: Config, shuffle_port: u16) -> ExitCode {
+async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> ExitCode {
     let config = Arc::new(config);
     let shutdown = CancellationToken::new();
     let listener = match tokio::net::TcpListener::bind((config.host.as_str(), shuffle_port)).await {
@@ -210,6 +215,28 @@ async fn run(config: Config, shuffle_port: u16) -> ExitCode {
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     println!("ember-executor shuffle service on {shuffle_address}");
+    ember_executor::metrics::metrics().set_offer(config.cores, config.memory_bytes);
+    if let Some(port) = metrics_port {
+        let listener = match tokio::net::TcpListener::bind((config.host.as_str(), port)).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("cannot bind the metrics port {}:{port}: {e}", config.host);
+                return ExitCode::from(1);
+            }
+        };
+        if let Ok(addr) = listener.local_addr() {
+            println!("ember-executor metrics on http://{addr}");
+        }
+        let secret = config.secret.as_deref().map(std::sync::Arc::<str>::from);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) =
+                ember_executor::metrics::serve(listener, secret, stop.cancelled_owned()).await
+            {
+                tracing::warn!("metrics endpoint stopped: {e}");
+            }
+        });
+    }
     let _ = std::io::stdout().flush();
     tracing::info!(
         work_dir = %config.work_dir.display(),
@@ -357,7 +384,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = runtime.block_on(run(config, cli.shuffle_port));
+    let code = runtime.block_on(run(config, cli.shuffle_port, cli.metrics_port));
     // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
     drop(runtime);
     drop(temp_dir);

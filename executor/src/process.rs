@@ -78,6 +78,8 @@ pub struct WorkerProcess {
     pub pid: u32,
     pub child: Child,
     files: WorkerFiles,
+    /// Counted in `ember_executor_workers` while the process is held.
+    _alive: crate::metrics::WorkerAlive,
 }
 
 impl WorkerProcess {
@@ -165,6 +167,7 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         pid,
         child,
         files,
+        _alive: crate::metrics::WorkerAlive::new(),
     };
     match handshake(&mut proc, listener, spec.sha).await {
         Ok(framed) => {

@@ -59,6 +59,8 @@ impl WorkerEnv {
             );
             return false;
         }
+        let succeeded = matches!(status.outcome, Some(task_status::Outcome::Success(_)));
+        crate::metrics::metrics().task_ended(succeeded, status.metrics.as_ref());
         let msg = ExecutorMessage {
             msg: Some(executor_message::Msg::Status(status)),
         };
@@ -73,6 +75,16 @@ impl WorkerEnv {
         tracing::warn!(task_id, "task failed: {message}");
         self.report(failed_status(task_id, &self.executor_id, message))
             .await;
+    }
+}
+
+impl Drop for WorkerEnv {
+    /// The registration ended: tasks never reported are no longer running here.
+    fn drop(&mut self) {
+        let left = self.running.lock().unwrap_or_else(|p| p.into_inner()).len();
+        for _ in 0..left {
+            crate::metrics::metrics().task_abandoned();
+        }
     }
 }
 

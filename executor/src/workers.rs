@@ -87,6 +87,7 @@ impl Workers {
                 return;
             }
             running.insert(task_id, sha.clone());
+            crate::metrics::metrics().task_started();
         }
         if !is_valid_sha(&sha) {
             let msg = format!(

@@ -263,6 +263,25 @@ impl Cluster {
         }
     }
 
+    /// The address of executor `i`'s metrics endpoint (started with `--metrics-port 0`),
+    /// waiting for its `ember-executor metrics on http://...` line.
+    pub fn executor_metrics_address(&self, i: usize) -> String {
+        let path = self.dir.path().join(format!("executor-{i}.stdout"));
+        let deadline = std::time::Instant::now() + STARTUP;
+        loop {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.contains(" metrics on http://")) {
+                return address_of(line).trim_start_matches("http://").to_string();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no metrics line in {}",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Asks the driver for its status.
     pub fn status(&self) -> Result<ember_proto::ClusterStatus, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
