@@ -58,7 +58,9 @@ pub(crate) fn start(scheduler: &SchedulerHandle, app: &str) -> Result<Option<Loc
         ),
         None => None,
     };
-    ember_ui::feed(scheduler.listen(), status.clone(), log);
+    // Local mode adds nothing to the scheduler's events.
+    let (_, nothing) = crossbeam_channel::unbounded();
+    ember_ui::feed(scheduler.listen(), nothing, status.clone(), log);
     let Some(port) = port else {
         return Ok(Some(LocalUi {
             addr: None,

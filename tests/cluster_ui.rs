@@ -135,6 +135,15 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
     let executors = json(&ui, "/api/v1/executors");
     let executors = executors.as_array().unwrap();
     assert_eq!(executors.len(), 2);
+    for e in executors {
+        assert_eq!(
+            e["memory_limit_bytes"],
+            512 << 20,
+            "the executor's --memory: {e}"
+        );
+        assert!(!e["host"].as_str().unwrap().is_empty(), "{e}");
+        assert!(e["memory_used_bytes"].is_u64(), "{e}");
+    }
     let done: u64 = executors
         .iter()
         .map(|e| e["tasks_succeeded"].as_u64().unwrap())

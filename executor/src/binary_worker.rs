@@ -83,6 +83,8 @@ struct Live {
     writer: JoinHandle<()>,
     sent: HashSet<u64>,
     tasks: HashSet<u64>,
+    /// Its tasks' reserved memory, as it last reported (gone with the worker).
+    memory: crate::worker_env::MemorySlot,
 }
 
 impl Live {
@@ -249,6 +251,10 @@ impl BinaryWorker {
                 }
             }
         });
+        let memory = crate::worker_env::MemorySlot {
+            map: self.env.memory.clone(),
+            name: proc.name.clone(),
+        };
         self.worker = Some(Live {
             proc,
             _binary: lease,
@@ -257,6 +263,7 @@ impl BinaryWorker {
             writer,
             sent: HashSet::new(),
             tasks: HashSet::new(),
+            memory,
         });
         Ok(())
     }
@@ -342,6 +349,7 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
         from_worker::Msg::Ready(_) => {
             tracing::warn!(worker = %live.proc.name, "worker said Ready twice; ignored");
         }
+        from_worker::Msg::Memory(m) => live.memory.set(m.reserved_bytes),
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ pub struct ExecutorMetrics {
     spilled: Counter,
     workers: Gauge,
     memory: Gauge<u64, AtomicU64>,
+    memory_reserved: Gauge<u64, AtomicU64>,
     cores: Gauge,
 }
 
@@ -58,6 +59,7 @@ impl ExecutorMetrics {
             spilled: Counter::default(),
             workers: Gauge::default(),
             memory: Gauge::default(),
+            memory_reserved: Gauge::default(),
             cores: Gauge::default(),
             registry: Registry::default(),
         };
@@ -106,6 +108,11 @@ impl ExecutorMetrics {
             "Memory this executor offers its tasks",
             m.memory.clone(),
         );
+        registry.register(
+            "memory_reserved_bytes",
+            "Memory this executor's running tasks reserve (as its workers last reported)",
+            m.memory_reserved.clone(),
+        );
         registry.register("cores", "Task slots this executor offers", m.cores.clone());
         ExecutorMetrics { registry, ..m }
     }
@@ -114,6 +121,10 @@ impl ExecutorMetrics {
     pub fn set_offer(&self, cores: u32, memory_bytes: u64) {
         self.cores.set(i64::from(cores));
         self.memory.set(memory_bytes);
+    }
+
+    pub fn set_memory_reserved(&self, bytes: u64) {
+        self.memory_reserved.set(bytes);
     }
 
     pub fn task_started(&self) {

@@ -252,7 +252,7 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
         tokio::select! {
             _ = reg.shutdown.cancelled() => break End::Shutdown,
             _ = heartbeat.tick() => {
-                let hb = Heartbeat { running_tasks: workers.running_tasks(), memory_used_bytes: 0 };
+                let hb = Heartbeat { running_tasks: workers.running_tasks(), memory_used_bytes: workers.memory_used() };
                 let msg = ExecutorMessage { msg: Some(executor_message::Msg::Heartbeat(hb)) };
                 match tx.try_send(msg) {
                     Ok(()) => {}

@@ -26,6 +26,33 @@ use crate::driver_conn::DriverConn;
 /// Task id -> binary hash of every task accepted and not yet reported.
 pub type RunningTasks = Arc<Mutex<HashMap<u64, String>>>;
 
+/// Worker name -> memory its running tasks reserve (its last `WorkerMemory` report).
+pub type WorkerMemory = Arc<Mutex<HashMap<String, u64>>>;
+
+/// A live worker's entry in [`WorkerMemory`], removed when the worker goes.
+pub(crate) struct MemorySlot {
+    pub map: WorkerMemory,
+    pub name: String,
+}
+
+impl MemorySlot {
+    pub(crate) fn set(&self, bytes: u64) {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.name.clone(), bytes);
+    }
+}
+
+impl Drop for MemorySlot {
+    fn drop(&mut self) {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.name);
+    }
+}
+
 /// What the binary workers of one registration share.
 pub struct WorkerEnv {
     pub config: Arc<Config>,
@@ -36,6 +63,8 @@ pub struct WorkerEnv {
     pub driver: DriverConn,
     pub(crate) to_driver: mpsc::Sender<ExecutorMessage>,
     pub(crate) running: RunningTasks,
+    /// What each live worker's tasks reserve.
+    pub(crate) memory: WorkerMemory,
 }
 
 impl WorkerEnv {

@@ -50,11 +50,25 @@ impl Workers {
             driver,
             to_driver,
             running: Arc::default(),
+            memory: Arc::default(),
         };
         Workers {
             env: Arc::new(env),
             by_binary: HashMap::new(),
         }
+    }
+
+    /// Memory the workers' running tasks reserve, summed (for heartbeats).
+    pub fn memory_used(&self) -> u64 {
+        let used: u64 = self
+            .env
+            .memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .sum();
+        crate::metrics::metrics().set_memory_reserved(used);
+        used
     }
 
     /// Ids of the tasks accepted and not yet reported (for heartbeats).

@@ -137,6 +137,33 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             .map_err(|e| format!("cannot start task thread: {e}"))?;
     }
 
+    // Memory reserved by running tasks, for the executor's heartbeats (and the UI).
+    {
+        let env = env.clone();
+        let writer = writer.clone();
+        std::thread::Builder::new()
+            .name("ember-memory".into())
+            .spawn(move || {
+                let mut last = u64::MAX;
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    let used = env.memory.used();
+                    if used != last {
+                        last = used;
+                        let frame = FromWorker {
+                            msg: Some(from_worker::Msg::Memory(ember_proto::WorkerMemory {
+                                reserved_bytes: used,
+                            })),
+                        };
+                        if write_frame(&writer, &frame).is_err() {
+                            return;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the memory reporter: {e}"))?;
+    }
+
     let mut reader = std::io::BufReader::new(stream);
     loop {
         let Some(bytes) = read_frame(&mut reader)? else {

@@ -153,6 +153,15 @@ pub enum AppEvent {
         reason: String,
         time_ms: u64,
     },
+    /// What the driver knows of an executor beyond the scheduler: its host, memory
+    /// offered and in use (from its heartbeats).
+    ExecutorResources {
+        executor_id: String,
+        host: String,
+        memory_limit_bytes: u64,
+        memory_used_bytes: u64,
+        time_ms: u64,
+    },
 }
 
 impl From<&ListenerEvent> for AppEvent {

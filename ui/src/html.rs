@@ -351,7 +351,7 @@ fn timeline_svg(tasks: &[TaskInfo]) -> String {
 
 pub(crate) fn executors_page(app: &AppStatus, base: &str, executors: &[ExecutorInfo]) -> String {
     let mut body = String::from(
-        "<table><tr><th>Executor</th><th>Cores</th><th>Status</th><th>Tasks running</th><th>Tasks done</th>\
+        "<table><tr><th>Executor</th><th>Host</th><th>Cores</th><th>Memory used / limit</th><th>Status</th><th>Tasks running</th><th>Tasks done</th>\
          <th>Tasks failed</th><th>Shuffle written</th><th>Shuffle read</th><th>Lost because</th></tr>",
     );
     for x in executors {
@@ -362,9 +362,12 @@ pub(crate) fn executors_page(app: &AppStatus, base: &str, executors: &[ExecutorI
         };
         let _ = write!(
             body,
-            "<tr><td>{id}</td><td class=\"n\">{c}</td><td><span class=\"{class}\">{st}</span></td><td class=\"n\">{r}</td>\
+            "<tr><td>{id}</td><td>{host}</td><td class=\"n\">{c}</td><td class=\"n\">{mu} / {ml}</td><td><span class=\"{class}\">{st}</span></td><td class=\"n\">{r}</td>\
              <td class=\"n\">{ok}</td><td class=\"n\">{f}</td><td class=\"n\">{sw}</td><td class=\"n\">{sr}</td><td>{why}</td></tr>",
             id = esc(&x.executor_id),
+            host = esc(&x.host),
+            mu = bytes(x.memory_used_bytes),
+            ml = bytes(x.memory_limit_bytes),
             c = x.slots,
             r = x.tasks_running,
             ok = x.tasks_succeeded,

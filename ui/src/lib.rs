@@ -31,21 +31,44 @@ pub use store::AppStatus;
 /// One application's status, shared by its feeder and the server.
 pub type SharedStatus = Arc<RwLock<AppStatus>>;
 
-/// Applies every event from `events` to `status` (and appends it to `log`) on a thread
-/// of its own, until the scheduler's bus closes.
+/// Applies every event from `events` (the scheduler's bus) and `extra` (what the
+/// daemon adds, e.g. executors' memory) to `status`, and appends it to `log`, on a
+/// thread of its own, until the scheduler's bus closes.
 pub fn feed(
     events: Receiver<ListenerEvent>,
+    extra: Receiver<AppEvent>,
     status: SharedStatus,
     mut log: Option<EventLogWriter>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("ember-ui-feed".into())
         .spawn(move || {
-            while let Ok(first) = events.recv() {
+            let mut extra_open = true;
+            loop {
+                let first = if extra_open {
+                    crossbeam_channel::select! {
+                        recv(events) -> e => match e {
+                            Ok(e) => AppEvent::from(&e),
+                            Err(_) => break,
+                        },
+                        recv(extra) -> e => match e {
+                            Ok(e) => e,
+                            Err(_) => {
+                                extra_open = false;
+                                continue;
+                            }
+                        },
+                    }
+                } else {
+                    match events.recv() {
+                        Ok(e) => AppEvent::from(&e),
+                        Err(_) => break,
+                    }
+                };
                 // A burst is applied under one lock and written with one flush.
                 let batch: Vec<AppEvent> = std::iter::once(first)
-                    .chain(events.try_iter())
-                    .map(|e| AppEvent::from(&e))
+                    .chain(events.try_iter().map(|e| AppEvent::from(&e)))
+                    .chain(extra.try_iter())
                     .collect();
                 {
                     let mut s = status.write();

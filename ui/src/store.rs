@@ -96,6 +96,10 @@ pub struct TaskInfo {
 pub struct ExecutorInfo {
     pub executor_id: String,
     pub slots: u32,
+    pub host: String,
+    pub memory_limit_bytes: u64,
+    /// As its last heartbeat said (what its running tasks reserve).
+    pub memory_used_bytes: u64,
     pub added_ms: u64,
     pub lost_ms: Option<u64>,
     pub lost_reason: Option<String>,
@@ -278,21 +282,24 @@ impl AppStatus {
                 slots,
                 time_ms,
             } => {
-                self.executors.insert(
-                    executor_id.clone(),
-                    ExecutorInfo {
-                        executor_id: executor_id.clone(),
-                        slots: *slots,
-                        added_ms: *time_ms,
-                        lost_ms: None,
-                        lost_reason: None,
-                        tasks_running: 0,
-                        tasks_succeeded: 0,
-                        tasks_failed: 0,
-                        shuffle_bytes_written: 0,
-                        shuffle_bytes_read: 0,
-                    },
-                );
+                // The driver's resources line may come first (another channel).
+                let x = self.executor_entry(executor_id);
+                x.slots = *slots;
+                x.added_ms = *time_ms;
+                x.lost_ms = None;
+                x.lost_reason = None;
+            }
+            AppEvent::ExecutorResources {
+                executor_id,
+                host,
+                memory_limit_bytes,
+                memory_used_bytes,
+                ..
+            } => {
+                let x = self.executor_entry(executor_id);
+                x.host = host.clone();
+                x.memory_limit_bytes = *memory_limit_bytes;
+                x.memory_used_bytes = *memory_used_bytes;
             }
             AppEvent::ExecutorLost {
                 executor_id,
@@ -306,6 +313,26 @@ impl AppStatus {
                 }
             }
         }
+    }
+
+    fn executor_entry(&mut self, id: &str) -> &mut ExecutorInfo {
+        self.executors
+            .entry(id.to_string())
+            .or_insert_with(|| ExecutorInfo {
+                executor_id: id.to_string(),
+                slots: 0,
+                host: String::new(),
+                memory_limit_bytes: 0,
+                memory_used_bytes: 0,
+                added_ms: 0,
+                lost_ms: None,
+                lost_reason: None,
+                tasks_running: 0,
+                tasks_succeeded: 0,
+                tasks_failed: 0,
+                shuffle_bytes_written: 0,
+                shuffle_bytes_read: 0,
+            })
     }
 
     fn job_submitted(&mut self, job_id: u64, description: &str, stages: &[StageRef], at: u64) {

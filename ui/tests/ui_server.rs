@@ -57,6 +57,14 @@ fn ended(task_id: u64, stage_id: u32, partition: u32, ex: &str, ok: bool, t: u64
 /// The events of the application the tests look at.
 fn events() -> Vec<AppEvent> {
     let mut e = vec![
+        // The driver's line about e1 may come before the scheduler's ExecutorAdded.
+        AppEvent::ExecutorResources {
+            executor_id: "e1".into(),
+            host: "node-1".into(),
+            memory_limit_bytes: 512 << 20,
+            memory_used_bytes: 1 << 20,
+            time_ms: 1,
+        },
         AppEvent::ExecutorAdded {
             executor_id: "e1".into(),
             slots: 2,
@@ -287,6 +295,12 @@ fn the_api_and_pages_show_the_application() {
     assert_eq!(json(&addr, "/api/v1/stages/2")["status"], "failed");
     let ex = json(&addr, "/api/v1/executors");
     assert_eq!(ex[1]["lost_reason"], "heartbeat timed out");
+    assert_eq!(
+        (ex[0]["host"].as_str(), ex[0]["slots"].as_u64()),
+        (Some("node-1"), Some(2))
+    );
+    assert_eq!(ex[0]["memory_limit_bytes"], 512 << 20);
+    assert_eq!(ex[0]["memory_used_bytes"], 1 << 20);
     for bad in [
         "/api/v1/jobs/7",
         "/api/v1/jobs/x",
@@ -323,6 +337,10 @@ fn the_api_and_pages_show_the_application() {
     assert!(stage.contains("class=\"timeline\""));
     let (_, execs) = get(&addr, "/executors", None);
     assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
+    assert!(
+        execs.contains("1.0 MiB / 512.0 MiB") && execs.contains("node-1"),
+        "{execs}"
+    );
     // Prometheus: the same numbers, OpenMetrics text.
     let (code, metrics) = get(&addr, "/metrics", None);
     assert_eq!(code, 200);

@@ -65,6 +65,8 @@ struct Inner {
 #[derive(Default)]
 pub struct ExecutorRegistry {
     inner: Mutex<Inner>,
+    /// Where executors' hosts and memory go for the web UI.
+    ui: std::sync::OnceLock<crossbeam_channel::Sender<ember_ui::AppEvent>>,
 }
 
 /// Result of trying to hand a task to an executor.
@@ -114,6 +116,24 @@ impl ExecutorRegistry {
         (inner.next_seq, format!("executor-{}", inner.next_seq))
     }
 
+    /// Sends executors' hosts and memory to the web UI's store from now on.
+    pub(crate) fn report_to_ui(&self, tx: crossbeam_channel::Sender<ember_ui::AppEvent>) {
+        let _ = self.ui.set(tx);
+    }
+
+    /// Tells the UI what `id` offers and uses.
+    fn resources_to_ui(&self, id: &str, e: &Entry) {
+        if let Some(ui) = self.ui.get() {
+            let _ = ui.send(ember_ui::AppEvent::ExecutorResources {
+                executor_id: id.to_string(),
+                host: e.info.host.clone(),
+                memory_limit_bytes: e.info.memory_bytes,
+                memory_used_bytes: e.memory_used_bytes,
+                time_ms: ember_scheduler::listener::now_ms(),
+            });
+        }
+    }
+
     /// Marks `id` as heard from; false if it is no longer registered.
     fn touch(&self, id: &str, heartbeat: Option<Heartbeat>) -> bool {
         let mut inner = self.inner.lock();
@@ -123,7 +143,11 @@ impl ExecutorRegistry {
         e.last_seen = Instant::now();
         if let Some(hb) = heartbeat {
             e.running_tasks = u32::try_from(hb.running_tasks.len()).unwrap_or(u32::MAX);
-            e.memory_used_bytes = hb.memory_used_bytes;
+            if e.memory_used_bytes != hb.memory_used_bytes {
+                e.memory_used_bytes = hb.memory_used_bytes;
+                let e = &*e;
+                self.resources_to_ui(id, e);
+            }
         }
         true
     }
@@ -293,19 +317,25 @@ pub(crate) async fn open_channel(
         slots: reg.cores,
         shuffle_address: reg.shuffle_address.clone(),
     };
-    state.executors.inner.lock().executors.insert(
-        id.clone(),
-        Entry {
-            seq,
-            info: reg,
-            last_seen: Instant::now(),
-            running_tasks: 0,
-            memory_used_bytes: 0,
-            outbound: tx,
-            sent_broadcasts: HashSet::new(),
-            _alive: alive_tx,
-        },
-    );
+    {
+        let mut inner = state.executors.inner.lock();
+        inner.executors.insert(
+            id.clone(),
+            Entry {
+                seq,
+                info: reg,
+                last_seen: Instant::now(),
+                running_tasks: 0,
+                memory_used_bytes: 0,
+                outbound: tx,
+                sent_broadcasts: HashSet::new(),
+                _alive: alive_tx,
+            },
+        );
+        if let Some(e) = inner.executors.get(&id) {
+            state.executors.resources_to_ui(&id, e);
+        }
+    }
     state.scheduler.send(added);
     tokio::spawn(read_channel(state, id, inbound, alive_rx));
     Ok(UnboundedReceiverStream::new(rx))

@@ -217,7 +217,9 @@ impl DriverDaemon {
             )?),
             None => None,
         };
-        ember_ui::feed(scheduler.listen(), status.clone(), log);
+        let (ui_tx, ui_rx) = crossbeam_channel::unbounded();
+        executors.report_to_ui(ui_tx);
+        ember_ui::feed(scheduler.listen(), ui_rx, status.clone(), log);
         let state = Arc::new(DriverState {
             scheduler,
             to_scheduler,
