@@ -171,6 +171,23 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
             "no {line:?} in\n{metrics}"
         );
     }
+    // The driver's own: one exposition (one `# EOF`, at the end).
+    assert_eq!(metrics.matches("# EOF").count(), 1, "{metrics}");
+    assert!(metrics.ends_with("# EOF\n"));
+    assert!(
+        metrics.lines().any(|l| l == "ember_driver_queued_tasks 0"),
+        "{metrics}"
+    );
+    let uploaded = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ember_driver_uploaded_bytes_total "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        uploaded > 1 << 20,
+        "the wordcount binary was uploaded: {metrics}"
+    );
+    assert!(metrics.contains("ember_driver_sessions "), "{metrics}");
     // Each executor's own metrics add up to what the UI saw.
     let value = |text: &str, name: &str| -> u64 {
         text.lines()

@@ -25,7 +25,7 @@ use parking_lot::RwLock;
 
 pub use event::{AppEvent, Metrics};
 pub use event_log::{EventLogWriter, LogError};
-pub use server::{serve, Auth, Source};
+pub use server::{serve, serve_with, Auth, ExtraMetrics, Source};
 pub use store::AppStatus;
 
 /// One application's status, shared by its feeder and the server.

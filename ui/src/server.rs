@@ -47,8 +47,12 @@ pub enum Source {
     History(PathBuf),
 }
 
+/// More metrics a daemon appends to `/metrics` (OpenMetrics text ending in `# EOF`).
+pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
 struct Shared {
     source: Source,
+    extra: Option<ExtraMetrics>,
     /// History: replayed logs by path, with the (mtime, length) they were read at.
     replayed: Mutex<HashMap<PathBuf, Replayed>>,
 }
@@ -60,8 +64,14 @@ type St = State<Arc<Shared>>;
 
 /// The router of `source` behind `auth`.
 pub fn router(source: Source, auth: Auth) -> Router {
+    router_with(source, auth, None)
+}
+
+/// [`router`] whose `/metrics` also has `extra`'s metrics.
+pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> Router {
     let shared = Arc::new(Shared {
         source,
+        extra,
         replayed: Mutex::new(HashMap::new()),
     });
     let live = Router::new()
@@ -166,7 +176,18 @@ pub async fn serve(
     auth: Auth,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(source, auth))
+    serve_with(listener, source, auth, None, shutdown).await
+}
+
+/// [`serve`] with `extra` metrics on `/metrics`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    source: Source,
+    auth: Auth,
+    extra: Option<ExtraMetrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with(source, auth, extra))
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -290,7 +311,14 @@ fn live_metrics(s: &St) -> Response {
     let Some(st) = live_status(s) else {
         return not_found();
     };
-    let text = crate::metrics::render(&st.read());
+    let mut text = crate::metrics::render(&st.read());
+    if let Some(extra) = &s.extra {
+        // One exposition: the store's `# EOF` goes, the daemon's ends it.
+        if let Some(body) = text.strip_suffix("# EOF\n") {
+            text = body.to_string();
+        }
+        text.push_str(&extra());
+    }
     (
         [(
             header::CONTENT_TYPE,

@@ -52,6 +52,8 @@ pub struct BinaryStore {
     max_age: Duration,
     /// When each binary was last uploaded, looked up or fetched.
     last_used: Mutex<HashMap<String, SystemTime>>,
+    /// Bytes of binaries stored from uploads, over the daemon's life.
+    uploaded: std::sync::atomic::AtomicU64,
 }
 
 impl BinaryStore {
@@ -69,7 +71,13 @@ impl BinaryStore {
             max_bytes,
             max_age,
             last_used: Mutex::new(HashMap::new()),
+            uploaded: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Bytes of binaries stored from uploads so far (for metrics).
+    pub fn uploaded_bytes(&self) -> u64 {
+        self.uploaded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How long an unused binary is kept.
@@ -214,6 +222,8 @@ impl BinaryStore {
             .map_err(|e| io("cannot move the upload into place", e.error))?;
         self.touch(&declared);
         info!(sha256 = %declared, bytes = received, "binary stored");
+        self.uploaded
+            .fetch_add(received, std::sync::atomic::Ordering::Relaxed);
         Ok(BinaryRef { sha256: declared })
     }
 

@@ -313,10 +313,16 @@ impl DriverDaemon {
             Some(s) => ember_ui::Auth::Secret(Arc::from(s.as_str())),
             None => ember_ui::Auth::Open,
         };
-        ember_ui::serve(
+        let state = Arc::downgrade(&self.state);
+        let extra: ember_ui::ExtraMetrics = Arc::new(move || match state.upgrade() {
+            Some(state) => driver_metrics(&state),
+            None => String::new(),
+        });
+        ember_ui::serve_with(
             listener,
             ember_ui::Source::Live(self.status.clone()),
             auth,
+            Some(extra),
             shutdown,
         )
         .await
@@ -340,4 +346,23 @@ impl Drop for DriverDaemon {
         self.binary_gc.abort();
         self.state.shutdown();
     }
+}
+
+/// The driver's own metrics, appended to the UI's `/metrics`: client sessions, tasks
+/// waiting for a slot, bytes of job binaries uploaded.
+fn driver_metrics(state: &DriverState) -> String {
+    use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+    let mut r = prometheus_client::registry::Registry::with_prefix("ember_driver");
+    let sessions = Gauge::<i64>::default();
+    sessions.set(state.sessions.summaries().len() as i64);
+    r.register("sessions", "Client sessions open", sessions);
+    let queued = Gauge::<i64>::default();
+    queued.set(state.scheduler.queued_tasks() as i64);
+    r.register("queued_tasks", "Tasks waiting for a free slot", queued);
+    let uploaded = Counter::<u64>::default();
+    uploaded.inc_by(state.binaries.uploaded_bytes());
+    r.register("uploaded_bytes", "Bytes of job binaries uploaded", uploaded);
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+    out
 }

@@ -102,6 +102,8 @@ pub const TEST_PANIC_ENV: &str = "EMBER_DRIVER_TEST_PANIC";
 pub struct SchedulerHandle {
     tx: Sender<SchedulerEvent>,
     listeners: Listeners,
+    /// Tasks waiting for a free slot (after the loop's last step).
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     /// Set (to the reason) once the scheduler thread has panicked.
     failed: Arc<OnceLock<String>>,
 }
@@ -125,10 +127,13 @@ impl SchedulerHandle {
         let failed_in_thread = failed.clone();
         let listeners = Listeners::default();
         let listeners_in_thread = listeners.clone();
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let queued_in_thread = queued.clone();
         std::thread::Builder::new()
             .name("ember-scheduler".into())
             .spawn(move || {
                 let mut scheduler = Scheduler::new(config, launcher, listeners_in_thread);
+                scheduler.queued = queued_in_thread;
                 let outcome = catch_unwind(AssertUnwindSafe(|| scheduler.run(&rx)));
                 let Err(payload) = outcome else {
                     return;
@@ -152,8 +157,14 @@ impl SchedulerHandle {
         SchedulerHandle {
             tx,
             listeners,
+            queued,
             failed,
         }
+    }
+
+    /// Tasks waiting for a free slot, as of the loop's last step (for metrics).
+    pub fn queued_tasks(&self) -> usize {
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every [`ListenerEvent`] from now on (for the UI, the event log, metrics).
@@ -259,12 +270,15 @@ struct Scheduler {
     /// Shuffles the client released that a live job still uses.
     released: HashSet<u32>,
     listeners: Listeners,
+    /// `queue.len()` for the handle (see `SchedulerHandle::queued_tasks`).
+    queued: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Scheduler {
     fn new(config: SchedulerConfig, launcher: Box<dyn TaskLauncher>, listeners: Listeners) -> Self {
         Scheduler {
             listeners,
+            queued: Arc::default(),
             config,
             launcher,
             next_job: 0,
@@ -311,6 +325,8 @@ impl Scheduler {
                 self.speculate();
             }
             self.dispatch();
+            self.queued
+                .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
         }
         self.fail_all("scheduler shut down");
     }
