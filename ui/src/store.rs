@@ -141,6 +141,9 @@ pub struct AppStatus {
     stages: BTreeMap<u32, StageInfo>,
     tasks: BTreeMap<u32, VecDeque<TaskInfo>>,
     executors: BTreeMap<String, ExecutorInfo>,
+    /// Host and memory of executors the scheduler has not added yet (the driver's
+    /// resources line comes on another channel and may be first).
+    early_resources: BTreeMap<String, (String, u64, u64)>,
 }
 
 impl AppStatus {
@@ -282,12 +285,17 @@ impl AppStatus {
                 slots,
                 time_ms,
             } => {
-                // The driver's resources line may come first (another channel).
+                let early = self.early_resources.remove(executor_id);
                 let x = self.executor_entry(executor_id);
                 x.slots = *slots;
                 x.added_ms = *time_ms;
                 x.lost_ms = None;
                 x.lost_reason = None;
+                if let Some((host, limit, used)) = early {
+                    x.host = host;
+                    x.memory_limit_bytes = limit;
+                    x.memory_used_bytes = used;
+                }
             }
             AppEvent::ExecutorResources {
                 executor_id,
@@ -295,12 +303,22 @@ impl AppStatus {
                 memory_limit_bytes,
                 memory_used_bytes,
                 ..
-            } => {
-                let x = self.executor_entry(executor_id);
-                x.host = host.clone();
-                x.memory_limit_bytes = *memory_limit_bytes;
-                x.memory_used_bytes = *memory_used_bytes;
-            }
+            } => match self.executors.get_mut(executor_id) {
+                Some(x) => {
+                    x.host = host.clone();
+                    x.memory_limit_bytes = *memory_limit_bytes;
+                    x.memory_used_bytes = *memory_used_bytes;
+                }
+                None => {
+                    // Bounded: an executor id the scheduler never adds stays one entry.
+                    if self.early_resources.len() < 10_000 {
+                        self.early_resources.insert(
+                            executor_id.clone(),
+                            (host.clone(), *memory_limit_bytes, *memory_used_bytes),
+                        );
+                    }
+                }
+            },
             AppEvent::ExecutorLost {
                 executor_id,
                 reason,
