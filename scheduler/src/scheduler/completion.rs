@@ -609,31 +609,21 @@ impl Scheduler {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
-        self.listeners.emit(|| {
-            let (stage, reason) = crate::listener::describe_failure(&failure);
-            if let Some(stage_id) = stage {
-                // A stage (or a task of it) gave up: its stage failed with the job.
-                return ListenerEvent::StageFailed {
-                    stage_id,
-                    reason,
-                    time_ms: now_ms(),
-                };
-            }
-            ListenerEvent::JobEnded {
-                job_id,
-                succeeded: false,
-                failure: Some(reason),
-                time_ms: now_ms(),
-            }
-        });
-        if let (Some(_), reason) = crate::listener::describe_failure(&failure) {
-            self.listeners.emit(|| ListenerEvent::JobEnded {
-                job_id,
-                succeeded: false,
-                failure: Some(reason),
+        let (stage, reason) = crate::listener::describe_failure(&failure);
+        if let Some(stage_id) = stage {
+            // A stage (or a task of it) gave up: its stage failed with the job.
+            self.listeners.emit(|| ListenerEvent::StageFailed {
+                stage_id,
+                reason: reason.clone(),
                 time_ms: now_ms(),
             });
         }
+        self.listeners.emit(|| ListenerEvent::JobEnded {
+            job_id,
+            succeeded: false,
+            failure: Some(reason),
+            time_ms: now_ms(),
+        });
         let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
         self.finish_job(job_id);
     }
