@@ -97,7 +97,17 @@ impl Context {
                 }
             };
             match ev {
-                JobEvent::Started { job_id, .. } => job = Some(job_id),
+                JobEvent::Started { job_id, number, .. } => job = Some((job_id, number)),
+                JobEvent::ExecutorLost {
+                    executor_id,
+                    reason,
+                } => {
+                    // The console says so at once: the stages that run again follow.
+                    warn!(
+                        "lost executor {executor_id}: {reason}; what this job ran or \
+                         kept there is recomputed"
+                    );
+                }
                 JobEvent::StageSkipped(info) => {
                     let s = stages.entry(info.stage_id).or_default();
                     s.name = info.name;
@@ -175,7 +185,7 @@ impl Context {
         };
         progress.finish();
         let elapsed = started.elapsed();
-        let job_label = job.map_or_else(|| "-".to_string(), |j| j.to_string());
+        let job_label = job.map_or_else(|| "-".to_string(), |(_, n)| n.to_string());
         let mut totals = JobMetrics::default();
         for (id, s) in &stages {
             if s.skipped {
@@ -222,7 +232,7 @@ impl Context {
             }
             Err(e) => {
                 // Only a job that started has an id of its own to cancel.
-                if let Some(job_id) = job {
+                if let Some((job_id, _)) = job {
                     self.inner.backend.cancel(job_id, "job failed");
                 }
                 Err(e)

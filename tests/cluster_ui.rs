@@ -232,6 +232,69 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
         sum("ember_executor_workers ") >= 1,
         "a worker per binary, while not idle"
     );
+
+    // A second client is an application of its own: its first job and stages are
+    // numbered from 0 on its console and in the UI, while the driver's ids go on.
+    let second = cluster.run(
+        "wordcount",
+        &[
+            "--partitions",
+            "3",
+            input.to_str().unwrap(),
+            s.join("out2").to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(second.success, "{second:?}");
+    for run in [&run, &second] {
+        assert!(
+            run.stderr.contains("job 0 stage 0 (") && run.stderr.contains("job 0 stage 1 ("),
+            "each client's console starts at job 0, stage 0: {}",
+            run.stderr
+        );
+    }
+    let mut both = serde_json::Value::Null;
+    for _ in 0..100 {
+        both = json(&ui, "/api/v1/jobs");
+        if both.as_array().unwrap().len() == 2 && both[0]["status"] == "succeeded" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (newer, older) = (&both[0], &both[1]);
+    assert_eq!(
+        (newer["number"].as_u64(), older["number"].as_u64()),
+        (Some(0), Some(0)),
+        "{both}"
+    );
+    assert_ne!(newer["application"], older["application"], "{both}");
+    assert!(
+        newer["application"]
+            .as_str()
+            .unwrap()
+            .starts_with("wordcount #"),
+        "{both}"
+    );
+    assert_ne!(
+        newer["job_id"], older["job_id"],
+        "the driver's ids stay unique"
+    );
+    let newer_stages = json(&ui, &format!("/api/v1/jobs/{}/stages", newer["job_id"]));
+    let numbers: Vec<u64> = newer_stages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| st["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [0, 1], "{newer_stages}");
+    assert!(newer_stages[0]["stage_id"] != map["stage_id"]);
+    let (_, page) = get(&ui, "/jobs");
+    assert!(
+        page.contains("<th>Application</th>")
+            && page.contains(&format!(">{}</td>", older["application"].as_str().unwrap())),
+        "{page}"
+    );
+    let jobs = both.clone();
     drop(cluster);
 
     // The history server over the driver's event log.

@@ -245,6 +245,14 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
         console.contains("runs again, attempt 2") && console.contains("for output that was lost"),
         "{console}"
     );
+    // ... after a line naming the executor that was lost and why.
+    let lost_line = console
+        .find("lost executor executor-")
+        .unwrap_or_else(|| panic!("no lost-executor line in {console}"));
+    assert!(
+        lost_line < console.find("runs again").unwrap(),
+        "the loss is told before the rerun: {console}"
+    );
     let log = cluster.driver_log();
     assert!(log.contains("executor lost"), "{log}");
     // The map stage ran once in full, then only for the outputs the dead executor held.

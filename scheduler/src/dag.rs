@@ -260,6 +260,8 @@ impl PlanIndex {
             sample_sources: plan.sample_sources,
             shuffle_key: plan.shuffle_key.clone(),
             result_captures: plan.result_captures.clone(),
+            // Only the scheduler numbers by it; a task has no use for it.
+            application: String::new(),
         }
     }
 

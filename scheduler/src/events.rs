@@ -51,6 +51,9 @@ pub enum SchedulerEvent {
     /// A client session ended: forget the shuffle stages, map outputs and cached blocks
     /// of its shuffle and RDD ids in `[id_lo, id_hi)`, except stages a running job uses.
     ForgetIds { id_lo: u32, id_hi: u32 },
+    /// An application (client session) ended: a later one of the same name numbers its
+    /// jobs and stages from 0 again.
+    ApplicationEnded { application: String },
     /// Stop the event loop.
     Shutdown,
 }
@@ -90,10 +93,20 @@ pub struct StageInfo {
 }
 
 /// Output of the scheduler to a job's client, in order.
+///
+/// Every `stage_id` in them (and in their [`JobFailure`]) is the stage's number within
+/// the job's application, as Spark numbers stages per `SparkContext`: what the user
+/// sees on the console and in errors. A driver serving many applications keeps its own
+/// ids for its bookkeeping and its web UI's addresses.
 #[derive(Debug, Clone)]
 pub enum JobEvent {
-    /// The job got an id.
-    Started { job_id: u64, num_stages: u32 },
+    /// The job got an id (`job_id`, what [`SchedulerEvent::CancelJob`] names) and its
+    /// number within its application (`number`, what the user sees).
+    Started {
+        job_id: u64,
+        number: u64,
+        num_stages: u32,
+    },
     /// A stage's result was already available (shuffle output of an earlier job).
     StageSkipped(StageInfo),
     /// A stage (attempt) started.
@@ -114,6 +127,9 @@ pub enum JobEvent {
     },
     /// A stage finished all its partitions.
     StageCompleted { stage_id: u32 },
+    /// An executor this job had tasks or shuffle output on was lost; what it ran or
+    /// held is recomputed (sent before the retries it causes).
+    ExecutorLost { executor_id: String, reason: String },
     /// The result of one partition of the final RDD (first successful attempt only).
     TaskResult { partition: u32, result: Vec<u8> },
     /// All partitions delivered.

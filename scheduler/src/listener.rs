@@ -17,6 +17,9 @@ use ember_proto::TaskMetrics;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StageDesc {
     pub stage_id: u32,
+    /// Its number within its application (what the user sees; `stage_id` is the
+    /// scheduler's, unique across applications).
+    pub number: u32,
     pub name: String,
     pub num_tasks: u32,
     /// The stages whose shuffle output it reads.
@@ -31,6 +34,10 @@ pub enum ListenerEvent {
     /// A job was accepted: its action and call site, and its stages (result stage last).
     JobSubmitted {
         job_id: u64,
+        /// The application (client session) it belongs to; empty in local mode.
+        application: String,
+        /// Its number within the application (what the user sees).
+        number: u64,
         description: String,
         stages: Vec<StageDesc>,
         time_ms: u64,
@@ -127,8 +134,8 @@ impl Listeners {
     }
 }
 
-/// The stage a job failure names (if any) and the failure as text.
-pub(crate) fn describe_failure(f: &crate::events::JobFailure) -> (Option<u32>, String) {
+/// A job failure as text (stages by their number within the application).
+pub(crate) fn describe_failure(f: &crate::events::JobFailure) -> String {
     use crate::events::JobFailure as F;
     match f {
         F::TaskFailed {
@@ -137,22 +144,16 @@ pub(crate) fn describe_failure(f: &crate::events::JobFailure) -> (Option<u32>, S
             partition,
             executor_id,
             message,
-        } => (
-            Some(*stage_id),
-            format!(
-                "task {partition} of stage {stage_id} ({stage_name}) failed on executor \
-                 {executor_id}: {message}"
-            ),
+        } => format!(
+            "task {partition} of stage {stage_id} ({stage_name}) failed on executor \
+             {executor_id}: {message}"
         ),
         F::StageFailed {
             stage_id,
             stage_name,
             message,
-        } => (
-            Some(*stage_id),
-            format!("stage {stage_id} ({stage_name}) failed: {message}"),
-        ),
-        F::Cancelled(why) => (None, format!("cancelled: {why}")),
-        F::InvalidPlan(why) => (None, format!("invalid plan: {why}")),
+        } => format!("stage {stage_id} ({stage_name}) failed: {message}"),
+        F::Cancelled(why) => format!("cancelled: {why}"),
+        F::InvalidPlan(why) => format!("invalid plan: {why}"),
     }
 }

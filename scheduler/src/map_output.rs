@@ -48,6 +48,22 @@ impl MapOutputTracker {
         hit
     }
 
+    /// Shuffles with an output on `executor_id`.
+    pub fn shuffles_on(&self, executor_id: &str) -> Vec<u32> {
+        let mut hit: Vec<u32> = self
+            .shuffles
+            .iter()
+            .filter(|(_, outputs)| {
+                outputs
+                    .iter()
+                    .any(|o| o.as_ref().is_some_and(|l| l.executor_id == executor_id))
+            })
+            .map(|(sid, _)| *sid)
+            .collect();
+        hit.sort_unstable();
+        hit
+    }
+
     /// Map partitions of the shuffle that have no output.
     pub fn missing(&self, shuffle_id: u32) -> Vec<u32> {
         match self.shuffles.get(&shuffle_id) {

@@ -32,9 +32,15 @@ fn stage_from_wire(s: pb::StageInfo) -> StageInfo {
 /// The wire form of a scheduler event.
 pub fn to_wire(event: JobEvent) -> pb::JobEvent {
     let ev = match event {
-        JobEvent::Started { job_id, num_stages } => {
-            W::Started(pb::JobStarted { job_id, num_stages })
-        }
+        JobEvent::Started {
+            job_id,
+            number,
+            num_stages,
+        } => W::Started(pb::JobStarted {
+            job_id,
+            number,
+            num_stages,
+        }),
         JobEvent::StageSkipped(s) => W::StageSkipped(stage_to_wire(s)),
         JobEvent::StageSubmitted(s) => W::StageSubmitted(stage_to_wire(s)),
         JobEvent::TaskStarted {
@@ -62,6 +68,13 @@ pub fn to_wire(event: JobEvent) -> pb::JobEvent {
             accumulators,
         }),
         JobEvent::StageCompleted { stage_id } => W::StageCompleted(pb::StageCompleted { stage_id }),
+        JobEvent::ExecutorLost {
+            executor_id,
+            reason,
+        } => W::ExecutorLost(pb::JobExecutorLost {
+            executor_id,
+            reason,
+        }),
         JobEvent::TaskResult { partition, result } => {
             W::TaskResult(pb::TaskResult { partition, result })
         }
@@ -109,6 +122,7 @@ pub fn from_wire(event: pb::JobEvent) -> Result<JobEvent, String> {
     Ok(match ev {
         W::Started(s) => JobEvent::Started {
             job_id: s.job_id,
+            number: s.number,
             num_stages: s.num_stages,
         },
         W::StageSkipped(s) => JobEvent::StageSkipped(stage_from_wire(s)),
@@ -128,6 +142,10 @@ pub fn from_wire(event: pb::JobEvent) -> Result<JobEvent, String> {
         },
         W::StageCompleted(s) => JobEvent::StageCompleted {
             stage_id: s.stage_id,
+        },
+        W::ExecutorLost(l) => JobEvent::ExecutorLost {
+            executor_id: l.executor_id,
+            reason: l.reason,
         },
         W::TaskResult(r) => JobEvent::TaskResult {
             partition: r.partition,
@@ -181,9 +199,14 @@ mod tests {
         };
         round_trip(JobEvent::Started {
             job_id: 7,
+            number: 2,
             num_stages: 2,
         });
         round_trip(JobEvent::StageSkipped(info.clone()));
+        round_trip(JobEvent::ExecutorLost {
+            executor_id: "exec-2".into(),
+            reason: "heartbeats stopped".into(),
+        });
         round_trip(JobEvent::StageSubmitted(info));
         round_trip(JobEvent::TaskStarted {
             stage_id: 1,

@@ -175,6 +175,8 @@ pub(crate) fn build_plan(
         sample_sources: false,
         // Set by the driver.
         shuffle_key: String::new(),
+        // Set by the driver; local mode is one application.
+        application: String::new(),
         result_captures: crate::capture::in_scope()
             .map_err(crate::error::EmberError::InvalidArgument)?,
     })

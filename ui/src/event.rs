@@ -64,6 +64,9 @@ impl Metrics {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageRef {
     pub stage_id: u32,
+    /// Its number within its application (absent in logs of older versions: the id).
+    #[serde(default)]
+    pub number: Option<u32>,
     pub name: String,
     pub num_tasks: u32,
     pub parents: Vec<u32>,
@@ -74,6 +77,7 @@ impl From<&StageDesc> for StageRef {
     fn from(s: &StageDesc) -> Self {
         StageRef {
             stage_id: s.stage_id,
+            number: Some(s.number),
             name: s.name.clone(),
             num_tasks: s.num_tasks,
             parents: s.parents.clone(),
@@ -93,6 +97,12 @@ pub enum AppEvent {
     },
     JobSubmitted {
         job_id: u64,
+        /// The application (client session) it belongs to; empty in local mode.
+        #[serde(default)]
+        application: String,
+        /// Its number within the application (absent in logs of older versions).
+        #[serde(default)]
+        number: Option<u64>,
         description: String,
         stages: Vec<StageRef>,
         time_ms: u64,
@@ -170,11 +180,15 @@ impl From<&ListenerEvent> for AppEvent {
         match e.clone() {
             L::JobSubmitted {
                 job_id,
+                application,
+                number,
                 description,
                 stages,
                 time_ms,
             } => AppEvent::JobSubmitted {
                 job_id,
+                application,
+                number: Some(number),
                 description,
                 stages: stages.iter().map(StageRef::from).collect(),
                 time_ms,

@@ -90,13 +90,25 @@ pub(crate) fn jobs_page(app: &AppStatus, base: &str) -> String {
         if rows.is_empty() {
             continue;
         }
-        body.push_str("<table><tr><th>Job</th><th>Description</th><th>Status</th><th>Stages</th><th>Duration</th><th>Failure</th></tr>");
+        // A driver serving several applications names each job's; local mode has one.
+        let apps = rows.iter().any(|j| !j.application.is_empty());
+        body.push_str(if apps {
+            "<table><tr><th>Application</th><th>Job</th>"
+        } else {
+            "<table><tr><th>Job</th>"
+        });
+        body.push_str("<th>Description</th><th>Status</th><th>Stages</th><th>Duration</th><th>Failure</th></tr>");
         for j in rows {
+            body.push_str("<tr>");
+            if apps {
+                let _ = write!(body, "<td>{}</td>", esc(&j.application));
+            }
             let _ = write!(
                 body,
-                "<tr><td class=\"n\"><a href=\"{base}/jobs/{id}\">{id}</a></td><td>{d}</td><td>{s}</td>\
+                "<td class=\"n\"><a href=\"{base}/jobs/{id}\">{num}</a></td><td>{d}</td><td>{s}</td>\
                  <td class=\"n\">{n} ({k} skipped)</td><td class=\"n\">{t}</td><td>{f}</td></tr>",
                 id = j.job_id,
+                num = j.number,
                 d = esc(&j.description),
                 s = status(j.status),
                 n = j.stage_ids.len(),
@@ -124,7 +136,12 @@ pub(crate) fn job_page(app: &AppStatus, base: &str, job: &JobInfo, stages: &[Sta
     body.push_str(&dag_svg(stages, base));
     body.push_str("<h2>Stages</h2>");
     stage_table(&mut body, base, stages);
-    page(app, base, &format!("Job {}", job.job_id), &body)
+    let title = if job.application.is_empty() {
+        format!("Job {}", job.number)
+    } else {
+        format!("Job {} of {}", job.number, job.application)
+    };
+    page(app, base, &title, &body)
 }
 
 fn stage_table(body: &mut String, base: &str, stages: &[StageInfo]) {
@@ -135,10 +152,11 @@ fn stage_table(body: &mut String, base: &str, stages: &[StageInfo]) {
     for s in stages {
         let _ = write!(
             body,
-            "<tr><td class=\"n\"><a href=\"{base}/stages/{id}\">{id}</a></td><td>{name}</td><td>{st}</td>\
+            "<tr><td class=\"n\"><a href=\"{base}/stages/{id}\">{num}</a></td><td>{name}</td><td>{st}</td>\
              <td class=\"n\">{ok} / {run} / {fail} of {all}</td><td class=\"n\">{ri}</td><td class=\"n\">{ro}</td>\
              <td class=\"n\">{sr}</td><td class=\"n\">{sw}</td><td class=\"n\">{sp}</td><td class=\"n\">{t}</td></tr>",
             id = s.stage_id,
+            num = s.number,
             name = esc(&s.name),
             st = status(s.status),
             ok = s.tasks_succeeded,
@@ -212,9 +230,10 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
         let _ = write!(
             svg,
             "<a href=\"{base}/stages/{id}\"><g class=\"stage {st}\"><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" rx=\"5\" \
-             fill=\"{fill}\" stroke=\"#888\"/><text x=\"{tx}\" y=\"{ty1}\" font-size=\"12\">Stage {id} ({st})</text>\
+             fill=\"{fill}\" stroke=\"#888\"/><text x=\"{tx}\" y=\"{ty1}\" font-size=\"12\">Stage {num} ({st})</text>\
              <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text></g></a>",
             id = s.stage_id,
+            num = s.number,
             st = s.status.as_str(),
             tx = x + 8,
             ty1 = y + 18,
@@ -230,12 +249,17 @@ pub(crate) fn stage_page(
     app: &AppStatus,
     base: &str,
     stage: &StageInfo,
-    jobs: &[u64],
+    jobs: &[&JobInfo],
     tasks: &[TaskInfo],
 ) -> String {
     let mut body = format!("<p>{}: {}", esc(&stage.name), status(stage.status));
     for j in jobs {
-        let _ = write!(body, " <a href=\"{base}/jobs/{j}\">job {j}</a>");
+        let _ = write!(
+            body,
+            " <a href=\"{base}/jobs/{id}\">job {n}</a>",
+            id = j.job_id,
+            n = j.number
+        );
     }
     body.push_str("</p>");
     if let Some(f) = &stage.failure {
@@ -275,7 +299,13 @@ pub(crate) fn stage_page(
         );
     }
     body.push_str("</table>");
-    page(app, base, &format!("Stage {}", stage.stage_id), &body)
+    let title = match jobs.first() {
+        Some(j) if !j.application.is_empty() => {
+            format!("Stage {} of {}", stage.number, j.application)
+        }
+        _ => format!("Stage {}", stage.number),
+    };
+    page(app, base, &title, &body)
 }
 
 /// One bar per task attempt, from launch to end: a lane per task slot an executor had

@@ -43,7 +43,12 @@ impl Status {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobInfo {
+    /// The scheduler's id (unique on the driver; the UI's addresses use it).
     pub job_id: u64,
+    /// The application (client session) it belongs to; empty in local mode.
+    pub application: String,
+    /// Its number within the application, as the client's console names it.
+    pub number: u64,
     /// The action and its call site, e.g. `collect at src/main.rs:12`.
     pub description: String,
     pub status: Status,
@@ -58,7 +63,10 @@ pub struct JobInfo {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct StageInfo {
+    /// The scheduler's id (unique on the driver; the UI's addresses use it).
     pub stage_id: u32,
+    /// Its number within its application, as the client's console names it.
+    pub number: u32,
     pub name: String,
     pub num_tasks: u32,
     pub parents: Vec<u32>,
@@ -164,10 +172,17 @@ impl AppStatus {
             }
             AppEvent::JobSubmitted {
                 job_id,
+                application,
+                number,
                 description,
                 stages,
                 time_ms,
-            } => self.job_submitted(*job_id, description, stages, *time_ms),
+            } => self.job_submitted(
+                (*job_id, application, number.unwrap_or(*job_id)),
+                description,
+                stages,
+                *time_ms,
+            ),
             AppEvent::StageSkipped { job_id, stage_id } => {
                 if let Some(j) = self.jobs.get_mut(job_id) {
                     if !j.skipped_stage_ids.contains(stage_id) {
@@ -353,10 +368,18 @@ impl AppStatus {
             })
     }
 
-    fn job_submitted(&mut self, job_id: u64, description: &str, stages: &[StageRef], at: u64) {
+    /// `job`: its id, application and number there.
+    fn job_submitted(
+        &mut self,
+        (job_id, application, number): (u64, &str, u64),
+        description: &str,
+        stages: &[StageRef],
+        at: u64,
+    ) {
         for s in stages {
             self.stages.entry(s.stage_id).or_insert_with(|| StageInfo {
                 stage_id: s.stage_id,
+                number: s.number.unwrap_or(s.stage_id),
                 name: s.name.clone(),
                 num_tasks: s.num_tasks,
                 parents: s.parents.clone(),
@@ -376,6 +399,8 @@ impl AppStatus {
             job_id,
             JobInfo {
                 job_id,
+                application: application.to_string(),
+                number,
                 description: description.to_string(),
                 status: Status::Running,
                 submitted_ms: at,
@@ -497,11 +522,10 @@ impl AppStatus {
     }
 
     /// The jobs that list this stage.
-    pub fn stage_jobs(&self, stage_id: u32) -> Vec<u64> {
+    pub fn stage_jobs(&self, stage_id: u32) -> Vec<&JobInfo> {
         self.jobs
             .values()
             .filter(|j| j.stage_ids.contains(&stage_id))
-            .map(|j| j.job_id)
             .collect()
     }
 

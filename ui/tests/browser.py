@@ -91,6 +91,10 @@ def main():
         stages = api(ui, f"/api/v1/jobs/{job['job_id']}/stages")
         map_stage = stages[0]
         tasks = api(ui, f"/api/v1/stages/{map_stage['stage_id']}/tasks")
+        # The client's first job and stage are numbered 0 in its application, as Spark
+        # numbers them per SparkContext (the driver's own ids address the pages).
+        assert (job["number"], map_stage["number"]) == (0, 0), (job, map_stage)
+        assert job["application"].startswith("wordcount #"), job
 
         opts = webdriver.ChromeOptions()
         opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
@@ -106,7 +110,8 @@ def main():
         assert job["description"] in browser.find_element(By.TAG_NAME, "body").text
         browser.save_screenshot(str(a.out / "1-jobs.png"))
 
-        browser.find_element(By.LINK_TEXT, str(job["job_id"])).click()
+        assert job["application"] in browser.find_element(By.TAG_NAME, "body").text
+        browser.find_element(By.LINK_TEXT, str(job["number"])).click()
         assert browser.current_url.endswith(f"/jobs/{job['job_id']}"), browser.current_url
         assert browser.find_elements(By.CSS_SELECTOR, "svg.dag g.stage"), "a DAG of stages"
         rows = browser.find_elements(By.CSS_SELECTOR, "table tr")[1:]
@@ -116,7 +121,7 @@ def main():
         assert cells[3] == want and cells[4] == str(map_stage["metrics"]["records_in"]), (cells, want)
         browser.save_screenshot(str(a.out / "2-job.png"))
 
-        browser.find_element(By.LINK_TEXT, str(map_stage["stage_id"])).click()
+        browser.find_element(By.LINK_TEXT, str(map_stage["number"])).click()
         assert browser.current_url.endswith(f"/stages/{map_stage['stage_id']}"), browser.current_url
         assert f"Tasks ({len(tasks)})" in browser.page_source
         assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect"), "a task timeline"

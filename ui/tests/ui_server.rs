@@ -14,6 +14,7 @@ use parking_lot::RwLock;
 fn stage(id: u32, parents: Vec<u32>, shuffle: Option<u32>) -> StageRef {
     StageRef {
         stage_id: id,
+        number: Some(id),
         name: format!("map at src/main.rs:{}", 10 + id),
         num_tasks: 2,
         parents,
@@ -77,6 +78,8 @@ fn events() -> Vec<AppEvent> {
         },
         AppEvent::JobSubmitted {
             job_id: 0,
+            application: String::new(),
+            number: Some(0),
             description: "collect at src/main.rs:20".into(),
             stages: vec![stage(0, vec![], Some(0)), stage(1, vec![0], None)],
             time_ms: 10,
@@ -120,6 +123,8 @@ fn events() -> Vec<AppEvent> {
         // A second job over the same shuffle: its map stage is skipped.
         AppEvent::JobSubmitted {
             job_id: 1,
+            application: String::new(),
+            number: Some(1),
             description: "count at src/main.rs:21".into(),
             stages: vec![stage(0, vec![], Some(0)), stage(2, vec![0], None)],
             time_ms: 50,
@@ -460,6 +465,70 @@ fn a_history_server_replays_event_logs() {
     assert!(index.contains(&id));
     assert_eq!(get(&addr, "/history/../../etc/passwd/jobs", None).0, 404);
     assert_eq!(get(&addr, "/history/nope/jobs", None).0, 404);
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn a_driver_of_several_applications_shows_each_ones_numbers() {
+    // Driver-wide ids 3 and 4; each the first job (number 0) of its application.
+    let job = |job_id: u64, app: &str, stage_id: u32| AppEvent::JobSubmitted {
+        job_id,
+        application: app.into(),
+        number: Some(0),
+        description: format!("count at {app}"),
+        stages: vec![StageRef {
+            stage_id,
+            number: Some(0),
+            name: "count at src/main.rs:3".into(),
+            num_tasks: 1,
+            parents: vec![],
+            shuffle_id: None,
+        }],
+        time_ms: 10,
+    };
+    let mut s = AppStatus::default();
+    s.apply(&job(3, "etl #1", 7));
+    s.apply(&job(4, "report <2>", 8));
+    // A line of an older version's log, without application and numbers: the ids are
+    // the numbers.
+    let old: AppEvent = serde_json::from_str(
+        r#"{"event":"job_submitted","job_id":5,"description":"d","stages":[{"stage_id":9,"name":"n","num_tasks":1,"parents":[],"shuffle_id":null}],"time_ms":11}"#,
+    )
+    .unwrap();
+    s.apply(&old);
+    assert_eq!(
+        (s.job(5).unwrap().number, s.stage(9).unwrap().number),
+        (5, 9)
+    );
+    let (addr, stop, thread) = serve(Source::Live(Arc::new(RwLock::new(s))), Auth::Open);
+    let jobs = json(&addr, "/api/v1/jobs");
+    assert_eq!(jobs[2]["application"], "etl #1");
+    assert_eq!(
+        (jobs[2]["job_id"].as_u64(), jobs[2]["number"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert_eq!(json(&addr, "/api/v1/stages/8")["number"], 0);
+    let (_, page) = get(&addr, "/jobs", None);
+    assert!(page.contains("<th>Application</th>"), "{page}");
+    assert!(
+        page.contains("<td>report &lt;2&gt;</td>"),
+        "escaped: {page}"
+    );
+    assert!(page.contains("<a href=\"/jobs/4\">0</a>"), "{page}");
+    let (_, job_page) = get(&addr, "/jobs/3", None);
+    assert!(job_page.contains("Job 0 of etl #1"), "{job_page}");
+    assert!(job_page.contains("Stage 0 (pending)"), "{job_page}");
+    assert!(job_page.contains("href=\"/stages/7\""), "{job_page}");
+    let (_, stage_page) = get(&addr, "/stages/8", None);
+    assert!(
+        stage_page.contains("Stage 0 of report &lt;2&gt;"),
+        "{stage_page}"
+    );
+    assert!(
+        stage_page.contains("<a href=\"/jobs/4\">job 0</a>"),
+        "{stage_page}"
+    );
     stop.send(()).unwrap();
     thread.join().unwrap();
 }

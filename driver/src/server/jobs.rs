@@ -148,6 +148,7 @@ pub(crate) fn submit(
         }
         // Whatever the client put there: its tasks fetch shuffle blocks with this.
         plan.shuffle_key = session.shuffle_key.clone();
+        plan.application = session.application.clone();
         session.binaries.insert(plan.binary_hash.clone());
         let broadcasts: HashMap<u64, Vec<u8>> = session.broadcasts.clone();
         Ok(state.scheduler.submit(plan, broadcasts))

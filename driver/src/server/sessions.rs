@@ -41,6 +41,9 @@ type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 /// One client session.
 pub(crate) struct Session {
     pub id: u64,
+    /// The application its jobs belong to (`Plan.application`): the client's app name
+    /// (bounded) and the session id, so two clients of one name are two applications.
+    pub application: String,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
     /// What the client must send with every call into this session.
@@ -217,6 +220,7 @@ pub(crate) fn open(
         let id = inner.next_session;
         let session = Session {
             id,
+            application: format!("{} #{id}", ember_scheduler::limits::bounded(&req.app_name)),
             range,
             token: token.clone(),
             shuffle_key,
@@ -296,6 +300,9 @@ fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
     let _ = state.to_scheduler.send(SchedulerEvent::ForgetIds {
         id_lo: ids.start,
         id_hi: ids.end,
+    });
+    let _ = state.to_scheduler.send(SchedulerEvent::ApplicationEnded {
+        application: session.application.clone(),
     });
     state.executors.cleanup_session(CleanupSession {
         id_lo: ids.start,

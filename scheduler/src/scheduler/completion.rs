@@ -84,6 +84,7 @@ impl Scheduler {
             .map(|j| j.id)
             .collect();
         job_ids.sort_unstable();
+        let number = self.stage_number(run.stage_id);
         for (i, jid) in job_ids.into_iter().enumerate() {
             let Some(job) = self.jobs.get_mut(&jid) else {
                 continue;
@@ -91,7 +92,7 @@ impl Scheduler {
             let counted =
                 success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
             let _ = job.events.send(JobEvent::TaskEnded {
-                stage_id: run.stage_id,
+                stage_id: number,
                 partition: run.partition,
                 executor_id: run.executor_id.clone(),
                 metrics,
@@ -267,7 +268,9 @@ impl Scheduler {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
-        let _ = job.events.send(JobEvent::StageCompleted { stage_id });
+        let _ = job.events.send(JobEvent::StageCompleted {
+            stage_id: self.stage_number(stage_id),
+        });
         let _ = job.events.send(JobEvent::JobSucceeded { job_id });
         self.listeners.emit(|| ListenerEvent::StageCompleted {
             stage_id,
@@ -309,12 +312,15 @@ impl Scheduler {
             stage_id,
             time_ms: now_ms(),
         });
+        let number = self.stage_number(stage_id);
         for jid in self.jobs_using(stage_id) {
             // A job may end while an earlier one's waiting stages are submitted.
             let Some(job) = self.jobs.get_mut(&jid) else {
                 continue;
             };
-            let _ = job.events.send(JobEvent::StageCompleted { stage_id });
+            let _ = job
+                .events
+                .send(JobEvent::StageCompleted { stage_id: number });
             job.waiting.remove(&stage_id);
             // The waiting stages that read this one's output (Spark's
             // `submitWaitingChildStages`): `submit_stage` runs one whose inputs are now
@@ -572,6 +578,26 @@ impl Scheduler {
             reason: reason.to_string(),
             time_ms: now_ms(),
         });
+        // The jobs it ran tasks for or held shuffle output of hear it first.
+        let mut hit: HashSet<u32> = self
+            .running
+            .values()
+            .filter(|r| r.executor_id == executor_id)
+            .map(|r| r.stage_id)
+            .collect();
+        for sid in self.tracker.shuffles_on(executor_id) {
+            if let Some(&stage) = self.shuffle_stage.get(&sid) {
+                hit.insert(stage);
+            }
+        }
+        for job in self.jobs.values() {
+            if job.stages.iter().any(|s| hit.contains(s)) {
+                let _ = job.events.send(JobEvent::ExecutorLost {
+                    executor_id: executor_id.to_string(),
+                    reason: reason.to_string(),
+                });
+            }
+        }
         let lost: Vec<u64> = self
             .running
             .iter()
@@ -605,11 +631,21 @@ impl Scheduler {
     }
 
     /// Fails a job: tells its client, stops its tasks, forgets its state.
-    pub(super) fn fail_job(&mut self, job_id: u64, failure: JobFailure) {
+    pub(super) fn fail_job(&mut self, job_id: u64, mut failure: JobFailure) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
-        let (stage, reason) = crate::listener::describe_failure(&failure);
+        // The failure names the stage by the scheduler's id; its client and the text
+        // name it by its number within the application.
+        let stage = match &mut failure {
+            JobFailure::TaskFailed { stage_id, .. } | JobFailure::StageFailed { stage_id, .. } => {
+                let id = *stage_id;
+                *stage_id = self.stage_number(id);
+                Some(id)
+            }
+            JobFailure::Cancelled(_) | JobFailure::InvalidPlan(_) => None,
+        };
+        let reason = crate::listener::describe_failure(&failure);
         if let Some(stage_id) = stage {
             // A stage (or a task of it) gave up: its stage failed with the job.
             self.listeners.emit(|| ListenerEvent::StageFailed {
@@ -626,6 +662,12 @@ impl Scheduler {
         });
         let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
         self.finish_job(job_id);
+    }
+
+    /// The number within its application of stage `stage_id` (the id itself for a
+    /// stage already forgotten).
+    pub(super) fn stage_number(&self, stage_id: u32) -> u32 {
+        self.stages.get(&stage_id).map_or(stage_id, |s| s.number)
     }
 
     fn finish_job(&mut self, job_id: u64) {

@@ -147,7 +147,7 @@ impl Scheduler {
         for job in self.jobs.values() {
             if job.stages.contains(&st.id) {
                 let _ = job.events.send(JobEvent::TaskStarted {
-                    stage_id: st.id,
+                    stage_id: st.number,
                     partition: p.partition,
                 });
             }

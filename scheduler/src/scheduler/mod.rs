@@ -250,11 +250,20 @@ struct Executor {
     shuffle_address: String,
 }
 
+/// The next job and stage numbers of one application (`Plan.application`).
+#[derive(Default)]
+struct AppNumbers {
+    jobs: u64,
+    stages: u32,
+}
+
 struct Scheduler {
     config: SchedulerConfig,
     launcher: Box<dyn TaskLauncher>,
     next_job: u64,
     next_stage: u32,
+    /// Per-application numbering of jobs and stages, until the application ends.
+    apps: HashMap<String, AppNumbers>,
     next_task: u64,
     stages: HashMap<u32, Stage>,
     shuffle_stage: HashMap<u32, u32>,
@@ -283,6 +292,7 @@ impl Scheduler {
             launcher,
             next_job: 0,
             next_stage: 0,
+            apps: HashMap::new(),
             next_task: 0,
             stages: HashMap::new(),
             shuffle_stage: HashMap::new(),
@@ -384,6 +394,9 @@ impl Scheduler {
             } => self.executor_lost(&executor_id, &reason),
             SchedulerEvent::Unpersist { rdd_id } => self.cache.retain(|(r, _), _| *r != rdd_id),
             SchedulerEvent::ForgetIds { id_lo, id_hi } => self.forget_ids(id_lo, id_hi),
+            SchedulerEvent::ApplicationEnded { application } => {
+                self.apps.remove(&application);
+            }
             SchedulerEvent::RemoveShuffles { shuffle_ids } => {
                 self.released.extend(shuffle_ids);
             }

@@ -72,6 +72,8 @@ pub(super) enum StageState {
 
 pub(super) struct Stage {
     pub id: u32,
+    /// Its number within its application (`Plan.application`): the id users see.
+    pub number: u32,
     pub kind: StageKind,
     pub rdd_id: u32,
     pub num_partitions: u32,
@@ -120,6 +122,7 @@ impl Stage {
         let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id);
         Stage {
             id,
+            number: id,
             kind,
             rdd_id,
             num_partitions,

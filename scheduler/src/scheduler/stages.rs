@@ -39,6 +39,11 @@ impl Scheduler {
         }
         let job_id = self.next_job;
         self.next_job += 1;
+        let number = {
+            let app = self.apps.entry(plan.application.clone()).or_default();
+            app.jobs += 1;
+            app.jobs - 1
+        };
         let refuse = |reason: String| {
             let _ = events.send(JobEvent::JobFailed {
                 job_id,
@@ -99,13 +104,23 @@ impl Scheduler {
         };
         let num_stages =
             1 + self.collect_shuffle_stages(&plan, &index, &broadcasts, plan.final_rdd, &mut job);
-        let _ = job.events.send(JobEvent::Started { job_id, num_stages });
+        let result_number = self.next_stage_number(&plan.application);
+        if let Some(st) = self.stages.get_mut(&result_stage) {
+            st.number = result_number;
+        }
+        let _ = job.events.send(JobEvent::Started {
+            job_id,
+            number,
+            num_stages,
+        });
         self.listeners.emit(|| {
             let mut ids: Vec<u32> = job.stages.iter().copied().collect();
             ids.sort_unstable();
             ids.push(result_stage);
             ListenerEvent::JobSubmitted {
                 job_id,
+                application: plan.application.clone(),
+                number,
                 description: plan.description.clone(),
                 stages: ids.iter().filter_map(|s| self.stage_desc(*s)).collect(),
                 time_ms: now_ms(),
@@ -246,20 +261,31 @@ impl Scheduler {
     ) -> u32 {
         let id = self.next_stage;
         self.next_stage += 1;
-        self.stages.insert(
+        let mut stage = Stage::new(
             id,
-            Stage::new(
-                id,
-                kind,
-                rdd_id,
-                num_partitions,
-                name,
-                plan.clone(),
-                index.clone(),
-                broadcasts.clone(),
-            ),
+            kind,
+            rdd_id,
+            num_partitions,
+            name,
+            plan.clone(),
+            index.clone(),
+            broadcasts.clone(),
         );
+        if let StageKind::ShuffleMap(_) = kind {
+            stage.number = self.next_stage_number(&plan.application);
+        } // A result stage is numbered after its parents, as Spark numbers them.
+        self.stages.insert(id, stage);
         id
+    }
+
+    /// The next stage number of `application`.
+    fn next_stage_number(&mut self, application: &str) -> u32 {
+        let app = match self.apps.get_mut(application) {
+            Some(app) => app,
+            None => self.apps.entry(application.to_string()).or_default(),
+        };
+        app.stages += 1;
+        app.stages - 1
     }
 
     /// Shuffle stages that `stage_id` reads and whose output is incomplete.
@@ -483,6 +509,7 @@ impl Scheduler {
         parents.sort_unstable();
         Some(StageDesc {
             stage_id,
+            number: st.number,
             name: st.name.clone(),
             num_tasks: st.num_partitions,
             parents,
@@ -496,7 +523,7 @@ impl Scheduler {
 
 fn stage_info(st: &Stage, tasks_to_run: u32) -> StageInfo {
     StageInfo {
-        stage_id: st.id,
+        stage_id: st.number,
         name: st.name.clone(),
         num_tasks: st.num_partitions,
         tasks_to_run,

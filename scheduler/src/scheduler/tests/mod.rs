@@ -16,6 +16,7 @@ mod descriptions;
 mod empty;
 mod lifecycle;
 mod listener;
+mod numbering;
 mod panics;
 mod recovery;
 mod release;
