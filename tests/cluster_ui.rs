@@ -77,7 +77,9 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
     );
     let ui = cluster.ui_address();
     let out = s.join("out");
-    let run = cluster.run(
+    // Info logs on the client's console (CI runs with EMBER_LOG=warn).
+    let info = [("EMBER_LOG", "info")];
+    let run = cluster.run_with_env(
         "wordcount",
         &[
             "--partitions",
@@ -86,6 +88,7 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
             out.to_str().unwrap(),
         ],
         s,
+        &info,
     );
     assert!(run.success, "{run:?}\n{}", cluster.logs());
 
@@ -235,7 +238,7 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
 
     // A second client is an application of its own: its first job and stages are
     // numbered from 0 on its console and in the UI, while the driver's ids go on.
-    let second = cluster.run(
+    let second = cluster.run_with_env(
         "wordcount",
         &[
             "--partitions",
@@ -244,6 +247,7 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
             s.join("out2").to_str().unwrap(),
         ],
         s,
+        &info,
     );
     assert!(second.success, "{second:?}");
     for run in [&run, &second] {

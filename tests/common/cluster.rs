@@ -369,13 +369,36 @@ impl Cluster {
 
     /// Starts example `name` against this cluster without waiting for it.
     pub fn spawn(&self, name: &str, args: &[&str], scratch: &Path) -> Running {
+        self.spawn_with_env(name, args, scratch, &[])
+    }
+
+    /// [`run`](Self::run) with more environment variables for the client.
+    #[allow(dead_code)]
+    pub fn run_with_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        scratch: &Path,
+        extra: &[(&str, &str)],
+    ) -> Run {
+        self.spawn_with_env(name, args, scratch, extra).wait()
+    }
+
+    fn spawn_with_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        scratch: &Path,
+        extra: &[(&str, &str)],
+    ) -> Running {
         let mut all = vec!["--master", self.url.as_str()];
         all.extend_from_slice(args);
-        let envs: Vec<(&str, &str)> = self
+        let mut envs: Vec<(&str, &str)> = self
             .secret
             .as_deref()
             .map(|s| vec![("EMBER_SECRET", s)])
             .unwrap_or_default();
+        envs.extend_from_slice(extra);
         spawn_example(name, &all, scratch, &envs)
     }
 }
