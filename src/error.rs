@@ -44,6 +44,15 @@ pub enum EmberError {
     #[error("corrupt data in {what}: {message}")]
     Corrupt { what: String, message: String },
 
+    /// A file's columns do not fit the record type it is read into.
+    #[error("schema mismatch in {path}: column `{column}` is {found}, but the record type wants {expected}")]
+    SchemaMismatch {
+        path: String,
+        column: String,
+        found: String,
+        expected: String,
+    },
+
     /// Serialising or deserialising a record or operator state failed.
     #[error("serialization error ({what}): {message}")]
     Serialization { what: String, message: String },

@@ -1,9 +1,10 @@
-//! The output commit protocol of `save_as_text_file` and `save_as_object_file`.
+//! The output commit protocol of `save_as_text_file`, `save_as_object_file`,
+//! `save_as_parquet` and `save_as_csv`.
 //!
 //! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>`. After the
 //! job succeeds, exactly one attempt per partition (the one whose result the scheduler
-//! delivered) is renamed to `OUT/part-NNNNN`, `_temporary` is removed, and `_SUCCESS`
-//! is written last. A directory without `_SUCCESS` is never a complete output; a job
+//! delivered) is renamed to `OUT/part-NNNNN<suffix>` (the suffix names the format, e.g.
+//! `.parquet`), `_temporary` is removed, and `_SUCCESS` is written last. A directory without `_SUCCESS` is never a complete output; a job
 //! that fails removes the directory it created.
 
 use std::path::Path;
@@ -16,6 +17,17 @@ pub(crate) fn save_text<T: Data>(
     rdd: &Rdd<T>,
     out: &Path,
     opts: SaveOptions,
+    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
+) -> Result<()> {
+    save_files(rdd, out, opts, "", run)
+}
+
+/// [`save_text`] with `suffix` after each committed `part-NNNNN`.
+pub(crate) fn save_files<T: Data>(
+    rdd: &Rdd<T>,
+    out: &Path,
+    opts: SaveOptions,
+    suffix: &str,
     run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
 ) -> Result<()> {
     // Tasks may run in other processes with other working directories: give them (and
@@ -40,7 +52,7 @@ pub(crate) fn save_text<T: Data>(
         rand::random::<u32>()
     ));
     std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
-    let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts));
+    let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts, suffix));
     if let Err(e) = committed {
         let _ = std::fs::remove_dir_all(out);
         return Err(e);
@@ -48,9 +60,9 @@ pub(crate) fn save_text<T: Data>(
     Ok(())
 }
 
-fn commit(out: &Path, parts: Vec<String>) -> Result<()> {
+fn commit(out: &Path, parts: Vec<String>, suffix: &str) -> Result<()> {
     for (i, attempt) in parts.iter().enumerate() {
-        let dest = out.join(format!("part-{i:05}"));
+        let dest = out.join(format!("part-{i:05}{suffix}"));
         std::fs::rename(attempt, &dest).map_err(|e| EmberError::io(&dest, e))?;
     }
     let tmp = out.join("_temporary");

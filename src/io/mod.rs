@@ -1,8 +1,9 @@
 //! Input and output formats: text files cut into byte-range splits, ember's object
-//! files; quoting bad input in errors.
+//! files, Parquet (and CSV) through maintained crates; quoting bad input in errors.
 
 mod excerpt;
 pub mod object_file;
+pub mod parquet;
 pub mod text_input;
 
 pub use excerpt::{excerpt, Excerpt, EXCERPT_CHARS};

@@ -17,6 +17,7 @@ mod object_file;
 mod ops;
 mod ordered_by;
 mod pair;
+mod parquet;
 mod partition_actions;
 mod partitioning;
 mod pass_through;

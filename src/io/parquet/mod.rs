@@ -1,0 +1,14 @@
+//! Parquet input and output on the arrow project's `parquet` crate: records of a serde
+//! type mapped to Arrow columns by field name (`serde_arrow`), one partition per row
+//! group or group of row groups, only the record type's columns decoded, one file per
+//! partition written with the output commit protocol.
+//!
+//! `schema` owns what a record type's columns are and which files fit it; `source`
+//! plans and decodes reads; `sink` encodes writes.
+
+pub mod schema;
+pub mod sink;
+pub mod source;
+
+pub use sink::{ParquetCompression, ParquetWriteOptions};
+pub use source::ParquetChunk;

@@ -1,0 +1,131 @@
+//! Writing records as Parquet: one file per partition, the schema derived from the
+//! record type, columns encoded by the parquet crate's Arrow writer.
+//!
+//! Invariants: a file holds every record of its partition, in order, and is complete
+//! (footer written, data synced) before its path is returned for the commit; an empty
+//! partition is a valid file of no rows with the schema (readers see its columns).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use super::schema::{record_fields, schema_of};
+use super::source::ROWS_PER_BATCH;
+use crate::data::Data;
+use crate::error::{EmberError, Result};
+
+/// The compression of written Parquet pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ParquetCompression {
+    Uncompressed,
+    Snappy,
+    Lz4,
+    /// zstd at a level from 1 to 22.
+    Zstd(i32),
+    /// gzip at a level from 0 to 9.
+    Gzip(u32),
+}
+
+/// Options of [`Rdd::save_as_parquet_with`](crate::Rdd::save_as_parquet_with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParquetWriteOptions {
+    /// Default zstd level 3.
+    pub compression: ParquetCompression,
+    /// Most rows per row group (default 1,048,576, the parquet crate's and Spark's
+    /// order of size); at least 1.
+    pub row_group_rows: usize,
+    /// Replace an existing output directory instead of failing.
+    pub overwrite: bool,
+}
+
+impl Default for ParquetWriteOptions {
+    fn default() -> Self {
+        ParquetWriteOptions {
+            compression: ParquetCompression::Zstd(3),
+            row_group_rows: 1 << 20,
+            overwrite: false,
+        }
+    }
+}
+
+impl ParquetWriteOptions {
+    /// The writer properties these options stand for, or what is wrong with them.
+    pub(crate) fn properties(&self) -> Result<WriterProperties> {
+        let bad = |m: String| EmberError::InvalidArgument(format!("save_as_parquet: {m}"));
+        if self.row_group_rows == 0 {
+            return Err(bad("row_group_rows must be at least 1".into()));
+        }
+        let compression = match self.compression {
+            ParquetCompression::Uncompressed => Compression::UNCOMPRESSED,
+            ParquetCompression::Snappy => Compression::SNAPPY,
+            ParquetCompression::Lz4 => Compression::LZ4_RAW,
+            ParquetCompression::Zstd(level) => Compression::ZSTD(
+                ZstdLevel::try_new(level).map_err(|e| bad(format!("zstd level {level}: {e}")))?,
+            ),
+            ParquetCompression::Gzip(level) => Compression::GZIP(
+                parquet::basic::GzipLevel::try_new(level)
+                    .map_err(|e| bad(format!("gzip level {level}: {e}")))?,
+            ),
+        };
+        Ok(WriterProperties::builder()
+            .set_compression(compression)
+            .set_max_row_group_row_count(Some(self.row_group_rows))
+            .set_created_by(format!("ember {}", env!("CARGO_PKG_VERSION")))
+            .build())
+    }
+}
+
+/// Writes `records` (batches of `T`) to a new Parquet file at `path`; returns the
+/// number of records written.
+pub fn write_file<T: Data>(
+    path: &Path,
+    options: &ParquetWriteOptions,
+    records: impl Iterator<Item = Result<Vec<T>>>,
+) -> Result<u64> {
+    let fields = record_fields::<T>()?;
+    let schema = schema_of(&fields);
+    let file = File::create_new(path).map_err(|e| EmberError::io(path, e))?;
+    let out = BufWriter::with_capacity(1 << 20, file);
+    let failed = |e: parquet::errors::ParquetError| EmberError::Corrupt {
+        what: format!("Parquet file {} (writing)", path.display()),
+        message: e.to_string(),
+    };
+    let mut writer =
+        ArrowWriter::try_new(out, schema, Some(options.properties()?)).map_err(failed)?;
+    let mut builder = serde_arrow::ArrayBuilder::from_arrow(&fields)
+        .map_err(|e| EmberError::ser("a Parquet schema", e))?;
+    let mut pending = 0usize;
+    let mut total = 0u64;
+    let encode = |e: serde_arrow::Error| {
+        EmberError::ser(
+            format!("a {} record for Parquet", std::any::type_name::<T>()),
+            e,
+        )
+    };
+    for batch in records {
+        let batch = batch?;
+        total += batch.len() as u64;
+        pending += batch.len();
+        builder.extend(&batch).map_err(encode)?;
+        if pending >= ROWS_PER_BATCH {
+            let rb = builder.to_record_batch().map_err(encode)?;
+            writer.write(&rb).map_err(failed)?;
+            pending = 0;
+        }
+    }
+    if pending > 0 {
+        let rb = builder.to_record_batch().map_err(encode)?;
+        writer.write(&rb).map_err(failed)?;
+    }
+    let out = writer.into_inner().map_err(failed)?;
+    let file = out
+        .into_inner()
+        .map_err(|e| EmberError::io(path, e.into_error()))?;
+    file.sync_all().map_err(|e| EmberError::io(path, e))?;
+    Ok(total)
+}
