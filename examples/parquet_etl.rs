@@ -1,0 +1,49 @@
+//! Sum of non-negative values per key, Parquet in and out:
+//! `parquet_etl [--master M] [--partitions P] INPUT OUTPUT`.
+//!
+//! INPUT is Parquet (a file, a directory or a glob) with columns `key` (int64) and
+//! `value` (double); other columns are not read. Rows with `value >= 0` are kept, and
+//! OUTPUT gets Parquet files with columns `key` (int64) and `sum` (double), one
+//! `part-NNNNN.parquet` per partition (P of them, default the default parallelism),
+//! then `_SUCCESS`. A `value` that is NaN or negative is dropped; a file whose columns
+//! do not fit fails the job before any task, naming the file and the column.
+
+#[path = "support/args.rs"]
+mod args;
+
+#[path = "support/alloc.rs"]
+mod alloc;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Serialize, Deserialize)]
+struct Row {
+    key: i64,
+    value: f64,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct KeySum {
+    key: i64,
+    sum: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    alloc::keep_freed_memory();
+    let ctx = ember::Context::from_env()?;
+    let Some(args) = args::Args::parse("parquet_etl", &[])? else {
+        return Ok(()); // --help
+    };
+    let parts = args.partitions.unwrap_or(ctx.default_parallelism());
+    let rows = ctx
+        .read_parquet::<Row>(&args.input)
+        .with_context(|| format!("reading {}", args.input))?;
+    rows.filter(|r: &Row| r.value >= 0.0)
+        .map(|r: Row| (r.key, r.value))
+        .reduce_by_key_into(|a: f64, b: f64| a + b, parts)
+        .map(|(key, sum): (i64, f64)| KeySum { key, sum })
+        .save_as_parquet(&args.output)
+        .with_context(|| format!("writing {}", args.output))?;
+    Ok(())
+}
