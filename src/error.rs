@@ -53,6 +53,16 @@ pub enum EmberError {
         expected: String,
     },
 
+    /// A record of an input file did not parse (CSV): where, and why.
+    #[error("bad record in {path} line {line} {column}: {message}")]
+    BadRecord {
+        path: String,
+        line: u64,
+        /// `"name" (column N)` (the name where the file has a header), or empty.
+        column: String,
+        message: String,
+    },
+
     /// Serialising or deserialising a record or operator state failed.
     #[error("serialization error ({what}): {message}")]
     Serialization { what: String, message: String },

@@ -58,6 +58,7 @@ pub use context::Context;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
+pub use io::csv::CsvOptions;
 pub use io::parquet::{ParquetCompression, ParquetWriteOptions};
 pub use job::JobMetrics;
 pub use rdd::Records;

@@ -9,6 +9,7 @@ mod actions;
 mod checkpoint;
 mod co_grouped;
 mod cogroup;
+mod csv;
 mod flat_combine;
 mod group_by;
 mod join;
