@@ -4,13 +4,21 @@
 //! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>`. After the
 //! job succeeds, exactly one attempt per partition (the one whose result the scheduler
 //! delivered) is renamed to `OUT/part-NNNNN<suffix>` (the suffix names the format, e.g.
-//! `.parquet`), `_temporary` is removed, and `_SUCCESS` is written last. A directory without `_SUCCESS` is never a complete output; a job
-//! that fails removes the directory it created.
+//! `.parquet`), `_temporary` is removed, and `_SUCCESS` is written last. A directory
+//! without `_SUCCESS` is never a complete output; a job that fails removes the
+//! directory it created.
+//!
+//! In object storage (`s3://bucket/prefix`) the same layout holds with keys for paths:
+//! each attempt is uploaded whole under `prefix/_temporary/<job>/` (invisible to
+//! readers, which skip `_` names), the commit copies the delivered attempts to
+//! `prefix/part-NNNNN<suffix>`, deletes `_temporary` and puts `_SUCCESS` last; a job
+//! that fails deletes everything under the prefix.
 
 use std::path::Path;
 
 use crate::data::Data;
 use crate::error::{EmberError, Result};
+use crate::io::storage::{self, ObjectUrl};
 use crate::rdd::{Rdd, SaveOptions};
 
 pub(crate) fn save_text<T: Data>(
@@ -30,6 +38,9 @@ pub(crate) fn save_files<T: Data>(
     suffix: &str,
     run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
 ) -> Result<()> {
+    if storage::is_remote(out) {
+        return save_remote(rdd, out, opts, suffix, run);
+    }
     // Tasks may run in other processes with other working directories: give them (and
     // the commit below) one absolute path.
     let out = &std::path::absolute(out).map_err(|e| EmberError::io(out, e))?;
@@ -70,4 +81,51 @@ fn commit(out: &Path, parts: Vec<String>, suffix: &str) -> Result<()> {
     let success = out.join("_SUCCESS");
     std::fs::write(&success, b"").map_err(|e| EmberError::io(&success, e))?;
     Ok(())
+}
+
+/// [`save_files`] into object storage (see the module docs).
+fn save_remote<T: Data>(
+    rdd: &Rdd<T>,
+    out: &Path,
+    opts: SaveOptions,
+    suffix: &str,
+    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
+) -> Result<()> {
+    let url = ObjectUrl::parse(out)?;
+    if url.key.is_empty() {
+        return Err(EmberError::Config(format!(
+            "{url}: write output under a prefix of the bucket, not its root"
+        )));
+    }
+    if !storage::prefix_is_empty(&url)? {
+        if !opts.overwrite {
+            return Err(EmberError::OutputExists {
+                path: out.to_path_buf(),
+            });
+        }
+        storage::delete_prefix(&url)?;
+    }
+    let tmp = url.join("_temporary").join(&format!(
+        "{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let committed =
+        run(rdd, Path::new(&tmp.to_string())).and_then(|parts| commit_remote(&url, parts, suffix));
+    if let Err(e) = committed {
+        let _ = storage::delete_prefix(&url);
+        return Err(e);
+    }
+    Ok(())
+}
+
+fn commit_remote(url: &ObjectUrl, parts: Vec<String>, suffix: &str) -> Result<()> {
+    for (i, attempt) in parts.iter().enumerate() {
+        storage::copy_object(
+            &ObjectUrl::parse(attempt)?,
+            &url.join(&format!("part-{i:05}{suffix}")),
+        )?;
+    }
+    storage::delete_prefix(&url.join("_temporary"))?;
+    storage::put_bytes(&url.join("_SUCCESS"), Vec::new())
 }

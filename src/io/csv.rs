@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
 use crate::io::excerpt;
+use crate::io::storage::InputFile;
 
 /// Records per batch handed on.
 const BATCH: usize = crate::data::BATCH;
@@ -68,7 +69,7 @@ pub struct CsvReader<T> {
 
 struct Open {
     path: PathBuf,
-    reader: csv::Reader<BufReader<File>>,
+    reader: csv::Reader<BufReader<InputFile>>,
     headers: Option<csv::StringRecord>,
     record: csv::StringRecord,
 }
@@ -84,7 +85,7 @@ impl<T: Data> CsvReader<T> {
     }
 
     fn open(&self, path: PathBuf) -> Result<Open> {
-        let file = File::open(&path).map_err(|e| EmberError::io(&path, e))?;
+        let file = InputFile::open(&path)?;
         let mut reader = self
             .options
             .reader()

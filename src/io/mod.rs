@@ -5,6 +5,7 @@ pub mod csv;
 mod excerpt;
 pub mod object_file;
 pub mod parquet;
+pub mod storage;
 pub mod text_input;
 
 pub use excerpt::{excerpt, Excerpt, EXCERPT_CHARS};

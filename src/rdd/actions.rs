@@ -193,12 +193,16 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let dir: PathBuf = decode("save_as_text_file", payload)?;
-        let path = dir.join(format!(
-            "part-{part:05}.stage{}-attempt{}-{:08x}",
-            tc.stage_id,
-            tc.attempt,
-            rand::random::<u32>()
-        ));
+        let output = crate::io::storage::PartOutput::create(
+            dir.join(format!(
+                "part-{part:05}.stage{}-attempt{}-{:08x}",
+                tc.stage_id,
+                tc.attempt,
+                rand::random::<u32>()
+            )),
+            &tc.env.work_dir,
+        )?;
+        let path = output.local().to_path_buf();
         let file = std::fs::File::create(&path).map_err(|e| EmberError::io(&path, e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
         let mut n = 0u64;
@@ -219,8 +223,9 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
             }
         }
         w.flush().map_err(|e| EmberError::io(&path, e))?;
+        drop(w);
         tc.with_metrics(|m| m.records_out += n);
-        Ok(path.to_string_lossy().into_owned())
+        output.finish()
     }
 }
 

@@ -28,15 +28,19 @@ impl<T: Data> ResultOp for SaveCsv<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, CsvOptions) = decode("save_as_csv", payload)?;
-        let path = dir.join(format!(
-            "part-{part:05}.stage{}-attempt{}-{:08x}",
-            tc.stage_id,
-            tc.attempt,
-            rand::random::<u32>()
-        ));
+        let output = crate::io::storage::PartOutput::create(
+            dir.join(format!(
+                "part-{part:05}.stage{}-attempt{}-{:08x}",
+                tc.stage_id,
+                tc.attempt,
+                rand::random::<u32>()
+            )),
+            &tc.env.work_dir,
+        )?;
+        let path = output.local().to_path_buf();
         let n = write_file::<T>(&path, &options, input)?;
         tc.with_metrics(|m| m.records_out += n);
-        Ok(path.to_string_lossy().into_owned())
+        output.finish()
     }
 }
 
@@ -73,9 +77,7 @@ impl crate::Context {
         let files = list_input_files(path)?;
         let mut whole = Vec::with_capacity(files.len());
         for f in files {
-            let len = std::fs::metadata(&f)
-                .map_err(|e| EmberError::io(&f, e))?
-                .len();
+            let len = crate::io::storage::InputFile::len_of(&f)?;
             whole.push(FileSplit {
                 path: Arc::from(f.as_path()),
                 start: 0,

@@ -27,15 +27,19 @@ impl<T: Data> ResultOp for SaveParquet<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, ParquetWriteOptions) = decode("save_as_parquet", payload)?;
-        let path = dir.join(format!(
-            "part-{part:05}.stage{}-attempt{}-{:08x}",
-            tc.stage_id,
-            tc.attempt,
-            rand::random::<u32>()
-        ));
+        let output = crate::io::storage::PartOutput::create(
+            dir.join(format!(
+                "part-{part:05}.stage{}-attempt{}-{:08x}",
+                tc.stage_id,
+                tc.attempt,
+                rand::random::<u32>()
+            )),
+            &tc.env.work_dir,
+        )?;
+        let path = output.local().to_path_buf();
         let n = sink::write_file::<T>(&path, &options, input)?;
         tc.with_metrics(|m| m.records_out += n);
-        Ok(path.to_string_lossy().into_owned())
+        output.finish()
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod moto;
 pub mod process;
 
 use std::collections::{BTreeMap, HashMap};

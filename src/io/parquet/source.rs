@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use arrow_schema::FieldRef;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
+use crate::io::storage::{is_remote, ObjectUrl, RemoteFile};
 use crate::io::text_input::{list_input_files, Packing};
 
 /// Rows decoded per Arrow batch (and handed on as one batch of records).
@@ -47,8 +49,13 @@ pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> EmberError {
 
 /// The footer of `path`, as Arrow sees it.
 fn footer(path: &Path) -> Result<ArrowReaderMetadata> {
+    let options = ArrowReaderOptions::new();
+    if is_remote(path) {
+        let file = RemoteFile::open(&ObjectUrl::parse(path)?)?;
+        return ArrowReaderMetadata::load(&file, options).map_err(|e| corrupt(path, e));
+    }
     let file = File::open(path).map_err(|e| EmberError::io(path, e))?;
-    ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| corrupt(path, e))
+    ArrowReaderMetadata::load(&file, options).map_err(|e| corrupt(path, e))
 }
 
 /// The partitions of a read of `path` (a file, directory, glob or comma-separated
@@ -127,12 +134,22 @@ impl<T: Data> ChunkReader<T> {
         })
     }
 
-    fn open(
+    fn open(&self, chunk: &ParquetChunk) -> Result<ParquetRecordBatchReader> {
+        let path = &chunk.path;
+        if is_remote(path) {
+            let file = RemoteFile::open(&ObjectUrl::parse(path)?)?;
+            return self.open_with(chunk, file);
+        }
+        let file = File::open(path).map_err(|e| EmberError::io(path, e))?;
+        self.open_with(chunk, file)
+    }
+
+    fn open_with<R: parquet::file::reader::ChunkReader + 'static>(
         &self,
         chunk: &ParquetChunk,
-    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+        file: R,
+    ) -> Result<ParquetRecordBatchReader> {
         let path = &chunk.path;
-        let file = File::open(path).map_err(|e| EmberError::io(path, e))?;
         let builder =
             ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(path, e))?;
         let roots = projection(&path.display().to_string(), builder.schema(), &self.fields)?;

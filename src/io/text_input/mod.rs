@@ -25,12 +25,13 @@
 //! - Every I/O error names the path it concerns.
 //! - Files are read as raw bytes: no decompression, no byte-order-mark handling.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{EmberError, Result};
+use crate::io::storage::InputFile;
 
 mod packing;
 pub use packing::{pack_splits, Packing, DEFAULT_PACKING};
@@ -84,7 +85,11 @@ pub fn list_input_files(path: &str) -> Result<Vec<PathBuf>> {
     let mut any = false;
     for piece in path.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         any = true;
-        list_one(piece, &mut files)?;
+        if crate::io::storage::is_remote(piece) {
+            files.extend(crate::io::storage::list_remote(piece)?);
+        } else {
+            list_one(piece, &mut files)?;
+        }
     }
     if !any {
         return Err(EmberError::InputNotFound {
@@ -235,8 +240,7 @@ pub(crate) fn plan_splits_with(
 ) -> Result<Vec<FileSplit>> {
     let mut sizes = Vec::with_capacity(files.len());
     for f in files {
-        let meta = fs::metadata(f).map_err(|e| EmberError::io(f, e))?;
-        sizes.push(meta.len());
+        sizes.push(InputFile::len_of(f)?);
     }
     let total: u64 = sizes.iter().fold(0u64, |a, &b| a.saturating_add(b));
     let goal = total / (min_partitions.max(1) as u64);
@@ -246,7 +250,9 @@ pub(crate) fn plan_splits_with(
     for (f, &len) in files.iter().zip(&sizes) {
         let path: Arc<Path> = Arc::from(f.as_path());
         if len == 0 {
-            check_truly_empty(f)?;
+            if !crate::io::storage::is_remote(f) {
+                check_truly_empty(f)?;
+            }
             splits.push(FileSplit {
                 path,
                 start: 0,
@@ -306,7 +312,7 @@ enum Current {
 #[derive(Debug)]
 pub struct LineReader {
     path: Arc<Path>,
-    file: File,
+    file: InputFile,
     start: u64,
     end: u64,
     state: State,
@@ -332,7 +338,7 @@ impl LineReader {
 
     /// [`LineReader::open`] with a given read-buffer capacity (at least 1 byte).
     pub(crate) fn open_with_capacity(split: &FileSplit, capacity: usize) -> Result<Self> {
-        let file = File::open(&split.path).map_err(|e| EmberError::io(&*split.path, e))?;
+        let file = InputFile::open(&split.path)?;
         // A small split needs no huge buffer: its last line spills into `carry` if needed.
         let span = split.end.saturating_sub(split.start).saturating_add(1);
         let cap = capacity.min(usize::try_from(span).unwrap_or(usize::MAX).max(8192));
@@ -553,7 +559,7 @@ fn invalid_utf8(path: &Path, line_offset: u64, bad_at: u64) -> EmberError {
 /// past the end counts the whole file). Meant for error paths and line positions, to
 /// tell a user "file X line N".
 pub fn line_number_at(path: &Path, offset: u64) -> Result<u64> {
-    let file = File::open(path).map_err(|e| EmberError::io(path, e))?;
+    let file = InputFile::open(path)?;
     let mut reader = file.take(offset);
     let mut buf = vec![0u8; 64 * 1024];
     let mut terminators = 0u64;
@@ -586,7 +592,10 @@ pub fn line_number_at(path: &Path, offset: u64) -> Result<u64> {
 /// Reads a whole file as a `String` (for `whole_text_files`). Invalid UTF-8 is
 /// [`EmberError::Corrupt`] naming the file, line and byte offset.
 pub fn read_whole_file(path: &Path) -> Result<String> {
-    let bytes = fs::read(path).map_err(|e| EmberError::io(path, e))?;
+    let mut bytes = Vec::new();
+    InputFile::open(path)?
+        .read_to_end(&mut bytes)
+        .map_err(|e| EmberError::io(path, e))?;
     String::from_utf8(bytes).map_err(|e| {
         let bad = e.utf8_error().valid_up_to();
         let bytes = e.as_bytes();

@@ -1,6 +1,7 @@
 //! Tests of text input: split planning, line reading across split boundaries, listing.
 use super::*;
 use proptest::prelude::*;
+use std::fs::File;
 use std::io::Write;
 
 fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""parquet_etl against DuckDB and Polars on the same Parquet file, side by side.
+
+The query: keep rows with value >= 0, sum value per key, write Parquet (key, sum).
+Runs are alternated (ember, duckdb, polars, ember, ...) and the median of --runs is
+reported; every engine gets 2 threads. Outputs are checked against each other (same
+keys, sums equal to 1e-9 relative).
+
+    cargo build --release --example parquet_etl
+    python3 bench/parquet_etl.py --input /work/data/kv.parquet --out /work/bench-out/petl
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ember(inp, out):
+    subprocess.run([str(REPO / "target/release/examples/parquet_etl"), "--master", "local[2]",
+                    "--partitions", "2", str(inp), str(out)], check=True,
+                   env={**os.environ, "EMBER_LOG": "warn", "EMBER_PROGRESS": "0"})
+
+
+def duckdb_run(inp, out):
+    code = ("import duckdb,sys; c=duckdb.connect(); c.execute('SET threads=2'); "
+            "c.execute(f\"COPY (SELECT key, sum(value) AS sum FROM read_parquet('{sys.argv[1]}') "
+            "WHERE value >= 0 GROUP BY key) TO '{sys.argv[2]}' (FORMAT parquet)\")")
+    out.mkdir()
+    subprocess.run([sys.executable, "-c", code, str(inp), str(out / "part.parquet")], check=True)
+
+
+def polars_run(inp, out):
+    code = ("import polars as pl,sys; "
+            "pl.scan_parquet(sys.argv[1]).filter(pl.col('value') >= 0).group_by('key')"
+            ".agg(pl.col('value').sum().alias('sum')).sink_parquet(sys.argv[2])")
+    out.mkdir()
+    subprocess.run([sys.executable, "-c", code, str(inp), str(out / "part.parquet")], check=True,
+                   env={**os.environ, "POLARS_MAX_THREADS": "2"})
+
+
+def sums(out):
+    import pyarrow.parquet as pq
+    t = pq.read_table(out)
+    return dict(zip(t.column("key").to_pylist(), t.column("sum").to_pylist()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    out = Path(a.out)
+    engines = {"ember": ember, "duckdb": duckdb_run, "polars": polars_run}
+    times = {k: [] for k in engines}
+    for r in range(a.runs):
+        for name, run in engines.items():
+            dest = out / f"{name}-{r}"
+            shutil.rmtree(dest, ignore_errors=True)
+            t0 = time.perf_counter()
+            run(a.input, dest)
+            times[name].append(time.perf_counter() - t0)
+            print(f"run {r} {name}: {times[name][-1]:.2f} s", flush=True)
+    ref = sums(out / "duckdb-0")
+    for name in ("ember", "polars"):
+        got = sums(out / f"{name}-0")
+        assert got.keys() == ref.keys(), (name, len(got), len(ref))
+        bad = sum(1 for k in ref if not math.isclose(got[k], ref[k], rel_tol=1e-9, abs_tol=1e-6))
+        assert bad == 0, (name, bad)
+    result = {k: {"median_s": round(statistics.median(v), 3), "runs_s": [round(x, 3) for x in v]}
+              for k, v in times.items()}
+    result["keys"] = len(ref)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+//! Reading an object as a file: [`RemoteFile`] (seekable, reading ahead in ranged
+//! requests, and a Parquet `ChunkReader`), and [`InputFile`], which is a local file or
+//! a remote one behind the same `Read + Seek`.
+//!
+//! Invariants: a `RemoteFile` requests only byte ranges inside the object (its length
+//! is known when opened), at most `READ_AHEAD` bytes per request, and holds at most one
+//! such range; reads past the end return 0 bytes, as a file's do.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use super::{block_on, is_remote, remote_len, storage_error, ObjectUrl};
+use crate::error::{EmberError, Result};
+
+/// Bytes fetched per request when reading sequentially.
+const READ_AHEAD: u64 = 8 << 20;
+
+/// An object opened for reading.
+#[derive(Clone)]
+pub struct RemoteFile {
+    url: ObjectUrl,
+    store: Arc<dyn ObjectStore>,
+    len: u64,
+    pos: u64,
+    /// `buf` holds the object's bytes from `buf_at`.
+    buf: Bytes,
+    buf_at: u64,
+}
+
+impl std::fmt::Debug for RemoteFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteFile({}, {} bytes)", self.url, self.len)
+    }
+}
+
+impl RemoteFile {
+    /// Opens `url` (asking the store for its length unless a listing told it).
+    pub fn open(url: &ObjectUrl) -> Result<Self> {
+        let len = remote_len(url)?;
+        Ok(RemoteFile {
+            url: url.clone(),
+            store: url.store()?,
+            len,
+            pos: 0,
+            buf: Bytes::new(),
+            buf_at: 0,
+        })
+    }
+
+    pub fn url(&self) -> &ObjectUrl {
+        &self.url
+    }
+
+    /// Bytes `[start, start + len)` of the object (clipped to its end).
+    pub fn range(&self, start: u64, len: u64) -> Result<Bytes> {
+        let end = start.saturating_add(len).min(self.len);
+        if start >= end {
+            return Ok(Bytes::new());
+        }
+        let (store, location) = (self.store.clone(), self.url.location());
+        block_on(async move { store.get_range(&location, start..end).await })
+            .map_err(|e| storage_error(&self.url, e))
+    }
+}
+
+impl Read for RemoteFile {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos >= self.len || out.is_empty() {
+            return Ok(0);
+        }
+        let in_buf = self.pos >= self.buf_at && self.pos < self.buf_at + self.buf.len() as u64;
+        if !in_buf {
+            let want = READ_AHEAD.max(out.len() as u64);
+            self.buf = self
+                .range(self.pos, want)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            self.buf_at = self.pos;
+            if self.buf.is_empty() {
+                return Ok(0);
+            }
+        }
+        let from = (self.pos - self.buf_at) as usize;
+        let n = out.len().min(self.buf.len() - from);
+        out[..n].copy_from_slice(&self.buf[from..from + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for RemoteFile {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = pos.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the start of the object",
+            )
+        })?;
+        Ok(self.pos)
+    }
+}
+
+impl parquet::file::reader::Length for RemoteFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl parquet::file::reader::ChunkReader for RemoteFile {
+    type T = RemoteFile;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<RemoteFile> {
+        let mut r = self.clone();
+        r.pos = start;
+        Ok(r)
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.range(start, length as u64)
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+    }
+}
+
+/// A file to read: on the local file system or in object storage.
+#[derive(Debug)]
+pub enum InputFile {
+    Local(File),
+    Remote(RemoteFile),
+}
+
+impl InputFile {
+    /// Opens `path` (a local path or an `s3://` URL); errors name it.
+    pub fn open(path: &Path) -> Result<Self> {
+        if is_remote(path) {
+            Ok(InputFile::Remote(RemoteFile::open(&ObjectUrl::parse(
+                path,
+            )?)?))
+        } else {
+            File::open(path)
+                .map(InputFile::Local)
+                .map_err(|e| EmberError::io(path, e))
+        }
+    }
+
+    /// The length of `path` in bytes.
+    pub fn len_of(path: &Path) -> Result<u64> {
+        if is_remote(path) {
+            remote_len(&ObjectUrl::parse(path)?)
+        } else {
+            std::fs::metadata(path)
+                .map(|m| m.len())
+                .map_err(|e| EmberError::io(path, e))
+        }
+    }
+}
+
+impl Read for InputFile {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        match self {
+            InputFile::Local(f) => f.read(out),
+            InputFile::Remote(r) => r.read(out),
+        }
+    }
+}
+
+impl Seek for InputFile {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        match self {
+            InputFile::Local(f) => f.seek(to),
+            InputFile::Remote(r) => r.seek(to),
+        }
+    }
+}
