@@ -58,7 +58,9 @@ pub use context::Context;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
+pub use io::arrow_batch::ArrowBatch;
 pub use io::csv::CsvOptions;
+pub use io::parquet::{CompareOp, RowFilter, Scalar};
 pub use io::parquet::{ParquetCompression, ParquetWriteOptions};
 pub use job::JobMetrics;
 pub use rdd::Records;
@@ -67,3 +69,5 @@ pub use rdd::{
     StatCounter, StorageLevel,
 };
 pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
+/// The Arrow crates ember's batch API speaks (so a job uses the same versions).
+pub use {arrow_array, arrow_schema};

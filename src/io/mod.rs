@@ -1,6 +1,7 @@
 //! Input and output formats: text files cut into byte-range splits, ember's object
 //! files, Parquet (and CSV) through maintained crates; quoting bad input in errors.
 
+pub mod arrow_batch;
 pub mod csv;
 mod excerpt;
 pub mod object_file;

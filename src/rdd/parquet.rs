@@ -17,8 +17,14 @@ use super::actions::{ResultOp, SaveOptions};
 use super::{decode, encode, Rdd};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
-use crate::io::parquet::source::{plan, ChunkReader};
-use crate::io::parquet::{sink, ParquetChunk, ParquetWriteOptions};
+use arrow_array::RecordBatch;
+
+use super::Records;
+use crate::io::arrow_batch::ArrowBatch;
+use crate::io::parquet::schema::record_fields;
+use crate::io::parquet::source::{plan, ChunkReader, RecordReader, ROWS_PER_BATCH};
+use crate::io::parquet::{sink, ParquetChunk, ParquetWriteOptions, RowFilter};
+use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, Erased, TaskContext};
 
 struct SaveParquet<T>(PhantomData<T>);
@@ -61,7 +67,7 @@ impl<T: Data> Rdd<T> {
     ) -> Result<()> {
         // Bad options and record types without a schema fail here, not in a task.
         options.properties()?;
-        crate::io::parquet::schema::record_fields::<T>()?;
+        record_fields::<T>()?;
         let save = SaveOptions {
             overwrite: options.overwrite,
         };
@@ -78,25 +84,107 @@ impl<T: Data> Rdd<T> {
 impl crate::Context {
     /// The rows of Parquet files as records of type `T` (a struct whose fields name
     /// columns; only those columns are decoded). `path` is a file, a directory (its
-    /// files in name order, skipping names that start with `_` or `.`), a glob or a
-    /// comma-separated list of those. Row groups are packed into partitions as text
-    /// splits are (at most 128 MiB each, at least the default parallelism where the
-    /// data allows). Reads every footer first: a file that is not Parquet, or whose
-    /// columns do not fit `T`, is an error here naming the file, the column and both
-    /// types.
+    /// files in name order, skipping names that start with `_` or `.`), a glob, an
+    /// `s3://` URL of any of those, or a comma-separated list. Row groups are packed
+    /// into partitions as text splits are (at most 128 MiB each, at least the default
+    /// parallelism where the data allows). Reads every footer first: a file that is
+    /// not Parquet, or whose columns do not fit `T`, is an error here naming the file,
+    /// the column and both types.
     #[track_caller]
     pub fn read_parquet<T: Data>(&self, path: &str) -> Result<Rdd<T>> {
-        let at = Location::caller();
-        let parts = plan::<T>(path, self.default_parallelism(), self.inner.conf.packing)?;
-        let encoded: Vec<Vec<u8>> = parts.iter().map(|p| encode("read_parquet", p)).collect();
-        Ok(self.source(
+        self.parquet_records::<T>(path, None, Location::caller())
+    }
+
+    /// [`read_parquet`](Self::read_parquet) of the rows passing `filter` only: row
+    /// groups whose statistics rule every row out are not read at all, and the rest are
+    /// filtered on their decoded columns (exactly the rows for which the predicate
+    /// holds; a null never passes).
+    #[track_caller]
+    pub fn read_parquet_where<T: Data>(&self, path: &str, filter: RowFilter) -> Result<Rdd<T>> {
+        self.parquet_records::<T>(path, Some(filter), Location::caller())
+    }
+
+    /// The rows of Parquet files as Arrow batches of every column (up to 8,192 rows
+    /// each), for vectorised work with [`Rdd::map_batches`]; every file must have the
+    /// first one's schema. Paths as for [`read_parquet`](Self::read_parquet).
+    #[track_caller]
+    pub fn read_parquet_batches(&self, path: &str) -> Result<Rdd<ArrowBatch>> {
+        self.parquet_batches(path, None, Location::caller())
+    }
+
+    /// [`read_parquet_batches`](Self::read_parquet_batches) of the rows passing
+    /// `filter` (see [`read_parquet_where`](Self::read_parquet_where)).
+    #[track_caller]
+    pub fn read_parquet_batches_where(
+        &self,
+        path: &str,
+        filter: RowFilter,
+    ) -> Result<Rdd<ArrowBatch>> {
+        self.parquet_batches(path, Some(filter), Location::caller())
+    }
+
+    fn parquet_records<T: Data>(
+        &self,
+        path: &str,
+        filter: Option<RowFilter>,
+        at: &'static Location<'static>,
+    ) -> Result<Rdd<T>> {
+        let fields = record_fields::<T>()?;
+        let parts = plan(
+            path,
+            Some(&fields),
+            filter.as_ref(),
+            self.default_parallelism(),
+            self.inner.conf.packing,
+        )?;
+        Ok(self.parquet_source(path, parts, filter, at, parquet_compute::<T>))
+    }
+
+    fn parquet_batches(
+        &self,
+        path: &str,
+        filter: Option<RowFilter>,
+        at: &'static Location<'static>,
+    ) -> Result<Rdd<ArrowBatch>> {
+        let parts = plan(
+            path,
+            None,
+            filter.as_ref(),
+            self.default_parallelism(),
+            self.inner.conf.packing,
+        )?;
+        Ok(self.parquet_source(path, parts, filter, at, parquet_batches_compute))
+    }
+
+    fn parquet_source<T: Data>(
+        &self,
+        path: &str,
+        parts: Vec<Vec<ParquetChunk>>,
+        filter: Option<RowFilter>,
+        at: &'static Location<'static>,
+        compute: crate::task::ComputeFn,
+    ) -> Rdd<T> {
+        let encoded: Vec<Vec<u8>> = parts
+            .iter()
+            .map(|p| encode("read_parquet", &(p, &filter)))
+            .collect();
+        self.source(
             &format!("read_parquet({})", crate::io::excerpt(path)),
             at,
             parts.len() as u32,
-            parquet_compute::<T>,
+            compute,
             encode("read_parquet", &encoded),
-        ))
+        )
     }
+}
+
+/// Partition `part`'s row groups and filter.
+fn partition_of(node: &RddNode, part: u32) -> Result<(Vec<ParquetChunk>, Option<RowFilter>)> {
+    let parts: Vec<Vec<u8>> = decode("read_parquet", &node.payload)?;
+    let bytes = parts
+        .get(part as usize)
+        .ok_or_else(|| EmberError::Plan(format!("read_parquet has no partition {part}")))?;
+    decode("read_parquet partition", bytes)
 }
 
 pub(crate) fn parquet_compute<T: Data>(
@@ -104,12 +192,8 @@ pub(crate) fn parquet_compute<T: Data>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let parts: Vec<Vec<u8>> = decode("read_parquet", &node.payload)?;
-    let bytes = parts
-        .get(part as usize)
-        .ok_or_else(|| EmberError::Plan(format!("read_parquet has no partition {part}")))?;
-    let chunks: Vec<ParquetChunk> = decode("read_parquet partition", bytes)?;
-    let mut reader = ChunkReader::<T>::new(chunks)?;
+    let (chunks, filter) = partition_of(node, part)?;
+    let mut reader = RecordReader::<T>::new(chunks, filter)?;
     let tc = tc.clone();
     let mut failed = false;
     let out: Batches<T> = Box::new(std::iter::from_fn(move || {
@@ -124,4 +208,137 @@ pub(crate) fn parquet_compute<T: Data>(
         Some(next)
     }));
     Ok(Box::new(out))
+}
+
+pub(crate) fn parquet_batches_compute(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let (chunks, filter) = partition_of(node, part)?;
+    let mut reader = ChunkReader::new(chunks, None, filter);
+    let tc = tc.clone();
+    let mut failed = false;
+    let out: Batches<ArrowBatch> = Box::new(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let next = reader.next_arrow()?;
+        let next = next.map(|(b, _)| b);
+        match &next {
+            Ok(b) => tc.with_metrics(|m| m.records_in += b.num_rows() as u64),
+            Err(_) => failed = true,
+        }
+        Some(next.map(|b| vec![ArrowBatch(b)]))
+    }));
+    Ok(Box::new(out))
+}
+
+impl Rdd<ArrowBatch> {
+    /// Applies `f` to every batch (a vectorised map: Arrow's compute kernels work on
+    /// whole columns).
+    #[track_caller]
+    pub fn map_batches<F: Fn(RecordBatch) -> RecordBatch + 'static>(
+        &self,
+        f: F,
+    ) -> Rdd<ArrowBatch> {
+        let _capture_f = assert_stateless(&f);
+        self.map_with((), move |_: &(), b: ArrowBatch| {
+            ArrowBatch(conjure::<F>()(b.0))
+        })
+    }
+
+    /// The rows of every batch as records of type `T` (by column name, as
+    /// [`Context::read_parquet`](crate::Context::read_parquet) maps them). A row that
+    /// does not decode fails its task, naming the type.
+    #[track_caller]
+    pub fn to_records<T: Data>(&self) -> Rdd<T> {
+        self.flat_map_with((), |_: &(), b: ArrowBatch| {
+            serde_arrow::from_record_batch::<Vec<T>>(&b.0).unwrap_or_else(|e| {
+                panic!(
+                    "a batch's rows do not decode as {}: {e}",
+                    std::any::type_name::<T>()
+                )
+            })
+        })
+    }
+
+    /// Writes the batches of each partition as a Parquet file `part-NNNNN.parquet`
+    /// into `path` (the commit protocol of [`Rdd::save_as_parquet`]); the batches of a
+    /// partition must share a schema.
+    pub fn save_batches_as_parquet(
+        &self,
+        path: impl AsRef<Path>,
+        options: ParquetWriteOptions,
+    ) -> Result<()> {
+        options.properties()?;
+        let save = SaveOptions {
+            overwrite: options.overwrite,
+        };
+        crate::output::save_files(self, path.as_ref(), save, ".parquet", |rdd, tmp| {
+            rdd.run_action::<SaveBatches>(
+                encode("save_batches_as_parquet", &(tmp.to_path_buf(), options)),
+                None,
+                "save_batches_as_parquet",
+            )
+        })
+    }
+}
+
+impl<T: Data> Rdd<T> {
+    /// The records of each partition as Arrow batches of up to 8,192 rows, columns
+    /// from `T`'s fields (as [`Rdd::save_as_parquet`] derives them).
+    #[track_caller]
+    pub fn to_batches(&self) -> Rdd<ArrowBatch> {
+        self.map_partitions(|records: Records<T>| {
+            let fields = record_fields::<T>().unwrap_or_else(|e| panic!("{e}"));
+            let mut out = Vec::new();
+            let mut rows: Vec<T> = Vec::with_capacity(ROWS_PER_BATCH);
+            let flush = |rows: &mut Vec<T>, out: &mut Vec<ArrowBatch>| {
+                if !rows.is_empty() {
+                    let b = serde_arrow::to_record_batch(&fields, rows).unwrap_or_else(|e| {
+                        panic!("{} records as Arrow: {e}", std::any::type_name::<T>())
+                    });
+                    out.push(ArrowBatch(b));
+                    rows.clear();
+                }
+            };
+            for r in records {
+                rows.push(r);
+                if rows.len() == ROWS_PER_BATCH {
+                    flush(&mut rows, &mut out);
+                }
+            }
+            flush(&mut rows, &mut out);
+            out
+        })
+    }
+}
+
+struct SaveBatches;
+impl ResultOp for SaveBatches {
+    type In = ArrowBatch;
+    type Out = String;
+    fn run(
+        tc: &Rc<TaskContext>,
+        payload: &[u8],
+        part: u32,
+        input: Batches<ArrowBatch>,
+    ) -> Result<String> {
+        let (dir, options): (PathBuf, ParquetWriteOptions) =
+            decode("save_batches_as_parquet", payload)?;
+        let output = crate::io::storage::PartOutput::create(
+            dir.join(format!(
+                "part-{part:05}.stage{}-attempt{}-{:08x}",
+                tc.stage_id,
+                tc.attempt,
+                rand::random::<u32>()
+            )),
+            &tc.env.work_dir,
+        )?;
+        let path = output.local().to_path_buf();
+        let n = sink::write_batches(&path, &options, input)?;
+        tc.with_metrics(|m| m.records_out += n);
+        output.finish()
+    }
 }

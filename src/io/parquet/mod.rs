@@ -6,9 +6,11 @@
 //! `schema` owns what a record type's columns are and which files fit it; `source`
 //! plans and decodes reads; `sink` encodes writes.
 
+pub mod filter;
 pub mod schema;
 pub mod sink;
 pub mod source;
 
+pub use filter::{CompareOp, RowFilter, Scalar};
 pub use sink::{ParquetCompression, ParquetWriteOptions};
 pub use source::ParquetChunk;

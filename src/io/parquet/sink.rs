@@ -129,3 +129,58 @@ pub fn write_file<T: Data>(
     file.sync_all().map_err(|e| EmberError::io(path, e))?;
     Ok(total)
 }
+
+/// Writes Arrow `batches` (one schema, the first's) to a new Parquet file at `path`;
+/// returns the number of rows written. An empty input is a file of no columns.
+pub fn write_batches(
+    path: &Path,
+    options: &ParquetWriteOptions,
+    batches: impl Iterator<Item = Result<Vec<crate::io::arrow_batch::ArrowBatch>>>,
+) -> Result<u64> {
+    let failed = |e: parquet::errors::ParquetError| EmberError::Corrupt {
+        what: format!("Parquet file {} (writing)", path.display()),
+        message: e.to_string(),
+    };
+    let mut writer: Option<(ArrowWriter<BufWriter<File>>, arrow_schema::SchemaRef)> = None;
+    let mut total = 0u64;
+    let open = |schema: arrow_schema::SchemaRef| -> Result<ArrowWriter<BufWriter<File>>> {
+        let file = File::create_new(path).map_err(|e| EmberError::io(path, e))?;
+        ArrowWriter::try_new(
+            BufWriter::with_capacity(1 << 20, file),
+            schema,
+            Some(options.properties()?),
+        )
+        .map_err(failed)
+    };
+    for batch in batches {
+        for b in batch? {
+            let (w, schema) = match &mut writer {
+                Some(w) => w,
+                None => writer.insert((open(b.0.schema())?, b.0.schema())),
+            };
+            if *schema != b.0.schema() {
+                return Err(EmberError::SchemaMismatch {
+                    path: path.display().to_string(),
+                    column: "(all)".into(),
+                    found: crate::io::excerpt(&b.0.schema().to_string()).to_string(),
+                    expected: format!(
+                        "the partition's first batch's schema, {}",
+                        crate::io::excerpt(&schema.to_string())
+                    ),
+                });
+            }
+            total += b.0.num_rows() as u64;
+            w.write(&b.0).map_err(failed)?;
+        }
+    }
+    let writer = match writer {
+        Some((w, _)) => w,
+        None => open(std::sync::Arc::new(arrow_schema::Schema::empty()))?,
+    };
+    let out = writer.into_inner().map_err(failed)?;
+    let file = out
+        .into_inner()
+        .map_err(|e| EmberError::io(path, e.into_error()))?;
+    file.sync_all().map_err(|e| EmberError::io(path, e))?;
+    Ok(total)
+}

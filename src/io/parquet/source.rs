@@ -16,6 +16,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use arrow_array::RecordBatch;
 use arrow_schema::FieldRef;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
@@ -24,6 +25,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use serde::{Deserialize, Serialize};
 
+use super::filter::RowFilter;
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
@@ -59,26 +61,67 @@ fn footer(path: &Path) -> Result<ArrowReaderMetadata> {
 }
 
 /// The partitions of a read of `path` (a file, directory, glob or comma-separated
-/// list) into records of type `T`; see the module invariants.
-pub fn plan<T: Data>(
+/// list): of the columns `fields` (each file checked against them) or, for `None`, of
+/// every column (each file's schema the first's); row groups `filter` proves empty are
+/// left out. See the module invariants.
+pub fn plan(
     path: &str,
+    fields: Option<&[FieldRef]>,
+    filter: Option<&RowFilter>,
     min_partitions: usize,
     packing: Packing,
 ) -> Result<Vec<Vec<ParquetChunk>>> {
-    let fields = record_fields::<T>()?;
     let files = list_input_files(path)?;
     // (file, row group, cost)
     let mut units: Vec<(usize, usize, u64)> = Vec::new();
+    let mut first_schema: Option<(String, arrow_schema::SchemaRef)> = None;
+    let mut skipped = 0usize;
     for (i, f) in files.iter().enumerate() {
         let meta = footer(f)?;
         let shown = f.display().to_string();
-        projection(&shown, meta.schema(), &fields)?;
-        check_nulls(&shown, meta.metadata(), meta.schema(), &fields)?;
+        match fields {
+            Some(fields) => {
+                projection(&shown, meta.schema(), fields)?;
+                check_nulls(&shown, meta.metadata(), meta.schema(), fields)?;
+            }
+            None => match &first_schema {
+                None => first_schema = Some((shown.clone(), meta.schema().clone())),
+                Some((first, schema)) => {
+                    if schema.fields() != meta.schema().fields() {
+                        return Err(EmberError::SchemaMismatch {
+                            path: shown,
+                            column: "(all)".into(),
+                            found: crate::io::excerpt(&meta.schema().to_string()).to_string(),
+                            expected: format!(
+                                "the schema of {first}: {}",
+                                crate::io::excerpt(&schema.to_string())
+                            ),
+                        });
+                    }
+                }
+            },
+        }
+        if let Some(filter) = filter {
+            filter.check(&shown, meta.schema())?;
+        }
+        let mut opened = false;
         for (g, rg) in meta.metadata().row_groups().iter().enumerate() {
-            let open = if g == 0 { packing.open_cost } else { 0 };
+            if filter.is_some_and(|f| !f.may_match(rg, meta.schema())) {
+                skipped += 1;
+                continue;
+            }
+            let open = if opened { 0 } else { packing.open_cost };
+            opened = true;
             let size = u64::try_from(rg.compressed_size()).unwrap_or(0);
             units.push((i, g, size.saturating_add(open)));
         }
+    }
+    if skipped > 0 {
+        tracing::info!(
+            input = path,
+            skipped,
+            "row groups skipped by their statistics"
+        );
     }
     let total: u64 = units.iter().fold(0u64, |a, u| a.saturating_add(u.2));
     let capacity = (total / min_partitions.max(1) as u64)
@@ -113,25 +156,27 @@ pub fn plan<T: Data>(
     Ok(parts)
 }
 
-/// Decodes the row groups of `chunks`, in order, into batches of `T`.
-pub struct ChunkReader<T> {
-    fields: Vec<FieldRef>,
+/// Decodes the row groups of `chunks`, in order, into Arrow batches of the projected
+/// columns (`fields`; all columns when `None`), rows passing `filter` only.
+pub struct ChunkReader {
+    fields: Option<Vec<FieldRef>>,
+    filter: Option<RowFilter>,
     chunks: std::vec::IntoIter<ParquetChunk>,
-    current: Option<(
-        PathBuf,
-        parquet::arrow::arrow_reader::ParquetRecordBatchReader,
-    )>,
-    _t: std::marker::PhantomData<T>,
+    current: Option<(PathBuf, ParquetRecordBatchReader)>,
 }
 
-impl<T: Data> ChunkReader<T> {
-    pub fn new(chunks: Vec<ParquetChunk>) -> Result<Self> {
-        Ok(ChunkReader {
-            fields: record_fields::<T>()?,
+impl ChunkReader {
+    pub fn new(
+        chunks: Vec<ParquetChunk>,
+        fields: Option<Vec<FieldRef>>,
+        filter: Option<RowFilter>,
+    ) -> Self {
+        ChunkReader {
+            fields,
+            filter,
             chunks: chunks.into_iter(),
             current: None,
-            _t: std::marker::PhantomData,
-        })
+        }
     }
 
     fn open(&self, chunk: &ParquetChunk) -> Result<ParquetRecordBatchReader> {
@@ -152,15 +197,32 @@ impl<T: Data> ChunkReader<T> {
         let path = &chunk.path;
         let builder =
             ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(path, e))?;
-        let roots = projection(&path.display().to_string(), builder.schema(), &self.fields)?;
         let groups = builder.metadata().num_row_groups();
         if let Some(g) = chunk.row_groups.iter().find(|&&g| g >= groups) {
             return Err(corrupt(
                 path,
-                format!("row group {g} is gone (the file has {groups}; it changed since the job was planned)"),
+                format!(
+                    "row group {g} is gone (the file has {groups}; it changed since the job \
+                     was planned)"
+                ),
             ));
         }
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mask = match &self.fields {
+            Some(fields) => {
+                let mut roots = projection(&path.display().to_string(), builder.schema(), fields)?;
+                // The filter's column is read too (dropped again after filtering).
+                if let Some(f) = &self.filter {
+                    if let Ok(i) = builder.schema().index_of(&f.column) {
+                        if !roots.contains(&i) {
+                            roots.push(i);
+                            roots.sort_unstable();
+                        }
+                    }
+                }
+                ProjectionMask::roots(builder.parquet_schema(), roots)
+            }
+            None => ProjectionMask::all(),
+        };
         builder
             .with_projection(mask)
             .with_row_groups(chunk.row_groups.clone())
@@ -169,21 +231,26 @@ impl<T: Data> ChunkReader<T> {
             .map_err(|e| corrupt(path, e))
     }
 
-    /// The next batch of records, `None` at the end.
-    pub fn next_batch(&mut self) -> Option<Result<Vec<T>>> {
+    /// The next Arrow batch (of rows passing the filter), and its file; `None` at the
+    /// end.
+    pub fn next_arrow(&mut self) -> Option<Result<(RecordBatch, &Path)>> {
         loop {
-            if let Some((path, reader)) = &mut self.current {
+            if self.current.is_some() {
+                let (path, reader) = self.current.as_mut().expect("checked");
                 match reader.next() {
                     Some(Ok(batch)) => {
-                        return Some(serde_arrow::from_record_batch::<Vec<T>>(&batch).map_err(
-                            |e| EmberError::Corrupt {
-                                what: format!("Parquet file {}", path.display()),
-                                message: format!(
-                                    "a row does not decode as {}: {e}",
-                                    std::any::type_name::<T>()
-                                ),
+                        let batch = match &self.filter {
+                            Some(f) => match f.apply(&batch) {
+                                Ok(b) => b,
+                                Err(e) => return Some(Err(corrupt(path, e))),
                             },
-                        ));
+                            None => batch,
+                        };
+                        if batch.num_rows() == 0 {
+                            continue;
+                        }
+                        let (path, _) = self.current.as_ref().expect("checked");
+                        return Some(Ok((batch, path.as_path())));
                     }
                     Some(Err(e)) => return Some(Err(corrupt(path, e))),
                     None => self.current = None,
@@ -196,4 +263,40 @@ impl<T: Data> ChunkReader<T> {
             }
         }
     }
+}
+
+/// Decodes the rows of `chunks` into batches of `T`.
+pub struct RecordReader<T> {
+    inner: ChunkReader,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Data> RecordReader<T> {
+    pub fn new(chunks: Vec<ParquetChunk>, filter: Option<RowFilter>) -> Result<Self> {
+        let fields = record_fields::<T>()?;
+        Ok(RecordReader {
+            inner: ChunkReader::new(chunks, Some(fields), filter),
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// The next batch of records, `None` at the end.
+    pub fn next_batch(&mut self) -> Option<Result<Vec<T>>> {
+        Some(
+            self.inner
+                .next_arrow()?
+                .and_then(|(batch, path)| decode_rows(path, &batch)),
+        )
+    }
+}
+
+/// The rows of `batch` (read from `path`) as records of type `T`.
+pub fn decode_rows<T: Data>(path: &Path, batch: &RecordBatch) -> Result<Vec<T>> {
+    serde_arrow::from_record_batch::<Vec<T>>(batch).map_err(|e| EmberError::Corrupt {
+        what: format!("Parquet file {}", path.display()),
+        message: format!(
+            "a row does not decode as {}: {e}",
+            std::any::type_name::<T>()
+        ),
+    })
 }
