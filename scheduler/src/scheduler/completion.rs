@@ -131,7 +131,7 @@ impl Scheduler {
 
     fn task_succeeded(&mut self, run: TaskRun, success: TaskSuccess, metrics: TaskMetrics) {
         if let Err(message) = self.check_success(&run, &success) {
-            warn!(stage = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {message}");
+            warn!(stage_id = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {message}");
             let failure = TaskFailure {
                 reason: Some(task_failure::Reason::UserError(message)),
             };
@@ -233,7 +233,7 @@ impl Scheduler {
             .abandon_running(|r| r.stage_id == winner.stage_id && r.partition == winner.partition);
         for run in abandoned {
             info!(
-                stage = run.stage_id,
+                stage_id = run.stage_id,
                 partition = run.partition,
                 executor = %run.executor_id,
                 "killed a redundant attempt: another one finished first"
@@ -303,11 +303,7 @@ impl Scheduler {
         }
         st.state = StageState::Available;
         st.failed_attempts = 0;
-        debug!(
-            stage = stage_id,
-            shuffle = shuffle_id,
-            "shuffle-map stage finished"
-        );
+        debug!(stage_id, shuffle = shuffle_id, "shuffle-map stage finished");
         self.listeners.emit(|| ListenerEvent::StageCompleted {
             stage_id,
             time_ms: now_ms(),
@@ -380,7 +376,7 @@ impl Scheduler {
     /// attempts.
     fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
         warn!(
-            stage = run.stage_id,
+            stage_id = run.stage_id,
             partition = run.partition,
             shuffle = ff.shuffle_id,
             map = ff.map_partition,
@@ -463,7 +459,7 @@ impl Scheduler {
             st.stop();
             st.state = StageState::Failed;
             warn!(
-                stage = run.stage_id,
+                stage_id = run.stage_id,
                 partition = run.partition,
                 "giving up on a task that keeps losing its executor"
             );
@@ -487,7 +483,7 @@ impl Scheduler {
             matches!(st.state, StageState::Running { attempt, .. } if attempt == run.stage_attempt);
         if !current {
             debug!(
-                stage = run.stage_id,
+                stage_id = run.stage_id,
                 partition = run.partition,
                 "ignoring a failure of an older stage attempt: {message}"
             );
@@ -502,7 +498,7 @@ impl Scheduler {
             && st.excluded.insert(run.executor_id.clone())
         {
             warn!(
-                stage = run.stage_id,
+                stage_id = run.stage_id,
                 executor = %run.executor_id,
                 "executor excluded from the rest of the stage after {} failed tasks",
                 on_executor
@@ -512,7 +508,7 @@ impl Scheduler {
         *n += 1;
         if *n < max {
             warn!(
-                stage = run.stage_id,
+                stage_id = run.stage_id,
                 partition = run.partition,
                 attempt = run.attempt,
                 executor = %run.executor_id,
@@ -523,7 +519,7 @@ impl Scheduler {
         }
         // The job's error carries this message; logging it too would print it twice.
         debug!(
-            stage = run.stage_id,
+            stage_id = run.stage_id,
             partition = run.partition,
             "task failed its last attempt: {message}"
         );

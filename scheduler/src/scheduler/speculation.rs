@@ -71,7 +71,7 @@ impl Scheduler {
             };
             st.speculated.insert(partition);
             info!(
-                stage = stage_id,
+                stage_id,
                 partition,
                 "speculating: task has run {} ms, the stage's median is {} ms",
                 ms(elapsed),

@@ -357,11 +357,7 @@ impl Scheduler {
     /// One step of [`submit_stage`](Self::submit_stage): the parents still to submit.
     fn submit_one(&mut self, job_id: u64, stage_id: u32) -> Vec<u32> {
         let Some(st) = self.stages.get(&stage_id) else {
-            warn!(
-                job = job_id,
-                stage = stage_id,
-                "cannot submit an unknown stage"
-            );
+            warn!(job = job_id, stage_id, "cannot submit an unknown stage");
             return Vec::new();
         };
         let running = st.is_running();
@@ -394,8 +390,7 @@ impl Scheduler {
         let (Some(st), Some(job)) = (self.stages.get(&stage_id), self.jobs.get(&job_id)) else {
             warn!(
                 job = job_id,
-                stage = stage_id,
-                "cannot submit tasks of an unknown stage or job"
+                stage_id, "cannot submit tasks of an unknown stage or job"
             );
             return;
         };
@@ -440,7 +435,8 @@ impl Scheduler {
         let info = stage_info(st, partitions.len() as u32);
         if partitions.len() as u32 == st.num_partitions {
             info!(
-                stage = stage_id,
+                stage = st.number,
+                stage_id,
                 attempt,
                 "submitting stage {}: all {} partitions",
                 st.name,
@@ -448,7 +444,8 @@ impl Scheduler {
             );
         } else {
             info!(
-                stage = stage_id,
+                stage = st.number,
+                stage_id,
                 attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
                 st.name,
