@@ -7,7 +7,8 @@ reported; every engine gets 2 threads. Outputs are checked against each other (s
 keys, sums equal to 1e-9 relative).
 
     cargo build --release --example parquet_etl
-    python3 bench/parquet_etl.py --input /work/data/kv.parquet --out /work/bench-out/petl
+    python3 bench/parquet_etl.py --input /work/data/kv.parquet --out /work/bench-out/petl \
+        [--ember-partitions 32]
 """
 
 import argparse
@@ -24,9 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+EMBER_PARTITIONS = "2"
+
+
 def ember(inp, out):
     subprocess.run([str(REPO / "target/release/examples/parquet_etl"), "--master", "local[2]",
-                    "--partitions", "2", str(inp), str(out)], check=True,
+                    "--partitions", EMBER_PARTITIONS, str(inp), str(out)], check=True,
                    env={**os.environ, "EMBER_LOG": "warn", "EMBER_PROGRESS": "0"})
 
 
@@ -58,7 +62,11 @@ def main():
     ap.add_argument("--input", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ember-partitions", default="2",
+                    help="parquet_etl --partitions (its output files and reduce tasks)")
     a = ap.parse_args()
+    global EMBER_PARTITIONS
+    EMBER_PARTITIONS = a.ember_partitions
     out = Path(a.out)
     engines = {"ember": ember, "duckdb": duckdb_run, "polars": polars_run}
     times = {k: [] for k in engines}

@@ -1,12 +1,19 @@
 //! The record/frame codec shared by the shuffle writer and reader.
 //!
 //! Records are postcard-serialised back to back into a reusable buffer. When that buffer
-//! reaches [`FRAME_TARGET_BYTES`] it is compressed (lz4 block format) into one frame:
+//! reaches [`FRAME_TARGET_BYTES`] it is compressed (lz4 block format) into one frame, or
+//! stored as it is when compression would save under a tenth of it:
 //!
 //! ```text
-//! frame := [u32 LE uncompressed_len][u32 LE compressed_len][compressed_len bytes of lz4 block]
+//! frame := [u32 LE uncompressed_len][u32 LE body_len][body_len bytes of lz4 block]
+//!        | [u32 LE uncompressed_len][u32 LE STORED | uncompressed_len][the raw bytes]
 //! block := frame*            (zero frames = empty block)
 //! ```
+//!
+//! An encoder whose frame did not compress well stores the next
+//! [`STORED_FRAMES_AFTER_A_POOR_ONE`] frames without trying (numbers, hashes and
+//! already-compressed bytes do not compress), then tries again: incompressible data costs
+//! one compression in sixteen frames, compressible data is always compressed.
 //!
 //! Invariants:
 //! * A record never spans two frames, so a frame decodes on its own; a frame holds at least
@@ -32,6 +39,26 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::error::{Result, ShuffleError};
 
+/// The flag of a stored (uncompressed) frame's second length word.
+pub const STORED: u32 = 1 << 31;
+/// Frames an encoder stores without trying compression after one that saved too little.
+pub const STORED_FRAMES_AFTER_A_POOR_ONE: u32 = 15;
+
+/// The length of a frame's body from its header words, if they are plausible: an lz4
+/// block no larger than lz4 makes of `raw_len` bytes, or a stored copy of exactly
+/// `raw_len` bytes; `raw_len` at most [`MAX_FRAME_BYTES`].
+pub fn frame_body_len(raw_len: u32, body_word: u32) -> Option<usize> {
+    let raw = raw_len as usize;
+    if raw > MAX_FRAME_BYTES {
+        return None;
+    }
+    if body_word & STORED != 0 {
+        return (body_word & !STORED == raw_len).then_some(raw);
+    }
+    let body = body_word as usize;
+    (body <= get_maximum_output_size(raw)).then_some(body)
+}
+
 /// The byte standing for a record that serialises to no bytes.
 pub const ZERO_SIZED_MARKER: u8 = 0;
 
@@ -49,6 +76,9 @@ const PENDING_CAPACITY: usize = FRAME_TARGET_BYTES + 4 * 1024;
 #[derive(Debug, Default)]
 pub struct FrameEncoder {
     pending: Vec<u8>,
+    /// Frames still to be stored without trying compression (the last try saved too
+    /// little).
+    store_next: u32,
 }
 
 /// postcard flavor appending into a borrowed `Vec` (`to_extend` takes the Vec by value and
@@ -108,7 +138,18 @@ impl FrameEncoder {
         if self.pending.is_empty() {
             return Ok(());
         }
-        encode_frame(&self.pending, sink)?;
+        // Only a frame of a good size tells whether the data compresses (a few records
+        // flushed early, before a spill or at the end, seldom do).
+        let telling = self.pending.len() >= FRAME_TARGET_BYTES / 2;
+        if self.store_next > 0 && telling {
+            self.store_next -= 1;
+            store_frame(&self.pending, sink)?;
+        } else if encode_frame(&self.pending, sink)? == FRAME_HEADER_BYTES + self.pending.len()
+            && telling
+        {
+            // Stored: compression saved too little; do not try for a while.
+            self.store_next = STORED_FRAMES_AFTER_A_POOR_ONE;
+        }
         self.pending.clear();
         if self.pending.capacity() > 2 * PENDING_CAPACITY {
             self.pending.shrink_to(PENDING_CAPACITY);
@@ -136,8 +177,7 @@ impl FrameEncoder {
     }
 }
 
-/// Compresses `raw` as one frame appended to `sink`; returns the frame's size in bytes.
-pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
+fn check_frame_len(raw: &[u8]) -> Result<()> {
     if raw.len() > MAX_FRAME_BYTES {
         return Err(ShuffleError::ser(
             "shuffle frame",
@@ -147,6 +187,22 @@ pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// Appends `raw` to `sink` as one stored frame; returns the frame's size in bytes.
+pub fn store_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
+    check_frame_len(raw)?;
+    sink.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    sink.extend_from_slice(&(raw.len() as u32 | STORED).to_le_bytes());
+    sink.extend_from_slice(raw);
+    Ok(FRAME_HEADER_BYTES + raw.len())
+}
+
+/// Compresses `raw` as one frame appended to `sink` (stored instead when compression
+/// saves under a tenth); returns the frame's size in bytes.
+pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
+    check_frame_len(raw)?;
     let start = sink.len();
     let body = start + FRAME_HEADER_BYTES;
     sink.resize(body + get_maximum_output_size(raw.len()), 0);
@@ -157,6 +213,10 @@ pub fn encode_frame(raw: &[u8], sink: &mut Vec<u8>) -> Result<usize> {
             return Err(ShuffleError::ser("shuffle frame", e));
         }
     };
+    if compressed * 10 > raw.len() * 9 {
+        sink.truncate(start);
+        return store_frame(raw, sink);
+    }
     sink[start..start + 4].copy_from_slice(&(raw.len() as u32).to_le_bytes());
     sink[start + 4..body].copy_from_slice(&(compressed as u32).to_le_bytes());
     sink.truncate(body + compressed);
@@ -241,12 +301,27 @@ impl<R: Read> FrameDecoder<R> {
         if got < FRAME_HEADER_BYTES {
             return Err(self.corrupt(format!("truncated frame header ({got} of 8 bytes)")));
         }
-        let raw_len = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
-        let comp_len = u32::from_le_bytes(header[4..].try_into().unwrap()) as usize;
-        if raw_len > MAX_FRAME_BYTES || comp_len > get_maximum_output_size(raw_len) {
+        let raw_word = u32::from_le_bytes(header[..4].try_into().unwrap());
+        let body_word = u32::from_le_bytes(header[4..].try_into().unwrap());
+        let raw_len = raw_word as usize;
+        let Some(comp_len) = frame_body_len(raw_word, body_word) else {
             return Err(self.corrupt(format!(
-                "implausible frame header: uncompressed {raw_len} bytes, compressed {comp_len} bytes"
+                "implausible frame header: uncompressed {raw_len} bytes, body word {body_word:#x}"
             )));
+        };
+        if body_word & STORED != 0 {
+            self.raw.resize(raw_len, 0);
+            if let Err(e) = self.src.read_exact(&mut self.raw) {
+                return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
+                    self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
+                } else {
+                    self.io_error(e)
+                });
+            }
+            self.pos = 0;
+            self.frames += 1;
+            self.offset += (FRAME_HEADER_BYTES + comp_len) as u64;
+            return Ok(true);
         }
         self.compressed.resize(comp_len, 0);
         if let Err(e) = self.src.read_exact(&mut self.compressed) {
@@ -319,6 +394,76 @@ mod tests {
             out.push(r);
         }
         Ok(out)
+    }
+
+    /// Bytes lz4 cannot shrink (a xorshift stream).
+    fn noise(n: usize, mut x: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// The second header word of each frame in `bytes`.
+    fn body_words(bytes: &[u8]) -> Vec<u32> {
+        let mut at = 0;
+        let mut words = Vec::new();
+        while at < bytes.len() {
+            let raw = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            let word = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+            words.push(word);
+            at += FRAME_HEADER_BYTES + frame_body_len(raw, word).unwrap();
+        }
+        words
+    }
+
+    #[test]
+    fn incompressible_frames_are_stored_and_compression_is_tried_again_later() {
+        // 40 frames of noise, then 40 of zeros.
+        let mut records: Vec<Vec<u8>> = (0..40).map(|i| noise(FRAME_TARGET_BYTES, i + 1)).collect();
+        records.extend((0..40).map(|_| vec![0u8; FRAME_TARGET_BYTES]));
+        let bytes = encode_all(&records);
+        let words = body_words(&bytes);
+        assert_eq!(words.len(), 80, "one record per frame");
+        assert!(
+            words[..40].iter().all(|w| w & STORED != 0),
+            "noise is stored"
+        );
+        // After the noise, zeros are stored until the next try (at most 15 frames), then
+        // compressed for good.
+        let first_compressed = words[40..].iter().position(|w| w & STORED == 0).unwrap();
+        assert!(
+            first_compressed <= STORED_FRAMES_AFTER_A_POOR_ONE as usize,
+            "{first_compressed}"
+        );
+        assert!(words[40 + first_compressed..]
+            .iter()
+            .all(|w| w & STORED == 0));
+        assert_eq!(decode_all::<Vec<u8>>(&bytes).unwrap(), records);
+    }
+
+    #[test]
+    fn a_stored_frame_whose_lengths_disagree_is_corrupt() {
+        let mut sink = Vec::new();
+        store_frame(&noise(100, 9), &mut sink).unwrap();
+        let word = u32::from_le_bytes(sink[4..8].try_into().unwrap());
+        sink[4..8].copy_from_slice(&(word + 1).to_le_bytes());
+        let e = FrameDecoder::new(&sink[..])
+            .next_record::<u8>()
+            .unwrap_err();
+        assert!(e.to_string().contains("implausible frame header"), "{e}");
+        // A truncated stored body.
+        let mut sink = Vec::new();
+        store_frame(&noise(100, 9), &mut sink).unwrap();
+        sink.truncate(50);
+        let e = FrameDecoder::new(&sink[..])
+            .next_record::<u8>()
+            .unwrap_err();
+        assert!(e.to_string().contains("truncated frame body"), "{e}");
     }
 
     #[test]

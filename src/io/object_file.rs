@@ -26,7 +26,7 @@ use std::any::type_name;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use ember_shuffle::frame::{FrameDecoder, FrameEncoder, FRAME_HEADER_BYTES, MAX_FRAME_BYTES};
+use ember_shuffle::frame::{frame_body_len, FrameDecoder, FrameEncoder, FRAME_HEADER_BYTES};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -253,14 +253,14 @@ impl<R: Read> ObjectReader<R> {
         }
         let head: [u8; 4 + FRAME_HEADER_BYTES] = self.read_array("a chunk header")?;
         let crc = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
-        let raw = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
-        let comp = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) as usize;
-        if raw > MAX_FRAME_BYTES || comp > lz4_flex::block::get_maximum_output_size(raw) {
+        let raw = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
+        let word = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+        let Some(comp) = frame_body_len(raw, word) else {
             return Err(self.bad_chunk(
                 at,
-                &format!("has an implausible frame header ({raw} bytes, {comp} compressed)"),
+                &format!("has an implausible frame header ({raw} bytes, body word {word:#x})"),
             ));
-        }
+        };
         let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + comp);
         frame.extend_from_slice(&head[4..]);
         frame.resize(FRAME_HEADER_BYTES + comp, 0);

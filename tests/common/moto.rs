@@ -20,7 +20,13 @@ pub struct Moto {
 impl Moto {
     /// Starts a server and waits (at most 60 s) until it answers.
     pub fn start() -> Moto {
-        let exe = std::env::var("EMBER_TEST_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
+        // A path is made absolute here: the server runs in its own directory.
+        let exe = match std::env::var("EMBER_TEST_MOTO_SERVER") {
+            Ok(p) => std::path::absolute(&p)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or(p),
+            Err(_) => "moto_server".into(),
+        };
         let dir = tempfile::Builder::new()
             .prefix("ember-moto-")
             .tempdir()
