@@ -12,7 +12,9 @@
 //! each attempt is uploaded whole under `prefix/_temporary/<job>/` (invisible to
 //! readers, which skip `_` names), the commit copies the delivered attempts to
 //! `prefix/part-NNNNN<suffix>`, deletes `_temporary` and puts `_SUCCESS` last; a job
-//! that fails deletes everything under the prefix.
+//! that fails deletes everything under the prefix. (A task still running when its job
+//! failed may finish its upload after that: its attempt stays under `_temporary/`,
+//! hidden from every reader, as Hadoop's committers leave such stragglers.)
 
 use std::path::Path;
 

@@ -116,7 +116,9 @@ fn sources_and_sinks_on_s3_in_local_mode_and_on_a_cluster() {
         wide.len() as u64
     );
 
-    // A job that fails leaves nothing under its prefix: no _SUCCESS, no part files.
+    // A job that fails leaves nothing visible under its prefix: no _SUCCESS, no part
+    // files. (A task still running when the job failed may finish its upload after the
+    // cleanup: its attempt stays under the hidden `_temporary/`, which no reader lists.)
     let failed = ctx
         .parallelize((0..100).collect::<Vec<i32>>(), 4)
         .map(|i| {
@@ -125,7 +127,13 @@ fn sources_and_sinks_on_s3_in_local_mode_and_on_a_cluster() {
         })
         .save_as_text_file("s3://data/failed");
     assert!(failed.unwrap_err().to_string().contains("injected failure"));
-    assert_eq!(keys(&s3, "failed"), Vec::<String>::new());
+    let left = keys(&s3, "failed");
+    assert!(
+        left.iter().all(|k| k.starts_with("failed/_temporary/")),
+        "{left:?}"
+    );
+    let e = ctx.text_file("s3://data/failed", 1).unwrap_err();
+    assert!(matches!(e, EmberError::InputNotFound { .. }), "{e}");
 
     // Parquet: round trip, and a file pyarrow made, read from the bucket.
     let rows: Vec<Kv> = (0..10_000)
