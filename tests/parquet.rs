@@ -285,3 +285,28 @@ fn files_that_are_not_parquet_or_are_truncated_are_errors_naming_the_file() {
         .unwrap_err();
     assert!(matches!(e, EmberError::InputNotFound { .. }), "{e}");
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct NoneOfItsColumns {
+    not_here: Option<i64>,
+    nor_this: Option<String>,
+}
+
+#[test]
+fn a_record_type_of_only_absent_option_columns_reads_one_record_per_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("n");
+    let ctx = ctx();
+    ctx.parallelize((0..777).map(everything).collect::<Vec<_>>(), 2)
+        .save_as_parquet(&out)
+        .unwrap();
+    let got = ctx
+        .read_parquet::<NoneOfItsColumns>(out.to_str().unwrap())
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(got.len(), 777, "no row is lost for want of a column");
+    assert!(got
+        .iter()
+        .all(|r| r.not_here.is_none() && r.nor_this.is_none()));
+}

@@ -135,6 +135,36 @@ fn sources_and_sinks_on_s3_in_local_mode_and_on_a_cluster() {
     let e = ctx.text_file("s3://data/failed", 1).unwrap_err();
     assert!(matches!(e, EmberError::InputNotFound { .. }), "{e}");
 
+    // Keys are used as they are: characters object_store would percent-encode read and
+    // write back; a directory lists only its own objects, a glob's `*` stops at `/`,
+    // and directory markers are skipped.
+    ctx.parallelize(lines.clone(), 2)
+        .save_as_text_file("s3://data/out~v2 #1")
+        .unwrap();
+    assert_eq!(
+        ctx.text_file("s3://data/out~v2 #1", 1)
+            .unwrap()
+            .collect()
+            .unwrap(),
+        lines
+    );
+    put(&s3, "dir/a.txt", b"top\n".to_vec());
+    put(&s3, "dir/sub/b.txt", b"deeper\n".to_vec());
+    put(&s3, "dir2/", Vec::new());
+    put(&s3, "dir2/x.txt", b"x\n".to_vec());
+    for (path, want) in [
+        ("s3://data/dir", vec!["top"]),
+        ("s3://data/dir/*.txt", vec!["top"]),
+        ("s3://data/dir/*/*.txt", vec!["deeper"]),
+        ("s3://data/dir2", vec!["x"]),
+    ] {
+        assert_eq!(
+            ctx.text_file(path, 1).unwrap().collect().unwrap(),
+            want,
+            "{path}"
+        );
+    }
+
     // Parquet: round trip, and a file pyarrow made, read from the bucket.
     let rows: Vec<Kv> = (0..10_000)
         .map(|i| Kv {

@@ -56,7 +56,9 @@ pub fn frame_body_len(raw_len: u32, body_word: u32) -> Option<usize> {
         return (body_word & !STORED == raw_len).then_some(raw);
     }
     let body = body_word as usize;
-    (body <= get_maximum_output_size(raw)).then_some(body)
+    // lz4 shrinks at most about 255 to 1: a header claiming more is corrupt (and would
+    // make the decoder allocate far more than the bytes it was given).
+    (body <= get_maximum_output_size(raw) && raw <= body.saturating_mul(256) + 1024).then_some(body)
 }
 
 /// The byte standing for a record that serialises to no bytes.
@@ -310,26 +312,34 @@ impl<R: Read> FrameDecoder<R> {
             )));
         };
         if body_word & STORED != 0 {
-            self.raw.resize(raw_len, 0);
-            if let Err(e) = self.src.read_exact(&mut self.raw) {
-                return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
-                    self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
-                } else {
-                    self.io_error(e)
-                });
+            let mut raw = std::mem::take(&mut self.raw);
+            let got = read_body(&mut self.src, comp_len, &mut raw);
+            self.raw = raw;
+            match got {
+                Ok(n) if n == comp_len => {}
+                Ok(_) => {
+                    return Err(
+                        self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
+                    )
+                }
+                Err(e) => return Err(self.io_error(e)),
             }
             self.pos = 0;
             self.frames += 1;
             self.offset += (FRAME_HEADER_BYTES + comp_len) as u64;
             return Ok(true);
         }
-        self.compressed.resize(comp_len, 0);
-        if let Err(e) = self.src.read_exact(&mut self.compressed) {
-            return Err(if e.kind() == io::ErrorKind::UnexpectedEof {
-                self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
-            } else {
-                self.io_error(e)
-            });
+        let mut compressed = std::mem::take(&mut self.compressed);
+        let got = read_body(&mut self.src, comp_len, &mut compressed);
+        self.compressed = compressed;
+        match got {
+            Ok(n) if n == comp_len => {}
+            Ok(_) => {
+                return Err(
+                    self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
+                )
+            }
+            Err(e) => return Err(self.io_error(e)),
         }
         self.raw.resize(raw_len, 0);
         match decompress_into(&self.compressed, &mut self.raw) {
@@ -357,6 +367,13 @@ impl<R: Read> FrameDecoder<R> {
     fn io_error(&self, e: io::Error) -> ShuffleError {
         self.corrupt(format!("read failed: {e}"))
     }
+}
+
+/// Reads `len` bytes (or up to the end of stream) into `buf`, replacing its contents;
+/// the buffer grows with the bytes that arrive, not with what a header claims.
+fn read_body(src: &mut impl Read, len: usize, buf: &mut Vec<u8>) -> io::Result<usize> {
+    buf.clear();
+    src.take(len as u64).read_to_end(buf)
 }
 
 /// Reads until `buf` is full or end of stream; returns the bytes read.

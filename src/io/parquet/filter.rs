@@ -99,13 +99,31 @@ impl RowFilter {
                 expected: "a column to filter on".into(),
             }
         })?;
-        let to = self.kind();
-        if !arrow_cast::can_cast_types(field.data_type(), &to) {
+        // Only casts that lose nothing, so the filter compares the values themselves:
+        // signed integers with an integer, floats with a float, strings with a string.
+        let t = match field.data_type() {
+            DataType::Dictionary(_, v) => v.as_ref(),
+            t => t,
+        };
+        let fits = match self.value {
+            Scalar::Int(_) => signed_int(t),
+            Scalar::Float(_) => {
+                matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+            }
+            Scalar::Str(_) => {
+                matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            }
+        };
+        if !fits {
             return Err(crate::EmberError::SchemaMismatch {
                 path: path.to_string(),
                 column: self.column.clone(),
                 found: field.data_type().to_string(),
-                expected: format!("a type comparable with the filter's {to}"),
+                expected: format!(
+                    "a column to compare with the filter's {:?} (signed integers with an \
+                     integer, floats with a float, strings with a string)",
+                    self.value
+                ),
             });
         }
         Ok(())
@@ -210,8 +228,10 @@ impl RowFilter {
             (Scalar::Float(v), Statistics::Float(s), DataType::Float32) => {
                 float_bounds(f64::from(*s.min_opt()?), f64::from(*s.max_opt()?), *v)
             }
+            // Only the current statistics: the deprecated min/max of older writers
+            // ordered bytes as signed.
             (Scalar::Str(v), Statistics::ByteArray(s), DataType::Utf8 | DataType::LargeUtf8)
-                if s.min_is_exact() && s.max_is_exact() =>
+                if s.min_is_exact() && s.max_is_exact() && !stats.is_min_max_deprecated() =>
             {
                 Some((
                     s.min_opt()?.data().cmp(v.as_bytes()),

@@ -79,6 +79,11 @@ pub fn plan(
     for (i, f) in files.iter().enumerate() {
         let meta = footer(f)?;
         let shown = f.display().to_string();
+        if meta.metadata().file_metadata().num_rows() == 0 {
+            // No rows to misread (e.g. the file of an empty partition, which may even
+            // have no columns): its schema is not checked, and it adds no partition.
+            continue;
+        }
         match fields {
             Some(fields) => {
                 projection(&shown, meta.schema(), fields)?;
@@ -246,6 +251,13 @@ impl ChunkReader {
                             },
                             None => batch,
                         };
+                        let batch = match &self.fields {
+                            Some(fields) => match record_columns(batch, fields) {
+                                Ok(b) => b,
+                                Err(e) => return Some(Err(corrupt(path, e))),
+                            },
+                            None => batch,
+                        };
                         if batch.num_rows() == 0 {
                             continue;
                         }
@@ -263,6 +275,36 @@ impl ChunkReader {
             }
         }
     }
+}
+
+/// `batch` with exactly the columns of `fields`: a column read only for the filter is
+/// dropped, and a field the file has no column for (an `Option`) is a column of nulls
+/// (without one, a batch of no columns would decode as no rows).
+fn record_columns(
+    batch: RecordBatch,
+    fields: &[FieldRef],
+) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = batch.schema();
+    let rows = batch.num_rows();
+    let mut out_fields = Vec::with_capacity(fields.len());
+    let mut columns = Vec::with_capacity(fields.len());
+    for f in fields {
+        match schema.index_of(f.name()) {
+            Ok(i) => {
+                out_fields.push(schema.field(i).clone());
+                columns.push(batch.column(i).clone());
+            }
+            Err(_) => {
+                out_fields.push(f.as_ref().clone());
+                columns.push(arrow_array::new_null_array(f.data_type(), rows));
+            }
+        }
+    }
+    RecordBatch::try_new_with_options(
+        std::sync::Arc::new(arrow_schema::Schema::new(out_fields)),
+        columns,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
 }
 
 /// Decodes the rows of `chunks` into batches of `T`.

@@ -1,10 +1,13 @@
 //! Listing input in object storage as the file system is listed: an object, a
-//! "directory" (every object under `key/`), or a glob over keys; names of which a
-//! component starts with `_` or `.` (`_SUCCESS`, `_temporary/...`) are skipped.
+//! "directory" (the objects directly under `key/`, not those in deeper "directories"),
+//! or a glob over keys whose `*` and `?` never match a `/`; names of which a component
+//! starts with `_` or `.` (`_SUCCESS`, `_temporary/...`) and directory markers (keys
+//! ending in `/`) are skipped.
 //!
 //! Invariants: the result is sorted by key; the lengths a listing saw are remembered
-//! (at most [`MAX_REMEMBERED`] of them), so planning splits asks the store again only
-//! for objects it did not list.
+//! (at most [`MAX_REMEMBERED`] of them) for planning splits right after it
+//! ([`listed_len`]); opening an object for reading always asks the store, so a length
+//! remembered here never outlives a rewrite of the object in what a task reads.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -32,8 +35,9 @@ fn remember(url: &ObjectUrl, len: u64) {
     m.insert(url.to_string(), len);
 }
 
-/// The length of the object at `url`.
-pub fn remote_len(url: &ObjectUrl) -> Result<u64> {
+/// The length of the object at `url` as the last listing saw it, or as the store says
+/// now (for planning: sizes of the objects a listing just returned).
+pub fn listed_len(url: &ObjectUrl) -> Result<u64> {
     if let Some(len) = lengths()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -41,18 +45,25 @@ pub fn remote_len(url: &ObjectUrl) -> Result<u64> {
     {
         return Ok(*len);
     }
-    let (store, location) = (url.store()?, url.location());
+    remote_len(url)
+}
+
+/// The length of the object at `url`, asked of the store.
+pub fn remote_len(url: &ObjectUrl) -> Result<u64> {
+    let (store, location) = (url.store()?, url.location()?);
     let meta =
         block_on(async move { store.head(&location).await }).map_err(|e| storage_error(url, e))?;
-    remember(url, meta.size);
     Ok(meta.size)
 }
 
-/// Whether a key below `base` is hidden (a component starts with `_` or `.`).
-fn hidden(relative: &str) -> bool {
-    relative
-        .split('/')
-        .any(|c| c.starts_with('_') || c.starts_with('.'))
+/// Whether a key below the listed directory is hidden (a component starts with `_` or
+/// `.`) or a directory marker (empty, or ending in `/`).
+fn skipped(relative: &str) -> bool {
+    relative.is_empty()
+        || relative.ends_with('/')
+        || relative
+            .split('/')
+            .any(|c| c.starts_with('_') || c.starts_with('.'))
 }
 
 /// Every object `piece` (one `s3://` input path) names, sorted; `InputNotFound` if none.
@@ -60,45 +71,57 @@ pub fn list_remote(piece: &str) -> Result<Vec<PathBuf>> {
     let url = ObjectUrl::parse(piece)?;
     let store = url.store()?;
     let glob_at = url.key.find(['*', '?', '[']);
-    // An object of exactly this key is a file.
-    if glob_at.is_none() && !url.key.is_empty() {
-        let (s, location) = (store.clone(), url.location());
-        match block_on(async move { s.head(&location).await }) {
-            Ok(meta) => {
-                remember(&url, meta.size);
-                return Ok(vec![PathBuf::from(url.to_string())]);
-            }
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(storage_error(&url, e)),
+    let metas: Vec<object_store::ObjectMeta> = match glob_at {
+        // A directory: its own objects only.
+        None => {
+            let prefix = (!url.key.is_empty()).then(|| url.location()).transpose()?;
+            let s = store.clone();
+            block_on(async move { s.list_with_delimiter(prefix.as_ref()).await })
+                .map_err(|e| storage_error(&url, e))?
+                .objects
         }
-    }
-    // The directory to list: the key, or the part of a glob before its first pattern.
-    let (dir, pattern) = match glob_at {
-        None => (url.key.clone(), None),
+        // A glob: everything under the part before its first pattern, matched below.
         Some(at) => {
             let dir = url.key[..at].rsplit_once('/').map_or("", |(d, _)| d);
-            let pattern = glob::Pattern::new(&url.key)
-                .map_err(|e| EmberError::Config(format!("invalid glob pattern {piece:?}: {e}")))?;
-            (dir.to_string(), Some(pattern))
+            let prefix = (!dir.is_empty())
+                .then(|| object_store::path::Path::parse(dir))
+                .transpose()
+                .map_err(|e| EmberError::Config(format!("{piece:?}: {e}")))?;
+            let s = store.clone();
+            block_on(async move { s.list(prefix.as_ref()).try_collect().await })
+                .map_err(|e| storage_error(&url, e))?
         }
     };
-    let prefix = (!dir.is_empty()).then(|| object_store::path::Path::from(dir.as_str()));
-    let s = store.clone();
-    let metas: Vec<object_store::ObjectMeta> =
-        block_on(async move { s.list(prefix.as_ref()).try_collect().await })
-            .map_err(|e| storage_error(&url, e))?;
+    let pattern = glob_at
+        .map(|_| {
+            glob::Pattern::new(&url.key)
+                .map_err(|e| EmberError::Config(format!("invalid glob pattern {piece:?}: {e}")))
+        })
+        .transpose()?;
+    let base = match glob_at {
+        None => url.key.clone(),
+        Some(at) => url.key[..at]
+            .rsplit_once('/')
+            .map_or("", |(d, _)| d)
+            .to_string(),
+    };
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: false,
+    };
     let mut out = Vec::new();
     for meta in metas {
-        let key = meta.location.to_string();
+        let key = meta.location.as_ref().to_string();
         let relative = key
-            .strip_prefix(dir.as_str())
+            .strip_prefix(base.as_str())
             .unwrap_or(&key)
             .trim_start_matches('/');
-        if hidden(relative) {
+        if skipped(relative) {
             continue;
         }
         if let Some(p) = &pattern {
-            if !p.matches(&key) {
+            if !p.matches_with(&key, options) {
                 continue;
             }
         }
@@ -108,6 +131,19 @@ pub fn list_remote(piece: &str) -> Result<Vec<PathBuf>> {
         };
         remember(&object, meta.size);
         out.push(PathBuf::from(object.to_string()));
+    }
+    // Not a directory with objects of its own: an object of exactly this key is a file
+    // (asked second, so that a directory marker object is not taken for one).
+    if out.is_empty() && glob_at.is_none() && !url.key.is_empty() {
+        let (s, location) = (store.clone(), url.location()?);
+        match block_on(async move { s.head(&location).await }) {
+            Ok(meta) => {
+                remember(&url, meta.size);
+                return Ok(vec![PathBuf::from(url.to_string())]);
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(storage_error(&url, e)),
+        }
     }
     if out.is_empty() {
         return Err(EmberError::InputNotFound {

@@ -10,7 +10,8 @@
 //! executors' as well as the client's.
 //!
 //! Invariants: every request runs on one I/O runtime of the process ([`block_on`]),
-//! callable from any thread; every error names the `s3://` URL it concerns.
+//! callable from any thread; every error names the `s3://` URL it concerns; keys are
+//! used as they are (never percent-encoded), so what a listing returns opens.
 
 mod listing;
 mod remote_file;
@@ -25,7 +26,7 @@ use object_store::ObjectStore;
 
 use crate::error::{EmberError, Result};
 
-pub use listing::{list_remote, remote_len};
+pub use listing::{list_remote, listed_len, remote_len};
 pub use remote_file::{InputFile, RemoteFile};
 pub use upload::{copy_object, delete_prefix, prefix_is_empty, put_bytes, upload_file, PartOutput};
 
@@ -65,9 +66,15 @@ impl ObjectUrl {
         })
     }
 
-    /// The key as `object_store` names it.
-    pub fn location(&self) -> object_store::path::Path {
-        object_store::path::Path::from(self.key.as_str())
+    /// The key as `object_store` names it: the key itself, never percent-encoded
+    /// (a key listed from the store reads back as the same key).
+    pub fn location(&self) -> Result<object_store::path::Path> {
+        object_store::path::Path::parse(&self.key).map_err(|e| {
+            EmberError::Config(format!(
+                "{}: not a usable object key: {e}",
+                crate::io::excerpt(&self.to_string())
+            ))
+        })
     }
 
     /// `s3://bucket/key/name`.

@@ -3,8 +3,11 @@
 //! a remote one behind the same `Read + Seek`.
 //!
 //! Invariants: a `RemoteFile` requests only byte ranges inside the object (its length
-//! is known when opened), at most `READ_AHEAD` bytes per request, and holds at most one
-//! such range; reads past the end return 0 bytes, as a file's do.
+//! is asked of the store when opened), and holds at most one such range; a reader's
+//! first request is [`FIRST_READ`] bytes and each next one doubles, up to
+//! [`READ_AHEAD`] (a Parquet page header costs a small request, a sequential scan soon
+//! reads 8 MiB at a time); reads past the end return 0 bytes, as a file's do; a ranged
+//! read (`get_bytes`) that the object cannot fill is an error naming the URL.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -14,11 +17,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::{block_on, is_remote, remote_len, storage_error, ObjectUrl};
+use super::listing::{listed_len, remote_len};
+use super::{block_on, is_remote, storage_error, ObjectUrl};
 use crate::error::{EmberError, Result};
 
-/// Bytes fetched per request when reading sequentially.
-const READ_AHEAD: u64 = 8 << 20;
+/// Most bytes fetched per request when reading sequentially.
+pub const READ_AHEAD: u64 = 8 << 20;
+/// Bytes of a reader's first request.
+pub const FIRST_READ: u64 = 64 << 10;
 
 /// An object opened for reading.
 #[derive(Clone)]
@@ -30,6 +36,8 @@ pub struct RemoteFile {
     /// `buf` holds the object's bytes from `buf_at`.
     buf: Bytes,
     buf_at: u64,
+    /// Bytes the next request asks for.
+    ahead: u64,
 }
 
 impl std::fmt::Debug for RemoteFile {
@@ -39,7 +47,7 @@ impl std::fmt::Debug for RemoteFile {
 }
 
 impl RemoteFile {
-    /// Opens `url` (asking the store for its length unless a listing told it).
+    /// Opens `url` (asking the store for its length).
     pub fn open(url: &ObjectUrl) -> Result<Self> {
         let len = remote_len(url)?;
         Ok(RemoteFile {
@@ -49,6 +57,7 @@ impl RemoteFile {
             pos: 0,
             buf: Bytes::new(),
             buf_at: 0,
+            ahead: FIRST_READ,
         })
     }
 
@@ -62,7 +71,7 @@ impl RemoteFile {
         if start >= end {
             return Ok(Bytes::new());
         }
-        let (store, location) = (self.store.clone(), self.url.location());
+        let (store, location) = (self.store.clone(), self.url.location()?);
         block_on(async move { store.get_range(&location, start..end).await })
             .map_err(|e| storage_error(&self.url, e))
     }
@@ -75,7 +84,8 @@ impl Read for RemoteFile {
         }
         let in_buf = self.pos >= self.buf_at && self.pos < self.buf_at + self.buf.len() as u64;
         if !in_buf {
-            let want = READ_AHEAD.max(out.len() as u64);
+            let want = self.ahead.max(out.len() as u64);
+            self.ahead = (self.ahead * 2).min(READ_AHEAD);
             self.buf = self
                 .range(self.pos, want)
                 .map_err(|e| io::Error::other(e.to_string()))?;
@@ -121,12 +131,23 @@ impl parquet::file::reader::ChunkReader for RemoteFile {
     fn get_read(&self, start: u64) -> parquet::errors::Result<RemoteFile> {
         let mut r = self.clone();
         r.pos = start;
+        r.buf = Bytes::new();
+        r.ahead = FIRST_READ;
         Ok(r)
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        self.range(start, length as u64)
-            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        let bytes = self
+            .range(start, length as u64)
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        if bytes.len() != length {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "{}: {length} bytes wanted at offset {start}, the object has {} there",
+                self.url,
+                bytes.len()
+            )));
+        }
+        Ok(bytes)
     }
 }
 
@@ -151,10 +172,11 @@ impl InputFile {
         }
     }
 
-    /// The length of `path` in bytes.
+    /// The length of `path` in bytes (for an object, as the listing that found it saw
+    /// it: for planning).
     pub fn len_of(path: &Path) -> Result<u64> {
         if is_remote(path) {
-            remote_len(&ObjectUrl::parse(path)?)
+            listed_len(&ObjectUrl::parse(path)?)
         } else {
             std::fs::metadata(path)
                 .map(|m| m.len())

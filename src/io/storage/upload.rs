@@ -25,7 +25,7 @@ pub fn upload_file(local: &Path, url: &ObjectUrl) -> Result<()> {
     let mut chunk = vec![0u8; PART_BYTES];
     let first = read_full(&mut file, &mut chunk).map_err(|e| EmberError::io(local, e))?;
     let store = url.store()?;
-    let location = url.location();
+    let location = url.location()?;
     if first < PART_BYTES {
         chunk.truncate(first);
         return block_on(async move { store.put(&location, PutPayload::from(chunk)).await })
@@ -51,13 +51,15 @@ pub fn upload_file(local: &Path, url: &ObjectUrl) -> Result<()> {
             }
         }
         .await;
-        match sent {
+        let done = match sent {
             Ok(()) => upload.complete().await.map(|_| ()).map_err(Step::Store),
-            Err(e) => {
-                let _ = upload.abort().await;
-                Err(e)
-            }
+            Err(e) => Err(e),
+        };
+        if done.is_err() {
+            // Parts of an upload that never completed would be kept (and billed).
+            let _ = upload.abort().await;
         }
+        done
     })
     .map_err(|e| match e {
         Step::Store(e) => storage_error(url, e),
@@ -87,7 +89,7 @@ fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize>
 
 /// Writes `bytes` as the object `url`.
 pub fn put_bytes(url: &ObjectUrl, bytes: Vec<u8>) -> Result<()> {
-    let (s, l) = (url.store()?, url.location());
+    let (s, l) = (url.store()?, url.location()?);
     block_on(async move { s.put(&l, PutPayload::from(bytes)).await })
         .map(|_| ())
         .map_err(|e| storage_error(url, e))
@@ -100,23 +102,24 @@ pub fn copy_object(from: &ObjectUrl, to: &ObjectUrl) -> Result<()> {
             "cannot copy {from} to another bucket ({to})"
         )));
     }
-    let (s, f, t) = (to.store()?, from.location(), to.location());
+    let (s, f, t) = (to.store()?, from.location()?, to.location()?);
     block_on(async move { s.copy(&f, &t).await }).map_err(|e| storage_error(to, e))
 }
 
 /// Every object at or under `url`.
 fn objects_under(url: &ObjectUrl) -> Result<Vec<object_store::path::Path>> {
     let store = url.store()?;
-    let prefix = (!url.key.is_empty()).then(|| url.location());
+    let prefix = (!url.key.is_empty()).then(|| url.location()).transpose()?;
     let s = store.clone();
     let metas: Vec<object_store::ObjectMeta> =
         block_on(async move { s.list(prefix.as_ref()).try_collect().await })
             .map_err(|e| storage_error(url, e))?;
     let mut out: Vec<object_store::path::Path> = metas.into_iter().map(|m| m.location).collect();
     if !url.key.is_empty() {
-        let (s, l) = (store, url.location());
+        let (s, l) = (store, url.location()?);
+        let here = l.clone();
         if block_on(async move { s.head(&l).await }).is_ok() {
-            out.push(url.location());
+            out.push(here);
         }
     }
     Ok(out)
