@@ -203,30 +203,36 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
             &tc.env.work_dir,
         )?;
         let path = output.local().to_path_buf();
-        let file = std::fs::File::create(&path).map_err(|e| EmberError::io(&path, e))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
-        let mut n = 0u64;
-        for b in input {
-            let b = b?;
-            n += b.len() as u64;
-            // Strings (the common case) skip the formatting machinery.
-            if let Some(lines) = (&b as &dyn std::any::Any).downcast_ref::<Vec<String>>() {
-                for line in lines {
-                    w.write_all(line.as_bytes())
-                        .map_err(|e| EmberError::io(&path, e))?;
-                    w.write_all(b"\n").map_err(|e| EmberError::io(&path, e))?;
-                }
-            } else {
-                for x in b {
-                    writeln!(w, "{x}").map_err(|e| EmberError::io(&path, e))?;
-                }
-            }
-        }
-        w.flush().map_err(|e| EmberError::io(&path, e))?;
-        drop(w);
+        let n = write_lines(&path, input).map_err(|e| output.name_target(e))?;
         tc.with_metrics(|m| m.records_out += n);
         output.finish()
     }
+}
+
+/// Writes every record of `input` as a line (its `Display`) to a new file at `path`;
+/// returns how many.
+fn write_lines<T: Data + Display>(path: &std::path::Path, input: Batches<T>) -> Result<u64> {
+    let file = std::fs::File::create(path).map_err(|e| EmberError::io(path, e))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 18, file);
+    let mut n = 0u64;
+    for b in input {
+        let b = b?;
+        n += b.len() as u64;
+        // Strings (the common case) skip the formatting machinery.
+        if let Some(lines) = (&b as &dyn std::any::Any).downcast_ref::<Vec<String>>() {
+            for line in lines {
+                w.write_all(line.as_bytes())
+                    .map_err(|e| EmberError::io(path, e))?;
+                w.write_all(b"\n").map_err(|e| EmberError::io(path, e))?;
+            }
+        } else {
+            for x in b {
+                writeln!(w, "{x}").map_err(|e| EmberError::io(path, e))?;
+            }
+        }
+    }
+    w.flush().map_err(|e| EmberError::io(path, e))?;
+    Ok(n)
 }
 
 /// Options of [`Rdd::save_as_text_file_with`].

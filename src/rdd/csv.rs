@@ -38,7 +38,7 @@ impl<T: Data> ResultOp for SaveCsv<T> {
             &tc.env.work_dir,
         )?;
         let path = output.local().to_path_buf();
-        let n = write_file::<T>(&path, &options, input)?;
+        let n = write_file::<T>(&path, &options, input).map_err(|e| output.name_target(e))?;
         tc.with_metrics(|m| m.records_out += n);
         output.finish()
     }

@@ -43,7 +43,7 @@ impl<T: Data> ResultOp for SaveParquet<T> {
             &tc.env.work_dir,
         )?;
         let path = output.local().to_path_buf();
-        let n = sink::write_file::<T>(&path, &options, input)?;
+        let n = sink::write_file::<T>(&path, &options, input).map_err(|e| output.name_target(e))?;
         tc.with_metrics(|m| m.records_out += n);
         output.finish()
     }
@@ -337,7 +337,7 @@ impl ResultOp for SaveBatches {
             &tc.env.work_dir,
         )?;
         let path = output.local().to_path_buf();
-        let n = sink::write_batches(&path, &options, input)?;
+        let n = sink::write_batches(&path, &options, input).map_err(|e| output.name_target(e))?;
         tc.with_metrics(|m| m.records_out += n);
         output.finish()
     }

@@ -173,6 +173,39 @@ impl PartOutput {
         self.staged.as_deref().unwrap_or(&self.target)
     }
 
+    /// `e` naming the target rather than the staged file it was about.
+    pub fn name_target(&self, e: EmberError) -> EmberError {
+        let Some(staged) = &self.staged else {
+            return e;
+        };
+        let (from, to) = (
+            staged.display().to_string(),
+            self.target.display().to_string(),
+        );
+        match e {
+            EmberError::Io { path, source } if path == *staged => EmberError::Io {
+                path: self.target.clone(),
+                source,
+            },
+            EmberError::Corrupt { what, message } => EmberError::Corrupt {
+                what: what.replace(&from, &to),
+                message,
+            },
+            EmberError::SchemaMismatch {
+                path,
+                column,
+                found,
+                expected,
+            } => EmberError::SchemaMismatch {
+                path: path.replace(&from, &to),
+                column,
+                found,
+                expected,
+            },
+            other => other,
+        }
+    }
+
     /// The written file is complete: uploads it if it is staged; returns the target.
     pub fn finish(mut self) -> Result<String> {
         if let Some(staged) = self.staged.take() {
