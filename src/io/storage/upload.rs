@@ -224,3 +224,37 @@ impl Drop for PartOutput {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_staged_part_names_its_target_in_errors_and_leaves_no_file() {
+        let work = tempfile::tempdir().unwrap();
+        let target = PathBuf::from("s3://bucket/out/_temporary/j/part-00000.x");
+        let part = PartOutput::create(target.clone(), work.path()).unwrap();
+        let staged = part.local().to_path_buf();
+        assert!(staged.starts_with(work.path().join("uploads")));
+        std::fs::write(&staged, b"partial").unwrap();
+        let e = part.name_target(EmberError::io(&staged, std::io::Error::other("disk full")));
+        assert!(
+            e.to_string()
+                .contains("s3://bucket/out/_temporary/j/part-00000.x"),
+            "{e}"
+        );
+        let e = part.name_target(EmberError::Corrupt {
+            what: format!("Parquet file {} (writing)", staged.display()),
+            message: "m".into(),
+        });
+        assert!(!e.to_string().contains("uploads"), "{e}");
+        drop(part);
+        assert!(
+            !staged.exists(),
+            "a part dropped unfinished removes its staged file"
+        );
+        // A local target is written in place and errors are left as they are.
+        let local = PartOutput::create(work.path().join("p"), work.path()).unwrap();
+        assert_eq!(local.local(), work.path().join("p"));
+    }
+}
