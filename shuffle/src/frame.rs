@@ -312,28 +312,14 @@ impl<R: Read> FrameDecoder<R> {
                 "implausible frame header: uncompressed {raw_len} bytes, body word {body_word:#x}"
             )));
         };
-        if body_word & STORED != 0 {
-            let mut raw = std::mem::take(&mut self.raw);
-            let got = read_body(&mut self.src, comp_len, &mut raw);
-            self.raw = raw;
-            match got {
-                Ok(n) if n == comp_len => {}
-                Ok(_) => {
-                    return Err(
-                        self.corrupt(format!("truncated frame body (expected {comp_len} bytes)"))
-                    )
-                }
-                Err(e) => return Err(self.io_error(e)),
-            }
-            self.pos = 0;
-            self.frames += 1;
-            self.offset += (FRAME_HEADER_BYTES + comp_len) as u64;
-            return Ok(true);
-        }
-        let mut compressed = std::mem::take(&mut self.compressed);
-        let got = read_body(&mut self.src, comp_len, &mut compressed);
-        self.compressed = compressed;
-        match got {
+        let stored = body_word & STORED != 0;
+        // A stored body is the frame's records themselves.
+        let body = if stored {
+            &mut self.raw
+        } else {
+            &mut self.compressed
+        };
+        match read_body(&mut self.src, comp_len, body) {
             Ok(n) if n == comp_len => {}
             Ok(_) => {
                 return Err(
@@ -342,15 +328,17 @@ impl<R: Read> FrameDecoder<R> {
             }
             Err(e) => return Err(self.io_error(e)),
         }
-        self.raw.resize(raw_len, 0);
-        match decompress_into(&self.compressed, &mut self.raw) {
-            Ok(n) if n == raw_len => {}
-            Ok(n) => {
-                return Err(self.corrupt(format!(
-                    "frame decompressed to {n} bytes, header says {raw_len}"
-                )))
+        if !stored {
+            self.raw.resize(raw_len, 0);
+            match decompress_into(&self.compressed, &mut self.raw) {
+                Ok(n) if n == raw_len => {}
+                Ok(n) => {
+                    return Err(self.corrupt(format!(
+                        "frame decompressed to {n} bytes, header says {raw_len}"
+                    )))
+                }
+                Err(e) => return Err(self.corrupt(format!("lz4 decompression failed: {e}"))),
             }
-            Err(e) => return Err(self.corrupt(format!("lz4 decompression failed: {e}"))),
         }
         self.pos = 0;
         self.frames += 1;
