@@ -71,33 +71,8 @@ pub fn list_remote(piece: &str) -> Result<Vec<PathBuf>> {
     let url = ObjectUrl::parse(piece)?;
     let store = url.store()?;
     let glob_at = url.key.find(['*', '?', '[']);
-    let metas: Vec<object_store::ObjectMeta> = match glob_at {
-        // A directory: its own objects only.
-        None => {
-            let prefix = (!url.key.is_empty()).then(|| url.location()).transpose()?;
-            let s = store.clone();
-            block_on(async move { s.list_with_delimiter(prefix.as_ref()).await })
-                .map_err(|e| storage_error(&url, e))?
-                .objects
-        }
-        // A glob: everything under the part before its first pattern, matched below.
-        Some(at) => {
-            let dir = url.key[..at].rsplit_once('/').map_or("", |(d, _)| d);
-            let prefix = (!dir.is_empty())
-                .then(|| object_store::path::Path::parse(dir))
-                .transpose()
-                .map_err(|e| EmberError::Config(format!("{piece:?}: {e}")))?;
-            let s = store.clone();
-            block_on(async move { s.list(prefix.as_ref()).try_collect().await })
-                .map_err(|e| storage_error(&url, e))?
-        }
-    };
-    let pattern = glob_at
-        .map(|_| {
-            glob::Pattern::new(&url.key)
-                .map_err(|e| EmberError::Config(format!("invalid glob pattern {piece:?}: {e}")))
-        })
-        .transpose()?;
+    // The directory listed: the key itself, or a glob's part before its first pattern
+    // (everything under it is listed and matched below).
     let base = match glob_at {
         None => url.key.clone(),
         Some(at) => url.key[..at]
@@ -105,6 +80,30 @@ pub fn list_remote(piece: &str) -> Result<Vec<PathBuf>> {
             .map_or("", |(d, _)| d)
             .to_string(),
     };
+    let prefix = (!base.is_empty())
+        .then(|| {
+            ObjectUrl {
+                bucket: url.bucket.clone(),
+                key: base.clone(),
+            }
+            .location()
+        })
+        .transpose()?;
+    let s = store.clone();
+    let metas: Vec<object_store::ObjectMeta> = match glob_at {
+        // A directory: its own objects only.
+        None => {
+            block_on(async move { s.list_with_delimiter(prefix.as_ref()).await }).map(|l| l.objects)
+        }
+        Some(_) => block_on(async move { s.list(prefix.as_ref()).try_collect().await }),
+    }
+    .map_err(|e| storage_error(&url, e))?;
+    let pattern = glob_at
+        .map(|_| {
+            glob::Pattern::new(&url.key)
+                .map_err(|e| EmberError::Config(format!("invalid glob pattern {piece:?}: {e}")))
+        })
+        .transpose()?;
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
