@@ -16,12 +16,49 @@
 //! failed may finish its upload after that: its attempt stays under `_temporary/`,
 //! hidden from every reader, as Hadoop's committers leave such stragglers.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::data::Data;
 use crate::error::{EmberError, Result};
 use crate::io::storage::{self, ObjectUrl};
 use crate::rdd::{Rdd, SaveOptions};
+use crate::task::TaskContext;
+
+/// The file one attempt of task `part` writes under the job's temporary `dir`: unique
+/// per attempt, so retries and speculative copies never collide.
+pub(crate) fn attempt_path(dir: &Path, tc: &TaskContext, part: u32) -> PathBuf {
+    dir.join(format!(
+        "part-{part:05}.stage{}-attempt{}-{:08x}",
+        tc.stage_id,
+        tc.attempt,
+        rand::random::<u32>()
+    ))
+}
+
+/// Flushes a sink's buffered file and syncs it to disk: the attempt is complete before
+/// its path goes to the commit. Errors name `path`.
+pub(crate) fn sync_file(path: &Path, out: std::io::BufWriter<std::fs::File>) -> Result<()> {
+    let file = out
+        .into_inner()
+        .map_err(|e| EmberError::io(path, e.into_error()))?;
+    file.sync_all().map_err(|e| EmberError::io(path, e))
+}
+
+/// One sink task's attempt: `write` fills the local file it is given (and returns the
+/// records written), which is uploaded if the output is in object storage; errors name
+/// the attempt's target. Returns the attempt's path for the commit.
+pub(crate) fn write_attempt(
+    tc: &Rc<TaskContext>,
+    dir: &Path,
+    part: u32,
+    write: impl FnOnce(&Path) -> Result<u64>,
+) -> Result<String> {
+    let output = storage::PartOutput::create(attempt_path(dir, tc, part), &tc.env.work_dir)?;
+    let n = write(output.local()).map_err(|e| output.name_target(e))?;
+    tc.with_metrics(|m| m.records_out += n);
+    output.finish()
+}
 
 pub(crate) fn save_text<T: Data>(
     rdd: &Rdd<T>,

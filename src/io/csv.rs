@@ -10,7 +10,7 @@
 //! even for a partition of no records.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -241,14 +241,10 @@ pub fn write_file<T: Data>(
             w.write_record(&names).map_err(failed)?;
         }
     }
-    let mut out = w
+    let out = w
         .into_inner()
         .map_err(|e| EmberError::io(path, std::io::Error::other(e.to_string())))?;
-    out.flush().map_err(|e| EmberError::io(path, e))?;
-    let file = out
-        .into_inner()
-        .map_err(|e| EmberError::io(path, e.into_error()))?;
-    file.sync_all().map_err(|e| EmberError::io(path, e))?;
+    crate::output::sync_file(path, out)?;
     Ok(n)
 }
 

@@ -193,19 +193,7 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let dir: PathBuf = decode("save_as_text_file", payload)?;
-        let output = crate::io::storage::PartOutput::create(
-            dir.join(format!(
-                "part-{part:05}.stage{}-attempt{}-{:08x}",
-                tc.stage_id,
-                tc.attempt,
-                rand::random::<u32>()
-            )),
-            &tc.env.work_dir,
-        )?;
-        let path = output.local().to_path_buf();
-        let n = write_lines(&path, input).map_err(|e| output.name_target(e))?;
-        tc.with_metrics(|m| m.records_out += n);
-        output.finish()
+        crate::output::write_attempt(tc, &dir, part, |path| write_lines(path, input))
     }
 }
 

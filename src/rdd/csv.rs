@@ -15,9 +15,10 @@ use std::sync::Arc;
 use ember_proto::RddNode;
 
 use super::actions::{ResultOp, SaveOptions};
+use super::source::{batch_len, counted_batches, partition_payload};
 use super::{decode, encode, Rdd};
 use crate::data::Data;
-use crate::error::{EmberError, Result};
+use crate::error::Result;
 use crate::io::csv::{write_file, CsvOptions, CsvReader};
 use crate::io::text_input::{list_input_files, pack_splits, FileSplit};
 use crate::task::{Batches, Erased, TaskContext};
@@ -28,19 +29,9 @@ impl<T: Data> ResultOp for SaveCsv<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, CsvOptions) = decode("save_as_csv", payload)?;
-        let output = crate::io::storage::PartOutput::create(
-            dir.join(format!(
-                "part-{part:05}.stage{}-attempt{}-{:08x}",
-                tc.stage_id,
-                tc.attempt,
-                rand::random::<u32>()
-            )),
-            &tc.env.work_dir,
-        )?;
-        let path = output.local().to_path_buf();
-        let n = write_file::<T>(&path, &options, input).map_err(|e| output.name_target(e))?;
-        tc.with_metrics(|m| m.records_out += n);
-        output.finish()
+        crate::output::write_attempt(tc, &dir, part, |path| {
+            write_file::<T>(path, &options, input)
+        })
     }
 }
 
@@ -107,24 +98,8 @@ pub(crate) fn csv_compute<T: Data>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let parts: Vec<Vec<u8>> = decode("read_csv", &node.payload)?;
-    let bytes = parts
-        .get(part as usize)
-        .ok_or_else(|| EmberError::Plan(format!("read_csv has no partition {part}")))?;
-    let (files, options): (Vec<PathBuf>, CsvOptions) = decode("read_csv partition", bytes)?;
+    let (files, options): (Vec<PathBuf>, CsvOptions) = partition_payload(node, part, "read_csv")?;
     let mut reader = CsvReader::<T>::new(files, options);
-    let tc = tc.clone();
-    let mut failed = false;
-    let out: Batches<T> = Box::new(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
-        let next = reader.next_batch()?;
-        match &next {
-            Ok(b) => tc.with_metrics(|m| m.records_in += b.len() as u64),
-            Err(_) => failed = true,
-        }
-        Some(next)
-    }));
+    let out: Batches<T> = counted_batches(tc, batch_len, move || reader.next_batch());
     Ok(Box::new(out))
 }

@@ -30,12 +30,7 @@ impl<T: Data> ResultOp for SaveObject<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let dir: PathBuf = decode("save_as_object_file", payload)?;
-        let path = dir.join(format!(
-            "part-{part:05}.stage{}-attempt{}-{:08x}",
-            tc.stage_id,
-            tc.attempt,
-            rand::random::<u32>()
-        ));
+        let path = crate::output::attempt_path(&dir, tc, part);
         let file = std::fs::File::create_new(&path).map_err(|e| EmberError::io(&path, e))?;
         let out = std::io::BufWriter::with_capacity(1 << 18, file);
         let mut w = ObjectWriter::new::<T>(out, &path)?;
@@ -45,10 +40,7 @@ impl<T: Data> ResultOp for SaveObject<T> {
             }
         }
         let (out, n) = w.finish()?;
-        let file = out
-            .into_inner()
-            .map_err(|e| EmberError::io(&path, e.into_error()))?;
-        file.sync_all().map_err(|e| EmberError::io(&path, e))?;
+        crate::output::sync_file(&path, out)?;
         tc.with_metrics(|m| m.records_out += n);
         Ok(path.to_string_lossy().into_owned())
     }

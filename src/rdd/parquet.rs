@@ -16,9 +16,10 @@ use ember_proto::RddNode;
 use super::actions::{ResultOp, SaveOptions};
 use super::{decode, encode, Rdd};
 use crate::data::Data;
-use crate::error::{EmberError, Result};
+use crate::error::Result;
 use arrow_array::RecordBatch;
 
+use super::source::{batch_len, counted_batches, partition_payload};
 use super::Records;
 use crate::io::arrow_batch::ArrowBatch;
 use crate::io::parquet::schema::record_fields;
@@ -33,19 +34,9 @@ impl<T: Data> ResultOp for SaveParquet<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, ParquetWriteOptions) = decode("save_as_parquet", payload)?;
-        let output = crate::io::storage::PartOutput::create(
-            dir.join(format!(
-                "part-{part:05}.stage{}-attempt{}-{:08x}",
-                tc.stage_id,
-                tc.attempt,
-                rand::random::<u32>()
-            )),
-            &tc.env.work_dir,
-        )?;
-        let path = output.local().to_path_buf();
-        let n = sink::write_file::<T>(&path, &options, input).map_err(|e| output.name_target(e))?;
-        tc.with_metrics(|m| m.records_out += n);
-        output.finish()
+        crate::output::write_attempt(tc, &dir, part, |path| {
+            sink::write_file::<T>(path, &options, input)
+        })
     }
 }
 
@@ -180,11 +171,7 @@ impl crate::Context {
 
 /// Partition `part`'s row groups and filter.
 fn partition_of(node: &RddNode, part: u32) -> Result<(Vec<ParquetChunk>, Option<RowFilter>)> {
-    let parts: Vec<Vec<u8>> = decode("read_parquet", &node.payload)?;
-    let bytes = parts
-        .get(part as usize)
-        .ok_or_else(|| EmberError::Plan(format!("read_parquet has no partition {part}")))?;
-    decode("read_parquet partition", bytes)
+    partition_payload(node, part, "read_parquet")
 }
 
 pub(crate) fn parquet_compute<T: Data>(
@@ -194,19 +181,7 @@ pub(crate) fn parquet_compute<T: Data>(
 ) -> Result<Erased> {
     let (chunks, filter) = partition_of(node, part)?;
     let mut reader = RecordReader::<T>::new(chunks, filter)?;
-    let tc = tc.clone();
-    let mut failed = false;
-    let out: Batches<T> = Box::new(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
-        let next = reader.next_batch()?;
-        match &next {
-            Ok(b) => tc.with_metrics(|m| m.records_in += b.len() as u64),
-            Err(_) => failed = true,
-        }
-        Some(next)
-    }));
+    let out: Batches<T> = counted_batches(tc, batch_len, move || reader.next_batch());
     Ok(Box::new(out))
 }
 
@@ -217,20 +192,11 @@ pub(crate) fn parquet_batches_compute(
 ) -> Result<Erased> {
     let (chunks, filter) = partition_of(node, part)?;
     let mut reader = ChunkReader::new(chunks, None, filter);
-    let tc = tc.clone();
-    let mut failed = false;
-    let out: Batches<ArrowBatch> = Box::new(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
+    let rows = |b: &[ArrowBatch]| b.iter().map(|b| b.num_rows() as u64).sum();
+    let out: Batches<ArrowBatch> = counted_batches(tc, rows, move || {
         let next = reader.next_arrow()?;
-        let next = next.map(|(b, _)| b);
-        match &next {
-            Ok(b) => tc.with_metrics(|m| m.records_in += b.num_rows() as u64),
-            Err(_) => failed = true,
-        }
-        Some(next.map(|b| vec![ArrowBatch(b)]))
-    }));
+        Some(next.map(|(b, _)| vec![ArrowBatch(b)]))
+    });
     Ok(Box::new(out))
 }
 
@@ -327,18 +293,8 @@ impl ResultOp for SaveBatches {
     ) -> Result<String> {
         let (dir, options): (PathBuf, ParquetWriteOptions) =
             decode("save_batches_as_parquet", payload)?;
-        let output = crate::io::storage::PartOutput::create(
-            dir.join(format!(
-                "part-{part:05}.stage{}-attempt{}-{:08x}",
-                tc.stage_id,
-                tc.attempt,
-                rand::random::<u32>()
-            )),
-            &tc.env.work_dir,
-        )?;
-        let path = output.local().to_path_buf();
-        let n = sink::write_batches(&path, &options, input).map_err(|e| output.name_target(e))?;
-        tc.with_metrics(|m| m.records_out += n);
-        output.finish()
+        crate::output::write_attempt(tc, &dir, part, |path| {
+            sink::write_batches(path, &options, input)
+        })
     }
 }

@@ -58,15 +58,55 @@ pub(crate) fn range_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> 
     Ok(Box::new(out))
 }
 
-/// The splits of partition `part` (the payload holds each partition's list encoded on
-/// its own, so only this one is decoded).
+/// What a file source's node holds for partition `part`: its payload is each
+/// partition's part encoded on its own, so only this one is decoded. `what` names the
+/// source in errors.
+pub(crate) fn partition_payload<P: serde::de::DeserializeOwned>(
+    node: &RddNode,
+    part: u32,
+    what: &str,
+) -> Result<P> {
+    let parts: Vec<&[u8]> =
+        postcard::from_bytes(&node.payload).map_err(|e| crate::error::EmberError::ser(what, e))?;
+    let bytes = parts
+        .get(part as usize)
+        .ok_or_else(|| crate::error::EmberError::Plan(format!("{what} has no partition {part}")))?;
+    decode(&format!("{what} partition"), bytes)
+}
+
+/// The batches `next` reads, each counted as records read (`rows` of it), ending after
+/// the first error (which is the last item).
+pub(crate) fn counted_batches<U: 'static>(
+    tc: &Rc<TaskContext>,
+    rows: fn(&[U]) -> u64,
+    mut next: impl FnMut() -> Option<Result<Vec<U>>> + 'static,
+) -> Batches<U> {
+    let tc = tc.clone();
+    let mut failed = false;
+    Box::new(std::iter::from_fn(move || {
+        if failed {
+            return None;
+        }
+        let item = next()?;
+        match &item {
+            Ok(b) => {
+                let n = rows(b);
+                tc.with_metrics(|m| m.records_in += n);
+            }
+            Err(_) => failed = true,
+        }
+        Some(item)
+    }))
+}
+
+/// The records of a batch: its length.
+pub(crate) fn batch_len<U>(b: &[U]) -> u64 {
+    b.len() as u64
+}
+
+/// The splits of partition `part`.
 fn splits_of(node: &RddNode, part: u32) -> Result<Vec<FileSplit>> {
-    let parts: Vec<&[u8]> = postcard::from_bytes(&node.payload)
-        .map_err(|e| crate::error::EmberError::ser("text_file", e))?;
-    let bytes = parts.get(part as usize).ok_or_else(|| {
-        crate::error::EmberError::Plan(format!("text_file has no partition {part}"))
-    })?;
-    decode("text_file partition", bytes)
+    partition_payload(node, part, "text_file")
 }
 
 /// Every part a task of partition `part` reads (see [`parts_to_read`]), in order.

@@ -122,11 +122,7 @@ pub fn write_file<T: Data>(
         let rb = builder.to_record_batch().map_err(encode)?;
         writer.write(&rb).map_err(failed)?;
     }
-    let out = writer.into_inner().map_err(failed)?;
-    let file = out
-        .into_inner()
-        .map_err(|e| EmberError::io(path, e.into_error()))?;
-    file.sync_all().map_err(|e| EmberError::io(path, e))?;
+    crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
 }
 
@@ -177,10 +173,6 @@ pub fn write_batches(
         Some((w, _)) => w,
         None => open(std::sync::Arc::new(arrow_schema::Schema::empty()))?,
     };
-    let out = writer.into_inner().map_err(failed)?;
-    let file = out
-        .into_inner()
-        .map_err(|e| EmberError::io(path, e.into_error()))?;
-    file.sync_all().map_err(|e| EmberError::io(path, e))?;
+    crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
 }
