@@ -93,7 +93,44 @@ impl Flavor for AppendFlavor<'_> {
 
     #[inline]
     fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        self.0.extend_from_slice(data);
+        // postcard writes every varint (at most 10 bytes) through here; a call to memcpy
+        // per field was 9 % of parquet_etl's time (profile: `__memmove_avx512_unaligned_erms`
+        // under `try_push_varint_u64`). Short slices are copied inline with two fixed-width moves.
+        let n = data.len();
+        if n > 16 {
+            self.0.extend_from_slice(data);
+            return Ok(());
+        }
+        self.0.reserve(16);
+        let (src, len) = (data.as_ptr(), self.0.len());
+        // SAFETY: `reserve(16)` leaves room for 16 bytes past `len`, and every write
+        // below lands in `len..len + n` with `n <= 16`; every read is within `data`
+        // (the two fixed-width copies overlap when `n` is not their width, as in a
+        // small memcpy). The first `n` bytes past `len` are then initialised.
+        unsafe {
+            let dst = self.0.as_mut_ptr().add(len);
+            match n {
+                0 => {}
+                1..=3 => {
+                    *dst = *src;
+                    *dst.add(n / 2) = *src.add(n / 2);
+                    *dst.add(n - 1) = *src.add(n - 1);
+                }
+                4..=7 => {
+                    let (a, b) = (src.cast::<u32>(), src.add(n - 4).cast::<u32>());
+                    let (a, b) = (a.read_unaligned(), b.read_unaligned());
+                    dst.cast::<u32>().write_unaligned(a);
+                    dst.add(n - 4).cast::<u32>().write_unaligned(b);
+                }
+                _ => {
+                    let (a, b) = (src.cast::<u64>(), src.add(n - 8).cast::<u64>());
+                    let (a, b) = (a.read_unaligned(), b.read_unaligned());
+                    dst.cast::<u64>().write_unaligned(a);
+                    dst.add(n - 8).cast::<u64>().write_unaligned(b);
+                }
+            }
+            self.0.set_len(len + n);
+        }
         Ok(())
     }
 
@@ -382,6 +419,22 @@ fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn append_flavor_appends_exactly_the_bytes_of_every_length() {
+        let source: Vec<u8> = (1..=40).collect();
+        for prefix in [0usize, 1, 7, 15, 16, 17] {
+            for n in 0..=source.len() {
+                let mut out: Vec<u8> = (100..100 + prefix as u8).collect();
+                let mut flavor = AppendFlavor(&mut out);
+                flavor.try_extend(&source[..n]).unwrap();
+                flavor.try_extend(&source[n..]).unwrap();
+                let mut want: Vec<u8> = (100..100 + prefix as u8).collect();
+                want.extend_from_slice(&source);
+                assert_eq!(out, want, "prefix {prefix}, split at {n}");
+            }
+        }
+    }
 
     fn encode_all<T: Serialize>(records: &[T]) -> Vec<u8> {
         let mut enc = FrameEncoder::new();

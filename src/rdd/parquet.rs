@@ -77,7 +77,7 @@ impl crate::Context {
     /// columns; only those columns are decoded). `path` is a file, a directory (its
     /// files in name order, skipping names that start with `_` or `.`), a glob, an
     /// `s3://` URL of any of those, or a comma-separated list. Row groups are packed
-    /// into partitions as text splits are (at most 128 MiB each, at least the default
+    /// into partitions as text splits are (at most 32 MiB each, at least the default
     /// parallelism where the data allows). Reads every footer first: a file that is
     /// not Parquet, or whose columns do not fit `T`, is an error here naming the file,
     /// the column and both types.

@@ -61,13 +61,20 @@ impl<V: Data, F: Fn(V, V) -> V + 'static> AggFns for PassThrough<V, F> {
 }
 
 /// A key's state on the reduce side: the merged result of the map outputs before
-/// `map`, and the fold of map output `map`'s records so far. `None`s stand where a
-/// user function panicked part way (the task fails then) or nothing arrived yet.
+/// `map` (`done`), and the fold of map output `map`'s records so far (`open`). A
+/// state without `open` (or without anything) stands where a user function panicked
+/// part way (the task fails then).
+///
+/// An enum rather than two `Option`s: for an `f64` sum the table entry is 32 bytes
+/// instead of 48 (the tag shares its word with `map`), and the reduce-side table is what
+/// the reduce stage spends its time missing cache in (profile of parquet_etl: 22 % in
+/// `ExternalAggregator::insert`, mostly waiting on the entry's cache line).
 #[derive(Serialize, Deserialize)]
-pub(crate) struct Grouped<C> {
-    done: Option<C>,
-    open: Option<C>,
-    map: u32,
+pub(crate) enum Grouped<C> {
+    Empty { map: u32 },
+    Open { open: C, map: u32 },
+    Done { done: C, map: u32 },
+    Both { done: C, open: C, map: u32 },
 }
 
 fn merge_opt<G: AggFns>(s: &G::S, a: Option<G::C>, b: Option<G::C>) -> Option<G::C> {
@@ -79,9 +86,40 @@ fn merge_opt<G: AggFns>(s: &G::S, a: Option<G::C>, b: Option<G::C>) -> Option<G:
 }
 
 impl<C> Grouped<C> {
+    fn from_parts(done: Option<C>, open: Option<C>, map: u32) -> Self {
+        match (done, open) {
+            (None, None) => Grouped::Empty { map },
+            (None, Some(open)) => Grouped::Open { open, map },
+            (Some(done), None) => Grouped::Done { done, map },
+            (Some(done), Some(open)) => Grouped::Both { done, open, map },
+        }
+    }
+
+    fn into_parts(self) -> (Option<C>, Option<C>, u32) {
+        match self {
+            Grouped::Empty { map } => (None, None, map),
+            Grouped::Open { open, map } => (None, Some(open), map),
+            Grouped::Done { done, map } => (Some(done), None, map),
+            Grouped::Both { done, open, map } => (Some(done), Some(open), map),
+        }
+    }
+
+    /// Moves the state out, leaving `Empty` (what stays if a user function panics).
+    #[inline]
+    fn take(&mut self) -> Self {
+        let map = match self {
+            Grouped::Empty { map }
+            | Grouped::Open { map, .. }
+            | Grouped::Done { map, .. }
+            | Grouped::Both { map, .. } => *map,
+        };
+        std::mem::replace(self, Grouped::Empty { map })
+    }
+
     /// The key's final combiner.
     fn finish<G: AggFns<C = C>>(self, s: &G::S) -> Option<C> {
-        merge_opt::<G>(s, self.done, self.open)
+        let (done, open, _) = self.into_parts();
+        merge_opt::<G>(s, done, open)
     }
 }
 
@@ -91,33 +129,51 @@ struct GroupedAdapter<G: AggFns>(Arc<G::S>);
 impl<K, G: AggFns> Aggregate<K, (u32, G::C), Grouped<G::C>> for GroupedAdapter<G> {
     #[inline]
     fn create(&self, _: &K, (map, c): (u32, G::C)) -> Grouped<G::C> {
-        Grouped {
-            done: None,
-            open: Some(c),
-            map,
-        }
+        Grouped::Open { open: c, map }
     }
 
     #[inline]
     fn merge_value(&self, g: &mut Grouped<G::C>, (map, c): (u32, G::C)) {
-        if g.map == map {
-            g.open = merge_opt::<G>(&self.0, g.open.take(), Some(c));
-        } else {
-            g.done = merge_opt::<G>(&self.0, g.done.take(), g.open.take());
-            g.open = Some(c);
-            g.map = map;
-        }
+        let s = &self.0;
+        *g = match g.take() {
+            Grouped::Open { open, map: m } if m == map => Grouped::Open {
+                open: G::merge_combiners(s, open, c),
+                map,
+            },
+            Grouped::Both { done, open, map: m } if m == map => Grouped::Both {
+                done,
+                open: G::merge_combiners(s, open, c),
+                map,
+            },
+            Grouped::Open { open, .. } => Grouped::Both {
+                done: open,
+                open: c,
+                map,
+            },
+            Grouped::Both { done, open, .. } => Grouped::Both {
+                done: G::merge_combiners(s, done, open),
+                open: c,
+                map,
+            },
+            // A state a panicking function left behind (the task is failing anyway).
+            Grouped::Done { done, map: m } if m == map => Grouped::Both { done, open: c, map },
+            other => {
+                let (done, open, _) = other.into_parts();
+                Grouped::from_parts(merge_opt::<G>(s, done, open), Some(c), map)
+            }
+        };
     }
 
     fn merge_combiners(&self, g: &mut Grouped<G::C>, other: Grouped<G::C>) {
-        if other.done.is_none() && other.map == g.map {
-            g.open = merge_opt::<G>(&self.0, g.open.take(), other.open);
-            return;
-        }
-        let closed = merge_opt::<G>(&self.0, g.done.take(), g.open.take());
-        g.done = merge_opt::<G>(&self.0, closed, other.done);
-        g.open = other.open;
-        g.map = other.map;
+        let s = &self.0;
+        let (done, open, map) = g.take().into_parts();
+        let (other_done, other_open, other_map) = other.into_parts();
+        *g = if other_done.is_none() && other_map == map {
+            Grouped::from_parts(done, merge_opt::<G>(s, open, other_open), map)
+        } else {
+            let closed = merge_opt::<G>(s, done, open);
+            Grouped::from_parts(merge_opt::<G>(s, closed, other_done), other_open, other_map)
+        };
     }
 }
 
