@@ -11,6 +11,7 @@ pub mod digest;
 pub mod health;
 pub mod id_range;
 pub mod limits;
+pub mod shuffle_input;
 pub mod units;
 pub mod worker_frame;
 
@@ -23,3 +24,4 @@ pub mod v1 {
 pub use v1::*;
 
 pub use id_range::{IdRange, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
+pub use shuffle_input::InvalidShuffleInput;

@@ -1,34 +1,79 @@
 //! The map-output tracker: for each shuffle, where each map partition's output lives.
 //!
-//! Invariant: an entry exists only for a map task that finished successfully on an
+//! Invariants: an entry exists only for a map task that finished successfully on an
 //! executor that has not been declared lost since. Outputs survive across jobs, which
-//! is what lets a later job skip a stage whose shuffle output still exists.
+//! is what lets a later job skip a stage whose shuffle output still exists. Each
+//! shuffle counts its missing outputs, so asking whether it is complete (after every
+//! map task's status) costs O(1), not a scan of every map partition.
 
 use std::collections::HashMap;
 
-use ember_proto::MapLocation;
+use ember_proto::{MapHost, MapLocation, ShuffleInput};
 
 /// Shuffle id -> one entry per map partition (its output, once registered).
 #[derive(Debug, Default)]
 pub struct MapOutputTracker {
-    shuffles: HashMap<u32, Vec<Option<MapLocation>>>,
+    shuffles: HashMap<u32, Outputs>,
+}
+
+/// One shuffle's map outputs, how many of them are `None`, and the executors that
+/// registered any (each once, in order of first output), with each output's index
+/// into them: what a compact task input needs, kept as outputs arrive.
+#[derive(Debug)]
+struct Outputs {
+    by_map: Vec<Option<MapLocation>>,
+    missing: usize,
+    hosts: Vec<MapHost>,
+    host_index: HashMap<String, u32>,
+    host_of: Vec<u32>,
+}
+
+impl std::ops::Deref for Outputs {
+    type Target = [Option<MapLocation>];
+    fn deref(&self) -> &Self::Target {
+        &self.by_map
+    }
 }
 
 impl MapOutputTracker {
     /// Makes sure the shuffle is known with `num_maps` map partitions.
     pub fn register_shuffle(&mut self, shuffle_id: u32, num_maps: u32) {
-        self.shuffles
-            .entry(shuffle_id)
-            .or_insert_with(|| vec![None; num_maps as usize]);
+        self.shuffles.entry(shuffle_id).or_insert_with(|| Outputs {
+            by_map: vec![None; num_maps as usize],
+            missing: num_maps as usize,
+            hosts: Vec::new(),
+            host_index: HashMap::new(),
+            host_of: vec![0; num_maps as usize],
+        });
     }
 
     /// Records a finished map task's output.
     pub fn register_output(&mut self, shuffle_id: u32, loc: MapLocation) {
-        if let Some(outputs) = self.shuffles.get_mut(&shuffle_id) {
-            if let Some(entry) = outputs.get_mut(loc.map_partition as usize) {
-                *entry = Some(loc);
-            }
+        let Some(outputs) = self.shuffles.get_mut(&shuffle_id) else {
+            return;
+        };
+        let m = loc.map_partition as usize;
+        if m >= outputs.by_map.len() {
+            return;
         }
+        let host = match outputs.host_index.get(&loc.executor_id) {
+            Some(&h) if outputs.hosts[h as usize].shuffle_address == loc.shuffle_address => h,
+            _ => {
+                // A new executor (or one that came back at another address).
+                outputs.hosts.push(MapHost {
+                    executor_id: loc.executor_id.clone(),
+                    shuffle_address: loc.shuffle_address.clone(),
+                });
+                let h = outputs.hosts.len() as u32 - 1;
+                outputs.host_index.insert(loc.executor_id.clone(), h);
+                h
+            }
+        };
+        if outputs.by_map[m].is_none() {
+            outputs.missing -= 1;
+        }
+        outputs.by_map[m] = Some(loc);
+        outputs.host_of[m] = host;
     }
 
     /// Forgets every output held by `executor_id` (it was lost, or a fetch from it
@@ -36,9 +81,10 @@ impl MapOutputTracker {
     pub fn remove_executor(&mut self, executor_id: &str) -> Vec<u32> {
         let mut hit = Vec::new();
         for (sid, outputs) in &mut self.shuffles {
-            for entry in outputs.iter_mut() {
+            for entry in outputs.by_map.iter_mut() {
                 if entry.as_ref().is_some_and(|l| l.executor_id == executor_id) {
                     *entry = None;
+                    outputs.missing += 1;
                     if !hit.contains(sid) {
                         hit.push(*sid);
                     }
@@ -78,7 +124,7 @@ impl MapOutputTracker {
     pub fn is_available(&self, shuffle_id: u32) -> bool {
         self.shuffles
             .get(&shuffle_id)
-            .is_some_and(|s| s.iter().all(Option::is_some))
+            .is_some_and(|s| s.missing == 0)
     }
 
     /// The known outputs of a shuffle with every block size.
@@ -109,6 +155,33 @@ impl MapOutputTracker {
                 },
             )
             .collect()
+    }
+
+    /// The shuffle input of a task description: for a task reading one reduce partition
+    /// the compact form (each executor named once, one block size per map), else every
+    /// location with every block size.
+    pub fn input_for(&self, shuffle_id: u32, reduce: Option<u32>) -> ShuffleInput {
+        let (Some(r), Some(outputs)) = (reduce, self.shuffles.get(&shuffle_id)) else {
+            return ShuffleInput {
+                shuffle_id,
+                maps: self.locations_for(shuffle_id, reduce),
+                ..Default::default()
+            };
+        };
+        let mut general = Vec::new();
+        let mut compact = Vec::with_capacity(outputs.len() - outputs.missing);
+        for (loc, &host) in outputs.by_map.iter().zip(&outputs.host_of) {
+            let Some(loc) = loc else { continue };
+            let Some(&size) = loc.block_sizes.get(r as usize) else {
+                general.push(loc.clone()); // a status without that block: sent as it is
+                continue;
+            };
+            compact.push((loc.map_partition, host, size));
+        }
+        let hosts = outputs.hosts.clone();
+        let mut input = ShuffleInput::compact(shuffle_id, r, hosts, compact.into_iter());
+        input.maps = general;
+        input
     }
 
     /// Forgets a shuffle entirely.
@@ -148,5 +221,16 @@ mod tests {
         assert_eq!(t.missing(7), vec![0, 2], "output 1 lives on b");
         assert_eq!(t.remove_executor("b"), vec![7]);
         assert_eq!(t.missing(7), vec![0, 1, 2]);
+        assert!(!t.is_available(7));
+        // A second status for one partition (a speculative copy) counts once.
+        t.register_output(7, loc(0, "a"));
+        t.register_output(7, loc(0, "b"));
+        t.register_output(7, loc(1, "a"));
+        assert!(!t.is_available(7), "output 2 is still missing");
+        t.register_output(7, loc(2, "b"));
+        assert!(t.is_available(7));
+        assert_eq!(t.remove_executor("b"), vec![7]);
+        assert!(!t.is_available(7));
+        assert_eq!(t.missing(7), vec![0, 2]);
     }
 }

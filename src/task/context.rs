@@ -81,6 +81,12 @@ impl TaskContext {
             }
         }
         let captures = super::captures::Captures::of(&plan)?;
+        let shuffle_inputs = desc
+            .shuffle_inputs
+            .into_iter()
+            .map(|s| Ok((s.shuffle_id, s.map_locations()?)))
+            .collect::<std::result::Result<_, ember_proto::InvalidShuffleInput>>()
+            .map_err(|e| EmberError::Plan(format!("task description: {e}")))?;
         let nodes = std::mem::take(&mut plan.nodes)
             .into_iter()
             .map(|n| (n.id, n))
@@ -90,11 +96,7 @@ impl TaskContext {
             plan,
             nodes,
             shuffles,
-            shuffle_inputs: desc
-                .shuffle_inputs
-                .into_iter()
-                .map(|s| (s.shuffle_id, s.maps))
-                .collect(),
+            shuffle_inputs,
             broadcasts: desc.broadcasts,
             stage_id: desc.stage_id,
             partition: desc.partition,

@@ -3,7 +3,7 @@
 //! Invariant: a task is launched only for the current attempt of its stage; a queued
 //! task of a superseded attempt is dropped here and its slot given back.
 
-use ember_proto::{ShuffleInput, TaskDescription};
+use ember_proto::TaskDescription;
 
 use super::{Pending, Scheduler, StageKind, TaskRun};
 use crate::events::JobEvent;
@@ -101,10 +101,7 @@ impl Scheduler {
             .index
             .stage_shuffle_reads(st.rdd_id, p.partition)
             .into_iter()
-            .map(|(sid, reduce)| ShuffleInput {
-                shuffle_id: sid,
-                maps: self.tracker.locations_for(sid, reduce),
-            })
+            .map(|(sid, reduce)| self.tracker.input_for(sid, reduce))
             .collect();
         let desc = TaskDescription {
             job_id,

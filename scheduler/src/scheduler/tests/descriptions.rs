@@ -34,7 +34,10 @@ fn reducer_inputs(plan: Plan, reducers: usize) -> Vec<(u32, Vec<ember_proto::Map
                 }),
             ),
             None => {
-                out.push((t.partition, t.shuffle_inputs[0].maps.clone()));
+                out.push((
+                    t.partition,
+                    t.shuffle_inputs[0].clone().map_locations().unwrap(),
+                ));
                 h.succeed(&ex, &t);
                 if out.len() == reducers {
                     break;

@@ -199,7 +199,7 @@ fn runs_map_stage_then_result_stage_and_skips_it_next_time() {
         let (ex, t) = h.next_task();
         assert_eq!(t.shuffle_id, None);
         assert_eq!(
-            t.shuffle_inputs[0].maps.len(),
+            t.shuffle_inputs[0].num_maps(),
             2,
             "reducers see both map outputs"
         );
@@ -411,7 +411,7 @@ fn one_lost_map_output_reported_by_every_reducer_counts_as_one_stage_failure() {
         let (ex, t) = h.next_task();
         assert_eq!(t.shuffle_id, None);
         assert_eq!(
-            t.shuffle_inputs[0].maps.len(),
+            t.shuffle_inputs[0].num_maps(),
             2,
             "reducers launch with every map output"
         );
@@ -475,7 +475,7 @@ fn parent_output_lost_while_the_other_parent_runs_is_recomputed() {
     h.succeed(&ex, &t);
     let (ex, t) = h.next_task();
     assert_eq!(t.shuffle_id, None, "then the result stage runs");
-    assert!(t.shuffle_inputs.iter().all(|s| s.maps.len() == 1));
+    assert!(t.shuffle_inputs.iter().all(|s| s.num_maps() == 1));
     h.succeed(&ex, &t);
     let (results, outcome, _) = drain_until_end(&events);
     assert!(outcome.is_ok(), "{outcome:?}");
