@@ -34,7 +34,9 @@ pub enum ParquetCompression {
 /// Options of [`Rdd::save_as_parquet_with`](crate::Rdd::save_as_parquet_with).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParquetWriteOptions {
-    /// Default zstd level 3.
+    /// Default zstd level 1 (the parquet crate's default level). Level 3 wrote the
+    /// parquet_etl output (5 M keys and sums) 17 % smaller but took 0.3 s of 3.4 s more:
+    /// pick `Zstd(3)` or higher where size matters more than time.
     pub compression: ParquetCompression,
     /// Most rows per row group (default 1,048,576, the parquet crate's and Spark's
     /// order of size); at least 1.
@@ -46,7 +48,7 @@ pub struct ParquetWriteOptions {
 impl Default for ParquetWriteOptions {
     fn default() -> Self {
         ParquetWriteOptions {
-            compression: ParquetCompression::Zstd(3),
+            compression: ParquetCompression::Zstd(1),
             row_group_rows: 1 << 20,
             overwrite: false,
         }
