@@ -15,7 +15,7 @@ ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster
 JOB_ENGINES = {
     "wordcount": ["ember", "duckdb", "polars", "spark"],
     "kvsum": ["ember", "duckdb", "polars", "spark"],
-    "sort": ["ember", "spark"],
+    "sort": ["ember", "duckdb", "polars", "spark"],
     "latency": ["ember", "spark"],
     "tiny": ["ember", "spark"],
     "scaling": ["ember"],

@@ -62,6 +62,10 @@ def make_command(ctx, job, engine, inp, out, master="local[2]"):
                     inp, out], ember_env
         exe = ctx.bins[JOB_EXAMPLE[job]]
         return [exe, "--master", master, inp, out], ember_env
+    if engine in ("duckdb", "polars") and job == "sort":
+        # The shared single_node.py has no sort; this repository's reference does.
+        return [ctx.refs["python"], os.path.join(os.path.dirname(__file__), "sort_ref.py"), engine,
+                inp, out], {}
     if engine in ("duckdb", "polars"):
         cmd = [ctx.refs["python"], os.path.join(ctx.shared, "single_node.py"), engine, job, inp]
         if job == "wordcount":
