@@ -310,3 +310,50 @@ fn a_record_type_of_only_absent_option_columns_reads_one_record_per_row() {
         .iter()
         .all(|r| r.not_here.is_none() && r.nor_this.is_none()));
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct KeyedRow {
+    key: i64,
+    bucket: i64,
+    label: String,
+}
+
+#[test]
+fn columns_of_unique_values_are_written_without_a_dictionary_and_read_back_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d");
+    let rows: Vec<KeyedRow> = (0..20_000)
+        .map(|i| KeyedRow {
+            key: i * 7919 % 20_011,
+            bucket: i % 10,
+            label: format!("l{}", i % 4),
+        })
+        .collect();
+    let ctx = ctx();
+    ctx.parallelize(rows.clone(), 1)
+        .save_as_parquet(&out)
+        .unwrap();
+    let r = parquet::file::reader::SerializedFileReader::new(
+        std::fs::File::open(out.join("part-00000.parquet")).unwrap(),
+    )
+    .unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(&r);
+    let dictionary = |c: usize| {
+        meta.row_group(0).column(c).encodings().any(|e| {
+            matches!(
+                e,
+                parquet::basic::Encoding::RLE_DICTIONARY
+                    | parquet::basic::Encoding::PLAIN_DICTIONARY
+            )
+        })
+    };
+    assert!(!dictionary(0), "key: 20,000 distinct values, no dictionary");
+    assert!(dictionary(1), "bucket: 10 distinct values, a dictionary");
+    assert!(dictionary(2), "label: 4 distinct values, a dictionary");
+    let back = ctx
+        .read_parquet::<KeyedRow>(out.to_str().unwrap())
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(back, rows);
+}

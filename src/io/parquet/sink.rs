@@ -9,9 +9,10 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
+use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::schema::{record_fields, schema_of};
@@ -58,6 +59,20 @@ impl Default for ParquetWriteOptions {
 impl ParquetWriteOptions {
     /// The writer properties these options stand for, or what is wrong with them.
     pub(crate) fn properties(&self) -> Result<WriterProperties> {
+        Ok(self.builder()?.build())
+    }
+
+    /// The properties for a file whose first batch is `first`: dictionary encoding off for
+    /// the columns it would not pay for (see [`super::dictionary`]).
+    pub(crate) fn properties_for(&self, first: &RecordBatch) -> Result<WriterProperties> {
+        let mut b = self.builder()?;
+        for column in super::dictionary::sparse_columns(first) {
+            b = b.set_column_dictionary_enabled(column, false);
+        }
+        Ok(b.build())
+    }
+
+    fn builder(&self) -> Result<WriterPropertiesBuilder> {
         let bad = |m: String| EmberError::InvalidArgument(format!("save_as_parquet: {m}"));
         if self.row_group_rows == 0 {
             return Err(bad("row_group_rows must be at least 1".into()));
@@ -77,8 +92,7 @@ impl ParquetWriteOptions {
         Ok(WriterProperties::builder()
             .set_compression(compression)
             .set_max_row_group_row_count(Some(self.row_group_rows))
-            .set_created_by(format!("ember {}", env!("CARGO_PKG_VERSION")))
-            .build())
+            .set_created_by(format!("ember {}", env!("CARGO_PKG_VERSION"))))
     }
 }
 
@@ -92,13 +106,25 @@ pub fn write_file<T: Data>(
     let fields = record_fields::<T>()?;
     let schema = schema_of(&fields);
     let file = File::create_new(path).map_err(|e| EmberError::io(path, e))?;
-    let out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = Some(BufWriter::with_capacity(1 << 20, file));
     let failed = |e: parquet::errors::ParquetError| EmberError::Corrupt {
         what: format!("Parquet file {} (writing)", path.display()),
         message: e.to_string(),
     };
-    let mut writer =
-        ArrowWriter::try_new(out, schema, Some(options.properties()?)).map_err(failed)?;
+    // Opened with the first batch, whose values choose the dictionary columns.
+    let mut writer: Option<ArrowWriter<BufWriter<File>>> = None;
+    let mut write = |rb: &RecordBatch| -> Result<()> {
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                let props = options.properties_for(rb)?;
+                let out = out.take().expect("opened once");
+                writer
+                    .insert(ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(failed)?)
+            }
+        };
+        w.write(rb).map_err(failed)
+    };
     let mut builder = serde_arrow::ArrayBuilder::from_arrow(&fields)
         .map_err(|e| EmberError::ser("a Parquet schema", e))?;
     let mut pending = 0usize;
@@ -116,14 +142,16 @@ pub fn write_file<T: Data>(
         builder.extend(&batch).map_err(encode)?;
         if pending >= ROWS_PER_BATCH {
             let rb = builder.to_record_batch().map_err(encode)?;
-            writer.write(&rb).map_err(failed)?;
+            write(&rb)?;
             pending = 0;
         }
     }
-    if pending > 0 {
+    if pending > 0 || total == 0 {
+        // An empty partition is a file of T's schema and no rows.
         let rb = builder.to_record_batch().map_err(encode)?;
-        writer.write(&rb).map_err(failed)?;
+        write(&rb)?;
     }
+    let writer = writer.expect("the last batch opened it");
     crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
 }
@@ -141,12 +169,12 @@ pub fn write_batches(
     };
     let mut writer: Option<(ArrowWriter<BufWriter<File>>, arrow_schema::SchemaRef)> = None;
     let mut total = 0u64;
-    let open = |schema: arrow_schema::SchemaRef| -> Result<ArrowWriter<BufWriter<File>>> {
+    let open = |first: &RecordBatch| -> Result<ArrowWriter<BufWriter<File>>> {
         let file = File::create_new(path).map_err(|e| EmberError::io(path, e))?;
         ArrowWriter::try_new(
             BufWriter::with_capacity(1 << 20, file),
-            schema,
-            Some(options.properties()?),
+            first.schema(),
+            Some(options.properties_for(first)?),
         )
         .map_err(failed)
     };
@@ -154,7 +182,7 @@ pub fn write_batches(
         for b in batch? {
             let (w, schema) = match &mut writer {
                 Some(w) => w,
-                None => writer.insert((open(b.0.schema())?, b.0.schema())),
+                None => writer.insert((open(&b.0)?, b.0.schema())),
             };
             if *schema != b.0.schema() {
                 return Err(EmberError::SchemaMismatch {
@@ -173,7 +201,9 @@ pub fn write_batches(
     }
     let writer = match writer {
         Some((w, _)) => w,
-        None => open(std::sync::Arc::new(arrow_schema::Schema::empty()))?,
+        None => open(&RecordBatch::new_empty(std::sync::Arc::new(
+            arrow_schema::Schema::empty(),
+        )))?,
     };
     crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
