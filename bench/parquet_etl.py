@@ -8,7 +8,7 @@ keys, sums equal to 1e-9 relative).
 
     cargo build --release --example parquet_etl
     python3 bench/parquet_etl.py --input /work/data/kv.parquet --out /work/bench-out/petl \
-        [--ember-partitions 32]
+        [--ember-partitions 64]
 """
 
 import argparse
@@ -25,12 +25,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-EMBER_PARTITIONS = "2"
+EMBER_PARTITIONS = None  # None: the example's default (64)
 
 
 def ember(inp, out):
+    parts = ["--partitions", EMBER_PARTITIONS] if EMBER_PARTITIONS else []
     subprocess.run([str(REPO / "target/release/examples/parquet_etl"), "--master", "local[2]",
-                    "--partitions", EMBER_PARTITIONS, str(inp), str(out)], check=True,
+                    *parts, str(inp), str(out)], check=True,
                    env={**os.environ, "EMBER_LOG": "warn", "EMBER_PROGRESS": "0"})
 
 
@@ -62,8 +63,9 @@ def main():
     ap.add_argument("--input", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--ember-partitions", default="2",
-                    help="parquet_etl --partitions (its output files and reduce tasks)")
+    ap.add_argument("--ember-partitions", default=None,
+                    help="parquet_etl --partitions (its output files and reduce tasks; "
+                         "default: the example's own, 64)")
     a = ap.parse_args()
     global EMBER_PARTITIONS
     EMBER_PARTITIONS = a.ember_partitions
