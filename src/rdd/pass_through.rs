@@ -156,7 +156,6 @@ impl<K, G: AggFns> Aggregate<K, (u32, G::C), Grouped<G::C>> for GroupedAdapter<G
                 map,
             },
             // A state a panicking function left behind (the task is failing anyway).
-            Grouped::Done { done, map: m } if m == map => Grouped::Both { done, open: c, map },
             other => {
                 let (done, open, _) = other.into_parts();
                 Grouped::from_parts(merge_opt::<G>(s, done, open), Some(c), map)
