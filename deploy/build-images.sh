@@ -2,14 +2,24 @@
 # Builds ember's release binaries and the images ember-driver:TAG and ember-executor:TAG
 # FROM scratch (no registry is needed: nothing is pulled).
 #   deploy/build-images.sh [TAG]        (TAG defaults to $EMBER_IMAGE_TAG, else "dev")
+# EMBER_BUILD_PROFILE=dev builds the images from debug binaries instead (target/debug):
+# CI's compose test does, since `cargo test` has built those already and a release build
+# of the daemons and every example costs about 11 minutes on 2 cores. Images for use are
+# built with the default, release.
 # Also builds the examples (job binaries run as clients from the host or a container).
 # Prints each image's size. The build context is staged under target/ and removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag="${1:-${EMBER_IMAGE_TAG:-dev}}"
 
-cargo build --release -p ember-driver -p ember-executor
-cargo build --release --examples
+profile="${EMBER_BUILD_PROFILE:-release}"
+case "$profile" in
+  release) out=target/release ;;
+  dev) out=target/debug ;;
+  *) echo "build-images: EMBER_BUILD_PROFILE must be release or dev, not '$profile'" >&2; exit 2 ;;
+esac
+cargo build --profile "$profile" -p ember-driver -p ember-executor
+cargo build --profile "$profile" --examples
 
 ctx="target/deploy-context-$$"
 rm -rf "$ctx"
@@ -18,15 +28,15 @@ mkdir -p "$ctx/bin" "$ctx/rootfs/etc" "$ctx/rootfs/tmp" "$ctx/state/work" "$ctx/
 chmod 1777 "$ctx/rootfs/tmp"
 chmod 0700 "$ctx/state/work" "$ctx/state/binaries"
 for b in ember-driver ember-executor; do
-  cp "target/release/$b" "$ctx/bin/$b"
+  cp "$out/$b" "$ctx/bin/$b"
   strip "$ctx/bin/$b"
 done
 
 # Exactly the shared libraries the daemons and the job binaries (which executors run
 # as workers) link, at the paths the dynamic loader looks for them.
 libs() { ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u; }
-jobs=$(find target/release/examples -maxdepth 1 -type f -executable ! -name '*-*')
-for lib in $(libs target/release/ember-driver target/release/ember-executor $jobs); do
+jobs=$(find "$out/examples" -maxdepth 1 -type f -executable ! -name '*-*')
+for lib in $(libs "$out/ember-driver" "$out/ember-executor" $jobs); do
   mkdir -p "$ctx/rootfs$(dirname "$lib")"
   cp -L "$lib" "$ctx/rootfs$lib"
 done

@@ -37,7 +37,11 @@ export EMBER_IMAGE_TAG="e2e-$$"
 scratch="$repo/target/compose-e2e-$$"
 export EMBER_DATA_DIR="$scratch/data"
 export EMBER_SECRET_FILE="$scratch/secret"
-export EMBER_JOBS_DIR="$repo/target/release/examples"
+# EMBER_BUILD_PROFILE=dev (as CI sets it) tests images of the debug binaries.
+case "${EMBER_BUILD_PROFILE:-release}" in
+  dev) export EMBER_JOBS_DIR="$repo/target/debug/examples" ;;
+  *) export EMBER_JOBS_DIR="$repo/target/release/examples" ;;
+esac
 export EMBER_HEARTBEAT_TIMEOUT_MS=4000
 export EMBER_DRIVER_PORT=0 EMBER_UI_PORT=0   # ephemeral host ports, read back below
 compose() { "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml "$@"; }
