@@ -30,8 +30,8 @@ use crate::local::LocalCluster;
 use crate::plan::op::OpRef;
 use crate::plan::LineageNode;
 use crate::rdd::source::{
-    parallelize_compute, range_compute, text_file_compute, text_file_positions_compute,
-    whole_text_files_compute,
+    encode_slices, parallelize_compute, range_compute, text_file_compute,
+    text_file_positions_compute, whole_text_files_compute,
 };
 use crate::rdd::{encode, op_name, LinePosition, Rdd};
 use crate::task::ComputeFn;
@@ -333,7 +333,7 @@ impl Context {
             Location::caller(),
             n as u32,
             compute,
-            encode("parallelize", &slices),
+            encode_slices(&slices),
         )
     }
 
@@ -432,14 +432,7 @@ impl Context {
     pub fn empty<T: Data>(&self) -> Rdd<T> {
         // Spark's emptyRDD: no partitions at all.
         let compute: ComputeFn = parallelize_compute::<T>;
-        let no_slices: Vec<Vec<u8>> = Vec::new();
-        self.source(
-            "empty",
-            Location::caller(),
-            0,
-            compute,
-            encode("empty", &no_slices),
-        )
+        self.source("empty", Location::caller(), 0, compute, encode_slices(&[]))
     }
 
     /// Ships `value` to every executor once per job; read it in tasks with

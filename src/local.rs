@@ -7,19 +7,20 @@
 //! are deleted sooner, by the launcher;
 //! every launched task produces exactly one status back to the scheduler.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
-use ember_proto::TaskDescription;
-use ember_scheduler::{SchedulerEvent, SchedulerHandle, TaskLauncher};
+use ember_proto::{Plan, TaskDescription};
+use ember_scheduler::{SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher};
 use parking_lot::Mutex;
 use prost::Message;
 
 use crate::conf::Conf;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
-use crate::task::run_encoded_task;
+use crate::task::{run_encoded_task, StagePlan};
 
 /// Id of the in-process executor.
 pub(crate) const LOCAL_EXECUTOR: &str = "local";
@@ -27,21 +28,41 @@ pub(crate) const LOCAL_EXECUTOR: &str = "local";
 /// The in-process executor of local mode.
 pub(crate) struct LocalCluster {
     pub env: Arc<ExecutorEnv>,
-    tasks: Receiver<Vec<u8>>,
+    tasks: Receiver<LocalTask>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     work_dir: Option<tempfile::TempDir>,
 }
 
+/// A task as the task threads take it: its serialised description and its stage's plan.
+type LocalTask = (Vec<u8>, Arc<StagePlan>);
+
+/// Stage plans kept for later tasks of their stages; past this many, the launcher
+/// starts over (tasks already queued hold their plan themselves).
+const HELD_PLANS: usize = 64;
+
 /// Hands tasks to the worker threads.
 struct LocalLauncher {
-    tasks: Sender<Vec<u8>>,
+    tasks: Sender<LocalTask>,
     env: Arc<ExecutorEnv>,
+    /// Stage plans by plan id, each decoded once from its serialised form.
+    plans: HashMap<u64, Arc<StagePlan>>,
 }
 
 impl TaskLauncher for LocalLauncher {
-    fn launch(&mut self, _executor_id: &str, task: TaskDescription) {
-        // Tasks run from their serialised form, exactly as on a remote worker.
-        let _ = self.tasks.send(task.encode_to_vec());
+    fn launch(&mut self, _executor_id: &str, task: TaskDescription, stage: &StageShared) {
+        // Tasks run from their serialised form, exactly as on a remote worker, and so
+        // does each stage plan (once per stage, as a worker is sent it).
+        if !self.plans.contains_key(&stage.plan_id) {
+            if self.plans.len() >= HELD_PLANS {
+                self.plans.clear();
+            }
+            let plan = Plan::decode(stage.plan.encode_to_vec().as_slice())
+                .unwrap_or_else(|_| (*stage.plan).clone());
+            let shared = Arc::new(StagePlan::new(plan, stage.broadcasts.clone()));
+            self.plans.insert(stage.plan_id, shared);
+        }
+        let plan = self.plans[&stage.plan_id].clone();
+        let _ = self.tasks.send((task.encode_to_vec(), plan));
     }
 
     fn kill(&mut self, _executor_id: &str, task_id: u64) {
@@ -89,7 +110,11 @@ impl LocalCluster {
                 workers: Mutex::new(Vec::new()),
                 work_dir: Some(dir),
             },
-            Box::new(LocalLauncher { tasks: tx, env }),
+            Box::new(LocalLauncher {
+                tasks: tx,
+                env,
+                plans: HashMap::new(),
+            }),
         ))
     }
 
@@ -103,8 +128,8 @@ impl LocalCluster {
             let handle = std::thread::Builder::new()
                 .name(format!("ember-task-{i}"))
                 .spawn(move || {
-                    while let Ok(bytes) = rx.recv() {
-                        let status = run_encoded_task(&env, &bytes);
+                    while let Ok((bytes, stage)) = rx.recv() {
+                        let status = run_encoded_task(&env, &bytes, Some(&stage));
                         if status_tx
                             .send(SchedulerEvent::TaskFinished(Box::new(status)))
                             .is_err()

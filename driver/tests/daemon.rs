@@ -257,6 +257,66 @@ async fn a_broadcast_reaches_an_executor_once() {
     }
 }
 
+/// A stage's plan travels to an executor with its first task only: the others name it
+/// by id, and a later job's stage (a new plan) is sent again.
+#[tokio::test]
+async fn a_stage_plan_reaches_an_executor_once() {
+    let driver = start(Options::default()).await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 4).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _session) = open_session(&mut c, &sha).await;
+    let mut ids = Vec::new();
+    for _job in 0..2 {
+        let plan = tiny_plan(opened.id_base, 4, &sha);
+        let mut job = c
+            .submit_job(tok(
+                &opened,
+                SubmitJobRequest {
+                    session_id: opened.session_id,
+                    plan: Some(plan.clone()),
+                    new_broadcasts: vec![],
+                },
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut launches = Vec::new();
+        for _ in 0..4 {
+            launches.push(exec.launched().await);
+        }
+        let plan_id = launches[0].task.as_ref().expect("task").plan_id;
+        assert_ne!(plan_id, 0, "tasks name their stage plan");
+        for (i, l) in launches.iter().enumerate() {
+            let task = l.task.as_ref().expect("task");
+            assert!(task.plan.is_none(), "no task carries the plan itself");
+            assert_eq!(task.plan_id, plan_id, "one stage, one plan");
+            match (&l.plan, i) {
+                (Some(p), 0) => {
+                    assert_eq!(p.id, plan_id);
+                    let sent = p.plan.as_ref().expect("the plan");
+                    assert_eq!(sent.nodes[0].name, "tiny");
+                    assert_eq!(sent.binary_hash, sha);
+                }
+                (None, 0) => panic!("the first task of the stage comes without its plan"),
+                (Some(_), _) => panic!("task {i} of the stage brought the plan again"),
+                (None, _) => {}
+            }
+            assert!(
+                l.forget_plans.is_empty(),
+                "far from the bound: nothing forgotten"
+            );
+        }
+        for l in &launches {
+            exec.succeed(l.task.as_ref().unwrap(), vec![]).await;
+        }
+        let events = job_events(&mut job).await;
+        assert!(matches!(events.last(), Some(JobEvent::JobSucceeded { .. })));
+        ids.push(plan_id);
+    }
+    assert_ne!(ids[0], ids[1], "another job's stage is another plan");
+}
+
 #[tokio::test]
 async fn malformed_requests_are_refused() {
     let driver = start(Options::default()).await;

@@ -7,7 +7,9 @@
 //!   and every task waiting behind it fail with the same message, and the next task
 //!   tries again.
 //! * Before a task goes to a worker, every stored broadcast of this binary that worker
-//!   has not been sent goes first, on the same socket. A new worker starts with an empty
+//!   has not been sent goes first, on the same socket, and so does the task's stage
+//!   plan if that worker does not hold it; a plan the executor forgets, the worker is
+//!   told to forget. A new worker starts with an empty
 //!   sent-set; broadcasts of an ended session are dropped on cleanup.
 //! * A worker that exits, closes its socket or sends garbage is killed (if needed) and
 //!   each task it was running fails with a message saying how the worker ended; its
@@ -24,7 +26,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ember_proto::{
-    from_worker, to_worker, BroadcastValue, CleanupSession, KillTask, TaskDescription, ToWorker,
+    from_worker, to_worker, BroadcastValue, CleanupSession, ForgetPlans, KillTask, Plan, StagePlan,
+    TaskDescription, ToWorker,
 };
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
@@ -41,9 +44,14 @@ use crate::worker_env::WorkerEnv;
 pub enum WorkerCmd {
     Launch {
         task: Box<TaskDescription>,
+        /// The stage plan the task names by id (and that id), unless the task carries
+        /// its plan itself.
+        plan: Option<(u64, Arc<Plan>)>,
         /// Broadcasts this executor had not received before.
         broadcasts: Vec<BroadcastValue>,
     },
+    /// The executor dropped these stage plans: the worker drops them too.
+    ForgetPlans(Vec<u64>),
     Kill(KillTask),
     Cleanup(CleanupSession),
     Unpersist(ember_proto::UnpersistRdd),
@@ -82,6 +90,8 @@ struct Live {
     out: mpsc::UnboundedSender<Bytes>,
     writer: JoinHandle<()>,
     sent: HashSet<u64>,
+    /// Stage plans this worker was sent and not told to forget.
+    plans: HashSet<u64>,
     tasks: HashSet<u64>,
     /// Its tasks' reserved memory, as it last reported (gone with the worker).
     memory: crate::worker_env::MemorySlot,
@@ -164,7 +174,11 @@ impl BinaryWorker {
 
     async fn command(&mut self, cmd: WorkerCmd, rx: &mut mpsc::UnboundedReceiver<WorkerCmd>) {
         match cmd {
-            WorkerCmd::Launch { task, broadcasts } => {
+            WorkerCmd::Launch {
+                task,
+                plan,
+                broadcasts,
+            } => {
                 self.store_broadcasts(&task, broadcasts);
                 if self.worker.is_none() {
                     if let Err(msg) = self.start().await {
@@ -184,8 +198,25 @@ impl BinaryWorker {
                         }));
                     }
                 }
+                if let Some((plan_id, plan)) = plan {
+                    if live.plans.insert(plan_id) {
+                        live.send(to_worker::Msg::Plan(StagePlan {
+                            id: plan_id,
+                            plan: Some((*plan).clone()),
+                        }));
+                    }
+                }
                 live.tasks.insert(task.task_id);
                 live.send(to_worker::Msg::Run(*task));
+            }
+            WorkerCmd::ForgetPlans(ids) => {
+                if let Some(live) = self.worker.as_mut() {
+                    let ids: Vec<u64> =
+                        ids.into_iter().filter(|id| live.plans.remove(id)).collect();
+                    if !ids.is_empty() {
+                        live.send(to_worker::Msg::ForgetPlans(ForgetPlans { ids }));
+                    }
+                }
             }
             WorkerCmd::Kill(kill) => match self.worker.as_mut() {
                 Some(live) if live.tasks.contains(&kill.task_id) => {
@@ -244,8 +275,17 @@ impl BinaryWorker {
         let (out, mut queue) = mpsc::unbounded_channel::<Bytes>();
         let name = proc.name.clone();
         let writer = tokio::spawn(async move {
+            // Every frame queued by now goes out in one flush (one write for a burst of
+            // launches, not one per task).
             while let Some(frame) = queue.recv().await {
-                if let Err(e) = sink.send(frame).await {
+                let mut sent = sink.feed(frame).await;
+                while sent.is_ok() {
+                    match queue.try_recv() {
+                        Ok(frame) => sent = sink.feed(frame).await,
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = sent.and(sink.flush().await) {
                     tracing::debug!(worker = %name, "cannot write to worker: {e}");
                     break;
                 }
@@ -262,6 +302,7 @@ impl BinaryWorker {
             out,
             writer,
             sent: HashSet::new(),
+            plans: HashSet::new(),
             tasks: HashSet::new(),
             memory,
         });
@@ -272,11 +313,13 @@ impl BinaryWorker {
     async fn fail_waiting(&mut self, rx: &mut mpsc::UnboundedReceiver<WorkerCmd>, msg: &str) {
         while let Ok(cmd) = rx.try_recv() {
             match cmd {
-                WorkerCmd::Launch { task, broadcasts } => {
+                WorkerCmd::Launch {
+                    task, broadcasts, ..
+                } => {
                     self.store_broadcasts(&task, broadcasts);
                     self.env.fail(task.task_id, msg.to_string()).await;
                 }
-                WorkerCmd::Kill(_) | WorkerCmd::Unpersist(_) => {}
+                WorkerCmd::Kill(_) | WorkerCmd::Unpersist(_) | WorkerCmd::ForgetPlans(_) => {}
                 WorkerCmd::Cleanup(c) => self.cleanup(c),
             }
         }

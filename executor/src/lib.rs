@@ -27,6 +27,7 @@ pub mod cleanup;
 pub mod config;
 pub mod driver_conn;
 pub mod metrics;
+pub mod outbound;
 pub mod process;
 pub mod protocol;
 pub mod registration;

@@ -15,11 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ember_proto::{
-    driver_message, executor_message, DriverMessage, ExecutorMessage, Heartbeat, RegisterExecutor,
-    Registered,
+    driver_message, executor_message, limits, DriverMessage, ExecutorMessage, Heartbeat,
+    LaunchTask, RegisterExecutor, Registered,
 };
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status, Streaming};
 
@@ -183,7 +182,7 @@ async fn register(reg: &Registration) -> Result<Connected, Failed> {
         })
         .await;
     let mut inbound = client
-        .executor_channel(ReceiverStream::new(rx))
+        .executor_channel(crate::outbound::Batched::new(rx))
         .await
         .map_err(|s| failed(format!("driver at {url} refused the executor channel"), s))?
         .into_inner();
@@ -279,6 +278,7 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
     match msg {
         driver_message::Msg::Registered(_) => "Registered",
         driver_message::Msg::Launch(_) => "LaunchTask",
+        driver_message::Msg::LaunchBatch(_) => "LaunchTasks",
         driver_message::Msg::Kill(_) => "KillTask",
         driver_message::Msg::Cleanup(_) => "CleanupSession",
         driver_message::Msg::Unpersist(_) => "UnpersistRdd",
@@ -286,13 +286,34 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
     }
 }
 
+/// One launch: learns the session key of its plan (the shuffle blocks its session may
+/// read), then hands it to the workers.
+async fn launch_one(reg: &Registration, workers: &mut Workers, launch: LaunchTask) {
+    let sent = launch.plan.as_ref().and_then(|p| p.plan.as_ref());
+    let inline = launch.task.as_ref().and_then(|t| t.plan.as_ref());
+    if let Some(plan) = sent.or(inline) {
+        reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key);
+    }
+    workers.launch(launch).await
+}
+
 async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage) {
     match msg.msg {
-        Some(driver_message::Msg::Launch(launch)) => {
-            if let Some(plan) = launch.task.as_ref().and_then(|t| t.plan.as_ref()) {
-                reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key);
+        Some(driver_message::Msg::Launch(launch)) => launch_one(reg, workers, launch).await,
+        Some(driver_message::Msg::LaunchBatch(batch)) => {
+            let n = batch.launches.len();
+            for (i, launch) in batch.launches.into_iter().enumerate() {
+                if i < limits::MAX_LAUNCH_BATCH {
+                    launch_one(reg, workers, launch).await;
+                } else if let Some(task) = launch.task {
+                    let msg = format!(
+                        "the driver sent {n} launches in one message, more than the {} \
+                         allowed; this one is refused",
+                        limits::MAX_LAUNCH_BATCH
+                    );
+                    workers.refuse(task.task_id, msg).await;
+                }
             }
-            workers.launch(launch).await
         }
         Some(driver_message::Msg::Kill(kill)) => workers.kill(kill),
         Some(driver_message::Msg::Cleanup(c)) => {

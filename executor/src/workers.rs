@@ -6,6 +6,9 @@
 //!   status went to the driver (see [`crate::worker_env`]).
 //! * One [`crate::binary_worker`] per binary hash; it lives as long as this
 //!   registration, its worker process only as long as it works.
+//! * The stage plans held here are the ones the driver sent and did not say to forget
+//!   (bounded by `ember_proto::held_plans`, enforced here too); each binary's worker
+//!   holds a subset of them, and a plan dropped here is dropped there.
 //! * [`Workers::shutdown`] kills every worker: the driver has lost this executor, so
 //!   their tasks are void and no status is sent for them.
 
@@ -13,7 +16,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ember_proto::{CleanupSession, ExecutorMessage, KillTask, LaunchTask};
+use ember_proto::held_plans::HeldPlans;
+use ember_proto::{CleanupSession, ExecutorMessage, KillTask, LaunchTask, Plan, StagePlan};
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -32,6 +37,9 @@ struct WorkerHandle {
 pub struct Workers {
     env: Arc<WorkerEnv>,
     by_binary: HashMap<String, WorkerHandle>,
+    /// Stage plans the driver sent, by plan id, until it says to forget them.
+    plans: HashMap<u64, Arc<Plan>>,
+    held: HeldPlans,
 }
 
 impl Workers {
@@ -55,6 +63,8 @@ impl Workers {
         Workers {
             env: Arc::new(env),
             by_binary: HashMap::new(),
+            plans: HashMap::new(),
+            held: HeldPlans::default(),
         }
     }
 
@@ -79,16 +89,34 @@ impl Workers {
         ids
     }
 
-    /// Hands a task to the worker of its binary (starting one if needed).
+    /// Hands a task to the worker of its binary (starting one if needed), after
+    /// dropping the stage plans the driver said to forget and keeping the one it sent.
     pub async fn launch(&mut self, launch: LaunchTask) {
+        for id in launch.forget_plans {
+            self.forget_plan(id);
+        }
+        if let Some(StagePlan {
+            id,
+            plan: Some(plan),
+        }) = launch.plan
+        {
+            self.hold_plan(id, plan);
+        }
         let Some(task) = launch.task else {
             tracing::warn!("driver sent a LaunchTask without a task; ignored");
             return;
         };
         let task_id = task.task_id;
+        // The task's stage plan: inline (it travels on inline), else the one held
+        // under its id.
+        let held = match &task.plan {
+            Some(_) => None,
+            None => self.plans.get(&task.plan_id).cloned(),
+        };
         let sha = task
             .plan
             .as_ref()
+            .or(held.as_deref())
             .map(|p| p.binary_hash.clone())
             .unwrap_or_default();
         {
@@ -103,6 +131,15 @@ impl Workers {
             running.insert(task_id, sha.clone());
             crate::metrics::metrics().task_started();
         }
+        if task.plan.is_none() && held.is_none() {
+            let msg = format!(
+                "task {task_id} names stage plan {}, which this executor does not hold \
+                 (never sent, or forgotten); refusing to run it",
+                task.plan_id
+            );
+            self.env.fail(task_id, msg).await;
+            return;
+        }
         if !is_valid_sha(&sha) {
             let msg = format!(
                 "task {task_id} names binary {sha:?}, which is not a SHA-256 (64 lower-case \
@@ -112,13 +149,52 @@ impl Workers {
             return;
         }
         tracing::debug!(task_id, binary = &sha[..16], "launching task");
+        let plan = held.map(|p| (task.plan_id, p));
         self.send(
             &sha,
             WorkerCmd::Launch {
                 task: Box::new(task),
+                plan,
                 broadcasts: launch.broadcasts,
             },
         );
+    }
+
+    /// Refuses task `task_id` with `msg` (it is reported failed, once).
+    pub async fn refuse(&mut self, task_id: u64, msg: String) {
+        let fresh = {
+            let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.insert(task_id, String::new()).is_none()
+        };
+        if fresh {
+            crate::metrics::metrics().task_started();
+            self.env.fail(task_id, msg).await;
+        }
+    }
+
+    /// Keeps stage plan `id` for the tasks that name it, within `HeldPlans`' bounds
+    /// (a driver that never says "forget" cannot make this executor hold more).
+    fn hold_plan(&mut self, id: u64, plan: Plan) {
+        for old in self.held.hold(id, plan.encoded_len()) {
+            tracing::debug!(plan_id = old, "stage plan over the bound; forgotten");
+            self.drop_plan(old);
+        }
+        self.plans.insert(id, Arc::new(plan));
+    }
+
+    /// Drops stage plan `id` here and in its binary's worker.
+    fn forget_plan(&mut self, id: u64) {
+        if self.held.forget(id) {
+            self.drop_plan(id);
+        }
+    }
+
+    fn drop_plan(&mut self, id: u64) {
+        if let Some(plan) = self.plans.remove(&id) {
+            if self.by_binary.contains_key(&plan.binary_hash) {
+                self.send(&plan.binary_hash, WorkerCmd::ForgetPlans(vec![id]));
+            }
+        }
     }
 
     /// Forwards a kill to the worker running the task (if any).

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod digest;
 #[cfg(feature = "server")]
 pub mod health;
+pub mod held_plans;
 pub mod id_range;
 pub mod limits;
 pub mod shuffle_input;

@@ -1,7 +1,10 @@
 //! Bounds on what a worker or executor puts on the wire for one task: failure messages
 //! are cut to [`MAX_ERROR_MESSAGE_BYTES`], and a task status too large for one message
 //! becomes a failure of that task naming the sizes ([`fit_status`]). One release of
-//! shuffles names at most [`MAX_RELEASED_SHUFFLES`] ids.
+//! shuffles names at most [`MAX_RELEASED_SHUFFLES`] ids. Batches of launches and of
+//! statuses are bounded in count and bytes ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`],
+//! [`BATCH_BYTES`]), and so are the stage plans an executor holds for the driver
+//! ([`MAX_HELD_PLANS`], [`MAX_HELD_PLAN_BYTES`]).
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -15,6 +18,25 @@ use crate::{task_failure, task_status, TaskFailure, TaskStatus};
 /// Most shuffle ids one `ReleaseShufflesRequest` or `RemoveShuffles` may carry: the
 /// client splits bigger releases, the driver refuses bigger requests.
 pub const MAX_RELEASED_SHUFFLES: usize = 1024;
+
+/// Most launches in one `LaunchTasks` message.
+pub const MAX_LAUNCH_BATCH: usize = 1024;
+
+/// Most statuses in one `TaskStatuses` message.
+pub const MAX_STATUS_BATCH: usize = 1024;
+
+/// A batch (of launches or statuses) grows past one item only while its encoded size
+/// stays under this many bytes; a bigger item travels alone.
+pub const BATCH_BYTES: usize = 4 << 20;
+
+/// Most stage plans the driver keeps on one executor (and the executor on its
+/// workers): past it, the oldest is forgotten, and a later task of its stage comes
+/// with it again.
+pub const MAX_HELD_PLANS: usize = 64;
+
+/// Most bytes of stage plans (encoded) held as [`MAX_HELD_PLANS`] says; the newest
+/// plan is held whatever its size.
+pub const MAX_HELD_PLAN_BYTES: usize = 64 << 20;
 
 /// Longest failure message sent, in bytes (plus the truncation suffix).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;

@@ -23,12 +23,15 @@ use ember_proto::{
     dependency::Kind, task_status, task_success, Dependency, MapStatus, Plan, RddNode,
     ShuffleDependency, TaskDescription, TaskStatus, TaskSuccess,
 };
-use ember_scheduler::{JobEvent, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
+use ember_scheduler::{
+    JobEvent, SchedulerConfig, SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher,
+};
 
 struct Launcher(Sender<(String, TaskDescription)>);
 
 impl TaskLauncher for Launcher {
-    fn launch(&mut self, executor_id: &str, task: TaskDescription) {
+    fn launch(&mut self, executor_id: &str, task: TaskDescription, _stage: &StageShared) {
+        // As the cluster's launcher does, the plan stays shared (sent once per executor).
         let _ = self.0.send((executor_id.to_string(), task));
     }
     fn kill(&mut self, _: &str, _: u64) {}

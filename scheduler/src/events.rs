@@ -5,13 +5,58 @@
 //! launches through the [`TaskLauncher`] of the deployment (local threads or remote
 //! executors).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use ember_proto::{AccumulatorUpdate, Plan, TaskDescription, TaskMetrics, TaskStatus};
+
+/// What every task of a stage shares, handed to the launcher beside each task's own
+/// description (which carries `plan_id` and neither the plan nor the broadcasts), so
+/// a launcher can send them to an executor once rather than with every task, as
+/// Spark broadcasts a stage's task binary.
+///
+/// Invariant: one `plan_id` always names the same plan: a stage whose task plan is
+/// rebuilt gets a new id ([`StageShared::new`] draws ids from a process-wide counter).
+#[derive(Debug, Clone)]
+pub struct StageShared {
+    pub plan_id: u64,
+    pub plan: Arc<Plan>,
+    /// Broadcast values the stage's job uses: id -> serialised value.
+    pub broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+}
+
+static NEXT_PLAN_ID: AtomicU64 = AtomicU64::new(1);
+
+impl StageShared {
+    /// A stage plan under a fresh id.
+    pub fn new(plan: Arc<Plan>, broadcasts: Arc<HashMap<u64, Vec<u8>>>) -> Self {
+        StageShared {
+            plan_id: NEXT_PLAN_ID.fetch_add(1, Ordering::Relaxed),
+            plan,
+            broadcasts,
+        }
+    }
+
+    /// `task` with the plan and broadcasts filled in: the self-contained description
+    /// of before plans were shared (what tests and simple launchers want).
+    pub fn describe(&self, mut task: TaskDescription) -> TaskDescription {
+        task.plan = Some((*self.plan).clone());
+        task.broadcasts = (*self.broadcasts).clone();
+        task
+    }
+}
 
 /// What a deployment provides to run tasks.
 pub trait TaskLauncher: Send + 'static {
     /// Starts `task` on `executor_id`; its status must come back as
-    /// [`SchedulerEvent::TaskFinished`].
-    fn launch(&mut self, executor_id: &str, task: TaskDescription);
+    /// [`SchedulerEvent::TaskFinished`]. `task.plan` is `None` and `task.broadcasts`
+    /// empty: they are `stage`'s, under `task.plan_id`.
+    fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared);
+    /// Sends what `launch` calls since the last flush left buffered. The scheduler
+    /// calls it after each pass over its queue, so a launcher may batch the launches
+    /// of one pass into one message per executor.
+    fn flush(&mut self) {}
     /// Asks `executor_id` to stop running `task_id` (best effort).
     fn kill(&mut self, executor_id: &str, task_id: u64);
     /// Deletes the map output files of `shuffle_ids` on every executor (best effort,

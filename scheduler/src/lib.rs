@@ -23,7 +23,7 @@ pub mod wire;
 #[cfg(test)]
 mod test_plans;
 
-pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, TaskLauncher};
+pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, StageShared, TaskLauncher};
 pub use limits::PlanLimits;
 pub use listener::{ListenerEvent, StageDesc};
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

@@ -16,6 +16,7 @@
 //! bounded by `ember_proto::limits::fit_status` (failure messages cut to 4 KiB, a
 //! result too large for one message turned into that task's failure).
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use prost::Message;
 use tracing::{debug, error, info};
 
 use crate::env::ExecutorEnv;
+use crate::task::StagePlan;
 use ember_proto::worker_frame;
 
 /// The variables an executor sets for its workers.
@@ -106,7 +108,8 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     )?;
     info!(executor = %executor_id, cores, "worker {} ready", std::process::id());
 
-    let (tasks_tx, tasks_rx) = crossbeam_channel::unbounded::<TaskDescription>();
+    let (tasks_tx, tasks_rx) =
+        crossbeam_channel::unbounded::<(TaskDescription, Option<Arc<StagePlan>>)>();
     for i in 0..cores.max(1) {
         let rx = tasks_rx.clone();
         let env = env.clone();
@@ -114,11 +117,14 @@ fn serve(socket: PathBuf) -> Result<(), String> {
         std::thread::Builder::new()
             .name(format!("ember-task-{i}"))
             .spawn(move || {
-                while let Ok(task) = rx.recv() {
+                while let Ok((task, stage)) = rx.recv() {
                     let status = if env.killed.remove(&task.task_id).is_some() {
                         killed_status(&env, task.task_id)
                     } else {
-                        crate::task::run_task(&env, task)
+                        match crate::task::own_plan(task, stage.as_ref()) {
+                            Ok((task, stage)) => crate::task::run_task(&env, task, stage),
+                            Err((task_id, msg)) => crate::task::failed(&env, task_id, msg),
+                        }
                     };
                     // Bounded here, where it goes on the wire: a huge error or result
                     // fails this task only.
@@ -164,6 +170,9 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             .map_err(|e| format!("cannot start the memory reporter: {e}"))?;
     }
 
+    // Stage plans the executor sent, by plan id, until it says to forget them.
+    let mut plans: HashMap<u64, Arc<StagePlan>> = HashMap::new();
+    let no_broadcasts = Arc::new(HashMap::new());
     let mut reader = std::io::BufReader::new(stream);
     loop {
         let Some(bytes) = read_frame(&mut reader)? else {
@@ -177,7 +186,23 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 if let Some(plan) = &task.plan {
                     remote.learn_key(plan.final_rdd, &plan.shuffle_key);
                 }
-                let _ = tasks_tx.send(task);
+                // Resolved now, in channel order: a later forget cannot take it away.
+                let stage = match &task.plan {
+                    Some(_) => None,
+                    None => plans.get(&task.plan_id).cloned(),
+                };
+                let _ = tasks_tx.send((task, stage));
+            }
+            Some(to_worker::Msg::Plan(p)) => {
+                if let Some(plan) = p.plan {
+                    remote.learn_key(plan.final_rdd, &plan.shuffle_key);
+                    plans.insert(p.id, Arc::new(StagePlan::new(plan, no_broadcasts.clone())));
+                }
+            }
+            Some(to_worker::Msg::ForgetPlans(f)) => {
+                for id in f.ids {
+                    plans.remove(&id);
+                }
             }
             Some(to_worker::Msg::Kill(k)) => {
                 // A running task stops at its next batch; a queued one does not start.
@@ -212,9 +237,25 @@ fn killed_status(env: &ExecutorEnv, task_id: u64) -> TaskStatus {
     }
 }
 
+/// Writes `msg` as one frame with one `write` (the length prefix and the message
+/// encoded into one buffer), as the framing of [`worker_frame`] reads it.
 fn write_frame(writer: &Mutex<UnixStream>, msg: &FromWorker) -> Result<(), String> {
-    worker_frame::write_frame(&mut *writer.lock(), &msg.encode_to_vec())
-        .map_err(|e| format!("to the executor: {e}"))
+    use std::io::Write;
+    let len = msg.encoded_len();
+    if len > worker_frame::MAX_FRAME_BYTES {
+        return Err(format!(
+            "to the executor: a frame of {len} bytes exceeds the limit of {}",
+            worker_frame::MAX_FRAME_BYTES
+        ));
+    }
+    let mut buf = Vec::with_capacity(worker_frame::LENGTH_PREFIX_BYTES + len);
+    buf.extend_from_slice(&(len as u32).to_be_bytes());
+    msg.encode(&mut buf)
+        .map_err(|e| format!("to the executor: cannot encode a frame: {e}"))?;
+    writer
+        .lock()
+        .write_all(&buf)
+        .map_err(|e| format!("to the executor: cannot write a frame: {e}"))
 }
 
 /// One frame, or `None` at a clean end of stream.

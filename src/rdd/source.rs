@@ -18,13 +18,69 @@ fn count_in(tc: &Rc<TaskContext>, n: usize) {
     tc.with_metrics(|m| m.records_in += n as u64);
 }
 
+/// The payload of a `parallelize` node: every slice's encoded records, laid out so a
+/// task reads its own slice without decoding the others (a job of N one-record
+/// partitions would otherwise decode N slices in each of its N tasks): a `u32` slice
+/// count `n`, then `n + 1` `u64` offsets into the data that follows (little-endian),
+/// then the slices' bytes back to back.
+pub(crate) fn encode_slices(slices: &[Vec<u8>]) -> Vec<u8> {
+    let data: usize = slices.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(4 + 8 * (slices.len() + 1) + data);
+    out.extend_from_slice(&(slices.len() as u32).to_le_bytes());
+    let mut at = 0u64;
+    out.extend_from_slice(&at.to_le_bytes());
+    for s in slices {
+        at += s.len() as u64;
+        out.extend_from_slice(&at.to_le_bytes());
+    }
+    for s in slices {
+        out.extend_from_slice(s);
+    }
+    out
+}
+
+/// Slice `part` of an [`encode_slices`] payload (`None` past the last slice); an error
+/// names what is inconsistent in a payload that is not one.
+pub(crate) fn slice_of(payload: &[u8], part: u32) -> Result<Option<&[u8]>> {
+    let bad = |what: &str| {
+        crate::error::EmberError::Plan(format!(
+            "parallelize payload of {} bytes: {what}",
+            payload.len()
+        ))
+    };
+    let word = |at: usize| -> Result<u64> {
+        payload
+            .get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .ok_or_else(|| bad("offset table cut short"))
+    };
+    let n = payload
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        .ok_or_else(|| bad("no slice count"))?;
+    if part >= n {
+        return Ok(None);
+    }
+    let data = 4 + 8 * (n as usize + 1);
+    let (lo, hi) = (
+        word(4 + 8 * part as usize)?,
+        word(4 + 8 * (part as usize + 1))?,
+    );
+    let range = usize::try_from(lo)
+        .ok()
+        .zip(usize::try_from(hi).ok())
+        .filter(|(lo, hi)| lo <= hi)
+        .and_then(|(lo, hi)| payload.get(data + lo..data + hi))
+        .ok_or_else(|| bad(&format!("slice {part} at {lo}..{hi} is out of bounds")))?;
+    Ok(Some(range))
+}
+
 pub(crate) fn parallelize_compute<T: Data>(
     tc: &Rc<TaskContext>,
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let slices: Vec<Vec<u8>> = decode("parallelize", &node.payload)?;
-    let slice: Vec<T> = match slices.get(part as usize) {
+    let slice: Vec<T> = match slice_of(&node.payload, part)? {
         Some(bytes) => decode("parallelize slice", bytes)?,
         None => Vec::new(),
     };
@@ -258,4 +314,32 @@ pub(crate) fn whole_text_files_compute(
         Some(read_whole_file(&path).map(|text| vec![(path.to_string_lossy().into_owned(), text)]))
     }));
     Ok(Box::new(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_slice_comes_back_alone_and_bad_payloads_are_errors() {
+        let slices: Vec<Vec<u8>> = vec![b"ab".to_vec(), vec![], b"cde".to_vec()];
+        let payload = encode_slices(&slices);
+        for (i, s) in slices.iter().enumerate() {
+            assert_eq!(slice_of(&payload, i as u32).unwrap(), Some(s.as_slice()));
+        }
+        assert_eq!(slice_of(&payload, 3).unwrap(), None);
+        assert_eq!(slice_of(&encode_slices(&[]), 0).unwrap(), None);
+        // Cut anywhere, it is refused with what is wrong, never a panic.
+        for cut in 0..payload.len() {
+            if let Err(e) = slice_of(&payload[..cut], 2) {
+                assert!(e.to_string().contains("parallelize payload"), "{e}");
+            } else {
+                panic!("a payload cut at {cut} of {} passed", payload.len());
+            }
+        }
+        let mut swapped = payload.clone();
+        swapped[12..20].copy_from_slice(&9u64.to_le_bytes()); // slice 1 starts past its end
+        let e = slice_of(&swapped, 1).unwrap_err().to_string();
+        assert!(e.contains("slice 1 at 9..2 is out of bounds"), "{e}");
+    }
 }

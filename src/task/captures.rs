@@ -10,7 +10,7 @@ use std::any::{Any, TypeId};
 use std::cell::Cell;
 use std::collections::HashMap;
 
-use ember_proto::{Capture, Plan};
+use ember_proto::{Capture, RddNode};
 
 use crate::error::{EmberError, Result};
 use crate::plan::op::OpRef;
@@ -27,15 +27,15 @@ pub(crate) struct Captures {
 }
 
 impl Captures {
-    /// Rebuilds every capture of `plan` (the binary was checked by the caller).
-    pub(crate) fn of(plan: &Plan) -> Result<Captures> {
+    /// Rebuilds every capture of a plan's `nodes` and of its action (`result`); the
+    /// binary was checked by the caller.
+    pub(crate) fn of(nodes: &[RddNode], result: &[Capture]) -> Result<Captures> {
         let mut table = HashMap::new();
         let mut origins: HashMap<u32, Vec<String>> = HashMap::new();
-        let all = plan
-            .nodes
+        let all = nodes
             .iter()
             .flat_map(|n| n.captures.iter().map(move |c| (n.id, c)))
-            .chain(plan.result_captures.iter().map(|c| (RESULT, c)));
+            .chain(result.iter().map(|c| (RESULT, c)));
         for (node, c) in all {
             let (site, value) = rebuild(c)?;
             table.insert((site, node), value);

@@ -14,6 +14,7 @@ use ember_proto::{
 };
 
 use super::accumulators::{TaskAccumulator, TaskAccumulators};
+use super::stage_plan::StagePlan;
 use crate::data::Data;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
@@ -40,11 +41,9 @@ op_kind!(
 /// One running task.
 pub(crate) struct TaskContext {
     pub env: Arc<ExecutorEnv>,
-    plan: Plan,
-    nodes: HashMap<u32, RddNode>,
-    shuffles: HashMap<u32, ShuffleDependency>,
+    /// The stage's plan, shared with the stage's other tasks in this process.
+    stage: Arc<StagePlan>,
     shuffle_inputs: HashMap<u32, Vec<MapLocation>>,
-    broadcasts: HashMap<u64, Vec<u8>>,
     pub stage_id: u32,
     pub partition: u32,
     pub attempt: u32,
@@ -55,49 +54,33 @@ pub(crate) struct TaskContext {
     cached: RefCell<Vec<CachedBlock>>,
     /// `capture!` values of the plan, and the node being computed.
     pub(crate) captures: super::captures::Captures,
-    /// The node reading each shuffle (a map task's write runs "in" it).
-    shuffle_readers: HashMap<u32, u32>,
 }
 
 impl TaskContext {
-    pub(crate) fn new(env: Arc<ExecutorEnv>, desc: TaskDescription) -> Result<Self> {
-        let mut plan = desc
-            .plan
-            .ok_or_else(|| EmberError::Plan("task description without a plan".into()))?;
+    /// A task of `stage` (whose plan `desc` names; `desc.plan`, if any, is ignored).
+    pub(crate) fn new(
+        env: Arc<ExecutorEnv>,
+        desc: TaskDescription,
+        stage: Arc<StagePlan>,
+    ) -> Result<Self> {
+        let plan = stage.plan();
         if plan.binary_hash != env.binary_id {
             return Err(EmberError::Plan(format!(
                 "plan was built by binary {} but this worker runs {}; refusing to run it",
                 plan.binary_hash, env.binary_id
             )));
         }
-        let mut shuffles = HashMap::new();
-        let mut shuffle_readers = HashMap::new();
-        for n in &plan.nodes {
-            for d in &n.deps {
-                if let Some(dependency::Kind::Shuffle(s)) = &d.kind {
-                    shuffles.insert(s.shuffle_id, s.clone());
-                    shuffle_readers.insert(s.shuffle_id, n.id);
-                }
-            }
-        }
-        let captures = super::captures::Captures::of(&plan)?;
+        let captures = super::captures::Captures::of(stage.nodes(), &plan.result_captures)?;
         let shuffle_inputs = desc
             .shuffle_inputs
             .into_iter()
             .map(|s| Ok((s.shuffle_id, s.map_locations()?)))
             .collect::<std::result::Result<_, ember_proto::InvalidShuffleInput>>()
             .map_err(|e| EmberError::Plan(format!("task description: {e}")))?;
-        let nodes = std::mem::take(&mut plan.nodes)
-            .into_iter()
-            .map(|n| (n.id, n))
-            .collect();
         Ok(TaskContext {
             env,
-            plan,
-            nodes,
-            shuffles,
+            stage,
             shuffle_inputs,
-            broadcasts: desc.broadcasts,
             stage_id: desc.stage_id,
             partition: desc.partition,
             attempt: desc.attempt,
@@ -107,24 +90,23 @@ impl TaskContext {
             accumulators: RefCell::new(TaskAccumulators::default()),
             cached: RefCell::new(Vec::new()),
             captures,
-            shuffle_readers,
         })
     }
 
     /// The plan (its nodes are held separately, see [`TaskContext::node`]).
     pub(crate) fn plan(&self) -> &Plan {
-        &self.plan
+        self.stage.plan()
     }
 
     pub(crate) fn node(&self, id: u32) -> Result<&RddNode> {
-        self.nodes
-            .get(&id)
+        self.stage
+            .node(id)
             .ok_or_else(|| EmberError::Plan(format!("node {id} is not in the plan")))
     }
 
     pub(crate) fn shuffle_dependency(&self, shuffle_id: u32) -> Result<&ShuffleDependency> {
-        self.shuffles
-            .get(&shuffle_id)
+        self.stage
+            .shuffle_dependency(shuffle_id)
             .ok_or_else(|| EmberError::Plan(format!("shuffle {shuffle_id} is not in the plan")))
     }
 
@@ -136,9 +118,9 @@ impl TaskContext {
             .unwrap_or(&[])
     }
 
-    /// Serialized broadcast value shipped with the task.
+    /// Serialized broadcast value shipped with the stage's plan (local mode).
     pub(crate) fn broadcast_bytes(&self, id: u64) -> Option<&[u8]> {
-        self.broadcasts.get(&id).map(Vec::as_slice)
+        self.stage.broadcast_bytes(id)
     }
 
     /// The parent node id of a node's `i`-th dependency.
@@ -212,13 +194,13 @@ impl TaskContext {
 
     /// The node that reads shuffle `shuffle_id` in this task's plan.
     pub(crate) fn shuffle_reader(&self, shuffle_id: u32) -> Option<u32> {
-        self.shuffle_readers.get(&shuffle_id).copied()
+        self.stage.shuffle_reader(shuffle_id)
     }
 
     /// Whether this task may read only part of its text input: a result task of a
     /// sampling job (see `Plan::sample_sources`).
     pub(crate) fn sampling(&self) -> bool {
-        self.shuffle_id.is_none() && self.plan.sample_sources
+        self.shuffle_id.is_none() && self.plan().sample_sources
     }
 
     /// `Err(Cancelled)` once the executor was asked to kill this task.

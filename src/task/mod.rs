@@ -17,13 +17,16 @@ mod captures;
 mod context;
 mod panic;
 mod read_through;
+mod stage_plan;
 
 pub(crate) use accumulators::TaskAccumulator;
 pub(crate) use context::{
     captured, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext,
 };
+pub(crate) use stage_plan::StagePlan;
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ember_proto::{
@@ -35,31 +38,69 @@ use prost::Message;
 use crate::env::ExecutorEnv;
 use crate::error::EmberError;
 
-/// Decodes and runs one task; always returns a status, never panics.
-pub(crate) fn run_encoded_task(env: &std::sync::Arc<ExecutorEnv>, bytes: &[u8]) -> TaskStatus {
-    match TaskDescription::decode(bytes) {
-        Ok(desc) => run_task(env, desc),
+/// Decodes and runs one task of `stage` (or of the plan the description carries, if
+/// any); always returns a status, never panics.
+pub(crate) fn run_encoded_task(
+    env: &std::sync::Arc<ExecutorEnv>,
+    bytes: &[u8],
+    stage: Option<&Arc<StagePlan>>,
+) -> TaskStatus {
+    let desc = match TaskDescription::decode(bytes) {
+        Ok(desc) => desc,
         // No task id can be read: report under an id no task has, so the failure is
         // not pinned on a live task.
-        Err(e) => TaskStatus {
-            task_id: u64::MAX,
-            executor_id: env.executor_id.clone(),
-            metrics: None,
-            outcome: Some(task_status::Outcome::Failure(TaskFailure {
-                reason: Some(task_failure::Reason::UserError(format!(
-                    "undecodable task description: {e}"
-                ))),
-            })),
-        },
+        Err(e) => return failed(env, u64::MAX, format!("undecodable task description: {e}")),
+    };
+    match own_plan(desc, stage) {
+        Ok((desc, stage)) => run_task(env, desc, stage),
+        Err((task_id, msg)) => failed(env, task_id, msg),
     }
 }
 
-/// Runs a decoded task.
-pub(crate) fn run_task(env: &std::sync::Arc<ExecutorEnv>, desc: TaskDescription) -> TaskStatus {
+/// The stage plan `desc` runs: the one it carries, else `shared` (the plan its
+/// `plan_id` names); `Err((task id, why))` when it has neither.
+pub(crate) fn own_plan(
+    mut desc: TaskDescription,
+    shared: Option<&Arc<StagePlan>>,
+) -> std::result::Result<(TaskDescription, Arc<StagePlan>), (u64, String)> {
+    if let Some(plan) = desc.plan.take() {
+        let broadcasts = Arc::new(std::mem::take(&mut desc.broadcasts));
+        return Ok((desc, Arc::new(StagePlan::new(plan, broadcasts))));
+    }
+    match shared {
+        Some(stage) => Ok((desc, stage.clone())),
+        None => Err((
+            desc.task_id,
+            format!(
+                "task {} names stage plan {}, which this worker was not sent",
+                desc.task_id, desc.plan_id
+            ),
+        )),
+    }
+}
+
+/// A failed status for `task_id` saying `msg`.
+pub(crate) fn failed(env: &ExecutorEnv, task_id: u64, msg: String) -> TaskStatus {
+    TaskStatus {
+        task_id,
+        executor_id: env.executor_id.clone(),
+        metrics: None,
+        outcome: Some(task_status::Outcome::Failure(TaskFailure {
+            reason: Some(task_failure::Reason::UserError(msg)),
+        })),
+    }
+}
+
+/// Runs a decoded task of `stage`.
+pub(crate) fn run_task(
+    env: &Arc<ExecutorEnv>,
+    desc: TaskDescription,
+    stage: Arc<StagePlan>,
+) -> TaskStatus {
     let start = Instant::now();
     let task_id = desc.task_id;
     panic::install_hook();
-    let outcome = panic::catch(|| run_inner(env, desc));
+    let outcome = panic::catch(|| run_inner(env, desc, stage));
     env.killed.remove(&task_id);
     let (outcome, mut metrics) = match outcome {
         Ok((Ok(success), metrics)) => (task_status::Outcome::Success(success), metrics),
@@ -105,8 +146,8 @@ fn failure_of(e: EmberError) -> TaskFailure {
 
 type Inner = (crate::error::Result<TaskSuccess>, ember_proto::TaskMetrics);
 
-fn run_inner(env: &std::sync::Arc<ExecutorEnv>, desc: TaskDescription) -> Inner {
-    let tc = match TaskContext::new(env.clone(), desc) {
+fn run_inner(env: &Arc<ExecutorEnv>, desc: TaskDescription, stage: Arc<StagePlan>) -> Inner {
+    let tc = match TaskContext::new(env.clone(), desc, stage) {
         Ok(tc) => Rc::new(tc),
         Err(e) => return (Err(e), Default::default()),
     };

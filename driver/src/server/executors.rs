@@ -12,24 +12,30 @@
 //!   executor's response stream, so it re-registers) and stops its inbound reader.
 //! - `sent_broadcasts` lists the broadcast ids this registration has been sent; it dies
 //!   with the entry, and a session's range is forgotten when the session is cleaned up.
+//! - `held_plans` lists the stage plans this registration holds: a task goes with its
+//!   stage's plan exactly when the plan is not held, after the forgets that made room
+//!   (`ember_proto::held_plans`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
+use ember_proto::held_plans::HeldPlans;
 use ember_proto::{
-    driver_message, executor_message, BroadcastValue, CleanupSession, DriverMessage, ExecutorInfo,
-    ExecutorMessage, Heartbeat, LaunchTask, RegisterExecutor, Registered, TaskDescription,
+    driver_message, executor_message, limits, BroadcastValue, CleanupSession, DriverMessage,
+    ExecutorInfo, ExecutorMessage, Heartbeat, LaunchTask, LaunchTasks, RegisterExecutor,
+    Registered, StagePlan, TaskDescription,
 };
 use parking_lot::Mutex;
+use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::{debug, info, warn};
 
 use super::DriverState;
-use ember_scheduler::events::SchedulerEvent;
+use ember_scheduler::events::{SchedulerEvent, StageShared};
 
 /// How often the driver asks executors to send a heartbeat.
 pub const HEARTBEAT_INTERVAL_MS: u32 = 1000;
@@ -51,8 +57,57 @@ struct Entry {
     memory_used_bytes: u64,
     outbound: Outbound,
     sent_broadcasts: HashSet<u64>,
+    /// The stage plans this registration holds (it was sent and not told to forget).
+    held_plans: HeldPlans,
     /// Dropped with the entry: tells the inbound reader to stop.
     _alive: oneshot::Sender<()>,
+}
+
+impl Entry {
+    /// The launch of `task`: its stage's broadcasts and plan where this registration
+    /// has not been sent them (making room for the plan as `HeldPlans` says).
+    fn launch_of(&mut self, task: TaskDescription, stage: &StageShared) -> LaunchTask {
+        let mut broadcasts: Vec<BroadcastValue> = stage
+            .broadcasts
+            .iter()
+            .filter(|(bid, _)| self.sent_broadcasts.insert(**bid))
+            .map(|(id, value)| BroadcastValue {
+                id: *id,
+                value: value.clone(),
+            })
+            .collect();
+        broadcasts.sort_by_key(|b| b.id);
+        let (forget_plans, plan) = if self.held_plans.contains(stage.plan_id) {
+            (Vec::new(), None)
+        } else {
+            let forget = self
+                .held_plans
+                .hold(stage.plan_id, stage.plan.encoded_len());
+            let plan = StagePlan {
+                id: stage.plan_id,
+                plan: Some((*stage.plan).clone()),
+            };
+            (forget, Some(plan))
+        };
+        LaunchTask {
+            task: Some(task),
+            broadcasts,
+            forget_plans,
+            plan,
+        }
+    }
+
+    /// One message: a lone launch as `Launch`, more as `LaunchBatch`.
+    fn send_launches(&self, mut launches: Vec<LaunchTask>) -> Result<(), ()> {
+        let msg = match launches.len() {
+            0 => return Ok(()),
+            1 => driver_message::Msg::Launch(launches.pop().ok_or(())?),
+            _ => driver_message::Msg::LaunchBatch(LaunchTasks { launches }),
+        };
+        self.outbound
+            .send(Ok(DriverMessage { msg: Some(msg) }))
+            .map_err(|_| ())
+    }
 }
 
 #[derive(Default)]
@@ -191,25 +246,33 @@ impl ExecutorRegistry {
         }
     }
 
-    /// Sends `task` to `id`, with the broadcasts it has not been sent before.
-    pub(crate) fn launch(&self, id: &str, mut task: TaskDescription) -> Launch {
+    /// Sends `tasks` to `id` in order, each with the broadcasts and the stage plan it
+    /// has not been sent before, as few messages as the batch bounds allow.
+    pub(crate) fn launch(&self, id: &str, tasks: Vec<(TaskDescription, StageShared)>) -> Launch {
         let mut inner = self.inner.lock();
         let Some(e) = inner.executors.get_mut(id) else {
             return Launch::Unknown;
         };
-        let mut broadcasts: Vec<BroadcastValue> = std::mem::take(&mut task.broadcasts)
-            .into_iter()
-            .filter(|(bid, _)| e.sent_broadcasts.insert(*bid))
-            .map(|(id, value)| BroadcastValue { id, value })
-            .collect();
-        broadcasts.sort_by_key(|b| b.id);
-        let msg = driver_message::Msg::Launch(LaunchTask {
-            task: Some(task),
-            broadcasts,
-        });
-        match e.outbound.send(Ok(DriverMessage { msg: Some(msg) })) {
+        let mut batch = Vec::new();
+        let mut batch_bytes = 0usize;
+        for (task, stage) in tasks {
+            let launch = e.launch_of(task, &stage);
+            let size = launch.encoded_len();
+            if !batch.is_empty()
+                && (batch.len() >= limits::MAX_LAUNCH_BATCH
+                    || batch_bytes + size > limits::BATCH_BYTES)
+            {
+                if e.send_launches(std::mem::take(&mut batch)).is_err() {
+                    return Launch::Closed;
+                }
+                batch_bytes = 0;
+            }
+            batch_bytes += size;
+            batch.push(launch);
+        }
+        match e.send_launches(batch) {
             Ok(()) => Launch::Sent,
-            Err(_) => Launch::Closed,
+            Err(()) => Launch::Closed,
         }
     }
 
@@ -329,6 +392,7 @@ pub(crate) async fn open_channel(
                 memory_used_bytes: 0,
                 outbound: tx,
                 sent_broadcasts: HashSet::new(),
+                held_plans: HeldPlans::default(),
                 _alive: alive_tx,
             },
         );
@@ -379,6 +443,27 @@ async fn read_channel(
                     state
                         .scheduler
                         .send(SchedulerEvent::TaskFinished(Box::new(status)));
+                }
+                known
+            }
+            Some(executor_message::Msg::Statuses(batch)) => {
+                let n = batch.statuses.len();
+                if n > limits::MAX_STATUS_BATCH {
+                    let reason = format!(
+                        "{id} sent {n} task statuses in one message, more than the {} allowed",
+                        limits::MAX_STATUS_BATCH
+                    );
+                    state.executors.lose(&state.to_scheduler, &id, reason);
+                    return;
+                }
+                let known = state.executors.touch(&id, None);
+                if known {
+                    for mut status in batch.statuses {
+                        status.executor_id = id.clone();
+                        state
+                            .scheduler
+                            .send(SchedulerEvent::TaskFinished(Box::new(status)));
+                    }
                 }
                 known
             }

@@ -5,6 +5,11 @@
 //! Invariants:
 //! - Every launched task gets a status: if its executor is unknown or its channel is
 //!   gone, the launcher reports the task failed with `ExecutorLost` itself.
+//! - Launches of one scheduler pass go out together at `flush`, per executor in the
+//!   order they were made; a kill or a shuffle removal flushes first, so it never
+//!   reaches an executor before a launch decided earlier.
+//! - A task's stage plan travels to an executor once while it holds it
+//!   (`ExecutorRegistry::launch`); descriptions carry only the plan id.
 //! - `RemoveShuffles` goes to every executor only when the scheduler has forgotten
 //!   those shuffles (it calls [`TaskLauncher::remove_shuffles`] once no job reads
 //!   them), so no task is ever sent map locations whose files were deleted.
@@ -20,13 +25,16 @@ use ember_proto::{
 use tracing::{debug, error};
 
 use super::executors::{ExecutorRegistry, Launch};
-use ember_scheduler::events::{SchedulerEvent, TaskLauncher};
+use ember_scheduler::events::{SchedulerEvent, StageShared, TaskLauncher};
 
 /// Launches tasks on registered executors.
 pub struct GrpcLauncher {
     executors: Arc<ExecutorRegistry>,
     /// The scheduler's own input, set once the scheduler has started.
     scheduler: Arc<OnceLock<Sender<SchedulerEvent>>>,
+    /// Launches of the scheduler's current pass, per executor, in order (sent on
+    /// `flush`, and before any kill or removal so those never overtake them).
+    pending: Vec<(String, Vec<(TaskDescription, StageShared)>)>,
 }
 
 impl GrpcLauncher {
@@ -38,6 +46,7 @@ impl GrpcLauncher {
         GrpcLauncher {
             executors,
             scheduler,
+            pending: Vec::new(),
         }
     }
 
@@ -51,10 +60,11 @@ impl GrpcLauncher {
     }
 }
 
-impl TaskLauncher for GrpcLauncher {
-    fn launch(&mut self, executor_id: &str, task: TaskDescription) {
-        let task_id = task.task_id;
-        let gone = match self.executors.launch(executor_id, task) {
+impl GrpcLauncher {
+    /// Sends one executor's launches; if it is gone, each task fails `ExecutorLost`.
+    fn send(&mut self, executor_id: &str, tasks: Vec<(TaskDescription, StageShared)>) {
+        let ids: Vec<u64> = tasks.iter().map(|(t, _)| t.task_id).collect();
+        let gone = match self.executors.launch(executor_id, tasks) {
             Launch::Sent => return,
             Launch::Unknown => format!("{executor_id} is gone"),
             Launch::Closed => {
@@ -66,23 +76,43 @@ impl TaskLauncher for GrpcLauncher {
                 format!("{executor_id} is gone")
             }
         };
-        debug!(task = task_id, executor = %executor_id, "cannot launch: {gone}");
-        self.report(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
-            task_id,
-            executor_id: executor_id.to_string(),
-            metrics: None,
-            outcome: Some(task_status::Outcome::Failure(TaskFailure {
-                reason: Some(task_failure::Reason::ExecutorLost(gone)),
-            })),
-        })));
+        debug!(tasks = ids.len(), executor = %executor_id, "cannot launch: {gone}");
+        for task_id in ids {
+            self.report(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                task_id,
+                executor_id: executor_id.to_string(),
+                metrics: None,
+                outcome: Some(task_status::Outcome::Failure(TaskFailure {
+                    reason: Some(task_failure::Reason::ExecutorLost(gone.clone())),
+                })),
+            })));
+        }
+    }
+}
+
+impl TaskLauncher for GrpcLauncher {
+    fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared) {
+        let entry = (task, stage.clone());
+        match self.pending.iter_mut().find(|(id, _)| id == executor_id) {
+            Some((_, tasks)) => tasks.push(entry),
+            None => self.pending.push((executor_id.to_string(), vec![entry])),
+        }
+    }
+
+    fn flush(&mut self) {
+        for (executor_id, tasks) in std::mem::take(&mut self.pending) {
+            self.send(&executor_id, tasks);
+        }
     }
 
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
+        self.flush();
         debug!(shuffles = ?shuffle_ids, "telling every executor to delete released shuffles");
         self.executors.remove_shuffles(shuffle_ids);
     }
 
     fn kill(&mut self, executor_id: &str, task_id: u64) {
+        self.flush();
         debug!(task = task_id, executor = %executor_id, "killing task");
         self.executors.send(
             executor_id,

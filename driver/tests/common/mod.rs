@@ -234,6 +234,8 @@ pub struct FakeExecutor {
     pub id: String,
     pub tx: mpsc::Sender<ExecutorMessage>,
     pub rx: Streaming<DriverMessage>,
+    /// Launches of a `LaunchTasks` batch not yet taken by `recv`.
+    batched: std::collections::VecDeque<ember_proto::LaunchTask>,
 }
 
 impl FakeExecutor {
@@ -261,7 +263,12 @@ impl FakeExecutor {
             }
             other => panic!("expected Registered, got {other:?}"),
         };
-        FakeExecutor { id, tx, rx }
+        FakeExecutor {
+            id,
+            tx,
+            rx,
+            batched: Default::default(),
+        }
     }
 
     async fn recv_from(rx: &mut Streaming<DriverMessage>) -> driver_message::Msg {
@@ -274,8 +281,19 @@ impl FakeExecutor {
             .expect("message with a body")
     }
 
+    /// The next message; the launches of a batch come one by one, as `Launch`.
     pub async fn recv(&mut self) -> driver_message::Msg {
-        Self::recv_from(&mut self.rx).await
+        if let Some(l) = self.batched.pop_front() {
+            return driver_message::Msg::Launch(l);
+        }
+        match Self::recv_from(&mut self.rx).await {
+            driver_message::Msg::LaunchBatch(b) => {
+                assert!(b.launches.len() > 1, "a batch of one goes as Launch");
+                self.batched.extend(b.launches);
+                driver_message::Msg::Launch(self.batched.pop_front().expect("a launch"))
+            }
+            other => other,
+        }
     }
 
     /// The next message, which must be a launch.

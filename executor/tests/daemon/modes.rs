@@ -57,6 +57,7 @@ async fn under_umask_000_the_work_dir_binaries_and_sockets_stay_private() {
     conn.send(driver_message::Msg::Launch(LaunchTask {
         task: Some(task(1, &sha)),
         broadcasts: vec![],
+        ..Default::default()
     }))
     .await;
     let env_file = within("the worker to start", async {

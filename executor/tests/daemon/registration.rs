@@ -91,6 +91,7 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
     conn.send(driver_message::Msg::Launch(LaunchTask {
         task: Some(task(9, &claimed)),
         broadcasts: vec![],
+        ..Default::default()
     }))
     .await;
     let status = match conn.next_non_heartbeat().await {

@@ -38,6 +38,7 @@ fn launch(task_id: u64, sha: &str, broadcasts: &[(u64, &[u8])]) -> LaunchTask {
                 value: v.to_vec(),
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -356,4 +357,70 @@ async fn a_stored_binary_that_changed_is_never_run_but_fetched_again() {
     assert!(!planted.exists(), "the planted binary was run");
     assert!(!stored.exists(), "the changed binary is deleted");
     workers.shutdown().await;
+}
+
+/// A launch of `task_id` naming stage plan `plan_id`, carrying the plan when `send`.
+fn launch_of_plan(task_id: u64, sha: &str, plan_id: u64, send: bool, forget: &[u64]) -> LaunchTask {
+    let mut t = task(task_id, sha);
+    let plan = t.plan.take().map(|mut p| {
+        p.description = format!("stage plan {plan_id}");
+        p
+    });
+    t.plan_id = plan_id;
+    LaunchTask {
+        task: Some(t),
+        plan: send.then_some(StagePlan { id: plan_id, plan }),
+        forget_plans: forget.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A stage plan goes to the worker once, before the first task naming it; a forgotten
+/// plan is forgotten by the worker too; a task naming a plan never sent fails, saying so.
+#[tokio::test]
+async fn a_stage_plan_goes_to_the_worker_once_and_is_forgotten_when_the_driver_says() {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(config(root.path(), None));
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+
+    workers.launch(launch_of_plan(1, &sha, 7, true, &[])).await;
+    workers.launch(launch_of_plan(2, &sha, 7, false, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut Vec::new()).await;
+    let mut w = connect(&env, pid, &sha).await;
+    assert!(matches!(
+        recv(&mut w).await,
+        to_worker::Msg::Plan(p) if p.id == 7
+            && p.plan.as_ref().is_some_and(|p| p.description == "stage plan 7")
+    ));
+    for id in [1, 2] {
+        assert!(matches!(
+            recv(&mut w).await,
+            to_worker::Msg::Run(t) if t.task_id == id && t.plan.is_none() && t.plan_id == 7
+        ));
+    }
+
+    // A task of a plan this executor never got fails without reaching the worker.
+    workers.launch(launch_of_plan(3, &sha, 9, false, &[])).await;
+    let s = next_status(&mut rx).await;
+    assert_eq!(s.task_id, 3);
+    assert_eq!(
+        user_error(&s),
+        "task 3 names stage plan 9, which this executor does not hold (never sent, or \
+         forgotten); refusing to run it"
+    );
+
+    // Forgetting 7 while sending 8: the worker drops 7 first, then gets 8.
+    workers.launch(launch_of_plan(4, &sha, 8, true, &[7])).await;
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::ForgetPlans(f) if f.ids == [7]));
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Plan(p) if p.id == 8));
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 4));
+    workers.launch(launch_of_plan(5, &sha, 7, false, &[])).await;
+    let s = next_status(&mut rx).await;
+    assert_eq!(s.task_id, 5);
+    assert!(user_error(&s).contains("names stage plan 7, which this executor does not hold"));
+    within("shutdown", workers.shutdown()).await;
 }

@@ -114,9 +114,10 @@ impl Scheduler {
                 StageKind::ShuffleMap(s) => Some(s),
                 StageKind::Result(_) => None,
             },
-            plan: Some((*st.task_plan).clone()),
+            plan: None,
             shuffle_inputs,
-            broadcasts: (*st.broadcasts).clone(),
+            broadcasts: Default::default(),
+            plan_id: st.task_plan.plan_id,
         };
         self.running.insert(
             task_id,
@@ -149,6 +150,6 @@ impl Scheduler {
                 });
             }
         }
-        self.launcher.launch(executor_id, desc);
+        self.launcher.launch(executor_id, desc, &st.task_plan);
     }
 }

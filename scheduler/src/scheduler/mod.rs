@@ -308,6 +308,9 @@ impl Scheduler {
     }
 
     fn run(&mut self, rx: &Receiver<SchedulerEvent>) {
+        // Events taken in per pass at most, so a flood of statuses still gets its
+        // tasks launched (and speculation checked) regularly.
+        const DRAIN_PER_PASS: usize = 1024;
         // With speculation on, the loop also wakes up to look for slow tasks.
         let tick = Duration::from_millis(100);
         loop {
@@ -328,6 +331,19 @@ impl Scheduler {
                 Some(other) => self.handle(other),
                 None => {}
             }
+            // Take in what else has arrived before placing tasks, so one pass launches
+            // the tasks of many statuses (and the launcher can batch them).
+            let mut shutdown = false;
+            for _ in 0..DRAIN_PER_PASS {
+                match rx.try_recv() {
+                    Ok(SchedulerEvent::Shutdown) => {
+                        shutdown = true;
+                        break;
+                    }
+                    Ok(other) => self.handle(other),
+                    Err(_) => break,
+                }
+            }
             if !self.released.is_empty() {
                 self.remove_released();
             }
@@ -335,8 +351,12 @@ impl Scheduler {
                 self.speculate();
             }
             self.dispatch();
+            self.launcher.flush();
             self.queued
                 .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
+            if shutdown {
+                break;
+            }
         }
         self.fail_all("scheduler shut down");
     }

@@ -28,6 +28,7 @@ use std::time::Duration;
 use ember_proto::Plan;
 
 use crate::dag::PlanIndex;
+use crate::events::StageShared;
 
 /// A stage's task plan and the shuffles it reads.
 fn task_view(
@@ -35,13 +36,17 @@ fn task_view(
     index: &PlanIndex,
     kind: StageKind,
     rdd_id: u32,
-) -> (Arc<Plan>, Vec<u32>) {
+    broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+) -> (StageShared, Vec<u32>) {
     let writes = match kind {
         StageKind::ShuffleMap(sid) => Some(sid),
         StageKind::Result(_) => None,
     };
     (
-        Arc::new(index.stage_plan(plan, rdd_id, writes)),
+        StageShared::new(
+            Arc::new(index.stage_plan(plan, rdd_id, writes)),
+            broadcasts.clone(),
+        ),
         index.all_stage_shuffles(rdd_id),
     )
 }
@@ -81,12 +86,12 @@ pub(super) struct Stage {
     /// The plan tasks of this stage are built from (latest job that needed it).
     pub plan: Arc<Plan>,
     pub index: Arc<PlanIndex>,
-    /// What a task of this stage is sent: the part of `plan` the stage needs
-    /// ([`PlanIndex::stage_plan`]), so task size stays flat however long the lineage.
-    pub task_plan: Arc<Plan>,
+    /// What a task of this stage runs: the part of `plan` the stage needs
+    /// ([`PlanIndex::stage_plan`]), so task size stays flat however long the lineage,
+    /// under its plan id, with the job's broadcasts.
+    pub task_plan: StageShared,
     /// Every shuffle the stage reads (ignoring caches): its parent stages' outputs.
     pub reads: Vec<u32>,
-    pub broadcasts: Arc<HashMap<u64, Vec<u8>>>,
     pub state: StageState,
     /// Attempts started so far (the latest attempt's number).
     pub attempts: u32,
@@ -119,7 +124,7 @@ impl Stage {
         index: Arc<PlanIndex>,
         broadcasts: Arc<HashMap<u64, Vec<u8>>>,
     ) -> Self {
-        let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id);
+        let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id, &broadcasts);
         Stage {
             id,
             number: id,
@@ -131,7 +136,6 @@ impl Stage {
             index,
             task_plan,
             reads,
-            broadcasts,
             state: StageState::Waiting,
             attempts: 0,
             failed_attempts: 0,
@@ -147,8 +151,14 @@ impl Stage {
 
     /// Takes the plan of a later job that needs this stage (ids are stable within a
     /// context, so the stage's part of it is the same lineage).
-    pub fn replan(&mut self, plan: Arc<Plan>, index: Arc<PlanIndex>) {
-        (self.task_plan, self.reads) = task_view(&plan, &index, self.kind, self.rdd_id);
+    pub fn replan(
+        &mut self,
+        plan: Arc<Plan>,
+        index: Arc<PlanIndex>,
+        broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+    ) {
+        (self.task_plan, self.reads) =
+            task_view(&plan, &index, self.kind, self.rdd_id, &broadcasts);
         self.plan = plan;
         self.index = index;
     }

@@ -193,8 +193,7 @@ impl Scheduler {
                 let stage_id = match known.and_then(|s| self.stages.get_mut(&s)) {
                     Some(st) => {
                         if !st.is_running() {
-                            st.replan(plan.clone(), index.clone());
-                            st.broadcasts = broadcasts.clone();
+                            st.replan(plan.clone(), index.clone(), broadcasts.clone());
                         }
                         st.id
                     }

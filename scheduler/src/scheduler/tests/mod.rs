@@ -10,7 +10,10 @@ use ember_proto::{
     Plan, RddNode, ShuffleDependency, TaskDescription, TaskFailure, TaskStatus, TaskSuccess,
 };
 
-use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
+use crate::{
+    JobEvent, JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, StageShared,
+    TaskLauncher,
+};
 
 mod descriptions;
 mod empty;
@@ -27,8 +30,8 @@ struct FakeLauncher(
     Sender<Vec<u32>>,
 );
 impl TaskLauncher for FakeLauncher {
-    fn launch(&mut self, executor_id: &str, task: TaskDescription) {
-        let _ = self.0.send((executor_id.to_string(), task));
+    fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared) {
+        let _ = self.0.send((executor_id.to_string(), stage.describe(task)));
     }
     fn kill(&mut self, _: &str, task_id: u64) {
         let _ = self.1.send(task_id);

@@ -8,12 +8,14 @@ use std::time::Duration;
 use ember_proto::{Plan, RddNode, TaskDescription};
 
 use super::drain_until_end;
-use crate::{JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, TaskLauncher};
+use crate::{
+    JobFailure, SchedulerConfig, SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher,
+};
 
 /// A launcher with a bug: it panics on the first launch.
 struct PanickingLauncher;
 impl TaskLauncher for PanickingLauncher {
-    fn launch(&mut self, _: &str, _: TaskDescription) {
+    fn launch(&mut self, _: &str, _: TaskDescription, _: &StageShared) {
         panic!("launcher exploded");
     }
     fn kill(&mut self, _: &str, _: u64) {}

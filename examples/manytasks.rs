@@ -1,0 +1,51 @@
+//! Scheduling throughput: `manytasks [--master M] [--tasks N] [--runs K]` counts
+//! `parallelize(0..N, N)`, one record per task (default 50,000 tasks, 3 runs), in one
+//! context, checks the count, and prints each run's time and tasks per second as
+//! `ANCHOR` lines. Nearly all of a run is the cost of scheduling, launching and
+//! reporting N tasks, so the figure measures the driver, the executors' task path and
+//! the worker round trip, not computation.
+
+use std::time::Instant;
+
+use anyhow::{bail, ensure};
+
+fn main() -> anyhow::Result<()> {
+    let ctx = ember::Context::from_env()?;
+    let (mut tasks, mut runs) = (50_000usize, 3usize);
+    let mut args = ember::job_args().into_iter().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || -> anyhow::Result<usize> {
+            let v = args.next().unwrap_or_default();
+            v.parse()
+                .map_err(|_| anyhow::anyhow!("{a} needs a number, got {v:?}"))
+        };
+        match a.as_str() {
+            "--tasks" => tasks = value()?.max(1),
+            "--runs" => runs = value()?.max(1),
+            other => {
+                bail!("unknown argument {other:?}; usage: manytasks [--master M] [--tasks N] [--runs K]")
+            }
+        }
+    }
+    let data: Vec<u64> = (0..tasks as u64).collect();
+    let mut times = Vec::new();
+    for run in 0..runs {
+        let t = Instant::now();
+        let n = ctx.parallelize(data.clone(), tasks).count()?;
+        let secs = t.elapsed().as_secs_f64();
+        ensure!(n == tasks as u64, "expected {tasks} records, counted {n}");
+        println!(
+            "ANCHOR run{run}_s={secs:.3} run{run}_tasks_per_s={:.0}",
+            tasks as f64 / secs
+        );
+        times.push(secs);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let median = times[times.len() / 2];
+    println!("ANCHOR median_s={median:.3}");
+    println!(
+        "ANCHOR tasks={tasks} tasks_per_s={:.0}",
+        tasks as f64 / median
+    );
+    Ok(())
+}
