@@ -4,6 +4,7 @@
     python3 bench/run.py [--data DIR] [--out DIR] [--runs N]
                          [--engines ember,duckdb,polars,spark]
                          [--jobs wordcount,kvsum,sort,latency,tiny,scaling,cluster,faults] [--small]
+                         [--jobs scheduling,memory,tenx,smallfiles,wideshuffle,pagerank]
                          [--profile release|debug]
 
 Stdlib only (Python 3.11); matplotlib is used for the plot if this interpreter or the
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emberbench.build import build_daemons, build_examples, snapshot_profile  # noqa: E402
 from emberbench.checks import input_line_digest, kv_expected_digest  # noqa: E402
 from emberbench.cluster import Cluster, ClusterError, sha256_of  # noqa: E402
-from emberbench.config import (ALL_ENGINES, ALL_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
+from emberbench.config import (ALL_ENGINES, ALL_JOBS, DEFAULT_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
                                CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_JOBS, CLUSTER_LATENCY, CLUSTER_LOCAL,
                                CLUSTER_WC, DAEMONS, DATASET_TINY, DATASETS_FULL, DATASETS_SMALL,
                                DEFAULT_SHARED, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
@@ -39,6 +40,7 @@ from emberbench.faults import run_faults_job  # noqa: E402
 from emberbench.machine import machine_info  # noqa: E402
 from emberbench.report import cluster_verdict, faults_verdict, make_plot, plot, render, summarize  # noqa: E402
 from emberbench.runs import as_record, do_run, failed_record, shown_cmd  # noqa: E402
+from emberbench.scale import SCALE_CLUSTER_JOBS, SCALE_EXAMPLES, SCALE_JOBS, run_scale_job  # noqa: E402
 
 
 def parse_args():
@@ -49,7 +51,8 @@ def parse_args():
     ap.add_argument("--tiny-runs", type=int, default=10,
                     help="ember runs for the tiny job (Spark does --runs of them); default 10")
     ap.add_argument("--engines", default=",".join(ALL_ENGINES))
-    ap.add_argument("--jobs", default=",".join(ALL_JOBS))
+    ap.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
+                    help=f"default {','.join(DEFAULT_JOBS)}; also {','.join(SCALE_JOBS)}")
     ap.add_argument("--small", action="store_true", help="100 MiB text and 5M-record kv instead of 1 GiB / 50M")
     ap.add_argument("--shared", default=DEFAULT_SHARED, help=f"shared bench dir (default {DEFAULT_SHARED})")
     ap.add_argument("--venv", default="/tmp/spark-venv", help="venv with pyspark, duckdb, polars")
@@ -199,7 +202,7 @@ def main():
     # ---- data
     sets = DATASETS_SMALL if args.small else DATASETS_FULL
     need_text = any(j in args.jobs for j in ("wordcount", "scaling", "cluster"))
-    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults"))
+    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults", "memory", "tenx"))
     need_tiny = "tiny" in args.jobs
     gen_py = sys.executable
     datasets, manifests = {}, {}
@@ -237,10 +240,14 @@ def main():
     meta["manifests"] = manifests
 
     # ---- build
-    needed = {JOB_EXAMPLE[j] for j in args.jobs} if "ember" in engines else set()
+    needed = set()
+    if "ember" in engines:
+        for j in args.jobs:
+            needed |= set(SCALE_EXAMPLES[j]) if j in SCALE_JOBS else {JOB_EXAMPLE[j]}
     if needed and "cluster" in args.jobs:
         needed |= set(CLUSTER_EXAMPLES)
-    daemons = set(DAEMONS) if needed and any(j in args.jobs for j in CLUSTER_JOBS) else set()
+    cluster_jobs = CLUSTER_JOBS + SCALE_CLUSTER_JOBS
+    daemons = set(DAEMONS) if needed and any(j in args.jobs for j in cluster_jobs) else set()
     if needed and args.skip_build:
         bindir = os.path.join(args.out, "bin")
         ctx.bins = {n: os.path.join(bindir, n) for n in needed | daemons
@@ -274,6 +281,19 @@ def main():
     warmed = set()
     t_start = time.time()
     for job in args.jobs:
+        if job in SCALE_JOBS:
+            wanted = SCALE_EXAMPLES[job] + (DAEMONS if job in SCALE_CLUSTER_JOBS else [])
+            if "ember" in engines and all(n in ctx.bins for n in wanted):
+                log(f"\n== {job} (scale job, emberbench/scale.py)")
+                if job in ("memory", "tenx"):
+                    warm_up(datasets["kv"], warmed)
+                runs, order = run_scale_job(ctx, job, datasets, manifests)
+                all_runs.extend(runs)
+                rows_order.extend(order)
+            else:
+                log(f"\n== {job}: nothing to run (needs ember and {', '.join(wanted)})")
+                notes.append(f"{job}: nothing ran (needs the ember engine and {', '.join(wanted)})")
+            continue
         if job == "cluster":
             if "ember" in engines and all(n in ctx.bins for n in ["wordcount"] + DAEMONS):
                 log(f"\n== cluster on {datasets['text']}: wordcount local[2] vs on the cluster, "

@@ -15,6 +15,7 @@ is reaped at once and its workers are SIGKILLed with it, so nothing of it outliv
 import atexit
 import ctypes
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -27,6 +28,8 @@ import time
 import urllib.request
 
 STARTUP_S = 60.0
+# The executors' EMBER_LOG: warnings, and the line naming the id the driver gave them.
+EXECUTOR_LOG = "warn,ember_executor::registration=info"
 STOP_GRACE_S = 5.0
 PR_SET_PDEATHSIG = 1
 
@@ -173,7 +176,7 @@ class Cluster:
             i = self.next_executor
             self.next_executor += 1
             ex = Daemon(f"executor-{i}", self.executor_cmd(i), self.log_dir, self.prefix,
-                        work_dir=os.path.join(self.dir, f"executor-{i}"))
+                        log_level=EXECUTOR_LOG, work_dir=os.path.join(self.dir, f"executor-{i}"))
             self.executors.append(ex)
         ex.wait_for_addresses(1, deadline)
         return ex
@@ -217,24 +220,34 @@ class Cluster:
     def commands(self):
         """The daemons' command lines (executor 1's; the others differ in their work dir)."""
         return {"driver": f"EMBER_LOG={shlex.quote(self.driver_log)} " + shlex.join(self.driver_cmd()),
-                "executor": "EMBER_LOG=warn " + shlex.join(self.executor_cmd(1))
+                "executor": f"EMBER_LOG={shlex.quote(EXECUTOR_LOG)} " + shlex.join(self.executor_cmd(1))
                             + f"  (x{self.n_executors}: executor-1 ... executor-{self.n_executors})"}
 
     # ---- state
 
-    def status_page(self):
-        with urllib.request.urlopen(self.ui_url + "/", timeout=5) as r:
-            return r.read().decode("utf-8", "replace")
+    def live_executors(self):
+        """{executor id: slots} of the executors the driver's web UI lists as live
+        (`/api/v1/executors`)."""
+        with urllib.request.urlopen(self.ui_url + "/api/v1/executors", timeout=5) as r:
+            listed = json.loads(r.read().decode("utf-8", "replace"))
+        return {e["executor_id"]: e["slots"] for e in listed if e.get("lost_ms") is None}
 
     def registered(self):
-        """(executors, cores) from the status page's `executors: N (C cores)` line."""
-        m = re.search(r"^executors: (\d+) \((\d+) cores\)", self.status_page(), re.M)
-        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        """(executors, cores) the driver lists as live."""
+        live = self.live_executors()
+        return (len(live), sum(live.values()))
 
     def executor_ids(self):
-        """{pid: the driver's executor id} of the executors the status page lists."""
-        return {int(m.group(2)): m.group(1) for m in
-                re.finditer(r"^  (\S+)  cores \d+ .* pid (\d+) ", self.status_page(), re.M)}
+        """{pid: the driver's executor id} of the running executors that the driver lists as
+        live, each id from the executor's own log ("registered with the driver
+        executor_id=..."; the executors log their registration at info, see EXECUTOR_LOG)."""
+        live = self.live_executors()
+        ids = {}
+        for d in self.executors:
+            found = re.findall(r"registered with the driver executor_id=(\S+)", "\n".join(_read_lines(d.err)))
+            if found and found[-1] in live:
+                ids[d.pid] = found[-1]
+        return ids
 
     def wait_for_registration(self, deadline=None):
         """Waits until the status page lists n_executors executors with their cores, and

@@ -9,7 +9,10 @@ REPO = os.path.dirname(BENCH_DIR)
 DEFAULT_SHARED = os.path.join(os.path.dirname(REPO), "shared", "bench")
 
 ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
-ALL_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
+DEFAULT_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
+# The scale jobs (emberbench/scale.py): run when named in --jobs.
+SCALE_JOB_NAMES = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank"]
+ALL_JOBS = DEFAULT_JOBS + SCALE_JOB_NAMES
 
 # Which engines can run which job (ember is always first: it is what the ratios are about).
 JOB_ENGINES = {

@@ -64,7 +64,7 @@ impl Workers {
             env: Arc::new(env),
             by_binary: HashMap::new(),
             plans: HashMap::new(),
-            held: HeldPlans::default(),
+            held: HeldPlans::receiver(),
         }
     }
 

@@ -7,22 +7,48 @@
 //! held (the newest plan always, whatever its size); when a new plan needs room, the
 //! oldest are forgotten first, and the sender tells the receiver to drop them before
 //! the new plan arrives, on the same ordered channel, so both sides agree on what is
-//! held. The receiver also enforces the bound itself ([`HeldPlans::hold`] on its side),
-//! so a sender that never says "forget" cannot make it hold more.
+//! held. The receiver also enforces a bound itself ([`HeldPlans::receiver`], twice the
+//! sender's, so a plan's size counted slightly differently on the two sides never makes
+//! it drop what the sender thinks it holds), so a sender that never says "forget"
+//! cannot make it hold more.
 
 use std::collections::{HashSet, VecDeque};
 
 use crate::limits::{MAX_HELD_PLANS, MAX_HELD_PLAN_BYTES};
 
 /// Plan ids in the order they were sent, with their sizes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HeldPlans {
     order: VecDeque<(u64, usize)>,
     ids: HashSet<u64>,
     bytes: usize,
+    max_plans: usize,
+    max_bytes: usize,
+}
+
+impl Default for HeldPlans {
+    /// The sender's bookkeeping: [`MAX_HELD_PLANS`], [`MAX_HELD_PLAN_BYTES`].
+    fn default() -> Self {
+        Self::bounded(MAX_HELD_PLANS, MAX_HELD_PLAN_BYTES)
+    }
 }
 
 impl HeldPlans {
+    fn bounded(max_plans: usize, max_bytes: usize) -> Self {
+        HeldPlans {
+            order: VecDeque::new(),
+            ids: HashSet::new(),
+            bytes: 0,
+            max_plans,
+            max_bytes,
+        }
+    }
+
+    /// The receiver's own bound: twice the sender's.
+    pub fn receiver() -> Self {
+        Self::bounded(2 * MAX_HELD_PLANS, 2 * MAX_HELD_PLAN_BYTES)
+    }
+
     pub fn contains(&self, id: u64) -> bool {
         self.ids.contains(&id)
     }
@@ -35,8 +61,8 @@ impl HeldPlans {
         }
         let mut forgotten = Vec::new();
         while !self.order.is_empty()
-            && (self.order.len() >= MAX_HELD_PLANS
-                || self.bytes.saturating_add(size) > MAX_HELD_PLAN_BYTES)
+            && (self.order.len() >= self.max_plans
+                || self.bytes.saturating_add(size) > self.max_bytes)
         {
             if let Some((old, old_size)) = self.order.pop_front() {
                 self.ids.remove(&old);
@@ -105,5 +131,11 @@ mod tests {
         assert_eq!(held.len(), 1);
         assert!(held.forget(3000) && !held.forget(3000) && held.is_empty());
         assert!(held.hold(4000, 1).is_empty());
+        // The receiver holds twice as many before it drops any on its own.
+        let mut receiver = HeldPlans::receiver();
+        for id in 0..2 * MAX_HELD_PLANS as u64 {
+            assert!(receiver.hold(id, 10).is_empty());
+        }
+        assert_eq!(receiver.hold(9999, 10), vec![0]);
     }
 }

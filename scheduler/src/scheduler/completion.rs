@@ -36,6 +36,8 @@ impl Scheduler {
         };
         self.free_slot(&run.executor_id);
         let metrics = status.metrics.unwrap_or_default();
+        let succeeded = matches!(status.outcome, Some(task_status::Outcome::Success(_)));
+        self.note_run_time(&run, succeeded, &metrics);
         match status.outcome {
             Some(task_status::Outcome::Success(s)) => self.task_succeeded(run, s, metrics),
             Some(task_status::Outcome::Failure(f)) => self.task_failed(run, f, metrics),
@@ -53,7 +55,19 @@ impl Scheduler {
 
     fn free_slot(&mut self, executor_id: &str) {
         if let Some(ex) = self.executors.get_mut(executor_id) {
-            ex.free = (ex.free + 1).min(ex.slots);
+            ex.in_flight = ex.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Counts a finished task of `run`'s stage toward (or against) pipelining it.
+    fn note_run_time(&mut self, run: &TaskRun, succeeded: bool, metrics: &TaskMetrics) {
+        let quick = self.config.quick_task.as_micros() as u64;
+        if let Some(st) = self.stages.get_mut(&run.stage_id) {
+            if succeeded && metrics.run_time_micros < quick {
+                st.quick_streak = st.quick_streak.saturating_add(1);
+            } else {
+                st.quick_streak = 0;
+            }
         }
     }
 

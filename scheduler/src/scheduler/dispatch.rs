@@ -1,7 +1,10 @@
 //! Placing queued tasks on free executor slots and building their descriptions.
 //!
-//! Invariant: a task is launched only for the current attempt of its stage; a queued
-//! task of a superseded attempt is dropped here and its slot given back.
+//! Invariants: a task is launched only for the current attempt of its stage; a queued
+//! task of a superseded attempt is dropped here and its slot given back. An executor
+//! has at most `slots` tasks in flight, or `slots x pipeline_depth` when they belong to
+//! stages whose tasks run briefly (`Scheduler::pipelined`), filled level by level so
+//! the load stays even.
 
 use ember_proto::TaskDescription;
 
@@ -10,21 +13,49 @@ use crate::events::JobEvent;
 use crate::listener::{now_ms, ListenerEvent};
 
 impl Scheduler {
-    /// Launches queued tasks on free slots.
+    /// Launches queued tasks on free slots: first one task per slot, then, for stages
+    /// whose tasks run briefly, up to `pipeline_depth` per slot, a level at a time so
+    /// every executor gets its second task before any gets a third.
     pub(super) fn dispatch(&mut self) {
-        if self.queue.is_empty() {
-            return;
+        let depth = if self.config.speculation {
+            1
+        } else {
+            self.config.pipeline_depth.max(1)
+        };
+        for level in 1..=depth {
+            match self.queue.front() {
+                None => return,
+                Some(p) if level > 1 && !self.pipelined(p.stage_id) => return,
+                Some(_) => {}
+            }
+            self.dispatch_level(level);
         }
+    }
+
+    /// Whether tasks of `stage_id` may wait on an executor behind others.
+    fn pipelined(&self, stage_id: u32) -> bool {
+        self.stages
+            .get(&stage_id)
+            .is_some_and(|st| st.quick_streak >= self.config.quick_streak)
+    }
+
+    /// Launches queued tasks on executors with fewer than `level` tasks in flight per
+    /// slot (beyond level 1, only tasks of pipelined stages, from the queue's front).
+    fn dispatch_level(&mut self, level: u32) {
+        let room = |e: &super::Executor| e.in_flight < e.slots.saturating_mul(level);
         let mut free: Vec<String> = self
             .executors
             .iter()
-            .filter(|(_, e)| e.free > 0)
+            .filter(|(_, e)| room(e))
             .map(|(id, _)| id.clone())
             .collect();
         free.sort();
         let mut i = 0;
         while i < self.queue.len() && !free.is_empty() {
             let p = &self.queue[i];
+            if level > 1 && !self.pipelined(p.stage_id) {
+                break;
+            }
             let stage_excluded = self.stages.get(&p.stage_id).map(|s| &s.excluded);
             let excluded = |e: &String| {
                 p.excluded.contains(e) || stage_excluded.is_some_and(|x| x.contains(e))
@@ -56,15 +87,15 @@ impl Scheduler {
                 continue;
             };
             let exec_id = free[pos].clone();
-            let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| e.free > 0) else {
-                free.remove(pos); // `free` lists only live executors with a free slot
+            let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| room(e)) else {
+                free.remove(pos); // `free` lists only live executors with room
                 continue;
             };
             let Some(task) = self.queue.remove(i) else {
                 break; // `i < self.queue.len()` above
             };
-            ex.free -= 1;
-            if ex.free == 0 {
+            ex.in_flight += 1;
+            if !room(ex) {
                 free.remove(pos);
             }
             self.launch(task, &exec_id);
@@ -79,7 +110,7 @@ impl Scheduler {
             // A newer attempt of the stage superseded this task, or another attempt
             // (a speculative copy) already finished the partition.
             if let Some(ex) = self.executors.get_mut(executor_id) {
-                ex.free += 1;
+                ex.in_flight = ex.in_flight.saturating_sub(1);
             }
             return;
         }

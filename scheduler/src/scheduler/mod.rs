@@ -72,6 +72,15 @@ pub struct SchedulerConfig {
     pub speculation_min: Duration,
     /// Bounds on what one plan may ask for (checked before anything is allocated).
     pub limits: PlanLimits,
+    /// Tasks one slot may have in flight (launched, not finished) for a stage whose
+    /// tasks run briefly: the next ones wait on the executor instead of a round trip to
+    /// the driver per task, as Drizzle's group scheduling hides it. 1 turns it off, and
+    /// so does speculation (a task waiting its turn would look slow).
+    pub pipeline_depth: u32,
+    /// A stage's tasks "run briefly" once this many in a row took less than
+    /// `quick_task` to run (the executor's own run time, without the wait).
+    pub quick_streak: u32,
+    pub quick_task: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -86,6 +95,9 @@ impl Default for SchedulerConfig {
             speculation_quantile: 0.75,
             speculation_min: Duration::from_millis(100),
             limits: PlanLimits::default(),
+            pipeline_depth: 16,
+            quick_streak: 8,
+            quick_task: Duration::from_millis(2),
         }
     }
 }
@@ -246,7 +258,8 @@ struct Pending {
 
 struct Executor {
     slots: u32,
-    free: u32,
+    /// Tasks launched there and not finished (at most `slots` x the pipeline depth).
+    in_flight: u32,
     shuffle_address: String,
 }
 
@@ -403,7 +416,7 @@ impl Scheduler {
                     executor_id,
                     Executor {
                         slots,
-                        free: slots,
+                        in_flight: 0,
                         shuffle_address,
                     },
                 );

@@ -110,6 +110,9 @@ pub(super) struct Stage {
     pub durations: Vec<Duration>,
     /// Partitions of the current attempt that already have a speculative copy.
     pub speculated: HashSet<u32>,
+    /// Its tasks that finished in a row, each quicker than `SchedulerConfig::quick_task`:
+    /// past `quick_streak`, its tasks are pipelined.
+    pub quick_streak: u32,
 }
 
 impl Stage {
@@ -146,6 +149,7 @@ impl Stage {
             excluded: HashSet::new(),
             durations: Vec::new(),
             speculated: HashSet::new(),
+            quick_streak: 0,
         }
     }
 

@@ -21,6 +21,7 @@ mod lifecycle;
 mod listener;
 mod numbering;
 mod panics;
+mod pipelining;
 mod recovery;
 mod release;
 
