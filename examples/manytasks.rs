@@ -1,7 +1,8 @@
-//! Scheduling throughput: `manytasks [--master M] [--tasks N] [--runs K]` counts
-//! `parallelize(0..N, N)`, one record per task (default 50,000 tasks, 3 runs), in one
-//! context, checks the count, and prints each run's time and tasks per second as
-//! `ANCHOR` lines. Nearly all of a run is the cost of scheduling, launching and
+//! Scheduling throughput: `manytasks [--master M] [--tasks N] [--runs K] [--source S]`
+//! counts `parallelize(0..N, N)` (`--source parallelize`, the default) or
+//! `range(0, N, N)` (`--source range`), one record per task (default 50,000 tasks, 3
+//! runs), in one context, checks the count, and prints each run's time and tasks per
+//! second as `ANCHOR` lines. Nearly all of a run is the cost of scheduling, launching and
 //! reporting N tasks, so the figure measures the driver, the executors' task path and
 //! the worker round trip, not computation.
 
@@ -12,6 +13,7 @@ use anyhow::{bail, ensure};
 fn main() -> anyhow::Result<()> {
     let ctx = ember::Context::from_env()?;
     let (mut tasks, mut runs) = (50_000usize, 3usize);
+    let mut source = String::from("parallelize");
     let mut args = ember::job_args().into_iter().skip(1);
     while let Some(a) = args.next() {
         let mut value = || -> anyhow::Result<usize> {
@@ -22,8 +24,12 @@ fn main() -> anyhow::Result<()> {
         match a.as_str() {
             "--tasks" => tasks = value()?.max(1),
             "--runs" => runs = value()?.max(1),
+            "--source" => source = args.next().unwrap_or_default(),
             other => {
-                bail!("unknown argument {other:?}; usage: manytasks [--master M] [--tasks N] [--runs K]")
+                bail!(
+                "unknown argument {other:?}; usage: manytasks [--master M] [--tasks N] [--runs K] \
+                 [--source parallelize|range]"
+            )
             }
         }
     }
@@ -31,7 +37,11 @@ fn main() -> anyhow::Result<()> {
     let mut times = Vec::new();
     for run in 0..runs {
         let t = Instant::now();
-        let n = ctx.parallelize(data.clone(), tasks).count()?;
+        let n = match source.as_str() {
+            "parallelize" => ctx.parallelize(data.clone(), tasks).count()?,
+            "range" => ctx.range(0, tasks as i64, tasks).count()?,
+            other => bail!("--source is parallelize or range, not {other:?}"),
+        };
         let secs = t.elapsed().as_secs_f64();
         ensure!(n == tasks as u64, "expected {tasks} records, counted {n}");
         println!(

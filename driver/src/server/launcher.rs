@@ -16,6 +16,7 @@
 //! - A broadcast value travels to an executor once per registration (see
 //!   [`ExecutorRegistry::launch`]); a task's own `broadcasts` map is always sent empty.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::Sender;
@@ -35,6 +36,8 @@ pub struct GrpcLauncher {
     /// Launches of the scheduler's current pass, per executor, in order (sent on
     /// `flush`, and before any kill or removal so those never overtake them).
     pending: Vec<(String, Vec<(TaskDescription, StageShared)>)>,
+    /// Where each executor's launches are in `pending`.
+    pending_at: HashMap<String, usize>,
 }
 
 impl GrpcLauncher {
@@ -47,6 +50,7 @@ impl GrpcLauncher {
             executors,
             scheduler,
             pending: Vec::new(),
+            pending_at: HashMap::new(),
         }
     }
 
@@ -93,13 +97,18 @@ impl GrpcLauncher {
 impl TaskLauncher for GrpcLauncher {
     fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared) {
         let entry = (task, stage.clone());
-        match self.pending.iter_mut().find(|(id, _)| id == executor_id) {
-            Some((_, tasks)) => tasks.push(entry),
-            None => self.pending.push((executor_id.to_string(), vec![entry])),
+        match self.pending_at.get(executor_id) {
+            Some(&i) => self.pending[i].1.push(entry),
+            None => {
+                self.pending_at
+                    .insert(executor_id.to_string(), self.pending.len());
+                self.pending.push((executor_id.to_string(), vec![entry]));
+            }
         }
     }
 
     fn flush(&mut self) {
+        self.pending_at.clear();
         for (executor_id, tasks) in std::mem::take(&mut self.pending) {
             self.send(&executor_id, tasks);
         }

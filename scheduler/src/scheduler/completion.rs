@@ -26,7 +26,7 @@ impl Scheduler {
             );
             return;
         }
-        let Some(run) = self.running.remove(&status.task_id) else {
+        let Some(run) = self.take_running(status.task_id) else {
             self.drop_stale_output(&status);
             debug!(
                 task = status.task_id,
@@ -56,6 +56,7 @@ impl Scheduler {
     fn free_slot(&mut self, executor_id: &str) {
         if let Some(ex) = self.executors.get_mut(executor_id) {
             ex.in_flight = ex.in_flight.saturating_sub(1);
+            self.refile(executor_id);
         }
     }
 
@@ -243,6 +244,12 @@ impl Scheduler {
     /// Kills the other running attempts of a partition that just finished (the loser
     /// of a speculative race); their slots come back when their statuses arrive.
     fn kill_other_copies(&mut self, winner: &TaskRun) {
+        if !self
+            .copies
+            .contains_key(&(winner.stage_id, winner.partition))
+        {
+            return; // the winner was the only attempt running
+        }
         let abandoned = self
             .abandon_running(|r| r.stage_id == winner.stage_id && r.partition == winner.partition);
         for run in abandoned {
@@ -266,7 +273,7 @@ impl Scheduler {
             .collect();
         ids.into_iter()
             .filter_map(|id| {
-                let run = self.running.remove(&id)?;
+                let run = self.take_running(id)?;
                 self.launcher.kill(&run.executor_id, id);
                 self.abandoned.insert(id, run.executor_id.clone());
                 Some(run)
@@ -579,9 +586,10 @@ impl Scheduler {
     }
 
     pub(super) fn executor_lost(&mut self, executor_id: &str, reason: &str) {
-        if self.executors.remove(executor_id).is_none() {
+        let Some(gone) = self.executors.remove(executor_id) else {
             return;
-        }
+        };
+        self.room.remove(&(gone.level, executor_id.to_string()));
         warn!(executor = %executor_id, "executor lost: {reason}");
         self.listeners.emit(|| ListenerEvent::ExecutorLost {
             executor_id: executor_id.to_string(),
@@ -616,7 +624,7 @@ impl Scheduler {
             .collect();
         for id in lost {
             // A job failed by an earlier loss in this loop has abandoned its tasks.
-            let Some(run) = self.running.remove(&id) else {
+            let Some(run) = self.take_running(id) else {
                 continue;
             };
             let failure = TaskFailure {

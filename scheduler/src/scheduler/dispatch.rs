@@ -17,18 +17,34 @@ impl Scheduler {
     /// whose tasks run briefly, up to `pipeline_depth` per slot, a level at a time so
     /// every executor gets its second task before any gets a third.
     pub(super) fn dispatch(&mut self) {
+        if self.queue.is_empty() {
+            return;
+        }
         let depth = if self.config.speculation {
             1
         } else {
             self.config.pipeline_depth.max(1)
         };
-        for level in 1..=depth {
+        let Some((first, _)) = self.room.first() else {
+            return;
+        };
+        let first = *first;
+        for level in first..=depth {
             match self.queue.front() {
                 None => return,
                 Some(p) if level > 1 && !self.pipelined(p.stage_id) => return,
                 Some(_) => {}
             }
-            self.dispatch_level(level);
+            // The executors with room at this level (`room` is keyed by the lowest).
+            let free: Vec<String> = self
+                .room
+                .range(..(level + 1, String::new()))
+                .map(|(_, id)| id.clone())
+                .collect();
+            if free.is_empty() {
+                continue;
+            }
+            self.dispatch_level(level, free);
         }
     }
 
@@ -41,15 +57,9 @@ impl Scheduler {
 
     /// Launches queued tasks on executors with fewer than `level` tasks in flight per
     /// slot (beyond level 1, only tasks of pipelined stages, from the queue's front).
-    fn dispatch_level(&mut self, level: u32) {
+    /// `free`: the executors that may have room at this level, in id order.
+    fn dispatch_level(&mut self, level: u32, mut free: Vec<String>) {
         let room = |e: &super::Executor| e.in_flight < e.slots.saturating_mul(level);
-        let mut free: Vec<String> = self
-            .executors
-            .iter()
-            .filter(|(_, e)| room(e))
-            .map(|(id, _)| id.clone())
-            .collect();
-        free.sort();
         let mut i = 0;
         while i < self.queue.len() && !free.is_empty() {
             let p = &self.queue[i];
@@ -60,9 +70,12 @@ impl Scheduler {
             let excluded = |e: &String| {
                 p.excluded.contains(e) || stage_excluded.is_some_and(|x| x.contains(e))
             };
-            let preferred_free = free
-                .iter()
-                .position(|e| p.preferred.contains(e) && !excluded(e));
+            let preferred_free = if p.preferred.is_empty() {
+                None
+            } else {
+                free.iter()
+                    .position(|e| p.preferred.contains(e) && !excluded(e))
+            };
             if preferred_free.is_none()
                 && p.pinned
                 && p.preferred.iter().any(|e| self.executors.contains_key(e))
@@ -98,6 +111,7 @@ impl Scheduler {
             if !room(ex) {
                 free.remove(pos);
             }
+            self.refile(&exec_id);
             self.launch(task, &exec_id);
         }
     }
@@ -111,6 +125,7 @@ impl Scheduler {
             // (a speculative copy) already finished the partition.
             if let Some(ex) = self.executors.get_mut(executor_id) {
                 ex.in_flight = ex.in_flight.saturating_sub(1);
+                self.refile(executor_id);
             }
             return;
         }
@@ -150,6 +165,7 @@ impl Scheduler {
             broadcasts: Default::default(),
             plan_id: st.task_plan.plan_id,
         };
+        *self.copies.entry((st.id, p.partition)).or_insert(0) += 1;
         self.running.insert(
             task_id,
             TaskRun {

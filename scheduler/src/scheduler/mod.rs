@@ -260,6 +260,8 @@ struct Executor {
     slots: u32,
     /// Tasks launched there and not finished (at most `slots` x the pipeline depth).
     in_flight: u32,
+    /// Its key in `Scheduler::room` (`in_flight / slots + 1`), 0 when not filed there.
+    level: u32,
     shuffle_address: String,
 }
 
@@ -285,10 +287,16 @@ struct Scheduler {
     /// (rdd, partition) -> executors holding the cached block.
     cache: HashMap<(u32, u32), Vec<String>>,
     running: HashMap<u64, TaskRun>,
+    /// Running attempts per (stage, partition), as in `running`: a finished task
+    /// looks for other copies to kill only where there are some.
+    copies: HashMap<(u32, u32), u32>,
     /// Attempts given up on (job ended) that still hold a slot: task id -> executor.
     abandoned: HashMap<u64, String>,
     queue: VecDeque<Pending>,
     executors: HashMap<String, Executor>,
+    /// Every executor with slots, by the lowest pipeline level it has room at, then
+    /// id: dispatch reads the executors with room without scanning them all.
+    room: std::collections::BTreeSet<(u32, String)>,
     /// Shuffles the client released that a live job still uses.
     released: HashSet<u32>,
     listeners: Listeners,
@@ -313,9 +321,11 @@ impl Scheduler {
             tracker: MapOutputTracker::default(),
             cache: HashMap::new(),
             running: HashMap::new(),
+            copies: HashMap::new(),
             abandoned: HashMap::new(),
             queue: VecDeque::new(),
             executors: HashMap::new(),
+            room: Default::default(),
             released: HashSet::new(),
         }
     }
@@ -374,6 +384,36 @@ impl Scheduler {
         self.fail_all("scheduler shut down");
     }
 
+    /// Takes task `task_id` out of `running`, keeping `copies` in step.
+    fn take_running(&mut self, task_id: u64) -> Option<TaskRun> {
+        let run = self.running.remove(&task_id)?;
+        let key = (run.stage_id, run.partition);
+        if let Some(n) = self.copies.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.copies.remove(&key);
+            }
+        }
+        Some(run)
+    }
+
+    /// Files `id` in `room` again after its in-flight count changed.
+    fn refile(&mut self, id: &str) {
+        let Some(e) = self.executors.get_mut(id) else {
+            return;
+        };
+        let level = e.in_flight.checked_div(e.slots).map_or(0, |l| l + 1);
+        if level != e.level {
+            if e.level != 0 {
+                self.room.remove(&(e.level, id.to_string()));
+            }
+            if level != 0 {
+                self.room.insert((level, id.to_string()));
+            }
+            e.level = level;
+        }
+    }
+
     /// Fails every job (the loop is ending).
     fn fail_all(&mut self, reason: &str) {
         for (job_id, job) in self.jobs.drain() {
@@ -412,14 +452,19 @@ impl Scheduler {
                     slots,
                     time_ms: now_ms(),
                 });
+                if let Some(old) = self.executors.get(&executor_id) {
+                    self.room.remove(&(old.level, executor_id.clone()));
+                }
                 self.executors.insert(
-                    executor_id,
+                    executor_id.clone(),
                     Executor {
                         slots,
                         in_flight: 0,
+                        level: 0,
                         shuffle_address,
                     },
                 );
+                self.refile(&executor_id);
             }
             SchedulerEvent::ExecutorLost {
                 executor_id,
