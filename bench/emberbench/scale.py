@@ -1,6 +1,6 @@
 """The scale jobs of bench/run.py: the layouts and sizes a few big files do not show.
 
-- `scheduling`: `manytasks` (50,000 one-record tasks, three jobs in one process) in local[2]
+- `scheduling`: `manytasks --source range` (50,000 one-record tasks, three jobs in one process) in local[2]
   and on a cluster of 2 executors x 1 core; and the scheduler alone against 1,000 simulated
   executors (`decisions`, ember-scheduler's example): one stage of 100,000 tasks, and 50,000
   maps -> 1,000 reduces.
@@ -98,23 +98,33 @@ def decisions_check(res):
     return True, [f"{name}: {int(rate):,} decisions/s" for name, _, rate in rates]
 
 
-def run_scheduling(ctx, rounds):
+def local_and_cluster(ctx, job, exe, args, warm_args, check, rounds):
+    """`rounds` runs of `exe args` in local[2], then on a cluster of 2 executors x 1 core
+    after one uncounted `exe warm_args` there (it uploads the binary and starts the
+    workers). Returns (runs, row order)."""
     runs, order = [], []
-    exe = ctx.bins["manytasks"]
-    cmd = [exe, "--tasks", str(TASKS), "--runs", "3"]
-    check = anchor_check("tasks_per_s", "median_s")
-    order.append(("scheduling", "ember-local[2] manytasks"))
+    name = os.path.basename(exe)
+    label = f"ember-local[2] {name}"
+    order.append((job, label))
     for rnd in range(rounds):
-        runs.append(record(ctx, "scheduling", "ember-local[2] manytasks", rnd, cmd,
+        runs.append(record(ctx, job, label, rnd, [exe, *args],
                            ember_env("local[2]", ctx.args.executor_memory), check))
-    with Cluster(ctx.bins, 2, 1, ctx.args.executor_memory, os.path.join(ctx.out, "logs"), prefix="scale") as c:
-        order.append(("scheduling", "ember-cluster-2x1 manytasks"))
-        # the first run uploads the binary and starts the workers: not counted
-        record(ctx, "scheduling", "ember-cluster-2x1 warm-up", 0, [exe, "--tasks", "1000", "--runs", "1"],
-               ember_env(c.url, ctx.args.executor_memory), check)
+    with Cluster(ctx.bins, 2, 1, ctx.args.executor_memory, os.path.join(ctx.out, "logs"), prefix=job) as c:
+        label = f"ember-cluster-2x1 {name}"
+        order.append((job, label))
+        record(ctx, job, f"{label} warm-up", 0, [exe, *warm_args], ember_env(c.url, ctx.args.executor_memory),
+               check)
         for rnd in range(rounds):
-            runs.append(record(ctx, "scheduling", "ember-cluster-2x1 manytasks", rnd, cmd,
-                               ember_env(c.url, ctx.args.executor_memory), check))
+            runs.append(record(ctx, job, label, rnd, [exe, *args], ember_env(c.url, ctx.args.executor_memory),
+                               check))
+    return runs, order
+
+
+def run_scheduling(ctx, rounds):
+    runs, order = local_and_cluster(ctx, "scheduling", ctx.bins["manytasks"],
+                                    ["--tasks", str(TASKS), "--runs", "3", "--source", "range"],
+                                    ["--tasks", "1000", "--runs", "1"], anchor_check("tasks_per_s", "median_s"),
+                                    rounds)
     decisions = build_decisions(ctx.profile)
     if decisions:
         order.append(("scheduling", "scheduler alone, 1,000 executors"))
@@ -246,21 +256,8 @@ def run_smallfiles(ctx, rounds):
 
 
 def run_wideshuffle(ctx, rounds):
-    runs, order = [], []
-    exe = ctx.bins["wideshuffle"]
-    check = anchor_check("median_s")
-    order.append(("wideshuffle", "ember-local[2] 1000x1000"))
-    for rnd in range(rounds):
-        runs.append(record(ctx, "wideshuffle", "ember-local[2] 1000x1000", rnd, [exe, "--runs", "3"],
-                           ember_env("local[2]", ctx.args.executor_memory), check))
-    with Cluster(ctx.bins, 2, 1, ctx.args.executor_memory, os.path.join(ctx.out, "logs"), prefix="wide") as c:
-        order.append(("wideshuffle", "ember-cluster-2x1 1000x1000"))
-        record(ctx, "wideshuffle", "ember-cluster-2x1 warm-up", 0, [exe, "--runs", "1", "--maps", "10"],
-               ember_env(c.url, ctx.args.executor_memory), check)
-        for rnd in range(rounds):
-            runs.append(record(ctx, "wideshuffle", "ember-cluster-2x1 1000x1000", rnd, [exe, "--runs", "3"],
-                               ember_env(c.url, ctx.args.executor_memory), check))
-    return runs, order
+    return local_and_cluster(ctx, "wideshuffle", ctx.bins["wideshuffle"], ["--runs", "3"],
+                             ["--runs", "1", "--maps", "10"], anchor_check("median_s"), rounds)
 
 
 def pagerank_reference(graph, iterations):

@@ -42,6 +42,17 @@ fn launch(task_id: u64, sha: &str, broadcasts: &[(u64, &[u8])]) -> LaunchTask {
     }
 }
 
+/// A work root, its config (with `secret`), and a recording script installed as a
+/// verified binary that writes to `<root>/probe`: (root, config, probe, sha).
+fn recording_setup(secret: Option<&str>) -> (tempfile::TempDir, Arc<Config>, PathBuf, String) {
+    let root = tempfile::tempdir().unwrap();
+    let cfg = Arc::new(config(root.path(), secret));
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    (root, cfg, probe, sha)
+}
+
 /// A script that writes its environment to `<probe>/env-<pid>` and sleeps.
 fn recording_script(probe: &Path) -> String {
     let p = probe.display();
@@ -135,11 +146,7 @@ async fn gone(path: PathBuf) {
 
 #[tokio::test]
 async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
-    let root = tempfile::tempdir().unwrap();
-    let cfg = Arc::new(config(root.path(), Some("cluster-secret")));
-    let probe = root.path().join("probe");
-    std::fs::create_dir_all(&probe).unwrap();
-    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (_root, cfg, probe, sha) = recording_setup(Some("cluster-secret"));
     let sha16 = &sha[..16];
     let (tx, mut rx) = mpsc::channel(64);
     let mut workers = workers(&cfg, tx);
@@ -265,11 +272,7 @@ async fn a_worker_that_exits_before_ready_fails_every_waiting_task_with_a_hint()
 
 #[tokio::test]
 async fn a_worker_of_another_binary_or_a_bad_hash_is_refused() {
-    let root = tempfile::tempdir().unwrap();
-    let cfg = Arc::new(config(root.path(), None));
-    let probe = root.path().join("probe");
-    std::fs::create_dir_all(&probe).unwrap();
-    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (_root, cfg, probe, sha) = recording_setup(None);
     let (tx, mut rx) = mpsc::channel(64);
     let mut workers = workers(&cfg, tx);
 
@@ -379,11 +382,7 @@ fn launch_of_plan(task_id: u64, sha: &str, plan_id: u64, send: bool, forget: &[u
 /// plan is forgotten by the worker too; a task naming a plan never sent fails, saying so.
 #[tokio::test]
 async fn a_stage_plan_goes_to_the_worker_once_and_is_forgotten_when_the_driver_says() {
-    let root = tempfile::tempdir().unwrap();
-    let cfg = Arc::new(config(root.path(), None));
-    let probe = root.path().join("probe");
-    std::fs::create_dir_all(&probe).unwrap();
-    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (_root, cfg, probe, sha) = recording_setup(None);
     let (tx, mut rx) = mpsc::channel(64);
     let mut workers = workers(&cfg, tx);
 
