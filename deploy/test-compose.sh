@@ -37,9 +37,12 @@ export EMBER_IMAGE_TAG="e2e-$$"
 scratch="$repo/target/compose-e2e-$$"
 export EMBER_DATA_DIR="$scratch/data"
 export EMBER_SECRET_FILE="$scratch/secret"
-# EMBER_BUILD_PROFILE=dev (as CI sets it) tests images of the debug binaries.
+# EMBER_BUILD_PROFILE=dev (as CI sets it) tests images of the debug binaries, and runs
+# stripped copies of the debug job binaries (made after the build step, in $scratch/jobs):
+# with their debug info they are ~340 MB each, which the driver and every executor would
+# store once per job binary.
 case "${EMBER_BUILD_PROFILE:-release}" in
-  dev) export EMBER_JOBS_DIR="$repo/target/debug/examples" ;;
+  dev) export EMBER_JOBS_DIR="$scratch/jobs" ;;
   *) export EMBER_JOBS_DIR="$repo/target/release/examples" ;;
 esac
 export EMBER_HEARTBEAT_TIMEOUT_MS=4000
@@ -111,6 +114,13 @@ failures() {
 step "build the images"
 mkdir -p "$EMBER_DATA_DIR"
 deploy/build-images.sh "$EMBER_IMAGE_TAG" 2>&1 | grep -E '^built ' | sed 's/^/   /'
+if [ "${EMBER_BUILD_PROFILE:-release}" = dev ]; then
+  mkdir -p "$EMBER_JOBS_DIR"
+  for job in $(find target/debug/examples -maxdepth 1 -type f -executable ! -name '*-*'); do
+    strip -o "$EMBER_JOBS_DIR/$(basename "$job")" "$job"
+  done
+  echo "   stripped debug job binaries in $EMBER_JOBS_DIR: $(du -sh "$EMBER_JOBS_DIR" | cut -f1)"
+fi
 done_step
 
 step "generate input data"
