@@ -270,7 +270,8 @@ def main():
             notes.append(f"cluster daemon `{n}` missing ({why}): no "
                          f"{' or '.join(j for j in CLUSTER_JOBS if j in args.jobs)} rows")
         elif n in needed:
-            rows_hit = [j for j in args.jobs if JOB_EXAMPLE[j] == n]
+            rows_hit = [j for j in args.jobs
+                        if n in (SCALE_EXAMPLES[j] if j in SCALE_JOBS else [JOB_EXAMPLE[j]])]
             if "cluster" in args.jobs and n in CLUSTER_EXAMPLES and "cluster" not in rows_hit:
                 rows_hit.append(f"cluster ({n} on the cluster)")
             notes.append(f"ember example `{n}` missing ({why}): no ember row for {', '.join(rows_hit)}")
