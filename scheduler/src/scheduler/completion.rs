@@ -53,7 +53,8 @@ impl Scheduler {
         }
     }
 
-    fn free_slot(&mut self, executor_id: &str) {
+    /// Gives back the slot a task of `executor_id` held.
+    pub(super) fn free_slot(&mut self, executor_id: &str) {
         if let Some(ex) = self.executors.get_mut(executor_id) {
             ex.in_flight = ex.in_flight.saturating_sub(1);
             self.refile(executor_id);

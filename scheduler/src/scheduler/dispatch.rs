@@ -57,7 +57,7 @@ impl Scheduler {
 
     /// Launches queued tasks on executors with fewer than `level` tasks in flight per
     /// slot (beyond level 1, only tasks of pipelined stages, from the queue's front).
-    /// `free`: the executors that may have room at this level, in id order.
+    /// `free`: the executors that may have room at this level, lowest level first.
     fn dispatch_level(&mut self, level: u32, mut free: Vec<String>) {
         let room = |e: &super::Executor| e.in_flight < e.slots.saturating_mul(level);
         let mut i = 0;
@@ -123,10 +123,7 @@ impl Scheduler {
         if !st.is_pending(p.stage_attempt, p.partition) {
             // A newer attempt of the stage superseded this task, or another attempt
             // (a speculative copy) already finished the partition.
-            if let Some(ex) = self.executors.get_mut(executor_id) {
-                ex.in_flight = ex.in_flight.saturating_sub(1);
-                self.refile(executor_id);
-            }
+            self.free_slot(executor_id);
             return;
         }
         let job_id = match st.kind {
