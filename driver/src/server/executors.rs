@@ -25,7 +25,7 @@ use ember_proto::held_plans::HeldPlans;
 use ember_proto::{
     driver_message, executor_message, limits, BroadcastValue, CleanupSession, DriverMessage,
     ExecutorInfo, ExecutorMessage, Heartbeat, LaunchTask, LaunchTasks, RegisterExecutor,
-    Registered, StagePlan, TaskDescription,
+    Registered, StagePlan, TaskDescription, TaskStatus,
 };
 use parking_lot::Mutex;
 use prost::Message;
@@ -436,16 +436,7 @@ async fn read_channel(
         };
         let alive_still = match msg.msg {
             Some(executor_message::Msg::Heartbeat(hb)) => state.executors.touch(&id, Some(hb)),
-            Some(executor_message::Msg::Status(mut status)) => {
-                let known = state.executors.touch(&id, None);
-                if known {
-                    status.executor_id = id.clone();
-                    state
-                        .scheduler
-                        .send(SchedulerEvent::TaskFinished(Box::new(status)));
-                }
-                known
-            }
+            Some(executor_message::Msg::Status(status)) => forward(&state, &id, vec![status]),
             Some(executor_message::Msg::Statuses(batch)) => {
                 let n = batch.statuses.len();
                 if n > limits::MAX_STATUS_BATCH {
@@ -456,16 +447,7 @@ async fn read_channel(
                     state.executors.lose(&state.to_scheduler, &id, reason);
                     return;
                 }
-                let known = state.executors.touch(&id, None);
-                if known {
-                    for mut status in batch.statuses {
-                        status.executor_id = id.clone();
-                        state
-                            .scheduler
-                            .send(SchedulerEvent::TaskFinished(Box::new(status)));
-                    }
-                }
-                known
+                forward(&state, &id, batch.statuses)
             }
             Some(executor_message::Msg::Register(_)) => {
                 warn!(executor = %id, "executor sent `register` twice; ignoring it");
@@ -480,6 +462,21 @@ async fn read_channel(
             return;
         }
     }
+}
+
+/// Hands an executor's task statuses to the scheduler under its id; false if it is no
+/// longer registered (then nothing is forwarded).
+fn forward(state: &DriverState, id: &str, statuses: Vec<TaskStatus>) -> bool {
+    let known = state.executors.touch(id, None);
+    if known {
+        for mut status in statuses {
+            status.executor_id = id.to_string();
+            state
+                .scheduler
+                .send(SchedulerEvent::TaskFinished(Box::new(status)));
+        }
+    }
+    known
 }
 
 /// Every [`MONITOR_PERIOD`], declares executors silent for longer than `timeout` lost.
