@@ -1,10 +1,26 @@
-//! The example jobs' memory allocator: mimalloc, told to keep freed memory for reuse.
+//! The example jobs' memory allocator: mimalloc, told to keep freed memory for reuse up to
+//! a budget tied to the executor's memory.
 //!
 //! A job binary picks its own allocator (ember does not impose one). The examples use
 //! mimalloc, which the benchmarks showed far faster than glibc malloc for ember's many
-//! short-lived records, and disable its purging of freed pages: a batch job reuses its
-//! memory task after task, and returning it to the OS only to fault it back in (zeroed
-//! by the kernel) cost about 14 % of the sort job's time.
+//! short-lived records. Returning freed pages to the OS soon after they empty (mimalloc's
+//! default, 10 ms) and faulting them back in, zeroed by the kernel, cost the sort job 2-5 s
+//! of system time; keeping every freed page instead (what the examples did until
+//! 2026-12-02) let a sort under a 128 MiB execution memory limit keep 420 MiB resident of
+//! which it used 170 (the pool counts what records hold, not what the allocator keeps). So
+//! freed pages are kept while the process stays under its budget, and returned all at once
+//! when it goes over.
+//!
+//! Invariant: every [`TRIM_EVERY`] a trimmer thread compares the process's resident set with
+//! the budget (`EMBER_EXECUTOR_MEMORY`, else ember's default, plus [`SLACK_BYTES`]) and, when
+//! over, forces a collection that returns every freed page to the OS. Memory in use is
+//! never touched: a process whose live data is over the budget (the pool lets a consumer go
+//! past its share below the spill floor; fixed buffers are not charged) stays over it until
+//! it frees. Pages freed and unused for [`IDLE_PURGE_MS`] go back even under the budget.
+//! Measured on the sort of the kv set (`bench/results/2026-12-02-memory.md`): peak RSS
+//! 94 / 164 / 554 MiB at 64m / 128m / 512m, at the speed of keeping everything.
+
+use std::time::Duration;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -14,17 +30,53 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// `mi_option_purge_decommits` in mimalloc.h (the same index in v2 and v3).
 const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 
-/// Keeps freed pages instead of returning them to the OS (`-1`: never purge), and
-/// where mimalloc purges anyway (freed huge blocks), resets the pages instead of
-/// decommitting them, so reusing them faults in no fresh zeroed pages. On the sort job
-/// the second setting took system time from 6.4 s to 3.2 s (9.5 s to 7.9 s wall).
+/// Resident memory allowed beyond the executor's memory before freed pages are returned.
+pub const SLACK_BYTES: u64 = 16 << 20;
+/// How often the trimmer looks at the heap.
+const TRIM_EVERY: Duration = Duration::from_millis(10);
+/// Freed pages unused this long are returned even under the budget (milliseconds).
+const IDLE_PURGE_MS: std::ffi::c_long = 2000;
+
+/// Keeps freed pages for reuse (returning only pages idle for [`IDLE_PURGE_MS`]) and starts
+/// the trimmer that holds the heap to its budget.
 pub fn keep_freed_memory() {
     // SAFETY: setting an option is always allowed; it only changes later purging.
     unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 0);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, IDLE_PURGE_MS);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DECOMMITS, 1);
     }
     no_transparent_huge_pages();
+    let memory = std::env::var("EMBER_EXECUTOR_MEMORY")
+        .ok()
+        .and_then(|v| ember::memory::parse_memory_size(&v).ok())
+        .unwrap_or(ember::DEFAULT_EXECUTOR_MEMORY);
+    let budget = usize::try_from(memory.saturating_add(SLACK_BYTES)).unwrap_or(usize::MAX);
+    let _ = std::thread::Builder::new()
+        .name("heap-trimmer".into())
+        .spawn(move || loop {
+            std::thread::sleep(TRIM_EVERY);
+            if resident() > budget {
+                // SAFETY: mi_collect may be called from any thread at any time.
+                unsafe { libmimalloc_sys::mi_collect(true) };
+            }
+        });
+}
+
+/// The process's resident set in bytes (`/proc/self/statm`), or 0 where it cannot be read.
+/// mimalloc's own commit figure counts memory committed ahead and never touched, which set
+/// the trimmer off while the process was well under its budget.
+fn resident() -> usize {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf with a valid name only reads a constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * usize::try_from(page).unwrap_or(4096)
 }
 
 /// mimalloc v3 asks for transparent huge pages on its arenas (`madvise(MADV_HUGEPAGE)`),

@@ -7,16 +7,18 @@
 //! naming the file and what went wrong, because the scheduler answers that error by
 //! rerunning the map task. Nothing here panics on bad input.
 //!
-//! Checksums: a local block is read whole into memory and its crc32 checked before any
-//! record is decoded ([`read_local_block`]; blocks are bounded by map output size / number
-//! of reducers). A block arriving as a stream can instead be decoded as it arrives with a
-//! running crc ([`BlockRecords::from_stream`]); then a mismatch is reported as the
-//! iterator's last item, after records decoded from the bad bytes were already yielded,
-//! so the consumer must treat the whole block's records as void on any error (a reduce
-//! task does: it fails with `FetchFailed` and its partial output is discarded).
+//! Checksums: a reducer reads a local block from its data file as it decodes it
+//! ([`open_block_records`]: a 64 KiB read buffer and one frame in memory, whatever the
+//! block's size; reading blocks whole held up to a block per running reducer outside the
+//! memory pool), with a running crc32, as it does a block arriving as a stream
+//! ([`BlockRecords::from_stream`]). A mismatch is then reported as the iterator's last item,
+//! after records decoded from the bad bytes were already yielded, so the consumer must treat
+//! the whole block's records as void on any error (a reduce task does: it fails with
+//! `FetchFailed` and its partial output is discarded). [`read_local_block`] reads a block
+//! whole and checks its crc before returning it, for callers that need the bytes.
 
 use std::fs::File;
-use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom};
 use std::iter::FusedIterator;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -116,18 +118,56 @@ pub fn verify_block(id: &BlockId, source: &str, bytes: &[u8], expected_crc: u32)
     Ok(())
 }
 
-/// Reads and verifies local block `id`, then decodes its records lazily.
+/// Read buffer of a local block being decoded.
+pub const LOCAL_READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Opens local block `id` and decodes its records lazily from its data file, verifying
+/// length and crc as the bytes go by (a mismatch is the last item, see module docs).
 pub fn open_block_records<T: DeserializeOwned>(
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let bytes = read_local_block(dir, id)?;
-    Ok(BlockRecords::from_bytes(id.clone(), bytes))
+    let (path, entry, data_len) = locate_local_block(dir, id)?;
+    if entry.len == 0 {
+        return Ok(BlockRecords::from_bytes(id.clone(), Vec::new()));
+    }
+    let failed = |what: &str, e: io::Error| {
+        id.fetch_failed(format!("{what} shuffle data file {}: {e}", path.display()))
+    };
+    let mut file = File::open(&path).map_err(|e| failed("cannot open", e))?;
+    let file_len = file.metadata().map_err(|e| failed("cannot stat", e))?.len();
+    if file_len != data_len {
+        return Err(id.fetch_failed(format!(
+            "short or mismatched shuffle data file {}: {file_len} bytes, its index says {data_len}",
+            path.display()
+        )));
+    }
+    file.seek(SeekFrom::Start(entry.offset))
+        .map_err(|e| failed("cannot seek in", e))?;
+    let reader = BlockBytes::File(BufReader::with_capacity(LOCAL_READ_BUFFER_BYTES, file));
+    let origin = format!("shuffle data file {}", path.display());
+    Ok(BlockRecords::checked(id.clone(), reader, entry, origin))
+}
+
+/// Where a block's bytes come from: memory (a fetched block) or a local data file.
+pub enum BlockBytes {
+    Memory(Cursor<Vec<u8>>),
+    File(BufReader<File>),
+}
+
+impl Read for BlockBytes {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            BlockBytes::Memory(c) => c.read(buf),
+            BlockBytes::File(f) => f.read(buf),
+        }
+    }
 }
 
 /// The records of one block, decoded one frame at a time. Yields `Err(FetchFailed)` at
 /// most once, as its last item.
-pub struct BlockRecords<T, R = Cursor<Vec<u8>>> {
+pub struct BlockRecords<T, R = BlockBytes> {
     id: BlockId,
     decoder: FrameDecoder<Checked<R>>,
     done: bool,
@@ -137,7 +177,7 @@ pub struct BlockRecords<T, R = Cursor<Vec<u8>>> {
 impl<T: DeserializeOwned> BlockRecords<T> {
     /// Decodes a block already in memory (and already verified, as by [`read_local_block`]).
     pub fn from_bytes(id: BlockId, bytes: Vec<u8>) -> Self {
-        Self::from_reader(id, Cursor::new(bytes))
+        Self::from_reader(id, BlockBytes::Memory(Cursor::new(bytes)))
     }
 }
 
@@ -157,11 +197,19 @@ impl<T: DeserializeOwned, R: Read> BlockRecords<T, R> {
     /// Decodes a block of `entry.len` bytes from `reader` (reading no further), checking
     /// length and crc as the bytes go by; a mismatch is the last item (see module docs).
     pub fn from_stream(id: BlockId, reader: R, entry: BlockEntry) -> Self {
+        let origin = format!("the block stream from executor {}", id.executor_id);
+        Self::checked(id, reader, entry, origin)
+    }
+
+    /// [`BlockRecords::from_stream`], with `origin` naming where the bytes come from in
+    /// errors.
+    fn checked(id: BlockId, reader: R, entry: BlockEntry, origin: String) -> Self {
         let expect = Expect {
             len: entry.len,
             crc: entry.crc,
             seen: 0,
             hasher: crc32fast::Hasher::new(),
+            origin,
         };
         Self::new(
             id,
@@ -193,15 +241,15 @@ impl<T: DeserializeOwned, R: Read> BlockRecords<T, R> {
         };
         if x.seen != x.len {
             return Err(self.id.fetch_failed(format!(
-                "block stream from executor {} ended after {} of {} bytes",
-                self.id.executor_id, x.seen, x.len
+                "block {} in {} ended after {} of {} bytes",
+                self.id.reduce_partition, x.origin, x.seen, x.len
             )));
         }
         let actual = x.hasher.clone().finalize();
         if actual != x.crc {
             return Err(self.id.fetch_failed(format!(
-                "checksum mismatch in block {} streamed from executor {}: expected {:08x} got {actual:08x}",
-                self.id.reduce_partition, self.id.executor_id, x.crc
+                "checksum mismatch in block {} read from {}: expected {:08x} got {actual:08x}",
+                self.id.reduce_partition, x.origin, x.crc
             )));
         }
         Ok(())
@@ -224,7 +272,10 @@ impl<T: DeserializeOwned, R: Read> Iterator for BlockRecords<T, R> {
             }
             Err(e) => {
                 self.done = true;
-                let message = format!("undecodable shuffle block: {e}");
+                let message = match &self.decoder.get_ref().expect {
+                    Some(x) => format!("undecodable shuffle block from {}: {e}", x.origin),
+                    None => format!("undecodable shuffle block: {e}"),
+                };
                 Some(Err(self.id.fetch_failed(message)))
             }
         }
@@ -245,6 +296,8 @@ struct Expect {
     crc: u32,
     seen: u64,
     hasher: crc32fast::Hasher,
+    /// Where the bytes come from, for errors.
+    origin: String,
 }
 
 impl<R: Read> Read for Checked<R> {
@@ -339,7 +392,16 @@ mod tests {
         bytes[(entry.offset + entry.len / 2) as usize] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
         let shown = path.display().to_string();
+        // Decoded as it is read: the flipped byte fails lz4/postcard or, at the end, the crc.
         let err = collect(dir.path(), 1).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("checksum mismatch") || msg.contains("undecodable"),
+            "{msg}"
+        );
+        expect_fetch_failed(err, 1, &[&shown]);
+        // Read whole, the block is refused before any record is decoded.
+        let err = read_local_block(dir.path(), &id(1)).unwrap_err();
         expect_fetch_failed(err, 1, &["checksum mismatch", &shown, "block 1"]);
         // Other blocks of the same file are intact.
         assert!(collect(dir.path(), 0).is_ok());

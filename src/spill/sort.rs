@@ -6,7 +6,9 @@
 //!   direction (`sort_unstable_by`). Records with equal keys may come out in any order.
 //! * Memory charged to the reservation is `capacity * size_of::<(K, V)>()` plus the sampled
 //!   encoded size of the records held. A spill drops the buffer's allocation and frees the
-//!   reservation.
+//!   reservation. A full buffer asks the pool for its growth (the old allocation and the
+//!   new one of twice its size are both live while it reallocates) before it grows, and
+//!   spills instead when refused.
 //! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
 //!   After any `Err` the sorter must be dropped: a failed spill loses the buffer.
 
@@ -61,6 +63,9 @@ where
 
     /// Adds a record.
     pub fn insert(&mut self, k: K, v: V) -> Result<()> {
+        if self.buf.len() == self.buf.capacity() && self.must_spill_to_grow() {
+            self.spill()?;
+        }
         self.buf.push((k, v));
         if let Some(last) = self.buf.last() {
             self.estimator.update(last);
@@ -90,6 +95,20 @@ where
         let len = self.buf.len() as u64;
         let spare = (self.buf.capacity() as u64 - len) * std::mem::size_of::<(K, V)>() as u64;
         self.estimator.estimate(len) + spare
+    }
+
+    /// Whether the full buffer must spill instead of growing. Growing reallocates: for a
+    /// moment the old allocation and one of twice its size are both live, so the growth is
+    /// asked of the pool, old and new together, before it happens (charging only after it
+    /// left a sorter at three times its capacity unaccounted while it copied).
+    fn must_spill_to_grow(&mut self) -> bool {
+        let cap = self.buf.capacity();
+        if cap == 0 {
+            return false;
+        }
+        let new_bytes = (2 * cap * std::mem::size_of::<(K, V)>()) as u64;
+        self.spiller
+            .must_spill(self.estimated_bytes() + new_bytes, self.buf.len())
     }
 
     fn spill(&mut self) -> Result<()> {
