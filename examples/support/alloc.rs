@@ -51,32 +51,31 @@ pub fn keep_freed_memory() {
         .and_then(|v| ember::memory::parse_memory_size(&v).ok())
         .unwrap_or(ember::DEFAULT_EXECUTOR_MEMORY);
     let budget = usize::try_from(memory.saturating_add(SLACK_BYTES)).unwrap_or(usize::MAX);
+    // SAFETY: sysconf with a valid name only reads a constant.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
     let _ = std::thread::Builder::new()
         .name("heap-trimmer".into())
         .spawn(move || loop {
             std::thread::sleep(TRIM_EVERY);
-            if resident() > budget {
+            if resident_pages() * page > budget {
                 // SAFETY: mi_collect may be called from any thread at any time.
                 unsafe { libmimalloc_sys::mi_collect(true) };
             }
         });
 }
 
-/// The process's resident set in bytes (`/proc/self/statm`), or 0 where it cannot be read.
+/// The process's resident set in pages (`/proc/self/statm`), or 0 where it cannot be read.
 /// mimalloc's own commit figure counts memory committed ahead and never touched, which set
 /// the trimmer off while the process was well under its budget.
-fn resident() -> usize {
+fn resident_pages() -> usize {
     let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
         return 0;
     };
-    let pages: usize = statm
+    statm
         .split_whitespace()
         .nth(1)
         .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf with a valid name only reads a constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * usize::try_from(page).unwrap_or(4096)
+        .unwrap_or(0)
 }
 
 /// mimalloc v3 asks for transparent huge pages on its arenas (`madvise(MADV_HUGEPAGE)`),

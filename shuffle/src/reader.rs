@@ -79,29 +79,44 @@ pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(PathBuf, BlockEnt
     ))
 }
 
-/// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
-pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
+/// A non-empty local block's data file, checked against its index's length and positioned
+/// at the block's first byte; `None` for an empty block.
+fn open_local_block(dir: &Path, id: &BlockId) -> Result<Option<(File, PathBuf, BlockEntry)>> {
     let (path, entry, data_len) = locate_local_block(dir, id)?;
     if entry.len == 0 {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    let failed = |what: &str, e: io::Error| {
-        id.fetch_failed(format!("{what} shuffle data file {}: {e}", path.display()))
-    };
-    let mut file = File::open(&path).map_err(|e| failed("cannot open", e))?;
-    let file_len = file.metadata().map_err(|e| failed("cannot stat", e))?.len();
+    let mut file = File::open(&path).map_err(|e| data_file_failed(id, &path, "cannot open", e))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| data_file_failed(id, &path, "cannot stat", e))?
+        .len();
     if file_len != data_len {
         return Err(id.fetch_failed(format!(
             "short or mismatched shuffle data file {}: {file_len} bytes, its index says {data_len}",
             path.display()
         )));
     }
+    file.seek(SeekFrom::Start(entry.offset))
+        .map_err(|e| data_file_failed(id, &path, "cannot seek in", e))?;
+    Ok(Some((file, path, entry)))
+}
+
+/// The `FetchFailed` for an I/O error `what` on the data file at `path`.
+fn data_file_failed(id: &BlockId, path: &Path, what: &str, e: io::Error) -> ShuffleError {
+    id.fetch_failed(format!("{what} shuffle data file {}: {e}", path.display()))
+}
+
+/// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
+pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
+    let Some((mut file, path, entry)) = open_local_block(dir, id)? else {
+        return Ok(Vec::new());
+    };
     let len = usize::try_from(entry.len)
         .map_err(|_| id.fetch_failed(format!("block of {} bytes is too large", entry.len)))?;
     let mut bytes = vec![0u8; len];
-    file.seek(SeekFrom::Start(entry.offset))
-        .and_then(|_| file.read_exact(&mut bytes))
-        .map_err(|e| failed("short read of", e))?;
+    file.read_exact(&mut bytes)
+        .map_err(|e| data_file_failed(id, &path, "short read of", e))?;
     verify_block(id, &path.display().to_string(), &bytes, entry.crc)?;
     Ok(bytes)
 }
@@ -127,23 +142,9 @@ pub fn open_block_records<T: DeserializeOwned>(
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let (path, entry, data_len) = locate_local_block(dir, id)?;
-    if entry.len == 0 {
+    let Some((file, path, entry)) = open_local_block(dir, id)? else {
         return Ok(BlockRecords::from_bytes(id.clone(), Vec::new()));
-    }
-    let failed = |what: &str, e: io::Error| {
-        id.fetch_failed(format!("{what} shuffle data file {}: {e}", path.display()))
     };
-    let mut file = File::open(&path).map_err(|e| failed("cannot open", e))?;
-    let file_len = file.metadata().map_err(|e| failed("cannot stat", e))?.len();
-    if file_len != data_len {
-        return Err(id.fetch_failed(format!(
-            "short or mismatched shuffle data file {}: {file_len} bytes, its index says {data_len}",
-            path.display()
-        )));
-    }
-    file.seek(SeekFrom::Start(entry.offset))
-        .map_err(|e| failed("cannot seek in", e))?;
     let reader = BlockBytes::File(BufReader::with_capacity(LOCAL_READ_BUFFER_BYTES, file));
     let origin = format!("shuffle data file {}", path.display());
     Ok(BlockRecords::checked(id.clone(), reader, entry, origin))
