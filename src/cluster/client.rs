@@ -230,7 +230,7 @@ impl ClusterClient {
                 }
             };
             let mut job_id = None;
-            loop {
+            'stream: loop {
                 let next = tokio::select! {
                     m = stream.message() => m,
                     _ = &mut cancel_rx, if cancel_tx.is_none() => {
@@ -238,31 +238,15 @@ impl ClusterClient {
                         break;
                     }
                 };
-                match next {
-                    Ok(Some(ev)) => match wire::from_wire(ev) {
-                        Ok(ev) => {
-                            let end = matches!(
-                                ev,
-                                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-                            );
-                            if let JobEvent::Started { job_id: id, .. } = &ev {
-                                job_id = Some(*id);
-                                if let Some(c) = cancel_tx.take() {
-                                    running.lock().insert(*id, c);
-                                }
-                            }
-                            if tx.send(ev).is_err() || end {
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            fail(
-                                &tx,
-                                format!("the driver at {url} sent a malformed job event: {e}"),
-                            );
-                            break;
-                        }
-                    },
+                let batch = match next {
+                    Ok(Some(batch)) if !batch.events.is_empty() => batch,
+                    Ok(Some(_)) => {
+                        fail(
+                            &tx,
+                            format!("the driver at {url} sent an empty batch of job events"),
+                        );
+                        break;
+                    }
                     Ok(None) => {
                         fail(
                             &tx,
@@ -279,6 +263,31 @@ impl ClusterClient {
                             ),
                         );
                         break;
+                    }
+                };
+                for ev in batch.events {
+                    let ev = match wire::from_wire(ev) {
+                        Ok(ev) => ev,
+                        Err(e) => {
+                            fail(
+                                &tx,
+                                format!("the driver at {url} sent a malformed job event: {e}"),
+                            );
+                            break 'stream;
+                        }
+                    };
+                    let end = matches!(
+                        ev,
+                        JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+                    );
+                    if let JobEvent::Started { job_id: id, .. } = &ev {
+                        job_id = Some(*id);
+                        if let Some(c) = cancel_tx.take() {
+                            running.lock().insert(*id, c);
+                        }
+                    }
+                    if tx.send(ev).is_err() || end {
+                        break 'stream;
                     }
                 }
             }

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crossbeam_channel::{Receiver, Sender};
-use ember_proto::{dependency, Plan, SubmitJobRequest};
+use ember_proto::{dependency, limits, Plan, SubmitJobRequest};
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
@@ -33,7 +34,7 @@ use ember_proto::{BROADCASTS_PER_SESSION, IDS_PER_SESSION};
 use ember_scheduler::events::{JobEvent, SchedulerEvent};
 use ember_scheduler::wire::to_wire;
 
-type WireEvent = Result<ember_proto::JobEvent, Status>;
+type WireEvents = Result<ember_proto::JobEvents, Status>;
 
 /// Checks that every id `plan` names lies in `[lo, hi)`.
 pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
@@ -177,44 +178,86 @@ pub(crate) fn submit(
     })
 }
 
-/// Forwards a job's events from the scheduler to its client stream; runs `ended`
-/// before the last event goes out, so a client that has seen its job end knows the
-/// driver is done with it (a closed session's cleanup included).
+/// Forwards a job's events from the scheduler to its client stream, as many to a
+/// message as have arrived by the time one is sent (bounded by
+/// [`limits::MAX_EVENT_BATCH`] and [`limits::BATCH_BYTES`]); runs `ended` before the
+/// last event goes out, so a client that has seen its job end knows the driver is done
+/// with it (a closed session's cleanup included).
 fn bridge(
     state: &DriverState,
     track: &JobTrack,
     events: Receiver<JobEvent>,
-    tx: mpsc::UnboundedSender<WireEvent>,
+    tx: mpsc::UnboundedSender<WireEvents>,
     ended: impl FnOnce(),
 ) {
-    for ev in events.iter() {
-        let last = matches!(
-            ev,
-            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-        );
-        if let JobEvent::Started { job_id, .. } = ev {
-            if let Some(reason) = track.started(job_id) {
-                info!(job = job_id, "cancelling job: {reason}");
-                let _ = state
-                    .to_scheduler
-                    .send(SchedulerEvent::CancelJob { job_id, reason });
+    // A client that has gone still gets its job cancelled by the stream's guard; keep
+    // draining until the scheduler ends the job, so sends may fail.
+    let send = |events: Vec<ember_proto::JobEvent>| {
+        let _ = tx.send(Ok(ember_proto::JobEvents { events }));
+    };
+    while let Ok(first) = events.recv() {
+        let mut batch = EventBatch::default();
+        let mut next = Some(first);
+        while let Some(ev) = next.take() {
+            let last = matches!(
+                ev,
+                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+            );
+            if let JobEvent::Started { job_id, .. } = ev {
+                if let Some(reason) = track.started(job_id) {
+                    info!(job = job_id, "cancelling job: {reason}");
+                    let _ = state
+                        .to_scheduler
+                        .send(SchedulerEvent::CancelJob { job_id, reason });
+                }
             }
+            if let Some(full) = batch.push(to_wire(ev)) {
+                send(full);
+            }
+            if last {
+                track.end();
+                ended();
+                send(batch.take());
+                return;
+            }
+            next = events.try_recv().ok();
         }
-        if last {
-            track.end();
-            ended();
-            let _ = tx.send(Ok(to_wire(ev)));
-            return;
-        }
-        // A client that has gone still gets its job cancelled by the stream's guard;
-        // keep draining until the scheduler ends the job.
-        let _ = tx.send(Ok(to_wire(ev)));
+        send(batch.take());
     }
     track.end();
     ended();
     let _ = tx.send(Err(Status::unavailable(
         "the scheduler stopped before the job ended",
     )));
+}
+
+/// Wire events on their way into one `JobEvents` message.
+#[derive(Default)]
+struct EventBatch {
+    events: Vec<ember_proto::JobEvent>,
+    bytes: usize,
+}
+
+impl EventBatch {
+    /// Adds `event`; returns the batch so far first if `event` would take it past
+    /// [`limits::MAX_EVENT_BATCH`] events or [`limits::BATCH_BYTES`] (a batch holds at
+    /// least one event, whatever its size).
+    fn push(&mut self, event: ember_proto::JobEvent) -> Option<Vec<ember_proto::JobEvent>> {
+        let len = event.encoded_len();
+        let full = (!self.events.is_empty()
+            && (self.events.len() >= limits::MAX_EVENT_BATCH
+                || self.bytes + len > limits::BATCH_BYTES))
+            .then(|| self.take());
+        self.bytes += len;
+        self.events.push(event);
+        full
+    }
+
+    /// The events gathered, leaving the batch empty.
+    fn take(&mut self) -> Vec<ember_proto::JobEvent> {
+        self.bytes = 0;
+        std::mem::take(&mut self.events)
+    }
 }
 
 /// Cancels its job when dropped, unless the job has ended.
@@ -231,12 +274,12 @@ impl Drop for JobGuard {
 
 /// The response stream of `SubmitJob`.
 pub struct JobStream {
-    inner: UnboundedReceiverStream<WireEvent>,
+    inner: UnboundedReceiverStream<WireEvents>,
     _guard: JobGuard,
 }
 
 impl Stream for JobStream {
-    type Item = WireEvent;
+    type Item = WireEvents;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         Pin::new(&mut self.inner).poll_next(cx)
@@ -255,6 +298,56 @@ mod tests {
             deps,
             ..Default::default()
         }
+    }
+
+    fn task_result(partition: u32, bytes: usize) -> ember_proto::JobEvent {
+        to_wire(JobEvent::TaskResult {
+            partition,
+            result: vec![7; bytes],
+        })
+    }
+
+    #[test]
+    fn event_batches_are_bounded_in_count_and_bytes_and_keep_order() {
+        let mut batch = EventBatch::default();
+        let mut sent = Vec::new();
+        let total = 2 * limits::MAX_EVENT_BATCH + 5;
+        for p in 0..total as u32 {
+            sent.extend(batch.push(task_result(p, 8)));
+        }
+        sent.push(batch.take());
+        let sizes: Vec<usize> = sent.iter().map(Vec::len).collect();
+        assert_eq!(
+            sizes,
+            vec![limits::MAX_EVENT_BATCH, limits::MAX_EVENT_BATCH, 5]
+        );
+        let order: Vec<u32> = sent
+            .iter()
+            .flatten()
+            .map(|e| match &e.event {
+                Some(ember_proto::job_event::Event::TaskResult(r)) => r.partition,
+                other => panic!("not a result: {other:?}"),
+            })
+            .collect();
+        assert_eq!(order, (0..total as u32).collect::<Vec<_>>());
+        assert!(batch.take().is_empty());
+
+        // Bytes: two results of 40 % of the bound fit, a third starts a new batch; one
+        // bigger than the bound travels alone.
+        let big = limits::BATCH_BYTES * 2 / 5;
+        assert!(batch.push(task_result(0, big)).is_none());
+        assert!(batch.push(task_result(1, big)).is_none());
+        assert_eq!(batch.push(task_result(2, big)).map(|b| b.len()), Some(2));
+        assert_eq!(
+            batch
+                .push(task_result(3, limits::BATCH_BYTES + 1))
+                .map(|b| b.len()),
+            Some(1)
+        );
+        assert_eq!(batch.push(task_result(4, 1)).map(|b| b.len()), Some(1));
+        let rest = batch.take();
+        assert_eq!(rest.len(), 1);
+        assert!(rest.iter().map(|e| e.encoded_len()).sum::<usize>() <= limits::BATCH_BYTES);
     }
 
     #[test]

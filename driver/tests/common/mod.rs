@@ -208,23 +208,29 @@ pub fn tiny_plan(id_base: u32, partitions: u32, sha: &str) -> Plan {
     }
 }
 
-/// Reads job events until the job ends.
-pub async fn job_events(stream: &mut Streaming<ember_proto::JobEvent>) -> Vec<JobEvent> {
+/// Reads job events until the job ends; asserts that no batch is empty and that the
+/// end is the last event of its batch.
+pub async fn job_events(stream: &mut Streaming<ember_proto::JobEvents>) -> Vec<JobEvent> {
     let mut out = Vec::new();
     loop {
-        let ev = tokio::time::timeout(WAIT, stream.message())
+        let batch = tokio::time::timeout(WAIT, stream.message())
             .await
-            .expect("job event in time")
+            .expect("job events in time")
             .expect("job stream ok")
             .expect("job stream ended before the job did");
-        let ev = ember_scheduler::wire::from_wire(ev).expect("valid event");
-        let last = matches!(
-            ev,
-            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-        );
-        out.push(ev);
-        if last {
-            return out;
+        assert!(!batch.events.is_empty(), "an empty batch of job events");
+        let n = batch.events.len();
+        for (i, ev) in batch.events.into_iter().enumerate() {
+            let ev = ember_scheduler::wire::from_wire(ev).expect("valid event");
+            let last = matches!(
+                ev,
+                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+            );
+            out.push(ev);
+            if last {
+                assert_eq!(i + 1, n, "events after the job's end in its batch");
+                return out;
+            }
         }
     }
 }
