@@ -42,6 +42,13 @@ struct Cli {
     /// Cores to offer (default: the available parallelism).
     #[arg(long)]
     cores: Option<u32>,
+    /// Threads of the executor's own async runtime: the driver channel, the shuffle
+    /// service and the worker sockets; tasks run in worker processes, not on these
+    /// (default: --cores, at most the available parallelism). More threads than the
+    /// cores offered only hand wake-ups from one thread to another: on a 2-core
+    /// machine, two 1-core executors ran 50,000 tiny tasks 15-20 % faster with one.
+    #[arg(long)]
+    io_threads: Option<usize>,
     /// Memory to offer, e.g. 4g, 512m, or a byte count.
     #[arg(long, default_value = "4g", value_parser = ember_proto::units::parse_memory_size)]
     memory: u64,
@@ -374,7 +381,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let io_threads = match cli.io_threads {
+        Some(0) => {
+            eprintln!("ember-executor: --io-threads must be at least 1");
+            return ExitCode::from(2);
+        }
+        Some(n) => n,
+        None => {
+            let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (config.cores as usize).clamp(1, parallelism)
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(io_threads)
         .enable_all()
         .build()
     {

@@ -197,3 +197,43 @@ async fn health_is_serving_only_while_registered_with_the_driver() {
     assert_eq!(code, Some(1));
     assert!(text.contains("cannot reach http://127.0.0.1:1"), "{text}");
 }
+
+/// Threads of process `pid` named as tokio names its runtime's workers.
+fn runtime_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter(|t| {
+            let comm = t.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|c| c.trim() == "tokio-rt-worker")
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn io_threads_sizes_its_runtime_by_default_to_its_cores_and_refuses_zero() {
+    let out = within(
+        "exit",
+        executor(&["--driver", "http://127.0.0.1:1", "--io-threads", "0"]).output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--io-threads must be at least 1"),
+        "{stderr}"
+    );
+
+    let driver = start_driver(HashMap::new(), None).await;
+    for (extra, want) in [(&["--cores", "1"][..], 1), (&["--io-threads", "3"][..], 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().to_str().unwrap();
+        let mut args = vec!["--driver", &driver.url, "--work-dir", work];
+        args.extend_from_slice(extra);
+        let mut child = executor(&args).spawn().unwrap();
+        let _stderr = started(&mut child).await;
+        let pid = child.id().unwrap();
+        assert_eq!(runtime_threads(pid), want, "{args:?}");
+        child.kill().await.unwrap();
+    }
+}

@@ -97,7 +97,7 @@ impl Driver for FakeDriver {
     type ExecutorChannelStream = Stream<DriverMessage>;
     type FetchBinaryStream = Stream<BinaryChunk>;
     type OpenSessionStream = Stream<SessionEvent>;
-    type SubmitJobStream = Stream<JobEvent>;
+    type SubmitJobStream = Stream<JobEvents>;
 
     async fn executor_channel(
         &self,
