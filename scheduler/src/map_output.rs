@@ -8,8 +8,9 @@
 //!
 //! A reduce task's compact input needs one block size from every map's status: a
 //! strided gather that misses the cache once per map. So the block sizes of
-//! [`COLUMN_BLOCK`] consecutive reduce partitions are gathered together (each map's
-//! sizes for them share cache lines) and handed out as their reducers launch; the
+//! [`COLUMN_BLOCK`] consecutive reduce partitions (an aligned run) are gathered together
+//! (each map's sizes for them share cache lines) and handed out as their reducers
+//! launch, a reducer whose column was handed out already getting its input alone; the
 //! gathered block is dropped whenever an output is registered or removed, so an input
 //! always reflects the tracker as it is when the input is made.
 
@@ -53,6 +54,8 @@ struct Outputs {
     host_of: Vec<u32>,
     /// Gathered block sizes; `None` whenever an output changed since.
     gathered: Option<Columns>,
+    /// Passes `gather` made over the statuses (what the tests count).
+    gather_passes: u64,
 }
 
 impl MapOutputTracker {
@@ -65,6 +68,7 @@ impl MapOutputTracker {
             host_index: HashMap::new(),
             host_of: vec![0; num_maps as usize],
             gathered: None,
+            gather_passes: 0,
         });
     }
 
@@ -174,9 +178,13 @@ impl MapOutputTracker {
         if let Some(input) = outputs.gathered_input(shuffle_id, r) {
             return input;
         }
-        outputs.gather(r);
-        if let Some(input) = outputs.gathered_input(shuffle_id, r) {
-            return input;
+        // A column already handed out (a retry, a speculative copy) is made alone rather
+        // than gathering its whole block again.
+        if !outputs.gathered_spans(r) {
+            outputs.gather(r);
+            if let Some(input) = outputs.gathered_input(shuffle_id, r) {
+                return input;
+            }
         }
         outputs.input_one(shuffle_id, r)
     }
@@ -207,30 +215,42 @@ impl Outputs {
         })
     }
 
-    /// Gathers the block sizes of the reducers from `r` on (at most [`COLUMN_BLOCK`],
-    /// and no more than [`COLUMN_BLOCK_BYTES`] hold) in one pass over the statuses.
-    /// Gathers nothing if some status lacks one of those blocks (the inputs are then
-    /// made one by one, with such a status as it is).
+    /// True when the gathered block spans reducer `r` (its column may be handed out).
+    fn gathered_spans(&self, r: u32) -> bool {
+        self.gathered
+            .as_ref()
+            .is_some_and(|g| r >= g.first && ((r - g.first) as usize) < g.columns.len())
+    }
+
+    /// Gathers, in one pass over the statuses, the block sizes of the aligned run of
+    /// reducers that holds `r`: at most [`COLUMN_BLOCK`] of them, fewer if more would
+    /// pass [`COLUMN_BLOCK_BYTES`], starting at a multiple of that width (so reducers
+    /// launched in any order share a block). Gathers nothing if some status lacks block
+    /// `r` (the inputs are then made one by one, with such a status as it is).
     fn gather(&mut self, r: u32) {
         self.gathered = None;
         let present = self.by_map.len() - self.missing;
         let by_bytes = COLUMN_BLOCK_BYTES / (present.max(1) * 8);
-        let Some(width) = self
+        let most = (COLUMN_BLOCK as usize).min(by_bytes);
+        let Some(reduces) = self
             .by_map
             .iter()
             .flatten()
             .map(|l| l.block_sizes.len())
             .min()
-            .map(|reduces| (reduces as u64).saturating_sub(u64::from(r)))
-            .map(|left| left.min(u64::from(COLUMN_BLOCK)).min(by_bytes as u64) as usize)
-            .filter(|&w| w > 0)
         else {
-            return;
+            return; // no outputs
         };
+        if most == 0 || r as usize >= reduces {
+            return;
+        }
+        let first = r as usize - r as usize % most;
+        // `first <= r < reduces` and `r < first + most`, so `r` is in the block.
+        let width = most.min(reduces - first);
+        self.gather_passes += 1;
         let mut maps = Vec::with_capacity(present);
         let mut hosts_of = Vec::with_capacity(present);
         let mut columns: Vec<Vec<u64>> = (0..width).map(|_| Vec::with_capacity(present)).collect();
-        let first = r as usize;
         for (loc, &host) in self.by_map.iter().zip(&self.host_of) {
             let Some(loc) = loc else { continue };
             maps.push(loc.map_partition);
@@ -243,7 +263,7 @@ impl Outputs {
             }
         }
         self.gathered = Some(Columns {
-            first: r,
+            first: first as u32,
             maps,
             hosts_of,
             columns: columns.into_iter().map(Some).collect(),
@@ -359,6 +379,9 @@ mod tests {
         for &r in &order {
             assert_eq!(read(&mut t, r), expected(&t, 1, r), "reducer {r}");
         }
+        // Descending, the three aligned blocks are gathered once each; the retries of 3
+        // are made alone, and 129 (block 1, no longer held) gathers once more.
+        assert_eq!(t.shuffles[&1].gather_passes, 4);
         // An output registered after a block was gathered is in the next inputs.
         assert_eq!(read(&mut t, 10).len(), 4);
         t.register_output(1, sized(3, "c", reduces));
