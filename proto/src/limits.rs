@@ -3,8 +3,9 @@
 //! becomes a failure of that task naming the sizes ([`fit_status`]). One release of
 //! shuffles names at most [`MAX_RELEASED_SHUFFLES`] ids. Batches of launches and of
 //! statuses, and of a job's events to its client, are bounded in count and bytes
-//! ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`], [`MAX_EVENT_BATCH`], [`BATCH_BYTES`]), and so are the stage plans an executor holds for the driver
-//! ([`MAX_HELD_PLANS`], [`MAX_HELD_PLAN_BYTES`]).
+//! ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`], [`MAX_EVENT_BATCH`], [`BATCH_BYTES`]),
+//! and so are the stage plans an executor holds for the driver ([`MAX_HELD_PLANS`],
+//! [`MAX_HELD_PLAN_BYTES`]).
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -28,8 +29,8 @@ pub const MAX_STATUS_BATCH: usize = 1024;
 /// Most job events in one `JobEvents` message.
 pub const MAX_EVENT_BATCH: usize = 1024;
 
-/// A batch (of launches, statuses or job events) grows past one item only while its encoded size
-/// stays under this many bytes; a bigger item travels alone.
+/// A batch (of launches, statuses or job events) grows past one item only while its
+/// encoded size stays under this many bytes; a bigger item travels alone.
 pub const BATCH_BYTES: usize = 4 << 20;
 
 /// Most stage plans the driver keeps on one executor (and the executor on its

@@ -182,3 +182,13 @@ pub enum JobEvent {
     /// The job failed.
     JobFailed { job_id: u64, failure: JobFailure },
 }
+
+impl JobEvent {
+    /// True for the job's last event: it succeeded or failed.
+    pub fn ends_job(&self) -> bool {
+        matches!(
+            self,
+            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
+        )
+    }
+}

@@ -189,7 +189,7 @@ impl MapOutputTracker {
         outputs.input_one(shuffle_id, r)
     }
 
-    /// Forgets a shuffle entirely.    /// Forgets a shuffle entirely.
+    /// Forgets a shuffle entirely.
     pub fn remove_shuffle(&mut self, shuffle_id: u32) {
         self.shuffles.remove(&shuffle_id);
     }

@@ -276,10 +276,7 @@ impl ClusterClient {
                             break 'stream;
                         }
                     };
-                    let end = matches!(
-                        ev,
-                        JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-                    );
+                    let end = ev.ends_job();
                     if let JobEvent::Started { job_id: id, .. } = &ev {
                         job_id = Some(*id);
                         if let Some(c) = cancel_tx.take() {

@@ -199,10 +199,7 @@ fn bridge(
         let mut batch = EventBatch::default();
         let mut next = Some(first);
         while let Some(ev) = next.take() {
-            let last = matches!(
-                ev,
-                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-            );
+            let last = ev.ends_job();
             if let JobEvent::Started { job_id, .. } = ev {
                 if let Some(reason) = track.started(job_id) {
                     info!(job = job_id, "cancelling job: {reason}");

@@ -222,10 +222,7 @@ pub async fn job_events(stream: &mut Streaming<ember_proto::JobEvents>) -> Vec<J
         let n = batch.events.len();
         for (i, ev) in batch.events.into_iter().enumerate() {
             let ev = ember_scheduler::wire::from_wire(ev).expect("valid event");
-            let last = matches!(
-                ev,
-                JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-            );
+            let last = ev.ends_job();
             out.push(ev);
             if last {
                 assert_eq!(i + 1, n, "events after the job's end in its batch");

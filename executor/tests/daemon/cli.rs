@@ -43,18 +43,23 @@ async fn started(child: &mut Child) -> tokio::task::JoinHandle<String> {
     err
 }
 
-#[tokio::test]
-async fn refuses_a_public_host_without_a_secret() {
-    let out = within(
-        "exit",
-        executor(&["--driver", "http://127.0.0.1:1", "--host", "10.1.2.3"]).output(),
-    )
-    .await
-    .unwrap();
+/// Runs the executor with `args`; asserts it refuses to start (exit 2, nothing on
+/// stdout) with a message containing `why`.
+async fn refused(args: &[&str], why: &str) {
+    let out = within("exit", executor(args).output()).await.unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("without a cluster secret"), "{stderr}");
+    assert!(stderr.contains(why), "{stderr}");
     assert!(out.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn refuses_a_public_host_without_a_secret() {
+    refused(
+        &["--driver", "http://127.0.0.1:1", "--host", "10.1.2.3"],
+        "without a cluster secret",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -211,18 +216,11 @@ fn runtime_threads(pid: u32) -> usize {
 
 #[tokio::test]
 async fn io_threads_sizes_its_runtime_by_default_to_its_cores_and_refuses_zero() {
-    let out = within(
-        "exit",
-        executor(&["--driver", "http://127.0.0.1:1", "--io-threads", "0"]).output(),
+    refused(
+        &["--driver", "http://127.0.0.1:1", "--io-threads", "0"],
+        "--io-threads must be at least 1",
     )
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--io-threads must be at least 1"),
-        "{stderr}"
-    );
+    .await;
 
     let driver = start_driver(HashMap::new(), None).await;
     for (extra, want) in [(&["--cores", "1"][..], 1), (&["--io-threads", "3"][..], 3)] {

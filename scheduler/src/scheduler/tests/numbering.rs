@@ -40,10 +40,7 @@ fn run(h: &Harness, plan: Plan) -> Vec<JobEvent> {
         let e = events
             .recv_timeout(Duration::from_secs(5))
             .expect("job event");
-        let end = matches!(
-            e,
-            JobEvent::JobSucceeded { .. } | JobEvent::JobFailed { .. }
-        );
+        let end = e.ends_job();
         out.push(e);
         if end {
             return out;
