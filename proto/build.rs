@@ -6,6 +6,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
+    // A shuffle input names each executor once and every reduce task's description
+    // repeats the names: as `Bytes` (wire-identical to `string`) they are shared, not
+    // copied, when the driver clones the host list into a task.
+    config.bytes([".ember.v1.MapHost"]);
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -81,14 +81,27 @@ impl ShuffleInput {
                 self.hosts.len()
             )));
         }
+        let mut hosts = Vec::with_capacity(self.hosts.len());
+        for (i, host) in self.hosts.iter().enumerate() {
+            let text = |field: &str, b: &[u8]| {
+                std::str::from_utf8(b).map(str::to_string).map_err(|_| {
+                    let shown = String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+                    bad(format!("host {i}: {field} {shown:?} is not UTF-8"))
+                })
+            };
+            hosts.push((
+                text("executor id", &host.executor_id)?,
+                text("shuffle address", &host.shuffle_address)?,
+            ));
+        }
         let mut out = self.maps;
         out.reserve(n);
         for i in 0..n {
-            let host = &self.hosts[self.map_hosts[i] as usize];
+            let (executor_id, shuffle_address) = &hosts[self.map_hosts[i] as usize];
             out.push(MapLocation {
                 map_partition: self.map_partitions[i],
-                executor_id: host.executor_id.clone(),
-                shuffle_address: host.shuffle_address.clone(),
+                executor_id: executor_id.clone(),
+                shuffle_address: shuffle_address.clone(),
                 block_sizes: vec![self.map_block_sizes[i]],
                 first_reduce: self.reduce,
             });
@@ -103,8 +116,8 @@ mod tests {
 
     fn host(e: &str) -> MapHost {
         MapHost {
-            executor_id: e.into(),
-            shuffle_address: format!("{e}:7000"),
+            executor_id: prost::bytes::Bytes::copy_from_slice(e.as_bytes()),
+            shuffle_address: format!("{e}:7000").into(),
         }
     }
 
@@ -156,6 +169,13 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "shuffle 3 input: host index 5 but only 1 hosts"
+        );
+        let mut garbled = good.clone();
+        garbled.hosts[0].shuffle_address = vec![b'h', 0xff, b':', b'1'].into();
+        let err = garbled.map_locations().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "shuffle 3 input: host 0: shuffle address \"h\u{fffd}:1\" is not UTF-8"
         );
         // The general form passes through, ahead of the compact one.
         let mut both = good;

@@ -12,8 +12,9 @@
 //! Two jobs run one after the other: a one-stage job of `--tasks` tasks, and a two-stage
 //! job of `--maps` map tasks shuffled into `--reduces` result tasks (each reducer's
 //! description lists every map output, as a real reduce task's does). Each prints its
-//! tasks, seconds and decisions per second; the exit status is non-zero if a job does
-//! not succeed or a partition's result is missing.
+//! tasks, seconds and decisions per second (and, for the two-stage job, when each stage
+//! completed); the exit status is non-zero if a job does not succeed or a partition's
+//! result is missing.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -114,12 +115,14 @@ fn respond(
     }
 }
 
-/// Runs one job to its end; returns its tasks (launches) and seconds.
-fn run(sched: &SchedulerHandle, plan: Plan, results: u32) -> Result<(u64, f64), String> {
+/// Runs one job to its end; returns its tasks (launches), seconds, and the seconds at
+/// which each stage completed.
+fn run(sched: &SchedulerHandle, plan: Plan, results: u32) -> Result<(u64, f64, Vec<f64>), String> {
     let start = Instant::now();
     let events = sched.submit(plan, HashMap::new());
     let mut seen = vec![false; results as usize];
     let mut tasks = 0u64;
+    let mut stage_ends = Vec::new();
     loop {
         match events.recv() {
             Ok(JobEvent::TaskResult { partition, result }) => {
@@ -135,6 +138,7 @@ fn run(sched: &SchedulerHandle, plan: Plan, results: u32) -> Result<(u64, f64), 
                 }
                 tasks += 1;
             }
+            Ok(JobEvent::StageCompleted { .. }) => stage_ends.push(start.elapsed().as_secs_f64()),
             Ok(JobEvent::JobSucceeded { .. }) => break,
             Ok(JobEvent::JobFailed { failure, .. }) => {
                 return Err(format!("job failed: {failure:?}"))
@@ -147,7 +151,7 @@ fn run(sched: &SchedulerHandle, plan: Plan, results: u32) -> Result<(u64, f64), 
     if let Some(p) = seen.iter().position(|s| !s) {
         return Err(format!("partition {p}: no result"));
     }
-    Ok((tasks, secs))
+    Ok((tasks, secs, stage_ends))
 }
 
 fn main() {
@@ -181,10 +185,17 @@ fn main() {
         ),
     ] {
         match run(&sched, plan, results) {
-            Ok((n, secs)) => println!(
-                "{name}: {n} tasks in {secs:.3} s = {:.0} decisions/s",
-                n as f64 / secs
-            ),
+            Ok((n, secs, stage_ends)) => {
+                println!(
+                    "{name}: {n} tasks in {secs:.3} s = {:.0} decisions/s",
+                    n as f64 / secs
+                );
+                if stage_ends.len() > 1 {
+                    let ends: Vec<String> =
+                        stage_ends.iter().map(|s| format!("{s:.3} s")).collect();
+                    println!("  stages completed after {}", ends.join(", "));
+                }
+            }
             Err(e) => {
                 println!("{name}: FAILED: {e}");
                 ok = false;

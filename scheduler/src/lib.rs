@@ -12,6 +12,7 @@
 //! The driver daemon (crate `ember-driver`) wraps that loop in its gRPC server:
 //! executor registry, binary store, client sessions and job streaming.
 
+pub mod block_sizes;
 pub mod dag;
 pub mod events;
 pub mod limits;

@@ -13,10 +13,16 @@
 //! launch, a reducer whose column was handed out already getting its input alone; the
 //! gathered block is dropped whenever an output is registered or removed, so an input
 //! always reflects the tracker as it is when the input is made.
+//!
+//! The sizes themselves live in a [`BlockSizes`] matrix: a status of the shuffle's
+//! width (the first status's block count) is stored there and its vector dropped; a
+//! status of another width is kept as it came, and read as such.
 
 use std::collections::HashMap;
 
 use ember_proto::{MapHost, MapLocation, ShuffleInput};
+
+use crate::block_sizes::BlockSizes;
 
 /// Reduce partitions whose block sizes are gathered in one pass over the map statuses.
 pub const COLUMN_BLOCK: u32 = 128;
@@ -24,6 +30,9 @@ pub const COLUMN_BLOCK: u32 = 128;
 /// Most bytes one gathered block of sizes may take: a shuffle with more maps than
 /// this allows at [`COLUMN_BLOCK`] columns gathers fewer at once.
 const COLUMN_BLOCK_BYTES: usize = 64 << 20;
+
+/// Maps whose sizes one step of a gather moves onto the columns together.
+const TILE: usize = 16;
 
 /// Shuffle id -> one entry per map partition (its output, once registered).
 #[derive(Debug, Default)]
@@ -52,6 +61,10 @@ struct Outputs {
     hosts: Vec<MapHost>,
     host_index: HashMap<String, u32>,
     host_of: Vec<u32>,
+    /// The sizes of the statuses of the shuffle's width (made with the first output);
+    /// `in_matrix[m]` says map `m`'s are there (its location's own vector is empty).
+    sizes: Option<BlockSizes>,
+    in_matrix: Vec<bool>,
     /// Gathered block sizes; `None` whenever an output changed since.
     gathered: Option<Columns>,
     /// Passes `gather` made over the statuses (what the tests count).
@@ -67,6 +80,8 @@ impl MapOutputTracker {
             hosts: Vec::new(),
             host_index: HashMap::new(),
             host_of: vec![0; num_maps as usize],
+            sizes: None,
+            in_matrix: vec![false; num_maps as usize],
             gathered: None,
             gather_passes: 0,
         });
@@ -86,8 +101,8 @@ impl MapOutputTracker {
             _ => {
                 // A new executor (or one that came back at another address).
                 outputs.hosts.push(MapHost {
-                    executor_id: loc.executor_id.clone(),
-                    shuffle_address: loc.shuffle_address.clone(),
+                    executor_id: loc.executor_id.clone().into(),
+                    shuffle_address: loc.shuffle_address.clone().into(),
                 });
                 let h = outputs.hosts.len() as u32 - 1;
                 outputs.host_index.insert(loc.executor_id.clone(), h);
@@ -98,6 +113,16 @@ impl MapOutputTracker {
             outputs.missing -= 1;
         }
         outputs.gathered = None;
+        let mut loc = loc;
+        let width = loc.block_sizes.len();
+        let sizes = outputs
+            .sizes
+            .get_or_insert_with(|| BlockSizes::new(outputs.by_map.len(), width));
+        outputs.in_matrix[m] = sizes.width() == width;
+        if outputs.in_matrix[m] {
+            sizes.store(m as u32, &loc.block_sizes);
+            loc.block_sizes = Vec::new();
+        }
         outputs.by_map[m] = Some(loc);
         outputs.host_of[m] = host;
     }
@@ -158,7 +183,9 @@ impl MapOutputTracker {
     /// The known outputs of a shuffle with every block size.
     pub fn locations(&self, shuffle_id: u32) -> Vec<MapLocation> {
         match self.shuffles.get(&shuffle_id) {
-            Some(outputs) => outputs.by_map.iter().flatten().cloned().collect(),
+            Some(outputs) => (0..outputs.by_map.len() as u32)
+                .filter_map(|m| outputs.location(m))
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -196,6 +223,32 @@ impl MapOutputTracker {
 }
 
 impl Outputs {
+    /// Map `m`'s output with every block size, if it has one.
+    fn location(&self, m: u32) -> Option<MapLocation> {
+        let loc = self.by_map[m as usize].as_ref()?;
+        let mut loc = loc.clone();
+        if self.in_matrix[m as usize] {
+            loc.block_sizes = self.sizes.as_ref().expect("stored").sizes(m);
+        }
+        Some(loc)
+    }
+
+    /// How many block sizes map `m`'s status has (it has an output).
+    fn blocks_of(&self, m: usize, loc: &MapLocation) -> usize {
+        match &self.sizes {
+            Some(sizes) if self.in_matrix[m] => sizes.width(),
+            _ => loc.block_sizes.len(),
+        }
+    }
+
+    /// The size of block `r` of map `m`'s status, if it has that block.
+    fn size_of(&self, m: usize, loc: &MapLocation, r: usize) -> Option<u64> {
+        match &self.sizes {
+            Some(sizes) if self.in_matrix[m] => (r < sizes.width()).then(|| sizes.get(m as u32, r)),
+            _ => loc.block_sizes.get(r).copied(),
+        }
+    }
+
     /// Reducer `r`'s compact input from the gathered block, if it holds `r`'s column
     /// (not yet handed out).
     fn gathered_input(&mut self, shuffle_id: u32, r: u32) -> Option<ShuffleInput> {
@@ -235,8 +288,8 @@ impl Outputs {
         let Some(reduces) = self
             .by_map
             .iter()
-            .flatten()
-            .map(|l| l.block_sizes.len())
+            .enumerate()
+            .filter_map(|(m, l)| Some(self.blocks_of(m, l.as_ref()?)))
             .min()
         else {
             return; // no outputs
@@ -251,16 +304,36 @@ impl Outputs {
         let mut maps = Vec::with_capacity(present);
         let mut hosts_of = Vec::with_capacity(present);
         let mut columns: Vec<Vec<u64>> = (0..width).map(|_| Vec::with_capacity(present)).collect();
-        for (loc, &host) in self.by_map.iter().zip(&self.host_of) {
+        // Maps whose sizes are in the matrix, not yet pushed onto the columns.
+        let mut tile: Vec<u32> = Vec::with_capacity(TILE);
+        for (m, (loc, &host)) in self.by_map.iter().zip(&self.host_of).enumerate() {
             let Some(loc) = loc else { continue };
             maps.push(loc.map_partition);
             hosts_of.push(host);
-            for (column, &size) in columns
-                .iter_mut()
-                .zip(&loc.block_sizes[first..first + width])
-            {
-                column.push(size);
+            match &self.sizes {
+                Some(sizes) if self.in_matrix[m] => {
+                    tile.push(m as u32);
+                    if tile.len() == TILE {
+                        sizes.push_tile(&tile, first, &mut columns);
+                        tile.clear();
+                    }
+                }
+                _ => {
+                    if let Some(sizes) = &self.sizes {
+                        sizes.push_tile(&tile, first, &mut columns);
+                        tile.clear();
+                    }
+                    for (column, &size) in columns
+                        .iter_mut()
+                        .zip(&loc.block_sizes[first..first + width])
+                    {
+                        column.push(size);
+                    }
+                }
             }
+        }
+        if let Some(sizes) = &self.sizes {
+            sizes.push_tile(&tile, first, &mut columns);
         }
         self.gathered = Some(Columns {
             first: first as u32,
@@ -276,10 +349,11 @@ impl Outputs {
         // 1,000 reducers than pushing into the arrays inside this loop.
         let mut general = Vec::new();
         let mut compact = Vec::with_capacity(self.by_map.len() - self.missing);
-        for (loc, &host) in self.by_map.iter().zip(&self.host_of) {
+        for (m, (loc, &host)) in self.by_map.iter().zip(&self.host_of).enumerate() {
             let Some(loc) = loc else { continue };
-            let Some(&size) = loc.block_sizes.get(r as usize) else {
-                general.push(loc.clone()); // a status without that block: sent as it is
+            let Some(size) = self.size_of(m, loc, r as usize) else {
+                // A status without that block: sent as it is.
+                general.extend(self.location(m as u32));
                 continue;
             };
             compact.push((loc.map_partition, host, size));

@@ -1,0 +1,190 @@
+//! The block sizes of one shuffle's map statuses, kept as a compact matrix: one row of
+//! `width` sizes (one per reduce partition) for each map partition.
+//!
+//! A status arrives as a vector of 64-bit sizes, one heap allocation per map; 50,000
+//! maps of 1,000 reducers are 400 MB scattered over 50,000 allocations, and every reduce
+//! input reads one size from each. Here a size takes 32 bits, and rows are stored in
+//! chunks of consecutive maps (allocated when the first output of a chunk arrives), so a
+//! reduce partition's sizes are one strided walk through a few large blocks that the
+//! hardware prefetcher follows.
+//!
+//! Invariants: [`BlockSizes::get`] returns exactly the size the status last stored for
+//! that map reported, never a rounded one: a block of [`LARGE`] bytes or more is stored as
+//! `LARGE` with its exact size in a side table, and storing a row again drops the side
+//! entries of the row it replaces. The caller (the tracker) reads only rows it has stored.
+
+use std::collections::HashMap;
+
+/// The stored value of a size that does not fit below it (its exact size is in `large`).
+pub const LARGE: u32 = u32::MAX;
+
+/// About how many bytes one chunk of rows takes: a chunk holds as many whole rows as fit
+/// (at least one, at most [`CHUNK_ROWS`]).
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Most map partitions one chunk holds.
+const CHUNK_ROWS: usize = 64;
+
+/// The block sizes of every stored map status of a shuffle whose statuses have `width`
+/// blocks.
+#[derive(Debug)]
+pub struct BlockSizes {
+    width: usize,
+    rows_per_chunk: usize,
+    chunks: Vec<Option<Box<[u32]>>>,
+    /// Exact sizes of the blocks stored as [`LARGE`], by (map, reduce).
+    large: HashMap<(u32, u32), u64>,
+}
+
+impl BlockSizes {
+    /// Room for `maps` rows of `width` sizes; nothing is allocated until rows are stored.
+    pub fn new(maps: usize, width: usize) -> BlockSizes {
+        let rows_per_chunk = (CHUNK_BYTES / (width.max(1) * 4)).clamp(1, CHUNK_ROWS);
+        BlockSizes {
+            width,
+            rows_per_chunk,
+            chunks: vec![None; maps.div_ceil(rows_per_chunk)],
+            large: HashMap::new(),
+        }
+    }
+
+    /// Blocks per row (the shuffle's reduce partitions).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Stores map `m`'s sizes (`sizes.len()` must be the width), replacing any row stored
+    /// for it before.
+    pub fn store(&mut self, m: u32, sizes: &[u64]) {
+        assert_eq!(sizes.len(), self.width, "a row of another width");
+        let (chunk, at) = self.place(m);
+        let (width, rows) = (self.width, self.rows_per_chunk);
+        let chunk = self.chunks[chunk].get_or_insert_with(|| vec![0; rows * width].into());
+        let row = &mut chunk[at..at + width];
+        if !self.large.is_empty() {
+            for (r, &v) in row.iter().enumerate() {
+                if v == LARGE {
+                    self.large.remove(&(m, r as u32));
+                }
+            }
+        }
+        for (r, (slot, &size)) in row.iter_mut().zip(sizes).enumerate() {
+            *slot = match u32::try_from(size) {
+                Ok(v) if v < LARGE => v,
+                _ => {
+                    self.large.insert((m, r as u32), size);
+                    LARGE
+                }
+            };
+        }
+    }
+
+    /// The size of block `r` of map `m` (`r` below the width).
+    pub fn get(&self, m: u32, r: usize) -> u64 {
+        self.widen(m, r, self.row(m)[r])
+    }
+
+    /// Every size of map `m`'s row.
+    pub fn sizes(&self, m: u32) -> Vec<u64> {
+        let row = self.row(m);
+        (0..self.width).map(|r| self.widen(m, r, row[r])).collect()
+    }
+
+    /// Pushes, onto each column `c`, the size of block `first + c` of each map of `maps`
+    /// in turn: a tile of a transpose, so the rows read (a few cache lines each) stay in
+    /// the cache while every column takes its run of `maps.len()` sizes at once.
+    pub fn push_tile(&self, maps: &[u32], first: usize, columns: &mut [Vec<u64>]) {
+        let rows: Vec<&[u32]> = maps
+            .iter()
+            .map(|&m| &self.row(m)[first..first + columns.len()])
+            .collect();
+        for (c, column) in columns.iter_mut().enumerate() {
+            column.extend(
+                rows.iter()
+                    .zip(maps)
+                    .map(|(row, &m)| self.widen(m, first + c, row[c])),
+            );
+        }
+    }
+
+    fn widen(&self, m: u32, r: usize, v: u32) -> u64 {
+        if v == LARGE {
+            self.large[&(m, r as u32)]
+        } else {
+            u64::from(v)
+        }
+    }
+
+    fn row(&self, m: u32) -> &[u32] {
+        static NONE: [u32; 0] = [];
+        let (chunk, at) = self.place(m);
+        match &self.chunks[chunk] {
+            Some(c) => &c[at..at + self.width],
+            None if self.width == 0 => &NONE,
+            None => panic!("map {m}: no row stored"),
+        }
+    }
+
+    /// The chunk holding map `m`'s row and where in it the row starts.
+    fn place(&self, m: u32) -> (usize, usize) {
+        let m = m as usize;
+        (
+            m / self.rows_per_chunk,
+            (m % self.rows_per_chunk) * self.width,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returns_each_stored_size_exactly_however_large() {
+        let width = 300;
+        let maps = 200;
+        let mut sizes = BlockSizes::new(maps, width);
+        assert!(sizes.rows_per_chunk < maps, "several chunks");
+        let row = |m: u64| -> Vec<u64> {
+            (0..width as u64)
+                .map(|r| match (m + r) % 7 {
+                    0 => u64::from(u32::MAX) + m * 1000 + r, // over 32 bits
+                    1 => u64::from(LARGE),                   // exactly the marker
+                    2 => 0,
+                    _ => m * 1000 + r,
+                })
+                .collect()
+        };
+        for m in (0..maps as u32).rev() {
+            sizes.store(m, &row(u64::from(m)));
+        }
+        for m in 0..maps as u32 {
+            assert_eq!(sizes.sizes(m), row(u64::from(m)), "map {m}");
+            assert_eq!(sizes.get(m, 5), row(u64::from(m))[5]);
+        }
+        // A tile of maps in any order gives each column those maps' sizes in that order.
+        let tile = [9, 2, 150, 3];
+        let mut columns = vec![vec![1u64]; 10];
+        sizes.push_tile(&tile, 17, &mut columns);
+        for (c, column) in columns.iter().enumerate() {
+            let mut want = vec![1];
+            want.extend(tile.iter().map(|&m| row(u64::from(m))[17 + c]));
+            assert_eq!(column, &want, "column {c}");
+        }
+        // A row stored again replaces the old one, side entries too.
+        let small: Vec<u64> = (0..width as u64).collect();
+        let large_before = sizes.large.len();
+        sizes.store(3, &small);
+        assert_eq!(sizes.sizes(3), small);
+        assert!(sizes.large.len() < large_before);
+        assert_eq!(sizes.sizes(4), row(4));
+    }
+
+    #[test]
+    fn zero_reducers_store_empty_rows() {
+        let mut sizes = BlockSizes::new(3, 0);
+        sizes.store(1, &[]);
+        assert_eq!(sizes.sizes(1), Vec::<u64>::new());
+        assert_eq!(sizes.sizes(2), Vec::<u64>::new());
+    }
+}
