@@ -4,9 +4,10 @@
 //! A status arrives as a vector of 64-bit sizes, one heap allocation per map; 50,000
 //! maps of 1,000 reducers are 400 MB scattered over 50,000 allocations, and every reduce
 //! input reads one size from each. Here a size takes 32 bits, and rows are stored in
-//! chunks of consecutive maps (allocated when the first output of a chunk arrives), so a
-//! reduce partition's sizes are one strided walk through a few large blocks that the
-//! hardware prefetcher follows.
+//! chunks of consecutive maps (allocated when the first output of a chunk arrives), each
+//! chunk laid out by column block: the sizes of [`BLOCK_COLUMNS`] reducers for all its
+//! maps, then the next block's. Gathering one column block for every map is then a walk
+//! through memory in order, which the hardware prefetcher follows.
 //!
 //! Invariants: [`BlockSizes::get`] returns exactly the size the status last stored for
 //! that map reported, never a rounded one: a block of [`LARGE`] bytes or more is stored as
@@ -24,6 +25,10 @@ const CHUNK_BYTES: usize = 1 << 20;
 
 /// Most map partitions one chunk holds.
 const CHUNK_ROWS: usize = 64;
+
+/// Columns of one column block: a chunk stores its rows' sizes of one such block
+/// together, so gathering a run of columns reads memory in order.
+pub const BLOCK_COLUMNS: usize = 128;
 
 /// The block sizes of every stored map status of a shuffle whose statuses have `width`
 /// blocks.
@@ -57,53 +62,68 @@ impl BlockSizes {
     /// for it before.
     pub fn store(&mut self, m: u32, sizes: &[u64]) {
         assert_eq!(sizes.len(), self.width, "a row of another width");
-        let (chunk, at) = self.place(m);
         let (width, rows) = (self.width, self.rows_per_chunk);
-        let chunk = self.chunks[chunk].get_or_insert_with(|| vec![0; rows * width].into());
-        let row = &mut chunk[at..at + width];
-        if !self.large.is_empty() {
-            for (r, &v) in row.iter().enumerate() {
-                if v == LARGE {
-                    self.large.remove(&(m, r as u32));
+        let chunk = m as usize / rows;
+        self.chunks[chunk].get_or_insert_with(|| vec![0; rows * width].into());
+        for b in 0..width.div_ceil(BLOCK_COLUMNS) {
+            let base = b * BLOCK_COLUMNS;
+            let at = self.segment_at(m, b);
+            let chunk = self.chunks[chunk].as_mut().expect("allocated above");
+            let segment = &mut chunk[at.clone()];
+            if !self.large.is_empty() {
+                for (i, &v) in segment.iter().enumerate() {
+                    if v == LARGE {
+                        self.large.remove(&(m, (base + i) as u32));
+                    }
                 }
             }
-        }
-        for (r, (slot, &size)) in row.iter_mut().zip(sizes).enumerate() {
-            *slot = match u32::try_from(size) {
-                Ok(v) if v < LARGE => v,
-                _ => {
-                    self.large.insert((m, r as u32), size);
-                    LARGE
-                }
-            };
+            for (i, (slot, &size)) in segment.iter_mut().zip(&sizes[base..]).enumerate() {
+                *slot = match u32::try_from(size) {
+                    Ok(v) if v < LARGE => v,
+                    _ => {
+                        self.large.insert((m, (base + i) as u32), size);
+                        LARGE
+                    }
+                };
+            }
         }
     }
 
     /// The size of block `r` of map `m` (`r` below the width).
     pub fn get(&self, m: u32, r: usize) -> u64 {
-        self.widen(m, r, self.row(m)[r])
+        let v = self.segment(m, r / BLOCK_COLUMNS)[r % BLOCK_COLUMNS];
+        self.widen(m, r, v)
     }
 
     /// Every size of map `m`'s row.
     pub fn sizes(&self, m: u32) -> Vec<u64> {
-        let row = self.row(m);
-        (0..self.width).map(|r| self.widen(m, r, row[r])).collect()
+        (0..self.width).map(|r| self.get(m, r)).collect()
     }
 
     /// Pushes, onto each column `c`, the size of block `first + c` of each map of `maps`
-    /// in turn: a tile of a transpose, so the rows read (a few cache lines each) stay in
+    /// in turn: a tile of a transpose. The segments read are consecutive in memory when
+    /// `maps` are (a chunk keeps each column block's segments together), and they stay in
     /// the cache while every column takes its run of `maps.len()` sizes at once.
     pub fn push_tile(&self, maps: &[u32], first: usize, columns: &mut [Vec<u64>]) {
-        let rows: Vec<&[u32]> = maps
-            .iter()
-            .map(|&m| &self.row(m)[first..first + columns.len()])
-            .collect();
-        for (c, column) in columns.iter_mut().enumerate() {
-            column.extend(
-                rows.iter()
-                    .zip(maps)
-                    .map(|(row, &m)| self.widen(m, first + c, row[c])),
-            );
+        let end = first + columns.len();
+        assert!(end <= self.width, "columns past the width");
+        let mut segments: Vec<&[u32]> = Vec::with_capacity(maps.len());
+        let mut r = first;
+        while r < end {
+            let b = r / BLOCK_COLUMNS;
+            let base = b * BLOCK_COLUMNS;
+            let hi = end.min(base + BLOCK_COLUMNS);
+            segments.clear();
+            segments.extend(maps.iter().map(|&m| self.segment(m, b)));
+            for (i, column) in (r..hi).zip(&mut columns[r - first..hi - first]) {
+                column.extend(
+                    segments
+                        .iter()
+                        .zip(maps)
+                        .map(|(seg, &m)| self.widen(m, i, seg[i - base])),
+                );
+            }
+            r = hi;
         }
     }
 
@@ -115,23 +135,23 @@ impl BlockSizes {
         }
     }
 
-    fn row(&self, m: u32) -> &[u32] {
-        static NONE: [u32; 0] = [];
-        let (chunk, at) = self.place(m);
-        match &self.chunks[chunk] {
-            Some(c) => &c[at..at + self.width],
-            None if self.width == 0 => &NONE,
+    /// Map `m`'s sizes of column block `b` (columns `b * BLOCK_COLUMNS` on).
+    fn segment(&self, m: u32, b: usize) -> &[u32] {
+        let at = self.segment_at(m, b);
+        match &self.chunks[m as usize / self.rows_per_chunk] {
+            Some(chunk) => &chunk[at],
             None => panic!("map {m}: no row stored"),
         }
     }
 
-    /// The chunk holding map `m`'s row and where in it the row starts.
-    fn place(&self, m: u32) -> (usize, usize) {
-        let m = m as usize;
-        (
-            m / self.rows_per_chunk,
-            (m % self.rows_per_chunk) * self.width,
-        )
+    /// Where in its chunk map `m`'s segment of column block `b` lies: a chunk holds, for
+    /// each column block in turn, the segments of its rows one after another.
+    fn segment_at(&self, m: u32, b: usize) -> std::ops::Range<usize> {
+        let base = b * BLOCK_COLUMNS;
+        let columns = BLOCK_COLUMNS.min(self.width - base);
+        let row = m as usize % self.rows_per_chunk;
+        let start = self.rows_per_chunk * base + row * columns;
+        start..start + columns
     }
 }
 
@@ -162,14 +182,17 @@ mod tests {
             assert_eq!(sizes.sizes(m), row(u64::from(m)), "map {m}");
             assert_eq!(sizes.get(m, 5), row(u64::from(m))[5]);
         }
-        // A tile of maps in any order gives each column those maps' sizes in that order.
+        // A tile of maps in any order gives each column those maps' sizes in that order,
+        // within a column block, across two, and in the narrower last one.
         let tile = [9, 2, 150, 3];
-        let mut columns = vec![vec![1u64]; 10];
-        sizes.push_tile(&tile, 17, &mut columns);
-        for (c, column) in columns.iter().enumerate() {
-            let mut want = vec![1];
-            want.extend(tile.iter().map(|&m| row(u64::from(m))[17 + c]));
-            assert_eq!(column, &want, "column {c}");
+        for (first, n) in [(17, 10), (120, 20), (280, 20)] {
+            let mut columns = vec![vec![1u64]; n];
+            sizes.push_tile(&tile, first, &mut columns);
+            for (c, column) in columns.iter().enumerate() {
+                let mut want = vec![1];
+                want.extend(tile.iter().map(|&m| row(u64::from(m))[first + c]));
+                assert_eq!(column, &want, "column {}", first + c);
+            }
         }
         // A row stored again replaces the old one, side entries too.
         let small: Vec<u64> = (0..width as u64).collect();

@@ -22,10 +22,10 @@ use std::collections::HashMap;
 
 use ember_proto::{MapHost, MapLocation, ShuffleInput};
 
-use crate::block_sizes::BlockSizes;
+use crate::block_sizes::{BlockSizes, BLOCK_COLUMNS};
 
 /// Reduce partitions whose block sizes are gathered in one pass over the map statuses.
-pub const COLUMN_BLOCK: u32 = 128;
+pub const COLUMN_BLOCK: u32 = BLOCK_COLUMNS as u32;
 
 /// Most bytes one gathered block of sizes may take: a shuffle with more maps than
 /// this allows at [`COLUMN_BLOCK`] columns gathers fewer at once.
