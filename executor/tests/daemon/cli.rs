@@ -231,7 +231,15 @@ async fn io_threads_sizes_its_runtime_by_default_to_its_cores_and_refuses_zero()
         let mut child = executor(&args).spawn().unwrap();
         let _stderr = started(&mut child).await;
         let pid = child.id().unwrap();
-        assert_eq!(runtime_threads(pid), want, "{args:?}");
+        // A new thread takes its name once it runs, so the count may lag its spawn:
+        // look again until it matches or ten seconds pass.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut seen = runtime_threads(pid);
+        while seen != want && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            seen = runtime_threads(pid);
+        }
+        assert_eq!(seen, want, "{args:?}");
         child.kill().await.unwrap();
     }
 }
