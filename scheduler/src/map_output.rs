@@ -227,25 +227,28 @@ impl Outputs {
     fn location(&self, m: u32) -> Option<MapLocation> {
         let loc = self.by_map[m as usize].as_ref()?;
         let mut loc = loc.clone();
-        if self.in_matrix[m as usize] {
-            loc.block_sizes = self.sizes.as_ref().expect("stored").sizes(m);
+        if let Some(sizes) = self.matrix_of(m as usize) {
+            loc.block_sizes = sizes.sizes(m);
         }
         Some(loc)
     }
 
+    /// The matrix, when it holds map `m`'s sizes.
+    fn matrix_of(&self, m: usize) -> Option<&BlockSizes> {
+        self.sizes.as_ref().filter(|_| self.in_matrix[m])
+    }
+
     /// How many block sizes map `m`'s status has (it has an output).
     fn blocks_of(&self, m: usize, loc: &MapLocation) -> usize {
-        match &self.sizes {
-            Some(sizes) if self.in_matrix[m] => sizes.width(),
-            _ => loc.block_sizes.len(),
-        }
+        self.matrix_of(m)
+            .map_or(loc.block_sizes.len(), BlockSizes::width)
     }
 
     /// The size of block `r` of map `m`'s status, if it has that block.
     fn size_of(&self, m: usize, loc: &MapLocation, r: usize) -> Option<u64> {
-        match &self.sizes {
-            Some(sizes) if self.in_matrix[m] => (r < sizes.width()).then(|| sizes.get(m as u32, r)),
-            _ => loc.block_sizes.get(r).copied(),
+        match self.matrix_of(m) {
+            Some(sizes) => (r < sizes.width()).then(|| sizes.get(m as u32, r)),
+            None => loc.block_sizes.get(r).copied(),
         }
     }
 
@@ -310,15 +313,15 @@ impl Outputs {
             let Some(loc) = loc else { continue };
             maps.push(loc.map_partition);
             hosts_of.push(host);
-            match &self.sizes {
-                Some(sizes) if self.in_matrix[m] => {
+            match self.matrix_of(m) {
+                Some(sizes) => {
                     tile.push(m as u32);
                     if tile.len() == TILE {
                         sizes.push_tile(&tile, first, &mut columns);
                         tile.clear();
                     }
                 }
-                _ => {
+                None => {
                     if let Some(sizes) = &self.sizes {
                         sizes.push_tile(&tile, first, &mut columns);
                         tile.clear();
