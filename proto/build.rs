@@ -9,7 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A shuffle input names each executor once and every reduce task's description
     // repeats the names: as `Bytes` (wire-identical to `string`) they are shared, not
     // copied, when the driver clones the host list into a task.
-    config.bytes([".ember.v1.MapHost"]);
+    // The compact input's packed arrays likewise: built once, shared by many reducers.
+    config.bytes([".ember.v1.MapHost", ".ember.v1.ShuffleInput"]);
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -25,4 +25,6 @@ pub mod v1 {
 pub use v1::*;
 
 pub use id_range::{IdRange, BROADCASTS_PER_SESSION, IDS_PER_SESSION};
+/// The `bytes` crate the generated types use for their `bytes` fields.
+pub use prost::bytes;
 pub use shuffle_input::InvalidShuffleInput;

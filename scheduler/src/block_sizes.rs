@@ -16,8 +16,9 @@
 
 use std::collections::HashMap;
 
-/// The stored value of a size that does not fit below it (its exact size is in `large`).
-pub const LARGE: u32 = u32::MAX;
+/// The stored value of a size that does not fit below it (its exact size is in `large`):
+/// the same marker as a packed shuffle input's, so a stored size is packed as it is.
+pub const LARGE: u32 = ember_proto::shuffle_input::LARGE_BLOCK;
 
 /// About how many bytes one chunk of rows takes: a chunk holds as many whole rows as fit
 /// (at least one, at most [`CHUNK_ROWS`]).
@@ -100,13 +101,27 @@ impl BlockSizes {
         (0..self.width).map(|r| self.get(m, r)).collect()
     }
 
-    /// Pushes, onto each column `c`, the size of block `first + c` of each map of `maps`
-    /// in turn: a tile of a transpose. The segments read are consecutive in memory when
-    /// `maps` are (a chunk keeps each column block's segments together), and they stay in
-    /// the cache while every column takes its run of `maps.len()` sizes at once.
-    pub fn push_tile(&self, maps: &[u32], first: usize, columns: &mut [Vec<u64>]) {
-        let end = first + columns.len();
+    /// Writes a tile of a transpose: for each column `c` of `first..first + width`, the
+    /// packed sizes of block `c` of each map of `maps` in turn, as little-endian u32s at
+    /// value positions `(c - first) * stride + at ..` of `out`; the exact size of each one
+    /// packed as [`LARGE`] is pushed onto `large[c - first]`. The segments read are
+    /// consecutive in memory when `maps` are (a chunk keeps each column block's segments
+    /// together), and they stay in the cache while every column takes its run of
+    /// `maps.len()` sizes at once.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pack_tile(
+        &self,
+        maps: &[u32],
+        first: usize,
+        width: usize,
+        out: &mut [u8],
+        stride: usize,
+        at: usize,
+        large: &mut [Vec<u64>],
+    ) {
+        let end = first + width;
         assert!(end <= self.width, "columns past the width");
+        assert!(at + maps.len() <= stride, "a tile past its column");
         let mut segments: Vec<&[u32]> = Vec::with_capacity(maps.len());
         let mut r = first;
         while r < end {
@@ -115,13 +130,17 @@ impl BlockSizes {
             let hi = end.min(base + BLOCK_COLUMNS);
             segments.clear();
             segments.extend(maps.iter().map(|&m| self.segment(m, b)));
-            for (i, column) in (r..hi).zip(&mut columns[r - first..hi - first]) {
-                column.extend(
-                    segments
-                        .iter()
-                        .zip(maps)
-                        .map(|(seg, &m)| self.widen(m, i, seg[i - base])),
-                );
+            for i in r..hi {
+                let c = i - first;
+                let start = (c * stride + at) * 4;
+                let dst = &mut out[start..start + maps.len() * 4];
+                for (d, (seg, &m)) in dst.chunks_exact_mut(4).zip(segments.iter().zip(maps)) {
+                    let v = seg[i - base];
+                    if v == LARGE {
+                        large[c].push(self.large[&(m, i as u32)]);
+                    }
+                    d.copy_from_slice(&v.to_le_bytes());
+                }
             }
             r = hi;
         }
@@ -182,16 +201,33 @@ mod tests {
             assert_eq!(sizes.sizes(m), row(u64::from(m)), "map {m}");
             assert_eq!(sizes.get(m, 5), row(u64::from(m))[5]);
         }
-        // A tile of maps in any order gives each column those maps' sizes in that order,
-        // within a column block, across two, and in the narrower last one.
+        // A tile of maps in any order gives each column those maps' packed sizes in that
+        // order, within a column block, across two, and in the narrower last one, with
+        // the exact sizes of the large ones beside them in the same order.
         let tile = [9, 2, 150, 3];
         for (first, n) in [(17, 10), (120, 20), (280, 20)] {
-            let mut columns = vec![vec![1u64]; n];
-            sizes.push_tile(&tile, first, &mut columns);
-            for (c, column) in columns.iter().enumerate() {
-                let mut want = vec![1];
-                want.extend(tile.iter().map(|&m| row(u64::from(m))[first + c]));
-                assert_eq!(column, &want, "column {}", first + c);
+            let stride = tile.len() + 1;
+            let mut out = vec![0xAA; n * stride * 4];
+            let mut large = vec![Vec::new(); n];
+            sizes.pack_tile(&tile, first, n, &mut out, stride, 1, &mut large);
+            for c in 0..n {
+                let column = &out[c * stride * 4..(c + 1) * stride * 4];
+                assert_eq!(
+                    &column[..4],
+                    &[0xAA; 4],
+                    "column {}: before the tile",
+                    first + c
+                );
+                let mut big = Vec::new();
+                let want: Vec<u8> = tile
+                    .iter()
+                    .flat_map(|&m| {
+                        let size = row(u64::from(m))[first + c];
+                        ember_proto::shuffle_input::pack_size(size, &mut big).to_le_bytes()
+                    })
+                    .collect();
+                assert_eq!(&column[4..], &want[..], "column {}", first + c);
+                assert_eq!(large[c], big, "column {}", first + c);
             }
         }
         // A row stored again replaces the old one, side entries too.

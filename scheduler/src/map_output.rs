@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use ember_proto::bytes::Bytes;
+use ember_proto::shuffle_input::{pack_size, pack_u32s};
 use ember_proto::{MapHost, MapLocation, ShuffleInput};
 
 use crate::block_sizes::{BlockSizes, BLOCK_COLUMNS};
@@ -40,15 +42,20 @@ pub struct MapOutputTracker {
     shuffles: HashMap<u32, Outputs>,
 }
 
-/// The block sizes of reduce partitions `first..first + columns.len()` for every map
-/// that has an output (`maps[i]` on host `hosts_of[i]`), one column per reducer, taken
-/// out as its input is made.
+/// The block sizes of reduce partitions `first..first + taken.len()` for every map that
+/// has an output (the `present` maps `maps`, packed, on hosts `hosts_of`), packed one
+/// column per reducer in one buffer; each column is handed out once, as its input is
+/// made, and shares the buffer and the two map arrays with the others.
 #[derive(Debug)]
 struct Columns {
     first: u32,
-    maps: Vec<u32>,
-    hosts_of: Vec<u32>,
-    columns: Vec<Option<Vec<u64>>>,
+    present: usize,
+    maps: Bytes,
+    hosts_of: Bytes,
+    sizes: Bytes,
+    /// Per column, the exact sizes of its blocks packed as large, in map order.
+    large: Vec<Vec<u64>>,
+    taken: Vec<bool>,
 }
 
 /// One shuffle's map outputs, how many of them are `None`, and the executors that
@@ -256,16 +263,18 @@ impl Outputs {
     /// (not yet handed out).
     fn gathered_input(&mut self, shuffle_id: u32, r: u32) -> Option<ShuffleInput> {
         let g = self.gathered.as_mut()?;
-        let column = g
-            .columns
-            .get_mut(r.checked_sub(g.first)? as usize)?
-            .take()?;
+        let c = r.checked_sub(g.first)? as usize;
+        if std::mem::replace(g.taken.get_mut(c)?, true) {
+            return None;
+        }
+        let bytes = g.present * 4;
         Some(ShuffleInput {
             shuffle_id,
             hosts: self.hosts.clone(),
             map_partitions: g.maps.clone(),
             map_hosts: g.hosts_of.clone(),
-            map_block_sizes: column,
+            map_block_sizes: g.sizes.slice(c * bytes..(c + 1) * bytes),
+            large_block_sizes: std::mem::take(&mut g.large[c]),
             reduce: r,
             ..Default::default()
         })
@@ -275,7 +284,7 @@ impl Outputs {
     fn gathered_spans(&self, r: u32) -> bool {
         self.gathered
             .as_ref()
-            .is_some_and(|g| r >= g.first && ((r - g.first) as usize) < g.columns.len())
+            .is_some_and(|g| r >= g.first && ((r - g.first) as usize) < g.taken.len())
     }
 
     /// Gathers, in one pass over the statuses, the block sizes of the aligned run of
@@ -286,7 +295,7 @@ impl Outputs {
     fn gather(&mut self, r: u32) {
         self.gathered = None;
         let present = self.by_map.len() - self.missing;
-        let by_bytes = COLUMN_BLOCK_BYTES / (present.max(1) * 8);
+        let by_bytes = COLUMN_BLOCK_BYTES / (present.max(1) * 4);
         let most = (COLUMN_BLOCK as usize).min(by_bytes);
         let Some(reduces) = self
             .by_map
@@ -306,43 +315,49 @@ impl Outputs {
         self.gather_passes += 1;
         let mut maps = Vec::with_capacity(present);
         let mut hosts_of = Vec::with_capacity(present);
-        let mut columns: Vec<Vec<u64>> = (0..width).map(|_| Vec::with_capacity(present)).collect();
-        // Maps whose sizes are in the matrix, not yet pushed onto the columns.
+        let mut sizes = vec![0u8; width * present * 4];
+        let mut large = vec![Vec::new(); width];
+        // Maps whose sizes are in the matrix, not yet packed onto the columns, and the
+        // position in each column of the first of them.
         let mut tile: Vec<u32> = Vec::with_capacity(TILE);
+        let mut tile_at = 0;
+        let flush = |tile: &mut Vec<u32>, at: usize, sizes: &mut [u8], large: &mut [Vec<u64>]| {
+            if let (Some(matrix), false) = (&self.sizes, tile.is_empty()) {
+                matrix.pack_tile(tile, first, width, sizes, present, at, large);
+            }
+            tile.clear();
+        };
         for (m, (loc, &host)) in self.by_map.iter().zip(&self.host_of).enumerate() {
             let Some(loc) = loc else { continue };
+            let at = maps.len();
             maps.push(loc.map_partition);
             hosts_of.push(host);
-            match self.matrix_of(m) {
-                Some(sizes) => {
-                    tile.push(m as u32);
-                    if tile.len() == TILE {
-                        sizes.push_tile(&tile, first, &mut columns);
-                        tile.clear();
-                    }
+            if self.matrix_of(m).is_some() {
+                if tile.is_empty() {
+                    tile_at = at;
                 }
-                None => {
-                    if let Some(sizes) = &self.sizes {
-                        sizes.push_tile(&tile, first, &mut columns);
-                        tile.clear();
-                    }
-                    for (column, &size) in columns
-                        .iter_mut()
-                        .zip(&loc.block_sizes[first..first + width])
-                    {
-                        column.push(size);
-                    }
+                tile.push(m as u32);
+                if tile.len() == TILE {
+                    flush(&mut tile, tile_at, &mut sizes, &mut large);
                 }
+                continue;
+            }
+            flush(&mut tile, tile_at, &mut sizes, &mut large);
+            for (c, &size) in loc.block_sizes[first..first + width].iter().enumerate() {
+                let v = pack_size(size, &mut large[c]);
+                let start = (c * present + at) * 4;
+                sizes[start..start + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
-        if let Some(sizes) = &self.sizes {
-            sizes.push_tile(&tile, first, &mut columns);
-        }
+        flush(&mut tile, tile_at, &mut sizes, &mut large);
         self.gathered = Some(Columns {
             first: first as u32,
-            maps,
-            hosts_of,
-            columns: columns.into_iter().map(Some).collect(),
+            present,
+            maps: pack_u32s(maps),
+            hosts_of: pack_u32s(hosts_of),
+            sizes: sizes.into(),
+            large,
+            taken: vec![false; width],
         });
     }
 
