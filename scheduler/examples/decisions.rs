@@ -2,7 +2,8 @@
 //! (a task placed on a slot, its description built, its status taken in) it makes per
 //! second. No network and no task work: a responder thread plays every executor and
 //! answers each launch at once with a success, so the scheduler's event loop is the
-//! only thing measured.
+//! only thing measured. It runs on the driver daemon's allocator (mimalloc, huge pages
+//! off), so what it measures is what the driver's scheduler thread does.
 //!
 //! ```sh
 //! cargo run --release -p ember-scheduler --example decisions -- \
@@ -27,6 +28,10 @@ use ember_proto::{
 use ember_scheduler::{
     JobEvent, SchedulerConfig, SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher,
 };
+
+// The driver daemon's allocator, set up as `driver/src/main.rs` sets it up.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Launcher(Sender<(String, TaskDescription)>);
 
@@ -155,6 +160,11 @@ fn run(sched: &SchedulerHandle, plan: Plan, results: u32) -> Result<(u64, f64, V
 }
 
 fn main() {
+    // SAFETY: plain integer arguments; harmless where unsupported (as in the driver).
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let executors = arg(&args, "--executors", 1000);
     let slots = arg(&args, "--slots", 1);
