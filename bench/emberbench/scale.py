@@ -209,7 +209,11 @@ def run_tenx(ctx, kv, man):
             runs.append(record(ctx, "tenx", label, 0, cmd, env, check))
             if job == "sort":
                 rm(out)
-    if duck_ok and all(os.path.isdir(outs[("kvsum", e)]) for e in ("ember", "duckdb")):
+    # Key by key only against a DuckDB run that succeeded: one that ran out of memory
+    # leaves a partial (or empty) output, which says nothing about ember's sums.
+    finished = {r["engine"] for r in runs if r.get("ok")}
+    both_ok = all(f"kvsum 10x {e} ({TENX_LIMIT})" in finished for e in ("ember", "duckdb"))
+    if duck_ok and both_ok and all(os.path.isdir(outs[("kvsum", e)]) for e in ("ember", "duckdb")):
         a, b = read_sums(outs[("kvsum", "ember")]), read_sums(outs[("kvsum", "duckdb")])
         diff = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
         r = next(r for r in runs if r["engine"].startswith("kvsum 10x ember"))

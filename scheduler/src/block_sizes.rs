@@ -134,6 +134,13 @@ impl BlockSizes {
                 let c = i - first;
                 let start = (c * stride + at) * 4;
                 let dst = &mut out[start..start + maps.len() * 4];
+                if self.large.is_empty() {
+                    // No size is stored as `LARGE`: a plain copy, nothing to look up.
+                    for (d, seg) in dst.chunks_exact_mut(4).zip(&segments) {
+                        d.copy_from_slice(&seg[i - base].to_le_bytes());
+                    }
+                    continue;
+                }
                 for (d, (seg, &m)) in dst.chunks_exact_mut(4).zip(segments.iter().zip(maps)) {
                     let v = seg[i - base];
                     if v == LARGE {
@@ -237,6 +244,40 @@ mod tests {
         assert_eq!(sizes.sizes(3), small);
         assert!(sizes.large.len() < large_before);
         assert_eq!(sizes.sizes(4), row(4));
+    }
+
+    #[test]
+    fn a_matrix_without_large_sizes_packs_the_same_tiles() {
+        // No size is large: `pack_tile` takes its plain-copy path, which must write
+        // exactly what the general path writes.
+        let (width, maps) = (300, 130);
+        let row = |m: u32| -> Vec<u64> {
+            (0..width as u64)
+                .map(|r| u64::from(m) * 7 + r * 3)
+                .collect()
+        };
+        let mut sizes = BlockSizes::new(maps, width);
+        for m in (0..maps as u32).rev() {
+            sizes.store(m, &row(m));
+        }
+        assert!(sizes.large.is_empty());
+        let tile = [100, 0, 129, 64];
+        let (first, n, stride) = (120, 150, tile.len());
+        let mut out = vec![0; n * stride * 4];
+        let mut large = vec![Vec::new(); n];
+        sizes.pack_tile(&tile, first, n, &mut out, stride, 0, &mut large);
+        for c in 0..n {
+            let want: Vec<u8> = tile
+                .iter()
+                .flat_map(|&m| (row(m)[first + c] as u32).to_le_bytes())
+                .collect();
+            assert_eq!(
+                &out[c * stride * 4..(c + 1) * stride * 4],
+                &want[..],
+                "column {c}"
+            );
+            assert!(large[c].is_empty());
+        }
     }
 
     #[test]
