@@ -188,7 +188,7 @@ def run_tenx(ctx, kv, man):
     py = ctx.refs.get("python")
     duck_ok = ctx.refs.get("duckdb", {}).get("ok")
     ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale_ref.py")
-    outs = {}
+    outs, kvsum_runs = {}, {}
     for job in ("kvsum", "sort"):
         for engine in ["ember"] + (["duckdb"] if duck_ok else []):
             label = f"{job} 10x {engine} ({TENX_LIMIT})"
@@ -209,14 +209,16 @@ def run_tenx(ctx, kv, man):
             runs.append(record(ctx, "tenx", label, 0, cmd, env, check))
             if job == "sort":
                 rm(out)
-    # Key by key only against a DuckDB run that succeeded: one that ran out of memory
-    # leaves a partial (or empty) output, which says nothing about ember's sums.
-    finished = {r["engine"] for r in runs if r.get("ok")}
-    both_ok = all(f"kvsum 10x {e} ({TENX_LIMIT})" in finished for e in ("ember", "duckdb"))
-    if duck_ok and both_ok and all(os.path.isdir(outs[("kvsum", e)]) for e in ("ember", "duckdb")):
+            else:
+                kvsum_runs[engine] = runs[-1]
+    # Key by key only when both runs succeeded (DuckDB's ran at all, and did not run out
+    # of memory): a failed run leaves a partial or empty output, which says nothing
+    # about ember's sums.
+    both_ok = all(kvsum_runs.get(e, {}).get("ok") for e in ("ember", "duckdb"))
+    if both_ok and all(os.path.isdir(outs[("kvsum", e)]) for e in ("ember", "duckdb")):
         a, b = read_sums(outs[("kvsum", "ember")]), read_sums(outs[("kvsum", "duckdb")])
         diff = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
-        r = next(r for r in runs if r["engine"].startswith("kvsum 10x ember"))
+        r = kvsum_runs["ember"]
         if diff:
             r["ok"] = False
             r["check"].append(f"{len(diff)} keys differ from DuckDB's sums, e.g. key {diff[0]}: "

@@ -122,6 +122,9 @@ impl BlockSizes {
         let end = first + width;
         assert!(end <= self.width, "columns past the width");
         assert!(at + maps.len() <= stride, "a tile past its column");
+        // No size is stored as `LARGE` (nearly every shuffle): plain copies, nothing to
+        // look up.
+        let plain = self.large.is_empty();
         let mut segments: Vec<&[u32]> = Vec::with_capacity(maps.len());
         let mut r = first;
         while r < end {
@@ -134,8 +137,7 @@ impl BlockSizes {
                 let c = i - first;
                 let start = (c * stride + at) * 4;
                 let dst = &mut out[start..start + maps.len() * 4];
-                if self.large.is_empty() {
-                    // No size is stored as `LARGE`: a plain copy, nothing to look up.
+                if plain {
                     for (d, seg) in dst.chunks_exact_mut(4).zip(&segments) {
                         d.copy_from_slice(&seg[i - base].to_le_bytes());
                     }
