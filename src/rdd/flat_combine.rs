@@ -201,7 +201,7 @@ where
         }
         if !decided && emitted >= super::shuffle_ops::COMBINE_PROBE_RECORDS {
             decided = true;
-            let table = agg.as_ref().expect("table present");
+            let table = agg.as_mut().expect("table present");
             if combine_probe_says_skip(table, emitted, map) {
                 drain_combined(tc, agg.take().expect("table present"), &mut out, n)?;
             }

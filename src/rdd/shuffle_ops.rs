@@ -276,7 +276,12 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
 }
 
 /// Writes every combiner of a map-side table to its reducer.
-pub(crate) fn drain_combined<K: Key, V: 'static, C: Data, A: Aggregate<K, V, Option<C>>>(
+pub(crate) fn drain_combined<
+    K: Key,
+    V: Serialize + 'static,
+    C: Data,
+    A: Aggregate<K, V, Option<C>>,
+>(
     tc: &Rc<TaskContext>,
     table: ExternalAggregator<K, V, Option<C>, A>,
     out: &mut MapSide<(K, C)>,
@@ -295,13 +300,13 @@ pub(crate) fn drain_combined<K: Key, V: 'static, C: Data, A: Aggregate<K, V, Opt
 /// True when the map-side combine holds nearly one key per record after `inserted`
 /// records (and has not spilled): combining the rest would not shrink the data.
 pub(crate) fn combine_probe_says_skip<K, V, C, A>(
-    agg: &ExternalAggregator<K, V, C, A>,
+    agg: &mut ExternalAggregator<K, V, C, A>,
     inserted: u64,
     map: u32,
 ) -> bool
 where
     K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
-    V: 'static,
+    V: Serialize + 'static,
     C: Serialize + DeserializeOwned + Send + 'static,
     A: Aggregate<K, V, C>,
 {

@@ -2,10 +2,13 @@
 //! in a hash table and spills it to disk as hash-sorted runs when the memory pool says no.
 //!
 //! Invariants:
-//! * The in-memory table is a `hashbrown::HashTable<(K, C)>`, hashed with the aggregator's
-//!   `BuildHasher` (default: foldhash's deterministic `FixedState`). Hashes are not stored
-//!   in the table, which keeps entries small and cache-friendly. They are recomputed when
-//!   the table grows and when it spills. Inserting into an existing key does not allocate.
+//! * The in-memory table is an [`AggTable`]: one `hashbrown::HashTable<(K, C)>` while
+//!   small, radix-partitioned sub-tables with staged inserts once large (its module doc
+//!   has the invariants; a key's records are folded in insert order either way). It is
+//!   hashed with the aggregator's `BuildHasher` (default: foldhash's deterministic
+//!   `FixedState`). Hashes are not stored in the table, which keeps entries small and
+//!   cache-friendly. They are recomputed when a table grows and when it spills.
+//!   Inserting into an existing key does not allocate.
 //! * Keys in the table are unique. A spill writes every entry as `(K, C)` in ascending hash
 //!   order, so within a run keys are unique and sorted by hash. Hashes are not stored on
 //!   disk: they are recomputed with the same hasher when a run is read.
@@ -26,12 +29,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
-use hashbrown::HashTable;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::run::RunFile;
-use super::size::SizeEstimator;
+use super::table::{AggTable, Pending};
 use super::{KMerge, Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
 use crate::memory::Reservation;
@@ -54,16 +56,14 @@ type HashCmp<K, C> = fn(&Entry<K, C>, &Entry<K, C>) -> Ordering;
 pub struct ExternalAggregator<K, V, C, A, S = FixedState> {
     agg: A,
     hasher: S,
-    table: HashTable<(K, C)>,
-    estimator: SizeEstimator,
+    table: AggTable<K, V, C>,
     spiller: Spiller,
-    _values: PhantomData<fn(V)>,
 }
 
 impl<K, V, C, A> ExternalAggregator<K, V, C, A, FixedState>
 where
     K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
-    V: 'static,
+    V: Serialize + 'static,
     C: Serialize + DeserializeOwned + Send + 'static,
     A: Aggregate<K, V, C>,
 {
@@ -77,7 +77,7 @@ where
 impl<K, V, C, A, S> ExternalAggregator<K, V, C, A, S>
 where
     K: Hash + Eq + Serialize + DeserializeOwned + Send + 'static,
-    V: 'static,
+    V: Serialize + 'static,
     C: Serialize + DeserializeOwned + Send + 'static,
     A: Aggregate<K, V, C>,
     S: BuildHasher + Clone + Send + 'static,
@@ -88,11 +88,8 @@ where
         ExternalAggregator {
             agg,
             hasher,
-            table: HashTable::new(),
-            // One control byte per slot.
-            estimator: SizeEstimator::new::<(K, C)>(1),
+            table: AggTable::new(),
             spiller: Spiller::new(reservation, spill_dir),
-            _values: PhantomData,
         }
     }
 
@@ -105,13 +102,8 @@ where
     /// Folds a value into its key's combiner (creating it for a new key).
     pub fn insert(&mut self, k: K, v: V) -> Result<()> {
         let hash = self.hasher.hash_one(&k);
-        if let Some(e) = self.table.find_mut(hash, |e| e.0 == k) {
-            self.agg.merge_value(&mut e.1, v);
-            self.estimator.update(&*e);
-        } else {
-            let c = self.agg.create(&k, v);
-            self.insert_new(hash, (k, c));
-        }
+        self.table
+            .upsert(&self.agg, &self.hasher, hash, k, Pending::Value(v));
         self.after_insert()
     }
 
@@ -125,37 +117,17 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(q);
-        if let Some(e) = self.table.find_mut(hash, |e| e.0.borrow() == q) {
-            self.agg.merge_value(&mut e.1, v);
-            self.estimator.update(&*e);
-        } else {
-            let k = to_key(q);
-            let c = self.agg.create(&k, v);
-            self.insert_new(hash, (k, c));
-        }
+        self.table
+            .upsert_ref(&self.agg, &self.hasher, hash, q, v, to_key);
         self.after_insert()
     }
 
     /// Folds a combiner (for example a map-side partial aggregate) into its key's combiner.
     pub fn insert_combiner(&mut self, k: K, c: C) -> Result<()> {
         let hash = self.hasher.hash_one(&k);
-        if let Some(e) = self.table.find_mut(hash, |e| e.0 == k) {
-            self.agg.merge_combiners(&mut e.1, c);
-            self.estimator.update(&*e);
-        } else {
-            self.insert_new(hash, (k, c));
-        }
+        self.table
+            .upsert(&self.agg, &self.hasher, hash, k, Pending::Combiner(c));
         self.after_insert()
-    }
-
-    /// Adds an entry for a key the table does not hold.
-    #[inline]
-    fn insert_new(&mut self, hash: u64, entry: (K, C)) {
-        let hasher = &self.hasher;
-        let e = self
-            .table
-            .insert_unique(hash, entry, |e| hasher.hash_one(&e.0));
-        self.estimator.update(e.get());
     }
 
     /// Spills so far.
@@ -163,34 +135,44 @@ where
         self.spiller.metrics
     }
 
-    /// Keys currently held in memory.
-    pub fn in_memory_len(&self) -> usize {
-        self.table.len()
+    /// Keys currently held in memory (applying staged inserts first, so this is exact).
+    pub fn in_memory_len(&mut self) -> usize {
+        self.table.settle(&self.agg, &self.hasher);
+        self.table.keys()
     }
 
-    /// Estimated bytes of the in-memory table: sampled entries plus empty slots.
+    /// Estimated bytes of the in-memory table and its staged inserts.
     pub fn estimated_bytes(&self) -> u64 {
-        let len = self.table.len() as u64;
-        let cap = self.table.capacity() as u64;
-        // hashbrown keeps 1/8 of its buckets empty.
-        let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).max(len) };
-        self.estimator.estimate(len) + (buckets - len) * self.estimator.fixed_bytes()
+        self.table.estimated_bytes()
     }
 
     #[inline]
     fn after_insert(&mut self) -> Result<()> {
-        if self.spiller.tick()
-            && self
-                .spiller
-                .must_spill(self.estimated_bytes(), self.table.len())
-        {
-            self.spill()?;
+        if !self.spiller.tick() {
+            return Ok(());
         }
-        Ok(())
+        let entries = self.table.keys() + self.table.staged();
+        if !self.spiller.must_spill(self.estimated_bytes(), entries) {
+            return Ok(());
+        }
+        // Applying what is staged may free enough (and keeps a spill's runs exact).
+        if self.table.staged() > 0 {
+            self.table.settle(&self.agg, &self.hasher);
+            self.table.release_staging();
+            if !self
+                .spiller
+                .must_spill(self.estimated_bytes(), self.table.keys())
+            {
+                return Ok(());
+            }
+        }
+        self.spill()
     }
 
     fn spill(&mut self) -> Result<()> {
-        let entries = sorted_by_hash(std::mem::take(&mut self.table), &self.hasher);
+        self.table.settle(&self.agg, &self.hasher);
+        self.table.release_staging();
+        let entries = sorted_by_hash(self.table.take_entries(), &self.hasher);
         self.spiller
             .spill(entries.into_iter().map(|(_, k, c)| (k, c)))
     }
@@ -205,13 +187,15 @@ where
         let ExternalAggregator {
             agg,
             hasher,
-            table,
+            mut table,
             mut spiller,
-            ..
         } = self;
+        table.settle(&agg, &hasher);
+        table.release_staging();
+        let entries = table.take_entries();
         if spiller.runs.is_empty() {
             return Ok(Box::new(Reserved {
-                inner: table.into_iter().map(Ok),
+                inner: entries.map(Ok),
                 _reservation: spiller.reservation,
             }));
         }
@@ -235,7 +219,7 @@ where
             })
         };
         spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, C)>))?;
-        let mem = sorted_by_hash(table, &hasher);
+        let mem = sorted_by_hash(entries, &hasher);
         let runs = std::mem::take(&mut spiller.runs);
         let merged = merge_runs(runs, Some(Box::new(mem.into_iter().map(Ok))))?;
         Ok(Box::new(Reserved {
@@ -245,13 +229,12 @@ where
     }
 }
 
-/// Drains `table` into a vector of `(hash, key, combiner)` sorted by hash.
+/// Collects `entries` into a vector of `(hash, key, combiner)` sorted by hash.
 fn sorted_by_hash<K: Hash, C, S: BuildHasher>(
-    table: HashTable<(K, C)>,
+    entries: impl Iterator<Item = (K, C)>,
     hasher: &S,
 ) -> Vec<Entry<K, C>> {
-    let mut entries: Vec<Entry<K, C>> = Vec::with_capacity(table.len());
-    entries.extend(table.into_iter().map(|(k, c)| (hasher.hash_one(&k), k, c)));
+    let mut entries: Vec<Entry<K, C>> = entries.map(|(k, c)| (hasher.hash_one(&k), k, c)).collect();
     entries.sort_unstable_by_key(|e| e.0);
     entries
 }

@@ -23,6 +23,7 @@ pub mod aggregate;
 pub mod run;
 pub mod size;
 pub mod sort;
+mod table;
 #[cfg(test)]
 mod test_data;
 
