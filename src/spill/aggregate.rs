@@ -391,6 +391,28 @@ mod tests {
     }
 
     #[test]
+    fn a_partitioned_table_spills_and_merges_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill_dir = dir.path().join("spill");
+        let pool = MemoryPool::new(6 << 20);
+        let recs = records(600_000, 150_000, 5);
+        let mut agg = ExternalAggregator::new(CountLen, pool.reservation("agg"), spill_dir.clone());
+        let mut partitioned = false;
+        for (k, v) in recs.iter().cloned() {
+            agg.insert(k, v).unwrap();
+            partitioned |= agg.table.is_partitioned();
+        }
+        assert!(partitioned, "the table split into sub-tables");
+        let m = agg.metrics();
+        assert!(m.spill_count > 0, "{m:?}");
+        assert_eq!(files_in(&spill_dir) as u64, m.spill_count);
+        let got = collect_unique(agg.into_iter().unwrap());
+        assert_eq!(got, expected_counts(&recs));
+        assert_eq!(pool.used(), 0);
+        assert_eq!(files_in(&spill_dir), 0);
+    }
+
+    #[test]
     fn tiny_limit_spills_and_merges_correctly() {
         let dir = tempfile::tempdir().unwrap();
         let spill_dir = dir.path().join("spill");

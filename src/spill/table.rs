@@ -99,6 +99,11 @@ where
         self.keys
     }
 
+    /// True once the table has split into sub-tables.
+    pub(crate) fn is_partitioned(&self) -> bool {
+        self.mask != 0
+    }
+
     /// Records staged and not yet applied.
     pub(crate) fn staged(&self) -> usize {
         self.staged
