@@ -100,6 +100,7 @@ where
     }
 
     /// True once the table has split into sub-tables.
+    #[cfg(test)]
     pub(crate) fn is_partitioned(&self) -> bool {
         self.mask != 0
     }
