@@ -155,23 +155,21 @@ where
         if !self.spiller.must_spill(self.estimated_bytes(), entries) {
             return Ok(());
         }
-        // Applying what is staged may free enough (and keeps a spill's runs exact).
-        if self.table.staged() > 0 {
-            self.table.settle(&self.agg, &self.hasher);
-            self.table.release_staging();
-            if !self
-                .spiller
-                .must_spill(self.estimated_bytes(), self.table.keys())
-            {
-                return Ok(());
-            }
-        }
-        self.spill()
-    }
-
-    fn spill(&mut self) -> Result<()> {
+        // Applying what is staged and freeing its buffers may free enough; a spill needs
+        // it done anyway, so its run holds every record so far.
         self.table.settle(&self.agg, &self.hasher);
         self.table.release_staging();
+        if self
+            .spiller
+            .must_spill(self.estimated_bytes(), self.table.keys())
+        {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the (settled) table as one run.
+    fn spill(&mut self) -> Result<()> {
         let entries = sorted_by_hash(self.table.take_entries(), &self.hasher);
         self.spiller
             .spill(entries.into_iter().map(|(_, k, c)| (k, c)))
@@ -286,7 +284,7 @@ mod tests {
     use super::*;
     use crate::error::EmberError;
     use crate::memory::MemoryPool;
-    use crate::spill::test_data::records;
+    use crate::spill::test_data::{records, Collect};
     use proptest::prelude::*;
     use std::collections::HashMap;
     use std::hash::Hasher;
@@ -305,20 +303,6 @@ mod tests {
         fn merge_combiners(&self, c: &mut (u64, u64), o: (u64, u64)) {
             c.0 += o.0;
             c.1 += o.1;
-        }
-    }
-
-    /// Collects values (groupByKey); the combiner grows.
-    struct Collect;
-    impl<K: 'static, V: Send + Sync + 'static> Aggregate<K, V, Vec<V>> for Collect {
-        fn create(&self, _: &K, v: V) -> Vec<V> {
-            vec![v]
-        }
-        fn merge_value(&self, c: &mut Vec<V>, v: V) {
-            c.push(v);
-        }
-        fn merge_combiners(&self, c: &mut Vec<V>, o: Vec<V>) {
-            c.extend(o);
         }
     }
 

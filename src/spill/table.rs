@@ -33,10 +33,10 @@ use super::aggregate::Aggregate;
 use super::size::SizeEstimator;
 
 /// Sub-tables of a partitioned table (a power of two).
-pub(crate) const FANOUT: usize = 64;
+const FANOUT: usize = 64;
 /// Keys at which the plain table splits into sub-tables: 32,768 entries of 32 bytes are
 /// about 1 MiB, one core's L2 cache here.
-pub(crate) const PARTITION_AT: usize = 32 * 1024;
+const PARTITION_AT: usize = 32 * 1024;
 /// Staged records that may always wait, however few keys the table holds.
 const STAGE_MIN: usize = 64 * 1024;
 /// Staged records allowed per key held: a bucket's batch then touches each entry of its
@@ -48,7 +48,7 @@ const PART_SHIFT: u32 = 40;
 
 /// The sub-table of a key with hash `hash` under `mask` (0 for a plain table).
 #[inline]
-pub(crate) fn part(hash: u64, mask: usize) -> usize {
+fn part(hash: u64, mask: usize) -> usize {
     (hash >> PART_SHIFT) as usize & mask
 }
 
@@ -139,9 +139,6 @@ where
     {
         if self.mask == 0 {
             self.apply(agg, hasher, 0, hash, k, op);
-            if self.keys >= PARTITION_AT {
-                self.partition(hasher);
-            }
             return;
         }
         let staged = (hash, k, op);
@@ -181,9 +178,6 @@ where
             let k = to_key(q);
             let c = agg.create(&k, v);
             self.insert_new(hasher, p, hash, (k, c));
-            if self.mask == 0 && self.keys >= PARTITION_AT {
-                self.partition(hasher);
-            }
         }
     }
 
@@ -234,11 +228,16 @@ where
         }
     }
 
+    /// Adds an entry for a key sub-table `p` does not hold; a plain table that reaches
+    /// [`PARTITION_AT`] keys splits here.
     #[inline]
     fn insert_new<S: BuildHasher>(&mut self, hasher: &S, p: usize, hash: u64, entry: (K, C)) {
         let e = self.tables[p].insert_unique(hash, entry, |e| hasher.hash_one(&e.0));
         self.estimator.update(e.get());
         self.keys += 1;
+        if self.mask == 0 && self.keys >= PARTITION_AT {
+            self.partition(hasher);
+        }
     }
 
     /// Splits the plain table into [`FANOUT`] sub-tables.
@@ -283,24 +282,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spill::test_data::records;
+    use crate::spill::test_data::{records, Collect};
     use foldhash::fast::FixedState;
     use std::collections::HashMap;
-
-    /// Collects sequence numbers in the order they are folded in, so any reordering of a
-    /// key's records shows.
-    struct Seq;
-    impl Aggregate<u64, u32, Vec<u32>> for Seq {
-        fn create(&self, _: &u64, v: u32) -> Vec<u32> {
-            vec![v]
-        }
-        fn merge_value(&self, c: &mut Vec<u32>, v: u32) {
-            c.push(v);
-        }
-        fn merge_combiners(&self, c: &mut Vec<u32>, o: Vec<u32>) {
-            c.extend(o);
-        }
-    }
 
     /// Sums floats left to right: a different grouping would change low bits.
     struct SumF;
@@ -330,16 +314,22 @@ mod tests {
             // All three ways in: a value, a combiner of two, and a borrowed key.
             match i % 997 {
                 3 | 400 => {
-                    table.upsert(&Seq, &hasher, hash, *k, Pending::Combiner(vec![seq, seq]));
+                    table.upsert(
+                        &Collect,
+                        &hasher,
+                        hash,
+                        *k,
+                        Pending::Combiner(vec![seq, seq]),
+                    );
                     expected.entry(*k).or_default().extend([seq, seq]);
                 }
                 5 => {
                     // Rare: each one drains its key's bucket early.
-                    table.upsert_ref(&Seq, &hasher, hash, k, seq, |k| *k);
+                    table.upsert_ref(&Collect, &hasher, hash, k, seq, |k| *k);
                     expected.entry(*k).or_default().push(seq);
                 }
                 _ => {
-                    table.upsert(&Seq, &hasher, hash, *k, Pending::Value(seq));
+                    table.upsert(&Collect, &hasher, hash, *k, Pending::Value(seq));
                     expected.entry(*k).or_default().push(seq);
                 }
             }
@@ -350,7 +340,7 @@ mod tests {
             max_staged >= STAGE_MIN / 2,
             "records were staged: {max_staged}"
         );
-        table.settle(&Seq, &hasher);
+        table.settle(&Collect, &hasher);
         assert_eq!(table.keys(), expected.len());
         let mut got: HashMap<u64, Vec<u32>> = HashMap::new();
         for (k, c) in table.take_entries() {
@@ -389,13 +379,13 @@ mod tests {
         let hasher = FixedState::default();
         let mut table: AggTable<u64, u32, Vec<u32>> = AggTable::new();
         for k in 0..PARTITION_AT as u64 {
-            table.upsert(&Seq, &hasher, hasher.hash_one(k), k, Pending::Value(1));
+            table.upsert(&Collect, &hasher, hasher.hash_one(k), k, Pending::Value(1));
         }
         assert_eq!(table.mask, FANOUT - 1);
         let settled = table.estimated_bytes();
         for i in 0..10_000u64 {
             let k = i % 1000;
-            table.upsert(&Seq, &hasher, hasher.hash_one(k), k, Pending::Value(2));
+            table.upsert(&Collect, &hasher, hasher.hash_one(k), k, Pending::Value(2));
         }
         assert_eq!(table.staged(), 10_000);
         let staged = table.estimated_bytes();
@@ -404,7 +394,7 @@ mod tests {
             staged >= settled + 10_000 * slot,
             "staging is charged: {settled} -> {staged}"
         );
-        table.settle(&Seq, &hasher);
+        table.settle(&Collect, &hasher);
         table.release_staging();
         assert_eq!(table.staged(), 0);
         assert!(

@@ -1,4 +1,21 @@
-//! Deterministic test records shared by the spill structures' tests.
+//! Deterministic test records and aggregations shared by the spill structures' tests.
+
+use super::aggregate::Aggregate;
+
+/// Collects values in the order they are folded in (groupByKey); the combiner grows, and
+/// any reordering of a key's records shows.
+pub(crate) struct Collect;
+impl<K: 'static, V: Send + Sync + 'static> Aggregate<K, V, Vec<V>> for Collect {
+    fn create(&self, _: &K, v: V) -> Vec<V> {
+        vec![v]
+    }
+    fn merge_value(&self, c: &mut Vec<V>, v: V) {
+        c.push(v);
+    }
+    fn merge_combiners(&self, c: &mut Vec<V>, o: Vec<V>) {
+        c.extend(o);
+    }
+}
 
 fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
