@@ -50,6 +50,7 @@ mod rdd;
 pub mod shuffle;
 pub mod spill;
 mod task;
+pub mod text;
 
 pub use accumulator::{Accumulator, AccumulatorValue};
 pub use broadcast::Broadcast;
