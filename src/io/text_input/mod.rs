@@ -328,6 +328,9 @@ pub struct LineReader {
     /// The last terminator was a `'\r'` at the end of the buffer: a `'\n'` right after it
     /// belongs to the same terminator and is skipped.
     skip_lf: bool,
+    /// `buf[..hi]` is all ASCII (checked once per refill), so a line lying in it is valid
+    /// UTF-8 without a check of its own.
+    buf_ascii: bool,
 }
 
 impl LineReader {
@@ -355,6 +358,7 @@ impl LineReader {
             carry: Vec::new(),
             current: Current::Carry,
             skip_lf: false,
+            buf_ascii: false,
         })
     }
 
@@ -398,17 +402,31 @@ impl LineReader {
         }
         let mut n = 0;
         let mut bad = None;
-        self.for_each_line(|off, line| match std::str::from_utf8(line) {
-            Ok(s) => {
-                push(off, s);
-                n += 1;
-                n < max
+        while let Some(off) = self.advance()? {
+            let line = match self.current {
+                Current::Buf(a, b) if self.buf_ascii => {
+                    let bytes = &self.buf[a..b];
+                    debug_assert!(bytes.is_ascii());
+                    // SAFETY: `buf_ascii` says `buf[..hi]` is all ASCII, and `b <= hi`
+                    // (a line in the buffer ends before `hi`): ASCII is valid UTF-8.
+                    Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+                }
+                _ => std::str::from_utf8(self.current_line()),
+            };
+            match line {
+                Ok(s) => {
+                    push(off, s);
+                    n += 1;
+                    if n >= max {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    bad = Some((off, e));
+                    break;
+                }
             }
-            Err(e) => {
-                bad = Some((off, e));
-                false
-            }
-        })?;
+        }
         match bad {
             None => Ok(()),
             Some((off, e)) => Err(invalid_utf8(&self.path, off, off + e.valid_up_to() as u64)),
@@ -530,6 +548,7 @@ impl LineReader {
             match self.file.read(&mut self.buf) {
                 Ok(n) => {
                     self.hi = n;
+                    self.buf_ascii = self.buf[..n].is_ascii();
                     return Ok(n);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
