@@ -9,7 +9,70 @@
 
 /// `key,value` with `key` a u64 and `value` in thousandths; `None` if malformed.
 /// Spaces around either field are allowed.
+///
+/// Lines in the plain form `DIGITS,[+-]DIGITS[.D{1,3}]` are parsed in one pass over
+/// their bytes; any other line (spaces, a malformed field, an overflow) goes to
+/// [`parse_line_general`], so the answer is always the general parser's.
+#[inline]
 pub fn parse_line(line: &str) -> Option<(u64, i64)> {
+    parse_plain(line.as_bytes()).or_else(|| parse_line_general(line))
+}
+
+/// The plain form in one pass; `None` for anything else (the caller falls back).
+#[inline]
+fn parse_plain(b: &[u8]) -> Option<(u64, i64)> {
+    let digit = |i: usize| {
+        b.get(i)
+            .and_then(|c| c.checked_sub(b'0'))
+            .filter(|d| *d < 10)
+    };
+    let mut i = 0;
+    let mut key: u64 = 0;
+    while let Some(d) = digit(i) {
+        key = key.checked_mul(10)?.checked_add(u64::from(d))?;
+        i += 1;
+    }
+    if i == 0 || b.get(i) != Some(&b',') {
+        return None;
+    }
+    i += 1;
+    let negative = b.get(i) == Some(&b'-');
+    if negative || b.get(i) == Some(&b'+') {
+        i += 1;
+    }
+    let int_start = i;
+    let mut int: i64 = 0;
+    while let Some(d) = digit(i) {
+        int = int.checked_mul(10)?.checked_add(i64::from(d))?;
+        i += 1;
+    }
+    if i == int_start {
+        return None;
+    }
+    let mut frac: i64 = 0;
+    if i < b.len() {
+        if b[i] != b'.' {
+            return None;
+        }
+        i += 1;
+        let frac_start = i;
+        while i - frac_start < 3 {
+            let Some(d) = digit(i) else { break };
+            frac = frac * 10 + i64::from(d);
+            i += 1;
+        }
+        let decimals = i - frac_start;
+        if decimals == 0 || i != b.len() {
+            return None;
+        }
+        frac *= [1, 100, 10, 1][decimals];
+    }
+    let magnitude = int.checked_mul(1000)?.checked_add(frac)?;
+    Some((key, if negative { -magnitude } else { magnitude }))
+}
+
+/// [`parse_line`] for every form it accepts, field by field.
+pub fn parse_line_general(line: &str) -> Option<(u64, i64)> {
     let (k, v) = line.split_once(',')?;
     let k = k.trim();
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
