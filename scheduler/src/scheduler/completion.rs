@@ -67,8 +67,10 @@ impl Scheduler {
         if let Some(st) = self.stages.get_mut(&run.stage_id) {
             if succeeded && metrics.run_time_micros < quick {
                 st.quick_streak = st.quick_streak.saturating_add(1);
+                st.quick_max_micros = st.quick_max_micros.max(metrics.run_time_micros);
             } else {
                 st.quick_streak = 0;
+                st.quick_max_micros = 0;
             }
         }
     }

@@ -2,9 +2,9 @@
 //!
 //! Invariants: a task is launched only for the current attempt of its stage; a queued
 //! task of a superseded attempt is dropped here and its slot given back. An executor
-//! has at most `slots` tasks in flight, or `slots x pipeline_depth` when they belong to
-//! stages whose tasks run briefly (`Scheduler::pipelined`), filled level by level so
-//! the load stays even.
+//! has at most `slots` tasks in flight, or `slots x depth` when they belong to a stage
+//! whose tasks run briefly (`Scheduler::stage_depth`: a run-time budget over its tasks'
+//! run time, at most `pipeline_depth`), filled level by level so the load stays even.
 
 use ember_proto::TaskDescription;
 
@@ -32,7 +32,7 @@ impl Scheduler {
         for level in first..=depth {
             match self.queue.front() {
                 None => return,
-                Some(p) if level > 1 && !self.pipelined(p.stage_id) => return,
+                Some(p) if level > self.stage_depth(p.stage_id) => return,
                 Some(_) => {}
             }
             // The executors with room at this level (`room` is keyed by the lowest).
@@ -48,11 +48,19 @@ impl Scheduler {
         }
     }
 
-    /// Whether tasks of `stage_id` may wait on an executor behind others.
-    fn pipelined(&self, stage_id: u32) -> bool {
-        self.stages
-            .get(&stage_id)
-            .is_some_and(|st| st.quick_streak >= self.config.quick_streak)
+    /// How many tasks of `stage_id` one slot may have in flight: 1 unless its tasks run
+    /// briefly, then the run-time budget over its slowest quick task, within 2 and
+    /// `pipeline_depth`.
+    fn stage_depth(&self, stage_id: u32) -> u32 {
+        let max = self.config.pipeline_depth.max(1);
+        match self.stages.get(&stage_id) {
+            Some(st) if st.quick_streak >= self.config.quick_streak && max > 1 => {
+                let budget = self.config.pipeline_budget.as_micros() as u64;
+                let fits = budget / st.quick_max_micros.max(1);
+                fits.clamp(2, u64::from(max)) as u32
+            }
+            _ => 1,
+        }
     }
 
     /// Launches queued tasks on executors with fewer than `level` tasks in flight per
@@ -63,7 +71,7 @@ impl Scheduler {
         let mut i = 0;
         while i < self.queue.len() && !free.is_empty() {
             let p = &self.queue[i];
-            if level > 1 && !self.pipelined(p.stage_id) {
+            if level > self.stage_depth(p.stage_id) {
                 break;
             }
             let stage_excluded = self.stages.get(&p.stage_id).map(|s| &s.excluded);

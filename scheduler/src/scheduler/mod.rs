@@ -72,11 +72,16 @@ pub struct SchedulerConfig {
     pub speculation_min: Duration,
     /// Bounds on what one plan may ask for (checked before anything is allocated).
     pub limits: PlanLimits,
-    /// Tasks one slot may have in flight (launched, not finished) for a stage whose
+    /// Most tasks one slot may have in flight (launched, not finished) for a stage whose
     /// tasks run briefly: the next ones wait on the executor instead of a round trip to
     /// the driver per task, as Drizzle's group scheduling hides it. 1 turns it off, and
     /// so does speculation (a task waiting its turn would look slow).
     pub pipeline_depth: u32,
+    /// How much run time may wait behind a slot's running task: a pipelined stage gets
+    /// `pipeline_budget / (its slowest task of the quick streak)` tasks per slot, at
+    /// least 2 and at most `pipeline_depth`. So 2 ms tasks get 16 per slot, 100 µs
+    /// tasks the whole depth, and the tail a slow executor can hold stays this short.
+    pub pipeline_budget: Duration,
     /// A stage's tasks "run briefly" once this many in a row took less than
     /// `quick_task` to run (the executor's own run time, without the wait).
     pub quick_streak: u32,
@@ -95,7 +100,8 @@ impl Default for SchedulerConfig {
             speculation_quantile: 0.75,
             speculation_min: Duration::from_millis(100),
             limits: PlanLimits::default(),
-            pipeline_depth: 16,
+            pipeline_depth: 256,
+            pipeline_budget: Duration::from_millis(32),
             quick_streak: 8,
             quick_task: Duration::from_millis(2),
         }

@@ -113,6 +113,8 @@ pub(super) struct Stage {
     /// Its tasks that finished in a row, each quicker than `SchedulerConfig::quick_task`:
     /// past `quick_streak`, its tasks are pipelined.
     pub quick_streak: u32,
+    /// The longest run time (µs) in the current quick streak: how deep it is pipelined.
+    pub quick_max_micros: u64,
 }
 
 impl Stage {
@@ -150,6 +152,7 @@ impl Stage {
             durations: Vec::new(),
             speculated: HashSet::new(),
             quick_streak: 0,
+            quick_max_micros: 0,
         }
     }
 

@@ -1,5 +1,6 @@
 //! Pipelining: once a stage's tasks have run briefly several times in a row, a slot
-//! gets up to `pipeline_depth` of its tasks in flight; slow stages, and any stage with
+//! gets up to `pipeline_depth` of its tasks in flight (fewer as its tasks take longer:
+//! `pipeline_budget`); slow stages, and any stage with
 //! speculation on, get one per slot.
 
 use std::collections::HashMap;
@@ -116,5 +117,48 @@ fn slow_tasks_and_speculation_keep_one_task_per_slot() {
         let (results, outcome, _) = drain_until_end(&events);
         assert!(outcome.is_ok());
         assert_eq!(results.len(), 8);
+    }
+}
+
+#[test]
+fn the_depth_is_the_run_time_budget_over_the_slowest_quick_task() {
+    // Budget 1 ms, depth up to 256: tasks of 250 µs get 4 per slot, of 900 µs the
+    // floor of 2, of 10 µs 100, of 1 µs the whole 256 (one slot; three rounds' worth).
+    for (micros, want) in [(250u64, 4usize), (900, 2), (10, 100), (1, 256)] {
+        let tasks = 3 + 3 * want;
+        let cfg = SchedulerConfig {
+            pipeline_depth: 256,
+            pipeline_budget: Duration::from_millis(1),
+            ..config(false)
+        };
+        let h = Harness::new(&[("e1", 1)], cfg);
+        let events = h.sched.submit(one_stage(tasks as u32), HashMap::new());
+        let mut left = tasks;
+        // The streak: three single tasks.
+        for _ in 0..3 {
+            let flight = in_flight(&h);
+            assert_eq!(flight.len(), 1, "one per slot before the streak");
+            let (ex, t) = &flight[0];
+            done(&h, ex, t, micros);
+            left -= 1;
+        }
+        let mut widest = 0;
+        while left > 0 {
+            let flight = in_flight(&h);
+            widest = widest.max(flight.len());
+            assert!(
+                flight.len() <= want,
+                "{micros} µs: {} in flight",
+                flight.len()
+            );
+            for (ex, t) in flight {
+                done(&h, &ex, &t, micros);
+                left -= 1;
+            }
+        }
+        assert_eq!(widest, want, "{micros} µs tasks");
+        let (results, outcome, _) = drain_until_end(&events);
+        assert!(outcome.is_ok());
+        assert_eq!(results.len(), tasks, "every partition once");
     }
 }
