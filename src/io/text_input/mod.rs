@@ -403,17 +403,7 @@ impl LineReader {
         let mut n = 0;
         let mut bad = None;
         while let Some(off) = self.advance()? {
-            let line = match self.current {
-                Current::Buf(a, b) if self.buf_ascii => {
-                    let bytes = &self.buf[a..b];
-                    debug_assert!(bytes.is_ascii());
-                    // SAFETY: `buf_ascii` says `buf[..hi]` is all ASCII, and `b <= hi`
-                    // (a line in the buffer ends before `hi`): ASCII is valid UTF-8.
-                    Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
-                }
-                _ => std::str::from_utf8(self.current_line()),
-            };
-            match line {
+            match self.current_str() {
                 Ok(s) => {
                     push(off, s);
                     n += 1;
@@ -430,6 +420,21 @@ impl LineReader {
         match bad {
             None => Ok(()),
             Some((off, e)) => Err(invalid_utf8(&self.path, off, off + e.valid_up_to() as u64)),
+        }
+    }
+
+    /// The current line as text: unchecked when it lies in an all-ASCII buffer,
+    /// through `from_utf8` otherwise.
+    fn current_str(&self) -> std::result::Result<&str, std::str::Utf8Error> {
+        match self.current {
+            Current::Buf(a, b) if self.buf_ascii => {
+                let bytes = &self.buf[a..b];
+                debug_assert!(bytes.is_ascii());
+                // SAFETY: `buf_ascii` says `buf[..hi]` is all ASCII, and `b <= hi`
+                // (a line in the buffer ends before `hi`): ASCII is valid UTF-8.
+                Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+            }
+            _ => std::str::from_utf8(self.current_line()),
         }
     }
 
