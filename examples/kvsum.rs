@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<()> {
             a.checked_add(b)
                 .unwrap_or_else(|| panic!("sum overflows: {a} + {b} thousandths"))
         })
-        .map(|(k, sum): (u64, i64)| format!("{k}\t{}", kv::format_thousandths(sum)));
+        .map(|(k, sum): (u64, i64)| kv::key_thousandths_line(k, sum));
     sums.save_as_text_file(&args.output)
         .with_context(|| format!("writing {}", args.output))?;
     Ok(())

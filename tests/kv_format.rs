@@ -97,3 +97,38 @@ fn the_fast_path_agrees_with_the_general_parser_on_random_lines() {
         "only {parsed} lines parsed: the generator drifted"
     );
 }
+
+#[test]
+fn a_key_sum_line_is_the_formatted_line() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut check_line = |k: u64, t: i64| {
+        let want = format!("{k}\t{}", kv::format_thousandths(t));
+        assert_eq!(
+            kv::key_thousandths_line(k, t),
+            want,
+            "key {k}, thousandths {t}"
+        );
+    };
+    for (k, t) in [
+        (0, 0),
+        (0, -1),
+        (1, 1),
+        (7, -999),
+        (7, 1000),
+        (7, -1001),
+        (u64::MAX, i64::MAX),
+        (u64::MAX, i64::MIN),
+        (u64::MAX, i64::MIN + 1),
+    ] {
+        check_line(k, t);
+    }
+    for _ in 0..100_000 {
+        let k: u64 = rng.gen();
+        let t: i64 = match rng.gen_range(0..3) {
+            0 => rng.gen(),
+            1 => rng.gen_range(-5000..5000),
+            _ => rng.gen_range(-10_000_000..10_000_000),
+        };
+        check_line(k, t);
+    }
+}

@@ -117,3 +117,24 @@ pub fn format_thousandths(t: i64) -> String {
     let a = t.unsigned_abs();
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
 }
+
+/// `KEY<TAB>[-]INT.DDD`, exactly `format!("{key}\t{}", format_thousandths(t))`, in one
+/// allocation without the formatting machinery (kvsum prints five million of them; the
+/// two `format!`s were 4.5 % of its profile).
+pub fn key_thousandths_line(key: u64, t: i64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let mut line = String::with_capacity(48);
+    line.push_str(digits.format(key));
+    line.push('\t');
+    if t < 0 {
+        line.push('-');
+    }
+    let a = t.unsigned_abs();
+    line.push_str(digits.format(a / 1000));
+    let frac = a % 1000;
+    line.push('.');
+    for digit in [frac / 100, frac / 10 % 10, frac % 10] {
+        line.push(char::from(b'0' + digit as u8)); // a digit: 0..=9
+    }
+    line
+}
