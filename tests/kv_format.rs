@@ -101,7 +101,7 @@ fn the_fast_path_agrees_with_the_general_parser_on_random_lines() {
 #[test]
 fn a_key_sum_line_is_the_formatted_line() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
-    let mut check_line = |k: u64, t: i64| {
+    let check_line = |k: u64, t: i64| {
         let want = format!("{k}\t{}", kv::format_thousandths(t));
         assert_eq!(
             kv::key_thousandths_line(k, t),
