@@ -492,6 +492,112 @@ fn flat_map_reduce_by_key_equals_flat_map_then_reduce_by_key() {
     assert_eq!(sums[&100], 10_000);
 }
 
+/// The map side queues the words of a line (keys inside the record) and inserts them
+/// after prefetching; keys from elsewhere (temporaries, statics) go in at once. Floats
+/// whose sum depends on the order show that every key still folds in emission order,
+/// with long lines (past the queue), many keys (a partitioned table) and both kinds of
+/// key interleaved.
+#[test]
+fn flat_map_reduce_by_key_folds_in_emission_order_with_keys_from_the_line_and_elsewhere() {
+    let ctx = common::ctx(2);
+    let lines: Vec<String> = (0..4000u64)
+        .map(|i| {
+            let n = (i * 37) % 150;
+            let words: Vec<String> = (0..n)
+                .map(|j| format!("w{}", (i * 7919 + j * 104_729) % 90_000))
+                .collect();
+            words.join(" ")
+        })
+        .collect();
+    fn value(i: usize, j: usize) -> f64 {
+        match (i + j) % 5 {
+            0 => 1e16,
+            1 => -1e16,
+            2 => 1.0,
+            _ => ((i * 13 + j) % 1000) as f64 * 0.001,
+        }
+    }
+    // The plain answer: one partition, so each key is the left fold of its values in the
+    // order they are emitted.
+    let emitted = |i: usize, line: &str| {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for (j, w) in line.split_whitespace().enumerate() {
+            out.push((w.to_string(), value(i, j)));
+            if j % 9 == 4 {
+                out.push((format!("{w}x"), value(i, j + 1)));
+            }
+            if j % 13 == 0 {
+                out.push(("static".to_string(), value(i, j + 2)));
+            }
+            if j % 11 == 3 {
+                out.push((w.to_string(), value(i, j + 3)));
+            }
+        }
+        out
+    };
+    let mut want: HashMap<String, f64> = HashMap::new();
+    for (i, l) in lines.iter().enumerate() {
+        for (k, v) in emitted(i, l) {
+            want.entry(k).and_modify(|c| *c += v).or_insert(v);
+        }
+    }
+    // The records are the lines themselves (only `String` records take the queue), with
+    // their index in front.
+    let keyed: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{i:04}|{l}"))
+        .collect();
+    let got: HashMap<String, f64> = ctx
+        .parallelize(keyed, 1)
+        .flat_map_reduce_by_key(
+            |rec: &String, out: &mut ember::Emit<str, f64>| {
+                let (i, line) = rec.split_once('|').unwrap();
+                let i: usize = i.parse().unwrap();
+                for (j, w) in line.split_whitespace().enumerate() {
+                    out.emit(w, value(i, j));
+                    if j % 9 == 4 {
+                        out.emit(&format!("{w}x"), value(i, j + 1));
+                    }
+                    if j % 13 == 0 {
+                        out.emit("static", value(i, j + 2));
+                    }
+                    // The same key as the line's word, from a temporary copy.
+                    if j % 11 == 3 {
+                        let copy: String = w.chars().collect();
+                        out.emit(&copy, value(i, j + 3));
+                    }
+                }
+            },
+            |a, b| a + b,
+        )
+        .collect()
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert!(
+        want.len() > 40_000,
+        "the table partitions: {} keys",
+        want.len()
+    );
+    assert_eq!(got.len(), want.len());
+    for (k, w) in &want {
+        assert_eq!(got[k].to_bits(), w.to_bits(), "key {k}: {} vs {w}", got[k]);
+    }
+    // Not vacuous: summing a key's values in another order changes some answer.
+    let mut reversed: HashMap<String, f64> = HashMap::new();
+    for (i, l) in lines.iter().enumerate().rev() {
+        for (k, v) in emitted(i, l).into_iter().rev() {
+            reversed.entry(k).and_modify(|c| *c += v).or_insert(v);
+        }
+    }
+    assert!(
+        want.iter()
+            .any(|(k, w)| reversed[k].to_bits() != w.to_bits()),
+        "the values' sums depend on their order"
+    );
+}
+
 #[test]
 fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() {
     // One partition of 150k records: the first 100k keys are all distinct (the probe

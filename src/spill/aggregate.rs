@@ -117,6 +117,37 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hasher.hash_one(q);
+        self.insert_ref_hashed(hash, q, v, to_key)
+    }
+
+    /// The hash [`insert_ref_hashed`](Self::insert_ref_hashed) wants for `q`.
+    #[inline]
+    pub fn hash_ref<Q: Hash + ?Sized>(&self, q: &Q) -> u64 {
+        self.hasher.hash_one(q)
+    }
+
+    /// Asks the cache for what inserting a key of hash `hash` will read first, so that a
+    /// caller who knows its next keys can overlap their cache misses. Only a hint.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.table.prefetch(hash)
+    }
+
+    /// [`insert_ref`](Self::insert_ref) with `hash`, which must be
+    /// [`hash_ref`](Self::hash_ref)`(q)`.
+    #[inline]
+    pub fn insert_ref_hashed<Q>(
+        &mut self,
+        hash: u64,
+        q: &Q,
+        v: V,
+        to_key: impl FnOnce(&Q) -> K,
+    ) -> Result<()>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        debug_assert_eq!(hash, self.hasher.hash_one(q), "hash of another key");
         self.table
             .upsert_ref(&self.agg, &self.hasher, hash, q, v, to_key);
         self.after_insert()

@@ -23,6 +23,10 @@
 //!   stays a small multiple of the table it feeds.
 //! * The plain table switches to sub-tables once, when it reaches [`PARTITION_AT`] keys,
 //!   and never switches back (a spill empties the sub-tables but keeps them).
+//! * Each table's [`Anchor`] is where its entries end and its control bytes begin, read
+//!   off the entry of the last insert; it is refreshed after every insert (the only way a
+//!   table grows) and cleared when the table is replaced. [`AggTable::prefetch`] only
+//!   computes hint addresses from it, so a stale or wrong anchor costs speed, never a value.
 
 use std::hash::{BuildHasher, Hash};
 
@@ -95,6 +99,69 @@ fn prefetch_ahead<T>(bucket: &[T]) {
     let _ = bucket;
 }
 
+/// Where a hashbrown table's entries end and its control bytes begin, and its bucket
+/// mask: hashbrown stores bucket `i`'s entry at `ctrl - (i + 1) * size_of::<T>()` and its
+/// control byte at `ctrl + i`, and starts the probe for a hash at bucket `hash & mask`.
+/// `ctrl == 0`: not known (an empty or new table).
+#[derive(Clone, Copy, Default)]
+struct Anchor {
+    ctrl: usize,
+    mask: usize,
+}
+
+impl Anchor {
+    /// The anchor of a table of `buckets` buckets whose bucket `index` holds the entry at
+    /// address `entry`.
+    fn at<T>(entry: usize, index: usize, buckets: usize) -> Anchor {
+        Anchor {
+            ctrl: entry.wrapping_add(index.wrapping_add(1).wrapping_mul(std::mem::size_of::<T>())),
+            mask: buckets.wrapping_sub(1),
+        }
+    }
+
+    /// The anchor of `table`, from any entry it holds.
+    fn of<T>(table: &HashTable<T>) -> Anchor {
+        match table.iter_buckets().next() {
+            Some(i) => match table.get_bucket(i) {
+                Some(e) => Anchor::at::<T>(e as *const T as usize, i, table.num_buckets()),
+                None => Anchor::default(),
+            },
+            None => Anchor::default(),
+        }
+    }
+
+    /// Asks the cache for the control group and the first entries a lookup of `hash`
+    /// reads. Integer arithmetic only: the addresses are hints and never dereferenced.
+    #[inline]
+    fn prefetch<T>(self, hash: u64) {
+        if self.ctrl == 0 {
+            return;
+        }
+        let i = hash as usize & self.mask;
+        let ctrl = self.ctrl.wrapping_add(i);
+        let entry = self
+            .ctrl
+            .wrapping_sub(i.wrapping_add(1).wrapping_mul(std::mem::size_of::<T>()));
+        prefetch_line(ctrl);
+        prefetch_line(entry);
+        // The probe goes on to buckets i + 1, i + 2, ...: lower addresses.
+        prefetch_line(entry.wrapping_sub(64));
+    }
+}
+
+/// A T0 prefetch of the line holding `addr`.
+#[inline]
+fn prefetch_line(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it neither faults nor changes memory, whatever the
+    // address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 /// The sub-table of a key with hash `hash` under `mask` (0 for a plain table).
 #[inline]
 fn part(hash: u64, mask: usize) -> usize {
@@ -114,6 +181,8 @@ type Staged<K, V, C> = (u64, K, Pending<V, C>);
 pub(crate) struct AggTable<K, V, C> {
     /// One table (plain) or [`FANOUT`] sub-tables.
     tables: Vec<HashTable<(K, C)>>,
+    /// Per table, its [`Anchor`].
+    anchors: Vec<Anchor>,
     /// `tables.len() - 1`.
     mask: usize,
     /// Per sub-table, the records waiting for it; empty while plain.
@@ -133,6 +202,7 @@ where
     pub(crate) fn new() -> Self {
         AggTable {
             tables: vec![HashTable::new()],
+            anchors: vec![Anchor::default()],
             mask: 0,
             buckets: Vec::new(),
             staged: 0,
@@ -176,6 +246,14 @@ where
                 + self.staged as u64 * self.staged_estimator.heap_bytes_per_record();
         }
         bytes
+    }
+
+    /// Asks the cache for what a lookup of `hash` will read first (see [`Anchor`]). Only
+    /// a hint: it changes nothing.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let p = part(hash, self.mask);
+        self.anchors[p].prefetch::<(K, C)>(hash);
     }
 
     /// Folds `op` into the key's combiner: at once while plain, else staged for its
@@ -288,6 +366,9 @@ where
     fn insert_new<S: BuildHasher>(&mut self, hasher: &S, p: usize, hash: u64, entry: (K, C)) {
         let e = self.tables[p].insert_unique(hash, entry, |e| hasher.hash_one(&e.0));
         self.estimator.update(e.get());
+        let (entry, index) = (e.get() as *const (K, C) as usize, e.bucket_index());
+        let buckets = self.tables[p].num_buckets();
+        self.anchors[p] = Anchor::at::<(K, C)>(entry, index, buckets);
         self.keys += 1;
         if self.mask == 0 && self.keys >= PARTITION_AT {
             self.partition(hasher);
@@ -306,6 +387,7 @@ where
             let hash = hasher.hash_one(&k);
             tables[part(hash, mask)].insert_unique(hash, (k, c), |e| hasher.hash_one(&e.0));
         }
+        self.anchors = tables.iter().map(Anchor::of).collect();
         self.tables = tables;
         self.mask = mask;
         self.buckets = (0..FANOUT).map(|_| Vec::new()).collect();
@@ -319,6 +401,7 @@ where
         self.keys = 0;
         let tables: Vec<HashTable<(K, C)>> =
             (0..self.tables.len()).map(|_| HashTable::new()).collect();
+        self.anchors = vec![Anchor::default(); tables.len()];
         std::mem::replace(&mut self.tables, tables)
             .into_iter()
             .flatten()
@@ -426,6 +509,54 @@ mod tests {
             .map(|(k, c)| (k, c.to_bits()))
             .collect();
         assert_eq!(got, want);
+    }
+
+    /// Every table's anchor puts each entry where hashbrown really keeps it, through
+    /// growth, the split into sub-tables and a spill's emptying (a hashbrown that moved
+    /// its layout would make the prefetches useless; this says so).
+    #[test]
+    fn anchors_locate_every_entry_where_hashbrown_keeps_it() {
+        fn check(table: &AggTable<u64, u32, Vec<u32>>) -> usize {
+            let size = std::mem::size_of::<(u64, Vec<u32>)>();
+            let mut checked = 0;
+            for (t, a) in table.tables.iter().zip(&table.anchors) {
+                if t.is_empty() {
+                    continue;
+                }
+                assert_eq!(a.mask + 1, t.num_buckets());
+                for i in t.iter_buckets() {
+                    let e = t.get_bucket(i).expect("a full bucket") as *const _ as usize;
+                    assert_eq!(a.ctrl - (i + 1) * size, e, "bucket {i}");
+                    checked += 1;
+                }
+            }
+            checked
+        }
+        let hasher = FixedState::default();
+        let mut table: AggTable<u64, u32, Vec<u32>> = AggTable::new();
+        let mut k = 0u64;
+        for until in [
+            1,
+            3,
+            100,
+            5000,
+            PARTITION_AT - 1,
+            PARTITION_AT,
+            3 * PARTITION_AT,
+        ] {
+            while (k as usize) < until {
+                table.upsert_ref(&Collect, &hasher, hasher.hash_one(k), &k, 1, |k| *k);
+                k += 1;
+            }
+            assert_eq!(check(&table), until);
+        }
+        assert_eq!(table.mask, FANOUT - 1);
+        table.take_entries().for_each(drop);
+        assert!(table.anchors.iter().all(|a| a.ctrl == 0));
+        for k in 0..1000u64 {
+            table.upsert_ref(&Collect, &hasher, hasher.hash_one(k), &k, 1, |k| *k);
+        }
+        assert_eq!(check(&table), 1000);
     }
 
     #[test]
