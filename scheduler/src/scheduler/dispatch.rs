@@ -54,6 +54,7 @@ impl Scheduler {
     fn stage_depth(&self, stage_id: u32) -> u32 {
         let max = self.config.pipeline_depth.max(1);
         match self.stages.get(&stage_id) {
+            // `max > 1` also keeps the clamp below sound: `clamp(2, 1)` panics.
             Some(st) if st.quick_streak >= self.config.quick_streak && max > 1 => {
                 let budget = self.config.pipeline_budget.as_micros() as u64;
                 let fits = budget / st.quick_max_micros.max(1);
