@@ -281,7 +281,24 @@ def main():
     rows_order = []
     warmed = set()
     t_start = time.time()
-    for job in args.jobs:
+    partial_json = os.path.join(args.out, "results.partial.json")
+    partial_md = os.path.join(args.out, "results.partial.md")
+
+    def checkpoint():
+        # What has run so far, rewritten before each job, so a run cut off midway keeps it;
+        # removed once the full results are written.
+        rows = summarize(all_runs, rows_order)
+        partial_meta = {**meta, "partial": True, "elapsed_s": time.time() - t_start}
+        with open(partial_json, "w") as f:
+            json.dump({**partial_meta, "notes": notes, "summary": rows, "runs": all_runs}, f,
+                      indent=1, default=str)
+        with open(partial_md, "w") as f:
+            f.write("(partial: the run had not finished when this was written)\n\n"
+                    + render(partial_meta, rows, notes))
+
+    for i, job in enumerate(args.jobs):
+        if i:
+            checkpoint()
         if job in SCALE_JOBS:
             wanted = SCALE_EXAMPLES[job] + (DAEMONS if job in SCALE_CLUSTER_JOBS else [])
             if "ember" in engines and all(n in ctx.bins for n in wanted):
@@ -386,6 +403,9 @@ def main():
         f.write(report)
     with open(results_json, "w") as f:
         json.dump({**meta, "notes": notes, "summary": rows, "runs": all_runs}, f, indent=1, default=str)
+    for f in (partial_json, partial_md):
+        if os.path.exists(f):
+            os.remove(f)
     log("\n" + report)
     log(f"written: {os.path.join(args.out, 'results.md')}, {results_json}"
         + (f", {png}" if plotted else ""))
