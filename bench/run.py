@@ -174,6 +174,9 @@ def main():
             die(f"{args.shared}/{f} not found; pass --shared DIR (the shared bench directory)")
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "work"), exist_ok=True)
+    # Local-mode jobs keep their scratch under OUT, not /tmp: a job the harness SIGKILLs
+    # (timeout, Ctrl-C, SIGTERM) cannot remove its own directory.
+    os.environ.setdefault("EMBER_LOCAL_DIR", os.path.join(os.path.abspath(args.out), "work", "local"))
 
     ctx.command = shlex.join(["python3", os.path.relpath(os.path.abspath(sys.argv[0]), REPO)] + sys.argv[1:])
     meta = {"args": vars(args), "machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
