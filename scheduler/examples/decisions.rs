@@ -7,8 +7,12 @@
 //!
 //! ```sh
 //! cargo run --release -p ember-scheduler --example decisions -- \
-//!     [--executors 1000] [--slots 1] [--maps 50000] [--reduces 1000] [--tasks 100000]
+//!     [--executors 1000] [--slots 1] [--maps 50000] [--reduces 1000] [--tasks 100000] \
+//!     [--pipeline-depth N]
 //! ```
+//!
+//! `--pipeline-depth` overrides `SchedulerConfig::pipeline_depth` (the most tasks one
+//! slot may have in flight for a stage of brief tasks; default 256).
 //!
 //! Two jobs run one after the other: a one-stage job of `--tasks` tasks, and a two-stage
 //! job of `--maps` map tasks shuffled into `--reduces` result tasks (each reducer's
@@ -172,7 +176,11 @@ fn main() {
     let reduces = arg(&args, "--reduces", 1000);
     let tasks = arg(&args, "--tasks", 100_000);
     let (tx, rx) = crossbeam_channel::unbounded();
-    let sched = SchedulerHandle::start(SchedulerConfig::default(), Box::new(Launcher(tx)));
+    let mut config = SchedulerConfig::default();
+    if args.iter().any(|a| a == "--pipeline-depth") {
+        config.pipeline_depth = arg(&args, "--pipeline-depth", config.pipeline_depth);
+    }
+    let sched = SchedulerHandle::start(config, Box::new(Launcher(tx)));
     for e in 0..executors {
         sched.send(SchedulerEvent::ExecutorAdded {
             executor_id: format!("exec-{e:04}"),
