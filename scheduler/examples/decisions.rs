@@ -12,7 +12,7 @@
 //! ```
 //!
 //! `--pipeline-depth` overrides `SchedulerConfig::pipeline_depth` (the most tasks one
-//! slot may have in flight for a stage of brief tasks; default 256).
+//! slot may have in flight for a stage of brief tasks; default: the config's).
 //!
 //! Two jobs run one after the other: a one-stage job of `--tasks` tasks, and a two-stage
 //! job of `--maps` map tasks shuffled into `--reduces` result tasks (each reducer's
@@ -177,9 +177,7 @@ fn main() {
     let tasks = arg(&args, "--tasks", 100_000);
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut config = SchedulerConfig::default();
-    if args.iter().any(|a| a == "--pipeline-depth") {
-        config.pipeline_depth = arg(&args, "--pipeline-depth", config.pipeline_depth);
-    }
+    config.pipeline_depth = arg(&args, "--pipeline-depth", config.pipeline_depth);
     let sched = SchedulerHandle::start(config, Box::new(Launcher(tx)));
     for e in 0..executors {
         sched.send(SchedulerEvent::ExecutorAdded {
