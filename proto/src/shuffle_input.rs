@@ -53,10 +53,39 @@ pub fn pack_size(size: u64, large: &mut Vec<u64>) -> u32 {
     }
 }
 
+/// The marker of a large size among packed sizes of `bytes` bytes (1, 2 or 4): the
+/// largest value of that width.
+pub fn large_marker(bytes: usize) -> u32 {
+    match bytes {
+        1 => u32::from(u8::MAX),
+        2 => u32::from(u16::MAX),
+        _ => LARGE_BLOCK,
+    }
+}
+
 /// The u32s of a packed array.
 fn unpack(b: &[u8]) -> impl ExactSizeIterator<Item = u32> + '_ {
     b.chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+/// The sizes of a packed array of `bytes`-byte values (1, 2 or 4), each marker of a
+/// large size read as [`LARGE_BLOCK`].
+fn unpack_sizes(b: &[u8], bytes: usize) -> impl ExactSizeIterator<Item = u32> + '_ {
+    let marker = large_marker(bytes);
+    b.chunks_exact(bytes).map(move |c| {
+        let v = match c {
+            [a] => u32::from(*a),
+            [a, b] => u32::from(u16::from_le_bytes([*a, *b])),
+            [a, b, c, d] => u32::from_le_bytes([*a, *b, *c, *d]),
+            _ => unreachable!("chunks of 1, 2 or 4 bytes"),
+        };
+        if v == marker {
+            LARGE_BLOCK
+        } else {
+            v
+        }
+    })
 }
 
 impl ShuffleInput {
@@ -104,24 +133,33 @@ impl ShuffleInput {
             shuffle_id: self.shuffle_id,
             reason,
         };
-        for (name, b) in [
-            ("map partitions", &self.map_partitions),
-            ("map hosts", &self.map_hosts),
-            ("block sizes", &self.map_block_sizes),
-        ] {
-            if b.len() % 4 != 0 {
+        let size_bytes = match self.block_size_bytes {
+            0 | 4 => 4,
+            w @ (1 | 2) => w as usize,
+            w => {
                 return Err(bad(format!(
-                    "{name}: {} bytes, not a whole number of 4-byte values",
+                    "block sizes of {w} bytes each (1, 2 or 4 are known)"
+                )))
+            }
+        };
+        for (name, b, w) in [
+            ("map partitions", &self.map_partitions, 4),
+            ("map hosts", &self.map_hosts, 4),
+            ("block sizes", &self.map_block_sizes, size_bytes),
+        ] {
+            if b.len() % w != 0 {
+                return Err(bad(format!(
+                    "{name}: {} bytes, not a whole number of {w}-byte values",
                     b.len()
                 )));
             }
         }
         let n = self.map_partitions.len() / 4;
-        if self.map_hosts.len() / 4 != n || self.map_block_sizes.len() / 4 != n {
+        let sizes = self.map_block_sizes.len() / size_bytes;
+        if self.map_hosts.len() / 4 != n || sizes != n {
             return Err(bad(format!(
-                "{n} map partitions but {} hosts and {} block sizes",
+                "{n} map partitions but {} hosts and {sizes} block sizes",
                 self.map_hosts.len() / 4,
-                self.map_block_sizes.len() / 4
             )));
         }
         if let Some(h) = unpack(&self.map_hosts).find(|&h| h as usize >= self.hosts.len()) {
@@ -130,7 +168,7 @@ impl ShuffleInput {
                 self.hosts.len()
             )));
         }
-        let marked = unpack(&self.map_block_sizes)
+        let marked = unpack_sizes(&self.map_block_sizes, size_bytes)
             .filter(|&v| v == LARGE_BLOCK)
             .count();
         if marked != self.large_block_sizes.len() {
@@ -157,7 +195,7 @@ impl ShuffleInput {
         let mut large = self.large_block_sizes.iter();
         let triples = unpack(&self.map_partitions)
             .zip(unpack(&self.map_hosts))
-            .zip(unpack(&self.map_block_sizes));
+            .zip(unpack_sizes(&self.map_block_sizes, size_bytes));
         for ((map_partition, host), size) in triples {
             let (executor_id, shuffle_address) = &hosts[host as usize];
             let size = match size {
@@ -227,6 +265,60 @@ mod tests {
                 (3, "a", "a:7000", vec![7], 9),
                 (4, "b", "b:7000", vec![1 << 40], 9),
             ]
+        );
+    }
+
+    #[test]
+    fn narrow_sizes_expand_as_four_byte_ones_do() {
+        let sizes = [0u64, 7, 254, 255, 300, 1 << 40];
+        let wide = ShuffleInput::compact(
+            2,
+            1,
+            vec![host("a")],
+            sizes.iter().enumerate().map(|(m, &s)| (m as u32, 0, s)),
+        );
+        let expect = wide.clone().map_locations().unwrap();
+        let read = |input: ShuffleInput| -> Vec<u64> {
+            let locs = input.map_locations().unwrap();
+            assert_eq!(locs.len(), sizes.len());
+            locs.iter().map(|l| l.block_sizes[0]).collect()
+        };
+        assert_eq!(read(wide.clone()), sizes);
+        // One byte each: 255 and up are markers with their sizes in the side list.
+        let mut one = wide.clone();
+        one.block_size_bytes = 1;
+        one.map_block_sizes = vec![0, 7, 254, 0xff, 0xff, 0xff].into();
+        one.large_block_sizes = vec![255, 300, 1 << 40];
+        assert_eq!(one.clone().map_locations().unwrap(), expect);
+        // Two bytes each.
+        let mut two = wide.clone();
+        two.block_size_bytes = 2;
+        let packed: Vec<u8> = [0u16, 7, 254, 255, 300, 0xffff]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        two.map_block_sizes = packed.into();
+        two.large_block_sizes = vec![1 << 40];
+        assert_eq!(two.map_locations().unwrap(), expect);
+        // Widths that do not fit the arrays, or are unknown, are errors.
+        let mut short = one.clone();
+        short.map_block_sizes.truncate(5);
+        assert_eq!(
+            short.map_locations().unwrap_err().to_string(),
+            "shuffle 2 input: 6 map partitions but 6 hosts and 5 block sizes"
+        );
+        let mut odd = wide.clone();
+        odd.block_size_bytes = 2;
+        odd.map_block_sizes.truncate(23);
+        assert_eq!(
+            odd.map_locations().unwrap_err().to_string(),
+            "shuffle 2 input: block sizes: 23 bytes, not a whole number of 2-byte values"
+        );
+        let mut unknown = wide;
+        unknown.block_size_bytes = 3;
+        assert_eq!(
+            unknown.map_locations().unwrap_err().to_string(),
+            "shuffle 2 input: block sizes of 3 bytes each (1, 2 or 4 are known)"
         );
     }
 

@@ -40,6 +40,9 @@ pub struct BlockSizes {
     chunks: Vec<Option<Box<[u32]>>>,
     /// Exact sizes of the blocks stored as [`LARGE`], by (map, reduce).
     large: HashMap<(u32, u32), u64>,
+    /// At least every stored value (it never shrinks): what says how narrow the sizes
+    /// may be packed (see [`BlockSizes::packed_bytes`]).
+    max: u32,
 }
 
 impl BlockSizes {
@@ -51,6 +54,19 @@ impl BlockSizes {
             rows_per_chunk,
             chunks: vec![None; maps.div_ceil(rows_per_chunk)],
             large: HashMap::new(),
+            max: 0,
+        }
+    }
+
+    /// The fewest bytes (1, 2 or 4) each stored size can be packed in without a marker
+    /// of a large size (`ember_proto::shuffle_input::large_marker`) among them.
+    pub fn packed_bytes(&self) -> usize {
+        if self.max < u32::from(u8::MAX) {
+            1
+        } else if self.max < u32::from(u16::MAX) {
+            2
+        } else {
+            4
         }
     }
 
@@ -78,6 +94,7 @@ impl BlockSizes {
                     }
                 }
             }
+            let mut max = self.max;
             for (i, (slot, &size)) in segment.iter_mut().zip(&sizes[base..]).enumerate() {
                 *slot = match u32::try_from(size) {
                     Ok(v) if v < LARGE => v,
@@ -86,7 +103,9 @@ impl BlockSizes {
                         LARGE
                     }
                 };
+                max = max.max(*slot);
             }
+            self.max = max;
         }
     }
 
@@ -102,9 +121,10 @@ impl BlockSizes {
     }
 
     /// Writes a tile of a transpose: for each column `c` of `first..first + width`, the
-    /// packed sizes of block `c` of each map of `maps` in turn, as little-endian u32s at
-    /// value positions `(c - first) * stride + at ..` of `out`; the exact size of each one
-    /// packed as [`LARGE`] is pushed onto `large[c - first]`. The segments read are
+    /// packed sizes of block `c` of each map of `maps` in turn, as little-endian values of
+    /// `bytes` bytes (at least [`BlockSizes::packed_bytes`]) at value positions
+    /// `(c - first) * stride + at ..` of `out`; the exact size of each one packed as
+    /// [`LARGE`] is pushed onto `large[c - first]`. The segments read are
     /// consecutive in memory when `maps` are (a chunk keeps each column block's segments
     /// together), and they stay in the cache while every column takes its run of
     /// `maps.len()` sizes at once.
@@ -117,11 +137,16 @@ impl BlockSizes {
         out: &mut [u8],
         stride: usize,
         at: usize,
+        bytes: usize,
         large: &mut [Vec<u64>],
     ) {
         let end = first + width;
         assert!(end <= self.width, "columns past the width");
         assert!(at + maps.len() <= stride, "a tile past its column");
+        assert!(
+            bytes == 4 || (bytes >= self.packed_bytes() && bytes < 4),
+            "sizes packed narrower than they fit"
+        );
         // No size is stored as `LARGE` (nearly every shuffle): plain copies, nothing to
         // look up.
         let plain = self.large.is_empty();
@@ -135,8 +160,24 @@ impl BlockSizes {
             segments.extend(maps.iter().map(|&m| self.segment(m, b)));
             for i in r..hi {
                 let c = i - first;
-                let start = (c * stride + at) * 4;
-                let dst = &mut out[start..start + maps.len() * 4];
+                let start = (c * stride + at) * bytes;
+                let dst = &mut out[start..start + maps.len() * bytes];
+                // Narrow: every stored value is below the width's marker (none is `LARGE`).
+                match bytes {
+                    1 => {
+                        for (d, seg) in dst.iter_mut().zip(&segments) {
+                            *d = seg[i - base] as u8;
+                        }
+                        continue;
+                    }
+                    2 => {
+                        for (d, seg) in dst.chunks_exact_mut(2).zip(&segments) {
+                            d.copy_from_slice(&(seg[i - base] as u16).to_le_bytes());
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
                 if plain {
                     for (d, seg) in dst.chunks_exact_mut(4).zip(&segments) {
                         d.copy_from_slice(&seg[i - base].to_le_bytes());
@@ -218,7 +259,7 @@ mod tests {
             let stride = tile.len() + 1;
             let mut out = vec![0xAA; n * stride * 4];
             let mut large = vec![Vec::new(); n];
-            sizes.pack_tile(&tile, first, n, &mut out, stride, 1, &mut large);
+            sizes.pack_tile(&tile, first, n, &mut out, stride, 1, 4, &mut large);
             for c in 0..n {
                 let column = &out[c * stride * 4..(c + 1) * stride * 4];
                 assert_eq!(
@@ -249,36 +290,46 @@ mod tests {
     }
 
     #[test]
-    fn a_matrix_without_large_sizes_packs_the_same_tiles() {
-        // No size is large: `pack_tile` takes its plain-copy path, which must write
-        // exactly what the general path writes.
+    fn a_matrix_without_large_sizes_packs_the_same_tiles_at_every_width() {
+        // No size is large: `pack_tile` takes its plain-copy path (four bytes), or packs
+        // one or two bytes a size when every size fits below that width's marker; each
+        // must write exactly the sizes the general path writes.
         let (width, maps) = (300, 130);
-        let row = |m: u32| -> Vec<u64> {
-            (0..width as u64)
-                .map(|r| u64::from(m) * 7 + r * 3)
-                .collect()
-        };
-        let mut sizes = BlockSizes::new(maps, width);
-        for m in (0..maps as u32).rev() {
-            sizes.store(m, &row(m));
-        }
-        assert!(sizes.large.is_empty());
-        let tile = [100, 0, 129, 64];
-        let (first, n, stride) = (120, 150, tile.len());
-        let mut out = vec![0; n * stride * 4];
-        let mut large = vec![Vec::new(); n];
-        sizes.pack_tile(&tile, first, n, &mut out, stride, 0, &mut large);
-        for c in 0..n {
-            let want: Vec<u8> = tile
-                .iter()
-                .flat_map(|&m| (row(m)[first + c] as u32).to_le_bytes())
-                .collect();
-            assert_eq!(
-                &out[c * stride * 4..(c + 1) * stride * 4],
-                &want[..],
-                "column {c}"
-            );
-            assert!(large[c].is_empty());
+        // Largest sizes 254, 65,534 and 2,000,000: one, two and four bytes.
+        for (scale, modulo, bytes) in [(1, 255, 1), (7, 65_535, 2), (3, 2_000_001, 4)] {
+            let row = |m: u32| -> Vec<u64> {
+                (0..width as u64)
+                    .map(|r| match (m, r) {
+                        (5, 0) => modulo - 1,
+                        _ => (u64::from(m) * 7919 + r * scale) % modulo,
+                    })
+                    .collect()
+            };
+            let mut sizes = BlockSizes::new(maps, width);
+            for m in (0..maps as u32).rev() {
+                sizes.store(m, &row(m));
+            }
+            assert!(sizes.large.is_empty());
+            assert_eq!(sizes.packed_bytes(), bytes, "largest size {}", modulo - 1);
+            let tile = [100, 0, 129, 64];
+            let (first, n, stride) = (120, 150, tile.len());
+            for out_bytes in [bytes, 4] {
+                let mut out = vec![0; n * stride * out_bytes];
+                let mut large = vec![Vec::new(); n];
+                sizes.pack_tile(&tile, first, n, &mut out, stride, 0, out_bytes, &mut large);
+                for c in 0..n {
+                    let want: Vec<u8> = tile
+                        .iter()
+                        .flat_map(|&m| {
+                            let v = row(m)[first + c] as u32;
+                            v.to_le_bytes()[..out_bytes].to_vec()
+                        })
+                        .collect();
+                    let column = c * stride * out_bytes..(c + 1) * stride * out_bytes;
+                    assert_eq!(&out[column], &want[..], "column {c}, {out_bytes} bytes");
+                    assert!(large[c].is_empty());
+                }
+            }
         }
     }
 

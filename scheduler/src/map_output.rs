@@ -53,6 +53,8 @@ struct Columns {
     maps: Bytes,
     hosts_of: Bytes,
     sizes: Bytes,
+    /// Bytes per packed size in `sizes` (1, 2 or 4).
+    bytes: usize,
     /// Per column, the exact sizes of its blocks packed as large, in map order.
     large: Vec<Vec<u64>>,
     taken: Vec<bool>,
@@ -267,13 +269,14 @@ impl Outputs {
         if std::mem::replace(g.taken.get_mut(c)?, true) {
             return None;
         }
-        let bytes = g.present * 4;
+        let column = g.present * g.bytes;
         Some(ShuffleInput {
             shuffle_id,
             hosts: self.hosts.clone(),
             map_partitions: g.maps.clone(),
             map_hosts: g.hosts_of.clone(),
-            map_block_sizes: g.sizes.slice(c * bytes..(c + 1) * bytes),
+            map_block_sizes: g.sizes.slice(c * column..(c + 1) * column),
+            block_size_bytes: g.bytes as u32,
             large_block_sizes: std::mem::take(&mut g.large[c]),
             reduce: r,
             ..Default::default()
@@ -313,9 +316,20 @@ impl Outputs {
         // `first <= r < reduces` and `r < first + most`, so `r` is in the block.
         let width = most.min(reduces - first);
         self.gather_passes += 1;
+        // As narrow as the matrix's sizes allow when every output's sizes are there
+        // (a status of another width is packed as it came, four bytes each).
+        let all_in_matrix = self
+            .by_map
+            .iter()
+            .zip(&self.in_matrix)
+            .all(|(l, &m)| l.is_none() || m);
+        let bytes = match &self.sizes {
+            Some(matrix) if all_in_matrix => matrix.packed_bytes(),
+            _ => 4,
+        };
         let mut maps = Vec::with_capacity(present);
         let mut hosts_of = Vec::with_capacity(present);
-        let mut sizes = vec![0u8; width * present * 4];
+        let mut sizes = vec![0u8; width * present * bytes];
         let mut large = vec![Vec::new(); width];
         // Maps whose sizes are in the matrix, not yet packed onto the columns, and the
         // position in each column of the first of them.
@@ -323,7 +337,7 @@ impl Outputs {
         let mut tile_at = 0;
         let flush = |tile: &mut Vec<u32>, at: usize, sizes: &mut [u8], large: &mut [Vec<u64>]| {
             if let (Some(matrix), false) = (&self.sizes, tile.is_empty()) {
-                matrix.pack_tile(tile, first, width, sizes, present, at, large);
+                matrix.pack_tile(tile, first, width, sizes, present, at, bytes, large);
             }
             tile.clear();
         };
@@ -356,6 +370,7 @@ impl Outputs {
             maps: pack_u32s(maps),
             hosts_of: pack_u32s(hosts_of),
             sizes: sizes.into(),
+            bytes,
             large,
             taken: vec![false; width],
         });
@@ -499,5 +514,36 @@ mod tests {
             1,
             "map 5 has no block 40"
         );
+    }
+
+    #[test]
+    fn gathered_sizes_are_packed_as_narrow_as_they_fit_and_read_back_exactly() {
+        let reduces = 40;
+        let row = |m: u32, big: u64| -> MapLocation {
+            MapLocation {
+                block_sizes: (0..reduces).map(|r| u64::from(m + r) % 200 + big).collect(),
+                ..sized(m, "a", reduces)
+            }
+        };
+        let mut t = MapOutputTracker::default();
+        t.register_shuffle(2, 4);
+        for m in 0..4 {
+            t.register_output(2, row(m, 0));
+        }
+        // (the largest size so far, bytes per packed size)
+        for (step, want_bytes) in [(0, 1), (1, 2), (2, 4)] {
+            match step {
+                1 => t.register_output(2, row(1, 60_000)),
+                2 => t.register_output(2, row(3, 1 << 40)),
+                _ => {}
+            }
+            for r in 0..reduces {
+                let input = t.input_for(2, Some(r));
+                assert_eq!(input.block_size_bytes as usize, want_bytes, "reducer {r}");
+                let mut got = input.map_locations().expect("consistent input");
+                got.sort_by_key(|l| l.map_partition);
+                assert_eq!(got, expected(&t, 2, r), "reducer {r}, step {step}");
+            }
+        }
     }
 }
