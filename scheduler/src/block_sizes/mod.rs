@@ -3,9 +3,10 @@
 //!
 //! A status arrives as a vector of 64-bit sizes, one heap allocation per map; 50,000
 //! maps of 1,000 reducers are 400 MB scattered over 50,000 allocations, and every reduce
-//! input reads one size from each. Here a size takes 32 bits, and rows are stored in
-//! chunks of consecutive maps (allocated when the first output of a chunk arrives), each
-//! chunk laid out by column block: the sizes of [`BLOCK_COLUMNS`] reducers for all its
+//! input reads one size from each. Here a size takes 8, 16 or 32 bits (the fewest that
+//! hold every size of its chunk, see [`chunk`]), and rows are stored in chunks of
+//! consecutive maps (allocated when the first output of a chunk arrives), each chunk
+//! laid out by column block: the sizes of [`BLOCK_COLUMNS`] reducers for all its
 //! maps, then the next block's. Gathering one column block for every map is then a walk
 //! through memory in order, which the hardware prefetcher follows.
 //!
@@ -15,6 +16,10 @@
 //! entries of the row it replaces. The caller (the tracker) reads only rows it has stored.
 
 use std::collections::HashMap;
+
+use chunk::{Chunk, Segment, Stored};
+
+mod chunk;
 
 /// The stored value of a size that does not fit below it (its exact size is in `large`):
 /// the same marker as a packed shuffle input's, so a stored size is packed as it is.
@@ -37,12 +42,14 @@ pub const BLOCK_COLUMNS: usize = 128;
 pub struct BlockSizes {
     width: usize,
     rows_per_chunk: usize,
-    chunks: Vec<Option<Box<[u32]>>>,
+    chunks: Vec<Option<Chunk>>,
     /// Exact sizes of the blocks stored as [`LARGE`], by (map, reduce).
     large: HashMap<(u32, u32), u64>,
     /// At least every stored value (it never shrinks): what says how narrow the sizes
     /// may be packed (see [`BlockSizes::packed_bytes`]).
     max: u32,
+    /// The row being stored, packed (reused by every `store`).
+    row: Vec<u32>,
 }
 
 impl BlockSizes {
@@ -52,9 +59,12 @@ impl BlockSizes {
         BlockSizes {
             width,
             rows_per_chunk,
-            chunks: vec![None; maps.div_ceil(rows_per_chunk)],
+            chunks: std::iter::repeat_with(|| None)
+                .take(maps.div_ceil(rows_per_chunk))
+                .collect(),
             large: HashMap::new(),
             max: 0,
+            row: Vec::new(),
         }
     }
 
@@ -80,38 +90,44 @@ impl BlockSizes {
     pub fn store(&mut self, m: u32, sizes: &[u64]) {
         assert_eq!(sizes.len(), self.width, "a row of another width");
         let (width, rows) = (self.width, self.rows_per_chunk);
-        let chunk = m as usize / rows;
-        self.chunks[chunk].get_or_insert_with(|| vec![0; rows * width].into());
+        let mut row = std::mem::take(&mut self.row);
+        row.clear();
+        row.extend(sizes.iter().map(|&size| match u32::try_from(size) {
+            Ok(v) if v < LARGE => v,
+            _ => LARGE,
+        }));
+        let max = row.iter().copied().max().unwrap_or(0);
+        self.max = self.max.max(max);
+        let c = m as usize / rows;
+        let chunk = self.chunks[c].get_or_insert_with(|| Chunk::new(rows * width));
+        chunk.fit(max);
+        // Only a 32-bit chunk can hold `LARGE`s, the side entries of the row replaced.
+        let replaced_large = !self.large.is_empty() && chunk.bytes() == 4;
         for b in 0..width.div_ceil(BLOCK_COLUMNS) {
             let base = b * BLOCK_COLUMNS;
             let at = self.segment_at(m, b);
-            let chunk = self.chunks[chunk].as_mut().expect("allocated above");
-            let segment = &mut chunk[at.clone()];
-            if !self.large.is_empty() {
-                for (i, &v) in segment.iter().enumerate() {
-                    if v == LARGE {
+            let chunk = self.chunks[c].as_mut().expect("allocated above");
+            if replaced_large {
+                let old = chunk.segment(at.clone());
+                for i in 0..at.len() {
+                    if old.get(i) == LARGE {
                         self.large.remove(&(m, (base + i) as u32));
                     }
                 }
             }
-            let mut max = self.max;
-            for (i, (slot, &size)) in segment.iter_mut().zip(&sizes[base..]).enumerate() {
-                *slot = match u32::try_from(size) {
-                    Ok(v) if v < LARGE => v,
-                    _ => {
-                        self.large.insert((m, (base + i) as u32), size);
-                        LARGE
-                    }
-                };
-                max = max.max(*slot);
-            }
-            self.max = max;
+            chunk.write(at.start, &row[base..base + at.len()]);
         }
+        for (r, (&v, &size)) in row.iter().zip(sizes).enumerate() {
+            if v == LARGE {
+                self.large.insert((m, r as u32), size);
+            }
+        }
+        self.row = row;
     }
 
     /// The size of block `r` of map `m` (`r` below the width).
     pub fn get(&self, m: u32, r: usize) -> u64 {
-        let v = self.segment(m, r / BLOCK_COLUMNS)[r % BLOCK_COLUMNS];
+        let v = self.segment(m, r / BLOCK_COLUMNS).get(r % BLOCK_COLUMNS);
         self.widen(m, r, v)
     }
 
@@ -147,10 +163,7 @@ impl BlockSizes {
             bytes == 4 || (bytes >= self.packed_bytes() && bytes < 4),
             "sizes packed narrower than they fit"
         );
-        // No size is stored as `LARGE` (nearly every shuffle): plain copies, nothing to
-        // look up.
-        let plain = self.large.is_empty();
-        let mut segments: Vec<&[u32]> = Vec::with_capacity(maps.len());
+        let mut segments: Vec<Segment<'_>> = Vec::with_capacity(maps.len());
         let mut r = first;
         while r < end {
             let b = r / BLOCK_COLUMNS;
@@ -158,41 +171,90 @@ impl BlockSizes {
             let hi = end.min(base + BLOCK_COLUMNS);
             segments.clear();
             segments.extend(maps.iter().map(|&m| self.segment(m, b)));
-            for i in r..hi {
-                let c = i - first;
-                let start = (c * stride + at) * bytes;
-                let dst = &mut out[start..start + maps.len() * bytes];
-                // Narrow: every stored value is below the width's marker (none is `LARGE`).
-                match bytes {
-                    1 => {
-                        for (d, seg) in dst.iter_mut().zip(&segments) {
-                            *d = seg[i - base] as u8;
-                        }
-                        continue;
-                    }
-                    2 => {
-                        for (d, seg) in dst.chunks_exact_mut(2).zip(&segments) {
-                            d.copy_from_slice(&(seg[i - base] as u16).to_le_bytes());
-                        }
-                        continue;
-                    }
-                    _ => {}
-                }
-                if plain {
-                    for (d, seg) in dst.chunks_exact_mut(4).zip(&segments) {
-                        d.copy_from_slice(&seg[i - base].to_le_bytes());
-                    }
-                    continue;
-                }
-                for (d, (seg, &m)) in dst.chunks_exact_mut(4).zip(segments.iter().zip(maps)) {
-                    let v = seg[i - base];
-                    if v == LARGE {
-                        large[c].push(self.large[&(m, i as u32)]);
-                    }
-                    d.copy_from_slice(&v.to_le_bytes());
-                }
+            let block = Tile {
+                maps,
+                columns: r..hi,
+                base,
+                first,
+                stride,
+                at,
+                bytes,
+            };
+            // Nearly always every segment has one width (a tile of consecutive maps
+            // lies in one or two chunks): its values are read without a branch.
+            macro_rules! typed {
+                ($variant:ident) => {
+                    segments
+                        .iter()
+                        .map(|s| match s {
+                            Segment::$variant(v) => Some(*v),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()
+                };
+            }
+            if let Some(segs) = typed!(U8) {
+                self.pack_block(&block, &segs, out, large);
+            } else if let Some(segs) = typed!(U16) {
+                self.pack_block(&block, &segs, out, large);
+            } else if let Some(segs) = typed!(U32) {
+                self.pack_block(&block, &segs, out, large);
+            } else {
+                let owned: Vec<Vec<u32>> = segments
+                    .iter()
+                    .map(|s| (0..s.len()).map(|i| s.get(i)).collect())
+                    .collect();
+                let segs: Vec<&[u32]> = owned.iter().map(Vec::as_slice).collect();
+                self.pack_block(&block, &segs, out, large);
             }
             r = hi;
+        }
+    }
+
+    /// [`BlockSizes::pack_tile`] for one column block whose segments (one per map of the
+    /// tile) are all of one width.
+    fn pack_block<T: Stored>(
+        &self,
+        t: &Tile<'_>,
+        segments: &[&[T]],
+        out: &mut [u8],
+        large: &mut [Vec<u64>],
+    ) {
+        let n = t.maps.len();
+        for i in t.columns.clone() {
+            let c = i - t.first;
+            let j = i - t.base;
+            let start = (c * t.stride + t.at) * t.bytes;
+            let dst = &mut out[start..start + n * t.bytes];
+            match t.bytes {
+                // Narrow: every stored value is below the width's marker (none is `LARGE`).
+                1 => {
+                    for (d, seg) in dst.iter_mut().zip(segments) {
+                        *d = seg[j].into() as u8;
+                    }
+                }
+                2 => {
+                    for (d, seg) in dst.chunks_exact_mut(2).zip(segments) {
+                        d.copy_from_slice(&(seg[j].into() as u16).to_le_bytes());
+                    }
+                }
+                // No size is stored as `LARGE` (nearly every shuffle): plain copies,
+                // nothing to look up.
+                _ if self.large.is_empty() => {
+                    for (d, seg) in dst.chunks_exact_mut(4).zip(segments) {
+                        d.copy_from_slice(&seg[j].into().to_le_bytes());
+                    }
+                }
+                _ => {
+                    for (d, (seg, &m)) in dst.chunks_exact_mut(4).zip(segments.iter().zip(t.maps)) {
+                        let v: u32 = seg[j].into();
+                        if v == LARGE {
+                            large[c].push(self.large[&(m, i as u32)]);
+                        }
+                        d.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
         }
     }
 
@@ -205,10 +267,10 @@ impl BlockSizes {
     }
 
     /// Map `m`'s sizes of column block `b` (columns `b * BLOCK_COLUMNS` on).
-    fn segment(&self, m: u32, b: usize) -> &[u32] {
+    fn segment(&self, m: u32, b: usize) -> Segment<'_> {
         let at = self.segment_at(m, b);
         match &self.chunks[m as usize / self.rows_per_chunk] {
-            Some(chunk) => &chunk[at],
+            Some(chunk) => chunk.segment(at),
             None => panic!("map {m}: no row stored"),
         }
     }
@@ -222,6 +284,19 @@ impl BlockSizes {
         let start = self.rows_per_chunk * base + row * columns;
         start..start + columns
     }
+}
+
+/// Where one column block of a tile goes (see [`BlockSizes::pack_tile`]).
+struct Tile<'a> {
+    maps: &'a [u32],
+    columns: std::ops::Range<usize>,
+    /// The block's first column.
+    base: usize,
+    /// The first column of the whole run packed (column `first` is at 0 in `out`).
+    first: usize,
+    stride: usize,
+    at: usize,
+    bytes: usize,
 }
 
 #[cfg(test)]
@@ -327,10 +402,55 @@ mod tests {
                         .collect();
                     let column = c * stride * out_bytes..(c + 1) * stride * out_bytes;
                     assert_eq!(&out[column], &want[..], "column {c}, {out_bytes} bytes");
-                    assert!(large[c].is_empty());
                 }
+                assert!(large.iter().all(Vec::is_empty));
             }
         }
+    }
+
+    #[test]
+    fn a_tile_over_chunks_of_different_widths_packs_every_size() {
+        let (width, maps) = (300, 130);
+        let row = |m: u32| -> Vec<u64> {
+            (0..width as u64)
+                .map(|r| match m {
+                    64..=127 => 70_000 + r, // chunk 1: 32 bits
+                    0..=63 => 300 + r,      // chunk 0: 16 bits
+                    _ => r % 200,           // chunk 2: 8 bits
+                })
+                .collect()
+        };
+        let mut sizes = BlockSizes::new(maps, width);
+        assert_eq!(sizes.rows_per_chunk, 64);
+        for m in 0..maps as u32 {
+            sizes.store(m, &row(m));
+        }
+        let widths: Vec<usize> = sizes.chunks.iter().flatten().map(Chunk::bytes).collect();
+        assert_eq!(widths, vec![2, 4, 1]);
+        assert_eq!(sizes.packed_bytes(), 4);
+        let tile = [100, 0, 129, 64];
+        let (first, n, stride) = (0, width, tile.len());
+        let mut out = vec![0; n * stride * 4];
+        let mut large = vec![Vec::new(); n];
+        sizes.pack_tile(&tile, first, n, &mut out, stride, 0, 4, &mut large);
+        for c in 0..n {
+            let want: Vec<u8> = tile
+                .iter()
+                .flat_map(|&m| (row(m)[c] as u32).to_le_bytes())
+                .collect();
+            assert_eq!(
+                &out[c * stride * 4..(c + 1) * stride * 4],
+                &want[..],
+                "column {c}"
+            );
+        }
+        // A row stored again in a narrow chunk with a large size widens that chunk only.
+        let mut big = row(130 - 1);
+        big[7] = 1 << 40;
+        sizes.store(129, &big);
+        assert_eq!(sizes.sizes(129), big);
+        assert_eq!(sizes.sizes(128), row(128));
+        assert_eq!(sizes.sizes(3), row(3));
     }
 
     #[test]
