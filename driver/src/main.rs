@@ -125,6 +125,10 @@ struct Args {
     /// Largest job binary a client may upload.
     #[arg(long, default_value_t = 2 << 30)]
     max_binary_bytes: u64,
+    /// Most bytes of job binaries the driver's store holds (uploads in progress
+    /// included); an upload past it is refused until unused binaries age out.
+    #[arg(long, default_value_t = 8 << 30)]
+    max_binary_store_bytes: u64,
     /// A binary no session uses is deleted once unused for this many seconds.
     #[arg(long, default_value_t = 3600)]
     binary_max_age_secs: u64,
@@ -362,6 +366,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,
             max_binary_bytes: args.max_binary_bytes,
+            max_binary_store_bytes: args.max_binary_store_bytes,
             binary_max_age: Duration::from_secs(args.binary_max_age_secs),
         },
         event_log_dir: args.event_log_dir.clone(),

@@ -1,7 +1,8 @@
 //! Counts and sizes from the wire are bounded: plans, broadcasts and uploads over a
 //! limit are refused with an error naming it, and the driver goes on serving jobs.
 //! Nodes of no partitions are fine: their jobs succeed at once. The binary store
-//! deletes binaries no session uses once they are old enough.
+//! deletes binaries no session uses once they are old enough, and holds at most its
+//! limit of bytes.
 
 mod common;
 
@@ -236,4 +237,64 @@ async fn binaries_no_session_uses_are_deleted_after_the_max_age() {
     }
     assert_eq!(driver.daemon.collect_binaries(), vec![used.clone()]);
     assert_eq!(std::fs::read_dir(&driver.binary_dir).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn the_binary_store_holds_at_most_its_limit_and_takes_uploads_again_once_binaries_go() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            max_binary_store_bytes: 20,
+            binary_max_age: std::time::Duration::ZERO,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let first = upload(&mut c, b"twelve bytes").await; // 12 of 20
+                                                       // The same binary again is counted once (its bytes are checked, not stored again);
+                                                       // other bytes under its digest are refused and leave it as it was.
+    assert_eq!(upload(&mut c, b"twelve bytes").await, first);
+    let err = upload_as(&mut c, b"twelve bytez", &first)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("binary hash mismatch"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(
+        std::fs::read(driver.binary_dir.join(&first)).unwrap(),
+        b"twelve bytes"
+    );
+    let eight = upload(&mut c, b"8 bytes!").await; // 20 of 20
+    let more = b"one byte too many".to_vec();
+    let err = upload_as(&mut c, &more, &sha256_hex(&more))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.message(),
+        "the binary store is full: it holds 20 bytes and 0 more are being uploaded; a binary of \
+         17 bytes would pass its limit of 20 bytes (--max-binary-store-bytes); binaries no \
+         session uses are deleted once unused for 0 s"
+    );
+    // Nothing of the refused upload is on disk: just the two binaries.
+    let mut names: Vec<String> = std::fs::read_dir(&driver.binary_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut want = vec![first.clone(), eight.clone()];
+    want.sort();
+    assert_eq!(names, want);
+    // Once unused binaries are deleted, their bytes are free again.
+    let (_opened, _session) = open_session(&mut c, &first).await;
+    assert_eq!(driver.daemon.collect_binaries(), vec![eight]);
+    assert_eq!(upload(&mut c, b"eight b.").await, sha256_hex(b"eight b."));
+    let err = upload_as(&mut c, b"x", &sha256_hex(b"x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "20 of 20 again");
 }

@@ -10,6 +10,10 @@
 //! - A binary is deleted only by [`BinaryStore::collect_garbage`], when no session
 //!   uses it and it was last used (uploaded, looked up or fetched; else its file's
 //!   modification time) at least `max_age` ago; so the store does not grow forever.
+//! - The store never holds more than `max_total_bytes`: the binaries in place plus the
+//!   declared lengths of the uploads in progress are counted, and an upload that would
+//!   pass the limit is refused before anything is written (an upload writes at most its
+//!   declared length, so the count bounds the disk it takes).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -45,11 +49,35 @@ pub fn check_sha256(s: &str) -> Result<(), Status> {
 /// an upload going forever with empty chunks.
 pub const SPARE_UPLOAD_CHUNKS: u64 = 1024;
 
+/// Bytes the store holds and has promised to uploads in progress.
+#[derive(Debug, Default)]
+struct Budget {
+    /// Lengths of the binaries in place.
+    stored: u64,
+    /// Declared lengths of the uploads in progress.
+    reserved: u64,
+}
+
+/// An upload's share of the budget, given back when the upload ends either way.
+struct Reservation<'a> {
+    budget: &'a Mutex<Budget>,
+    bytes: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut b = self.budget.lock();
+        b.reserved = b.reserved.saturating_sub(self.bytes);
+    }
+}
+
 /// Binaries on the driver's disk.
 pub struct BinaryStore {
     dir: PathBuf,
     max_bytes: u64,
+    max_total_bytes: u64,
     max_age: Duration,
+    budget: Mutex<Budget>,
     /// When each binary was last uploaded, looked up or fetched.
     last_used: Mutex<HashMap<String, SystemTime>>,
     /// Bytes of binaries stored from uploads, over the daemon's life.
@@ -57,19 +85,32 @@ pub struct BinaryStore {
 }
 
 impl BinaryStore {
-    /// A store in `dir` (created if missing) accepting binaries of up to `max_bytes`
-    /// and keeping unused ones for `max_age`.
+    /// A store in `dir` (created if missing, binaries already there counted) accepting
+    /// binaries of up to `max_bytes`, holding at most `max_total_bytes` and keeping unused
+    /// ones for `max_age`.
     pub fn new(
         dir: impl Into<PathBuf>,
         max_bytes: u64,
+        max_total_bytes: u64,
         max_age: Duration,
     ) -> std::io::Result<Self> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir)?;
+        let mut stored = 0;
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            if is_sha256_hex(&entry.file_name().to_string_lossy()) {
+                stored += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
         Ok(BinaryStore {
             dir,
             max_bytes,
+            max_total_bytes,
             max_age,
+            budget: Mutex::new(Budget {
+                stored,
+                reserved: 0,
+            }),
             last_used: Mutex::new(HashMap::new()),
             uploaded: std::sync::atomic::AtomicU64::new(0),
         })
@@ -78,6 +119,34 @@ impl BinaryStore {
     /// Bytes of binaries stored from uploads so far (for metrics).
     pub fn uploaded_bytes(&self) -> u64 {
         self.uploaded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of the binaries in place now.
+    pub fn stored_bytes(&self) -> u64 {
+        self.budget.lock().stored
+    }
+
+    /// Reserves `bytes` for an upload, or says why the store cannot take them.
+    fn reserve(&self, bytes: u64) -> Result<Reservation<'_>, Status> {
+        let mut b = self.budget.lock();
+        let after = b.stored.saturating_add(b.reserved).saturating_add(bytes);
+        if after > self.max_total_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "the binary store is full: it holds {} bytes and {} more are being uploaded; \
+                 a binary of {bytes} bytes would pass its limit of {} bytes \
+                 (--max-binary-store-bytes); binaries no session uses are deleted once unused \
+                 for {} s",
+                b.stored,
+                b.reserved,
+                self.max_total_bytes,
+                self.max_age.as_secs()
+            )));
+        }
+        b.reserved += bytes;
+        Ok(Reservation {
+            budget: &self.budget,
+            bytes,
+        })
     }
 
     /// How long an unused binary is kept.
@@ -118,8 +187,12 @@ impl BinaryStore {
             if now.duration_since(used).unwrap_or_default() < self.max_age {
                 continue;
             }
+            let len = entry.metadata().map_or(0, |m| m.len());
             match std::fs::remove_file(entry.path()) {
                 Ok(()) => {
+                    let mut b = self.budget.lock();
+                    b.stored = b.stored.saturating_sub(len);
+                    drop(b);
                     info!(sha256 = %name, "binary deleted: unused for {} s", self.max_age.as_secs());
                     last_used.remove(&name);
                     removed.push(name);
@@ -160,21 +233,33 @@ impl BinaryStore {
                 first.total_len, self.max_bytes
             )));
         }
+        // A binary already in place is not stored twice: the upload's bytes are checked
+        // against its digest and dropped (and it counts as used now, so it stays).
+        let path = self.dir.join(&declared);
+        let present = path.is_file();
+        if present {
+            self.touch(&declared);
+        }
+        let _reservation = self.reserve(if present { 0 } else { first.total_len })?;
         let max_chunks = first.total_len / 1024 + SPARE_UPLOAD_CHUNKS;
         let io = |what: &str, e: std::io::Error| {
             warn!("binary store: {what}: {e}");
             Status::internal(format!("binary store: {what}: {e}"))
         };
         // Deleted on drop, so any error below (or the client going away) leaves nothing.
-        let tmp = tempfile::Builder::new()
-            .prefix(".upload-")
-            .tempfile_in(&self.dir)
-            .map_err(|e| io("cannot create a temporary file", e))?;
-        let mut file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .open(tmp.path())
-            .await
-            .map_err(|e| io("cannot open the temporary file", e))?;
+        let mut sink = None;
+        if !present {
+            let tmp = tempfile::Builder::new()
+                .prefix(".upload-")
+                .tempfile_in(&self.dir)
+                .map_err(|e| io("cannot create a temporary file", e))?;
+            let file = tokio::fs::OpenOptions::new()
+                .write(true)
+                .open(tmp.path())
+                .await
+                .map_err(|e| io("cannot open the temporary file", e))?;
+            sink = Some((tmp, file));
+        }
         let declared_len = first.total_len;
         let mut hasher = Sha256::new();
         let mut received: u64 = 0;
@@ -195,18 +280,25 @@ impl BinaryStore {
                 )));
             }
             hasher.update(&chunk.data);
-            file.write_all(&chunk.data)
-                .await
-                .map_err(|e| io("cannot write the temporary file", e))?;
+            if let Some((_, file)) = &mut sink {
+                file.write_all(&chunk.data)
+                    .await
+                    .map_err(|e| io("cannot write the temporary file", e))?;
+            }
             next = chunks.message().await?;
         }
-        file.flush()
-            .await
-            .map_err(|e| io("cannot write the temporary file", e))?;
-        file.sync_all()
-            .await
-            .map_err(|e| io("cannot sync the temporary file", e))?;
-        drop(file);
+        let tmp = match sink {
+            Some((tmp, mut file)) => {
+                file.flush()
+                    .await
+                    .map_err(|e| io("cannot write the temporary file", e))?;
+                file.sync_all()
+                    .await
+                    .map_err(|e| io("cannot sync the temporary file", e))?;
+                Some(tmp)
+            }
+            None => None,
+        };
         let actual = ember_proto::digest::to_hex(&hasher.finalize());
         if received != declared_len {
             return Err(Status::invalid_argument(format!(
@@ -218,8 +310,18 @@ impl BinaryStore {
                 "binary hash mismatch: declared {declared}, content hashes to {actual}"
             )));
         }
-        tmp.persist(self.dir.join(&declared))
-            .map_err(|e| io("cannot move the upload into place", e.error))?;
+        let Some(tmp) = tmp else {
+            info!(sha256 = %declared, bytes = received, "binary already stored");
+            return Ok(BinaryRef { sha256: declared });
+        };
+        {
+            // Counted once however many clients upload the same binary at once.
+            let mut b = self.budget.lock();
+            let replaced = std::fs::metadata(&path).map_or(0, |m| m.len());
+            tmp.persist(&path)
+                .map_err(|e| io("cannot move the upload into place", e.error))?;
+            b.stored = b.stored.saturating_sub(replaced) + received;
+        }
         self.touch(&declared);
         info!(sha256 = %declared, bytes = received, "binary stored");
         self.uploaded
@@ -307,7 +409,8 @@ mod tests {
     #[test]
     fn unused_binaries_older_than_the_max_age_are_deleted() {
         let dir = tempfile::tempdir().unwrap();
-        let store = BinaryStore::new(dir.path(), 1 << 20, Duration::from_secs(3600)).unwrap();
+        let store =
+            BinaryStore::new(dir.path(), 1 << 20, 1 << 30, Duration::from_secs(3600)).unwrap();
         let (a, b) = ("a".repeat(64), "b".repeat(64));
         for name in [&a, &b, &".upload-x".to_string()] {
             std::fs::write(dir.path().join(name), b"bin").unwrap();

@@ -80,6 +80,9 @@ pub struct ServerLimits {
     pub max_broadcast_bytes_per_session: u64,
     /// Largest binary an upload may declare (`--max-binary-bytes`).
     pub max_binary_bytes: u64,
+    /// Most bytes the binary store holds, uploads in progress included
+    /// (`--max-binary-store-bytes`).
+    pub max_binary_store_bytes: u64,
     /// A binary no session uses is deleted once unused this long
     /// (`--binary-max-age-secs`).
     pub binary_max_age: Duration,
@@ -91,6 +94,7 @@ impl Default for ServerLimits {
             max_broadcasts_per_session: 10_000,
             max_broadcast_bytes_per_session: 1 << 30,
             max_binary_bytes: 2 << 30,
+            max_binary_store_bytes: 8 << 30,
             binary_max_age: Duration::from_secs(3600),
         }
     }
@@ -180,6 +184,7 @@ impl DriverDaemon {
         let binaries = BinaryStore::new(
             &config.binary_dir,
             config.limits.max_binary_bytes,
+            config.limits.max_binary_store_bytes,
             config.limits.binary_max_age,
         )
         .map_err(|source| ServerError::BinaryDir {
