@@ -165,7 +165,7 @@ fn a_held_rdd_keeps_its_shuffle_and_reuses_its_map_outputs() {
         }),
         "only the held RDD's shuffle stays: {now:?}, kept {kept_shuffles:?}"
     );
-    assert_eq!(now.files, 8, "4 map outputs, data and index each: {now:?}");
+    assert_eq!(now.files, 4, "4 map outputs, one file each: {now:?}");
     let doubled = sorted(child.collect().unwrap());
     let want: Vec<(u64, u64)> = first.iter().map(|(k, v)| (*k, v * 2)).collect();
     assert_eq!(doubled, want);

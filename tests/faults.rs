@@ -105,7 +105,7 @@ fn reference(input: &Path, scratch: &Path) -> (String, u64) {
     (text, parsed(&run))
 }
 
-/// The session's first shuffle id and the map outputs (index files) of it that each
+/// The session's first shuffle id and the map outputs (data files) of it that each
 /// executor holds.
 fn first_shuffle(cluster: &Cluster, executors: usize) -> (u32, Vec<Vec<String>>) {
     let per: Vec<Vec<(u32, String)>> = (0..executors)
@@ -117,7 +117,8 @@ fn first_shuffle(cluster: &Cluster, executors: usize) -> (u32, Vec<Vec<String>>)
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let id = ember::shuffle::parse_file_name(&name)?.0;
-                    name.ends_with(".index").then_some((id, name))
+                    // Committed outputs only, not a writer's temporary.
+                    (name.ends_with(".data") && !name.starts_with('.')).then_some((id, name))
                 })
                 .collect()
         })
@@ -300,11 +301,8 @@ fn deleted_and_corrupted_shuffle_files_are_recomputed() {
     let held = first_shuffle_outputs(&cluster, 3);
     let mut damaged = 0;
     for (i, names) in held.iter().enumerate() {
-        let Some(index) = names.first() else { continue };
-        let data = cluster
-            .executor_dir(i)
-            .join("shuffle")
-            .join(index.replace(".index", ".data"));
+        let Some(name) = names.first() else { continue };
+        let data = cluster.executor_dir(i).join("shuffle").join(name);
         if damaged == 0 {
             fs::remove_file(&data).unwrap();
         } else {

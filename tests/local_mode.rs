@@ -40,8 +40,8 @@ fn work_dir_holds_shuffle_files_and_is_removed_on_drop() {
         );
         let shuffle_files = std::fs::read_dir(work[0].join("shuffle")).unwrap().count();
         assert!(
-            shuffle_files >= 8,
-            "4 map tasks write a data and an index file each, found {shuffle_files}"
+            shuffle_files >= 4,
+            "4 map tasks write a file each (blocks and index), found {shuffle_files}"
         );
         drop(sums);
     }

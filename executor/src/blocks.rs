@@ -198,15 +198,17 @@ fn send_block(
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let (data_path, entry, data_len) = match locate_local_block(dir, id) {
+    let path = ember_shuffle::data_path(dir, id.shuffle_id, id.map_partition);
+    let (mut file, data_path, entry) = match locate_local_block(dir, id) {
         Ok(found) => found,
         Err(e) => {
             let msg = match e {
                 ShuffleError::FetchFailed { message, .. } => message,
                 other => other.to_string(),
             };
-            let index = ember_shuffle::index_path(dir, id.shuffle_id, id.map_partition);
-            return Err(if index.exists() {
+            // No file: the output is not (or no longer) here; a file that cannot be
+            // read as one is lost data.
+            return Err(if path.exists() {
                 Status::data_loss(what(&msg))
             } else {
                 Status::not_found(what(&msg))
@@ -224,29 +226,6 @@ fn send_block(
         return Ok(tx.blocking_send(Ok(chunk)).is_ok());
     }
     let shown = data_path.display();
-    let mut file = match std::fs::File::open(&data_path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Status::not_found(what(&format!(
-                "shuffle data file {shown} is missing (its index exists)"
-            ))))
-        }
-        Err(e) => {
-            return Err(Status::data_loss(what(&format!(
-                "cannot open shuffle data file {shown}: {e}"
-            ))))
-        }
-    };
-    let file_len = file
-        .metadata()
-        .map_err(|e| Status::data_loss(what(&format!("cannot stat {shown}: {e}"))))?
-        .len();
-    if file_len != data_len {
-        return Err(Status::data_loss(what(&format!(
-            "short or mismatched shuffle data file {shown}: {file_len} bytes, its index says \
-             {data_len}"
-        ))));
-    }
     file.seek(std::io::SeekFrom::Start(entry.offset))
         .map_err(|e| Status::data_loss(what(&format!("cannot seek in {shown}: {e}"))))?;
     let mut remaining = entry.len;

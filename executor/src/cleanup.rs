@@ -12,7 +12,8 @@
 use std::path::Path;
 
 /// The shuffle id a file in the shuffle directory belongs to, if it is a shuffle file
-/// (`shuffle_S_M.data`, `.index`, or a temporary of either, possibly dot-prefixed).
+/// (`shuffle_S_M.data`, an earlier format's `.index`, or a temporary of either, possibly
+/// dot-prefixed).
 pub fn shuffle_id_of(name: &str) -> Option<u32> {
     ember_shuffle::shuffle_id_of_file(name)
 }

@@ -1,11 +1,11 @@
-//! The shuffle index file, and the on-disk format of a map task's two shuffle files.
+//! The on-disk format of a map task's shuffle output: one file, its blocks followed by
+//! their index.
 //!
 //! A map task of shuffle `S` with map partition `M` and `R` reducers writes, in its
-//! shuffle directory:
-//!
-//! **`shuffle_S_M.data`**: the concatenation of `R` blocks, block `r` holding every record
-//! the task sent to reduce partition `r`, blocks in reducer order with no gaps or padding.
-//! An empty block has zero bytes. A block is a sequence of frames (see `frame.rs`):
+//! shuffle directory, **`shuffle_S_M.data`**: the concatenation of `R` blocks, block `r`
+//! holding every record the task sent to reduce partition `r`, blocks in reducer order
+//! with no gaps or padding (an empty block has zero bytes), then the index of those
+//! blocks. A block is a sequence of frames (see `frame.rs`):
 //!
 //! ```text
 //! block := frame*
@@ -13,38 +13,43 @@
 //! lz4 block decompresses to postcard-encoded records, back to back, none split across frames
 //! ```
 //!
-//! **`shuffle_S_M.index`** (`16 + 20 * R` bytes, all integers little-endian):
+//! The index (`20 * R + 16` bytes at the end of the file, all integers little-endian,
+//! offsets from the start of the index):
 //!
 //! ```text
 //! offset        size  field
-//! 0             8     magic  b"EMBIDX01"
-//! 8             4     u32 R  number of reduce partitions
-//! 12 + 20*r     8     u64    offset of block r in the data file
-//! 20 + 20*r     8     u64    length of block r in bytes (0 for an empty block)
-//! 28 + 20*r     4     u32    crc32 (IEEE, crc32fast) of block r's bytes (0 for empty)
-//! 12 + 20*R     4     u32    crc32 of bytes [0, 12 + 20*R) of this file
+//! 20*r          8     u64    offset of block r in the file
+//! 20*r + 8      8     u64    length of block r in bytes (0 for an empty block)
+//! 20*r + 16     4     u32    crc32 (IEEE, crc32fast) of block r's bytes (0 for empty)
+//! 20*R          4     u32 R  number of reduce partitions
+//! 20*R + 4      8     magic  b"EMBIDX02"
+//! 20*R + 12     4     u32    crc32 of the index's bytes before it
 //! ```
 //!
-//! Invariants checked by [`IndexFile::read`]: magic, exact file length for `R`, trailing
-//! crc, and contiguity (`offset[0] == 0`, `offset[r+1] == offset[r] + len[r]`), so the
-//! data file's length is the sum of the block lengths. Every violation is
-//! `ShuffleError::Corrupt` naming the file.
+//! A reader takes the last 16 bytes first (R and the magic say how long the index is),
+//! then the index. Invariants checked by [`IndexFile::read`]: magic, trailing crc,
+//! contiguity (`offset[0] == 0`, `offset[r+1] == offset[r] + len[r]`), and that the
+//! blocks end exactly where the index starts, so a truncated or extended file is caught
+//! before any block is read. Every violation is `ShuffleError::Corrupt` naming the file.
 //!
-//! Commit protocol (writer side): the data file is written under a temporary name and
-//! renamed into place, then the index likewise ([`IndexFile::write`] is itself atomic).
-//! A reader that finds the index may therefore rely on the data file being complete.
+//! Commit protocol (writer side): the whole file is written under a temporary name and
+//! renamed into place, so a reader that finds `shuffle_S_M.data` may rely on it being
+//! complete. One file per map output, not a data file and an index file: each map task
+//! allocates one inode, which is what a shuffle of many small tasks spends its time on
+//! (ext4's inode allocator scanning past the inodes of the files deleted just before).
 //! No fsync: a machine crash may lose shuffle output, which the scheduler recomputes.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::error::{Result, ShuffleError};
 
-/// First eight bytes of every index file (format version 01).
-pub const INDEX_MAGIC: [u8; 8] = *b"EMBIDX01";
-const HEADER_BYTES: usize = 12;
+/// The magic of an index at the end of a map output file (format version 02).
+pub const INDEX_MAGIC: [u8; 8] = *b"EMBIDX02";
 const ENTRY_BYTES: usize = 20;
-const TRAILER_BYTES: usize = 4;
+/// R, the magic and the crc: what a reader takes first.
+const TAIL_BYTES: usize = 16;
 
 /// Where one reducer's block lies in the data file, and its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,93 +62,116 @@ pub struct BlockEntry {
     pub crc: u32,
 }
 
-/// A parsed, validated index file: one [`BlockEntry`] per reduce partition.
+/// A parsed, validated index of a map output file: one [`BlockEntry`] per reduce
+/// partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexFile {
     entries: Vec<BlockEntry>,
 }
 
 impl IndexFile {
-    /// Writes `entries` as an index file at `path`, atomically: written to a temporary file
-    /// in the same directory, then renamed over `path`.
-    pub fn write(path: &Path, entries: &[BlockEntry]) -> Result<()> {
-        debug_assert!(
-            check_contiguous(entries).is_ok(),
-            "non-contiguous index entries"
-        );
-        let bytes = Self::encode(entries);
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let mut tmp = tempfile::Builder::new()
-            .prefix(&format!(".{}.", name.as_deref().unwrap_or("index")))
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| ShuffleError::io(dir, e))?;
-        tmp.write_all(&bytes)
-            .map_err(|e| ShuffleError::io(tmp.path(), e))?;
-        tmp.persist(path)
-            .map_err(|e| ShuffleError::io(path, e.error))?;
-        Ok(())
-    }
-
-    /// Reads and validates the index file at `path`. A missing or unreadable file is
-    /// `ShuffleError::Io`; a malformed one is `ShuffleError::Corrupt`, both naming `path`.
+    /// Reads and validates the index at the end of the map output file at `path`. A
+    /// missing or unreadable file is `ShuffleError::Io`; a malformed one (or one whose
+    /// length does not fit its index) is `ShuffleError::Corrupt`, both naming `path`.
     pub fn read(path: &Path) -> Result<IndexFile> {
-        let bytes = std::fs::read(path).map_err(|e| ShuffleError::io(path, e))?;
-        Self::decode(&bytes, &path.display().to_string())
+        let mut file = File::open(path).map_err(|e| ShuffleError::io(path, e))?;
+        Self::read_from(&mut file, path)
     }
 
-    /// The index file bytes for `entries`.
+    /// [`IndexFile::read`] of a file already open (`path` names it in errors).
+    pub fn read_from(file: &mut File, path: &Path) -> Result<IndexFile> {
+        let what = path.display().to_string();
+        let io = |e| ShuffleError::io(path, e);
+        let len = file.metadata().map_err(io)?.len();
+        if len < TAIL_BYTES as u64 {
+            return Err(corrupt(
+                &what,
+                format!("file is {len} bytes, shorter than any index"),
+            ));
+        }
+        let mut tail = [0u8; TAIL_BYTES];
+        file.seek(SeekFrom::Start(len - TAIL_BYTES as u64))
+            .and_then(|_| file.read_exact(&mut tail))
+            .map_err(io)?;
+        if tail[4..12] != INDEX_MAGIC {
+            return Err(corrupt(&what, format!("bad magic {:02x?}", &tail[4..12])));
+        }
+        let n = u64::from(u32::from_le_bytes(tail[..4].try_into().unwrap()));
+        let index_len = n * ENTRY_BYTES as u64 + TAIL_BYTES as u64;
+        if index_len > len {
+            return Err(corrupt(
+                &what,
+                format!("file is {len} bytes, but an index of {n} reducers needs {index_len} (truncated?)"),
+            ));
+        }
+        // Bounded by the file's own length, checked above.
+        let mut bytes = vec![0u8; index_len as usize];
+        file.seek(SeekFrom::Start(len - index_len))
+            .and_then(|_| file.read_exact(&mut bytes))
+            .map_err(io)?;
+        let index = Self::decode(&bytes, &what)?;
+        let blocks_end = index.data_len();
+        if blocks_end != len - index_len {
+            return Err(corrupt(
+                &what,
+                format!(
+                    "its blocks end at {blocks_end} but its index starts at {} (truncated?)",
+                    len - index_len
+                ),
+            ));
+        }
+        Ok(index)
+    }
+
+    /// The index bytes for `entries`, to be written after their blocks.
     pub fn encode(entries: &[BlockEntry]) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(HEADER_BYTES + ENTRY_BYTES * entries.len() + TRAILER_BYTES);
-        out.extend_from_slice(&INDEX_MAGIC);
-        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        let mut out = Vec::with_capacity(ENTRY_BYTES * entries.len() + TAIL_BYTES);
         for e in entries {
             out.extend_from_slice(&e.offset.to_le_bytes());
             out.extend_from_slice(&e.len.to_le_bytes());
             out.extend_from_slice(&e.crc.to_le_bytes());
         }
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        out.extend_from_slice(&INDEX_MAGIC);
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
 
-    /// Parses and validates index bytes; `what` names their origin in errors.
+    /// Parses and validates the bytes of an index, exactly (as [`IndexFile::encode`]
+    /// makes them); `what` names their origin in errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<IndexFile> {
-        let corrupt = |message: String| ShuffleError::Corrupt {
-            what: format!("shuffle index {what}"),
-            message,
-        };
-        if bytes.len() < HEADER_BYTES + TRAILER_BYTES {
-            return Err(corrupt(format!(
-                "file is {} bytes, shorter than any index",
-                bytes.len()
-            )));
+        if bytes.len() < TAIL_BYTES {
+            return Err(corrupt(
+                what,
+                format!("index is {} bytes, shorter than any index", bytes.len()),
+            ));
         }
-        if bytes[..8] != INDEX_MAGIC {
-            return Err(corrupt(format!("bad magic {:02x?}", &bytes[..8])));
+        let tail = &bytes[bytes.len() - TAIL_BYTES..];
+        if tail[4..12] != INDEX_MAGIC {
+            return Err(corrupt(what, format!("bad magic {:02x?}", &tail[4..12])));
         }
-        let n = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as u64;
-        let expected = (HEADER_BYTES + TRAILER_BYTES) as u64 + n * ENTRY_BYTES as u64;
+        let n = u64::from(u32::from_le_bytes(tail[..4].try_into().unwrap()));
+        let expected = TAIL_BYTES as u64 + n * ENTRY_BYTES as u64;
         if bytes.len() as u64 != expected {
-            return Err(corrupt(format!(
-                "file is {} bytes, but {n} reducers need {expected} (truncated?)",
-                bytes.len()
-            )));
+            return Err(corrupt(
+                what,
+                format!(
+                    "index is {} bytes, but {n} reducers need {expected} (truncated?)",
+                    bytes.len()
+                ),
+            ));
         }
-        let body = &bytes[..bytes.len() - TRAILER_BYTES];
+        let body = &bytes[..bytes.len() - 4];
         let stored = u32::from_le_bytes(bytes[body.len()..].try_into().unwrap());
         let actual = crc32fast::hash(body);
         if stored != actual {
-            return Err(corrupt(format!(
-                "index checksum mismatch: expected {stored:08x} got {actual:08x}"
-            )));
+            return Err(corrupt(
+                what,
+                format!("index checksum mismatch: expected {stored:08x} got {actual:08x}"),
+            ));
         }
-        let entries: Vec<BlockEntry> = body[HEADER_BYTES..]
+        let entries: Vec<BlockEntry> = body[..body.len() - 12]
             .chunks_exact(ENTRY_BYTES)
             .map(|c| BlockEntry {
                 offset: u64::from_le_bytes(c[..8].try_into().unwrap()),
@@ -151,7 +179,7 @@ impl IndexFile {
                 crc: u32::from_le_bytes(c[16..20].try_into().unwrap()),
             })
             .collect();
-        check_contiguous(&entries).map_err(corrupt)?;
+        check_contiguous(&entries).map_err(|m| corrupt(what, m))?;
         Ok(IndexFile { entries })
     }
 
@@ -170,9 +198,22 @@ impl IndexFile {
         &self.entries
     }
 
-    /// Length the data file must have: the sum of all block lengths.
+    /// Where the blocks end (and the index starts): the sum of all block lengths.
     pub fn data_len(&self) -> u64 {
         self.entries.last().map_or(0, |e| e.offset + e.len)
+    }
+
+    /// The length of the whole map output file: blocks and index.
+    pub fn file_len(&self) -> u64 {
+        self.data_len() + (ENTRY_BYTES * self.entries.len() + TAIL_BYTES) as u64
+    }
+}
+
+/// The `Corrupt` error for the index of `what`.
+fn corrupt(what: &str, message: String) -> ShuffleError {
+    ShuffleError::Corrupt {
+        what: format!("shuffle index of {what}"),
+        message,
     }
 }
 
@@ -216,20 +257,56 @@ mod tests {
         ]
     }
 
+    /// A map output file of `sample()`'s blocks (15 bytes) and their index.
+    fn output_file(path: &Path) {
+        let mut bytes = vec![1u8; 15];
+        bytes.extend_from_slice(&IndexFile::encode(&sample()));
+        std::fs::write(path, bytes).unwrap();
+    }
+
     #[test]
-    fn write_read_round_trip() {
+    fn read_finds_the_index_at_the_end_of_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shuffle_0_0.index");
-        IndexFile::write(&path, &sample()).unwrap();
+        let path = dir.path().join("shuffle_0_0.data");
+        output_file(&path);
         let idx = IndexFile::read(&path).unwrap();
         assert_eq!(idx.entries(), &sample()[..]);
         assert_eq!(idx.num_reduce(), 3);
         assert_eq!(idx.entry(2), Some(sample()[2]));
         assert_eq!(idx.entry(3), None);
         assert_eq!(idx.data_len(), 15);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16 + 3 * 20);
-        // Only the index itself is left in the directory: the temp file was renamed.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(idx.file_len(), 15 + 3 * 20 + 16);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), idx.file_len());
+    }
+
+    #[test]
+    fn a_file_whose_length_does_not_fit_its_index_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shuffle_4_1.data");
+        let index = IndexFile::encode(&sample());
+        for (blocks, needle) in [
+            (14, "blocks end at 15 but its index starts at 14"),
+            (16, "blocks end at 15 but its index starts at 16"),
+            (0, "needs 76"),
+        ] {
+            let mut bytes = vec![1u8; blocks];
+            if blocks == 0 {
+                bytes.extend_from_slice(&index[20..]); // the index cut short
+            } else {
+                bytes.extend_from_slice(&index);
+            }
+            std::fs::write(&path, bytes).unwrap();
+            let err = IndexFile::read(&path).unwrap_err();
+            let msg = err.to_string();
+            assert!(matches!(err, ShuffleError::Corrupt { .. }), "{msg}");
+            assert!(
+                msg.contains("shuffle_4_1.data") && msg.contains(needle),
+                "{msg}"
+            );
+        }
+        std::fs::write(&path, b"short").unwrap();
+        let msg = IndexFile::read(&path).unwrap_err().to_string();
+        assert!(msg.contains("shorter than any index"), "{msg}");
     }
 
     #[test]
@@ -243,15 +320,17 @@ mod tests {
     fn every_kind_of_damage_is_corrupt_naming_the_file() {
         let good = IndexFile::encode(&sample());
         let mut cases: Vec<(Vec<u8>, &str)> = vec![
-            (good[..good.len() - 1].to_vec(), "truncated"),
+            (good[20..].to_vec(), "truncated"),
+            (good[..good.len() - 1].to_vec(), "magic"),
             (good[..10].to_vec(), "shorter"),
             (Vec::new(), "shorter"),
         ];
         let mut magic = good.clone();
-        magic[0] = b'X';
+        magic[3 * 20 + 4] = b'X';
         cases.push((magic, "magic"));
         let mut flipped = good.clone();
         flipped[30] ^= 1;
+
         cases.push((flipped, "checksum"));
         let gap = IndexFile::encode(&[BlockEntry {
             offset: 4,
@@ -260,11 +339,11 @@ mod tests {
         }]);
         cases.push((gap, "starts at"));
         for (bytes, needle) in cases {
-            let err = IndexFile::decode(&bytes, "/d/shuffle_1_2.index").unwrap_err();
+            let err = IndexFile::decode(&bytes, "/d/shuffle_1_2.data").unwrap_err();
             let msg = err.to_string();
             assert!(matches!(err, ShuffleError::Corrupt { .. }), "{msg}");
             assert!(
-                msg.contains("/d/shuffle_1_2.index") && msg.contains(needle),
+                msg.contains("/d/shuffle_1_2.data") && msg.contains(needle),
                 "{msg}"
             );
         }
@@ -273,9 +352,9 @@ mod tests {
     #[test]
     fn missing_file_is_io_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shuffle_9_9.index");
+        let path = dir.path().join("shuffle_9_9.data");
         let err = IndexFile::read(&path).unwrap_err();
         assert!(matches!(err, ShuffleError::Io { .. }));
-        assert!(err.to_string().contains("shuffle_9_9.index"), "{err}");
+        assert!(err.to_string().contains("shuffle_9_9.data"), "{err}");
     }
 }

@@ -1,23 +1,21 @@
 //! ember's shuffle format (sort shuffle): how map output is laid out on disk and read
 //! back. Map tasks write with it; executors serve blocks from it.
 //!
-//! Every map task of a shuffle writes exactly one data file and one index file into a
-//! shuffle directory (see [`index`] for the byte layout of both):
-//!
-//! * `shuffle_{shuffle_id}_{map_partition}.data`: one block per reduce partition, blocks
-//!   contiguous and in reduce-partition order; a block is a sequence of lz4 frames of
-//!   postcard records ([`frame`]).
-//! * `shuffle_{shuffle_id}_{map_partition}.index`: offset, length and crc32 of every block.
+//! Every map task of a shuffle writes exactly one file into a shuffle directory (see
+//! [`index`] for its byte layout), `shuffle_{shuffle_id}_{map_partition}.data`: one block
+//! per reduce partition, blocks contiguous and in reduce-partition order (a block is a
+//! sequence of lz4 frames of postcard records, [`frame`]), then the index: offset, length
+//! and crc32 of every block.
 //!
 //! Modules: [`frame`] (record/frame codec shared by both sides), [`writer`] (map side,
 //! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
-//! decoding; every failure is a typed `FetchFailed`), [`index`] (index file format).
+//! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index).
 //! Which reducer a record goes to (partitioners) is the job library's business.
 //!
-//! Invariants: both files are written under temporary names and renamed into place, data
-//! first, index last, so the presence of an index file means the map output is complete.
-//! Only this crate knows these file names; callers go through [`data_path`],
-//! [`index_path`] and [`remove_shuffle_files`] (deleting a released shuffle's files).
+//! Invariants: the file is written under a temporary name and renamed into place whole,
+//! so the presence of a data file means the map output is complete. Only this crate
+//! knows these file names; callers go through [`data_path`] and [`remove_shuffle_files`]
+//! (deleting a released shuffle's files).
 
 mod error;
 pub mod frame;
@@ -33,18 +31,14 @@ pub use index::{BlockEntry, IndexFile};
 pub use reader::{open_block_records, read_local_block, BlockId, BlockRecords};
 pub use writer::{MapOutput, ShuffleWriter};
 
-/// Path of the data file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
+/// Path of the map output file (blocks and index) of map task `map_partition` of shuffle
+/// `shuffle_id` in `dir`.
 pub fn data_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
     dir.join(format!("shuffle_{shuffle_id}_{map_partition}.data"))
 }
 
-/// Path of the index file of map task `map_partition` of shuffle `shuffle_id` in `dir`.
-pub fn index_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
-    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.index"))
-}
-
-/// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data` or
-/// `.index`, or a temporary file of one), or `None` for any other name.
+/// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data`, a
+/// temporary file of one, or an earlier format's `.index`), or `None` for any other name.
 pub fn parse_file_name(name: &str) -> Option<(u32, u32)> {
     let rest = name.strip_prefix("shuffle_")?;
     let mut parts = rest.splitn(3, ['_', '.']);
@@ -61,7 +55,7 @@ pub fn shuffle_id_of_file(name: &str) -> Option<u32> {
     parse_file_name(name).map(|(shuffle_id, _)| shuffle_id)
 }
 
-/// Deletes from `dir` every file of the shuffles `shuffle_ids` (data, index and
+/// Deletes from `dir` every file of the shuffles `shuffle_ids` (data files and
 /// temporaries, found by name with [`shuffle_id_of_file`]; nothing else is touched, no
 /// subdirectory is entered); returns how many files went. Errors are logged, never
 /// returned: what can be deleted is. Blocking file I/O.
@@ -104,13 +98,12 @@ mod tests {
     fn paths_follow_the_naming_scheme() {
         let dir = Path::new("/tmp/x");
         assert_eq!(data_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.data"));
-        assert_eq!(index_path(dir, 3, 1), Path::new("/tmp/x/shuffle_3_1.index"));
     }
 
     #[test]
     fn file_names_parse_back() {
         let dir = Path::new("/tmp/x");
-        for p in [data_path(dir, 1048577, 12), index_path(dir, 1048577, 12)] {
+        for p in [data_path(dir, 1048577, 12)] {
             let name = p.file_name().unwrap().to_str().unwrap();
             assert_eq!(parse_file_name(name), Some((1048577, 12)));
         }

@@ -1,8 +1,8 @@
-//! Reduce-side block reading: locating a block through the index, reading and verifying
-//! its bytes, and decoding its records frame by frame.
+//! Reduce-side block reading: locating a block through the index at the end of its map
+//! output file, reading and verifying its bytes, and decoding its records frame by frame.
 //!
 //! Invariant: every failure while opening, reading, verifying or decoding a block (missing
-//! index or data file, bad index, short read, checksum mismatch, undecodable frame or
+//! data file, bad index, short read, checksum mismatch, undecodable frame or
 //! record) surfaces as `ShuffleError::FetchFailed` carrying the [`BlockId`] and a message
 //! naming the file and what went wrong, because the scheduler answers that error by
 //! rerunning the map task. Nothing here panics on bad input.
@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::data_path;
 use crate::error::{Result, ShuffleError};
 use crate::frame::FrameDecoder;
 use crate::index::{BlockEntry, IndexFile};
-use crate::{data_path, index_path};
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,49 +53,36 @@ impl BlockId {
     }
 }
 
-/// Reads and validates the index of `id`'s map output in `dir`; returns the data file's
-/// path, the block's entry, and the data file length the index implies.
-pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(PathBuf, BlockEntry, u64)> {
-    let index_file = index_path(dir, id.shuffle_id, id.map_partition);
-    let index = IndexFile::read(&index_file).map_err(|e| match e {
+/// Opens `id`'s map output file in `dir` and reads and validates its index; returns the
+/// open file, its path and the block's entry. A missing file is a `FetchFailed` whose
+/// message says "cannot open".
+pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, BlockEntry)> {
+    let path = data_path(dir, id.shuffle_id, id.map_partition);
+    let mut file = File::open(&path).map_err(|e| data_file_failed(id, &path, "cannot open", e))?;
+    let index = IndexFile::read_from(&mut file, &path).map_err(|e| match e {
         ShuffleError::Io { path, source } => id.fetch_failed(format!(
-            "cannot read shuffle index {}: {source}",
+            "cannot read the index of shuffle data file {}: {source}",
             path.display()
         )),
         other => id.fetch_failed(other.to_string()),
     })?;
     let entry = index.entry(id.reduce_partition).ok_or_else(|| {
         id.fetch_failed(format!(
-            "shuffle index {} has {} reduce partitions, block {} does not exist",
-            index_file.display(),
+            "shuffle data file {} has {} reduce partitions, block {} does not exist",
+            path.display(),
             index.num_reduce(),
             id.reduce_partition
         ))
     })?;
-    Ok((
-        data_path(dir, id.shuffle_id, id.map_partition),
-        entry,
-        index.data_len(),
-    ))
+    Ok((file, path, entry))
 }
 
-/// A non-empty local block's data file, checked against its index's length and positioned
-/// at the block's first byte; `None` for an empty block.
+/// A non-empty local block's data file (its length checked against its index, see
+/// [`IndexFile::read`]), positioned at the block's first byte; `None` for an empty block.
 fn open_local_block(dir: &Path, id: &BlockId) -> Result<Option<(File, PathBuf, BlockEntry)>> {
-    let (path, entry, data_len) = locate_local_block(dir, id)?;
+    let (mut file, path, entry) = locate_local_block(dir, id)?;
     if entry.len == 0 {
         return Ok(None);
-    }
-    let mut file = File::open(&path).map_err(|e| data_file_failed(id, &path, "cannot open", e))?;
-    let file_len = file
-        .metadata()
-        .map_err(|e| data_file_failed(id, &path, "cannot stat", e))?
-        .len();
-    if file_len != data_len {
-        return Err(id.fetch_failed(format!(
-            "short or mismatched shuffle data file {}: {file_len} bytes, its index says {data_len}",
-            path.display()
-        )));
     }
     file.seek(SeekFrom::Start(entry.offset))
         .map_err(|e| data_file_failed(id, &path, "cannot seek in", e))?;
@@ -388,7 +375,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
         let path = data_path(dir.path(), 3, 1);
-        let (_, entry, _) = locate_local_block(dir.path(), &id(1)).unwrap();
+        let (_, _, entry) = locate_local_block(dir.path(), &id(1)).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[(entry.offset + entry.len / 2) as usize] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
@@ -412,27 +399,30 @@ mod tests {
     fn missing_or_damaged_files_are_fetch_failures() {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
-        let index = index_path(dir.path(), 3, 1);
         let data = data_path(dir.path(), 3, 1);
-        let index_bytes = std::fs::read(&index).unwrap();
+        let shown = data.display().to_string();
+        let bytes = std::fs::read(&data).unwrap();
 
-        std::fs::write(&index, &index_bytes[..index_bytes.len() - 7]).unwrap();
+        // Its last byte gone: the index at the end no longer reads.
+        std::fs::write(&data, &bytes[..bytes.len() - 1]).unwrap();
         let err = read_local_block(dir.path(), &id(0)).unwrap_err();
-        expect_fetch_failed(err, 0, &["truncated", &index.display().to_string()]);
+        expect_fetch_failed(err, 0, &["bad magic", &shown]);
 
-        std::fs::remove_file(&index).unwrap();
+        // A byte more before the index: the blocks no longer end where it starts.
+        let mut longer = bytes.clone();
+        longer.insert(0, 0);
+        std::fs::write(&data, &longer).unwrap();
         let err = collect(dir.path(), 0).unwrap_err();
-        expect_fetch_failed(err, 0, &["shuffle_3_1.index", "No such file"]);
-
-        std::fs::write(&index, &index_bytes).unwrap();
-        let data_bytes = std::fs::read(&data).unwrap();
-        std::fs::write(&data, &data_bytes[..data_bytes.len() - 1]).unwrap();
-        let err = read_local_block(dir.path(), &id(0)).unwrap_err();
-        expect_fetch_failed(err, 0, &["short", "shuffle_3_1.data"]);
+        expect_fetch_failed(err, 0, &["truncated", &shown]);
 
         std::fs::remove_file(&data).unwrap();
         let err = read_local_block(dir.path(), &id(2)).unwrap_err();
-        expect_fetch_failed(err, 2, &["cannot open", "shuffle_3_1.data"]);
+        expect_fetch_failed(err, 2, &["cannot open", "shuffle_3_1.data", "No such file"]);
+        let err = collect(dir.path(), 0).unwrap_err();
+        expect_fetch_failed(err, 0, &["cannot open", "shuffle_3_1.data"]);
+
+        std::fs::write(&data, &bytes).unwrap();
+        assert!(collect(dir.path(), 0).is_ok(), "whole again");
     }
 
     #[test]
@@ -451,7 +441,7 @@ mod tests {
     fn streamed_blocks_are_verified_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let want = setup(dir.path());
-        let (path, entry, _) = locate_local_block(dir.path(), &id(2)).unwrap();
+        let (_, path, entry) = locate_local_block(dir.path(), &id(2)).unwrap();
         let file = std::fs::read(path).unwrap();
         let mut stream = file[entry.offset as usize..].to_vec(); // runs past the block
         let got: Result<Vec<(u32, String)>> =

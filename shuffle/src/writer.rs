@@ -1,6 +1,6 @@
 //! Map-side shuffle writer: routes records to reduce partitions, buffers them as compressed
-//! frames, spills those frames to disk on demand, and commits one data file + one index
-//! file per map task (format in `index.rs`).
+//! frames, spills those frames to disk on demand, and commits one file per map task, its
+//! blocks followed by their index (format in `index.rs`).
 //!
 //! Invariants:
 //! * Per reducer, records are decoded back in the order they were written.
@@ -13,9 +13,9 @@
 //!   in the shuffle directory (removed by the OS when the writer is dropped, even on crash).
 //! * [`ShuffleWriter::finish`] writes each reducer's block contiguously, in reducer order
 //!   (spilled frames first, in spill order, then in-memory ones), computes its crc32 on the
-//!   way out, and commits: old index removed, data renamed into place, index written and
-//!   renamed last. A failed or dropped writer leaves no `shuffle_*` file behind (temps are
-//!   deleted), except a data file without index if the final index write fails.
+//!   way out, appends the index, and commits by renaming the whole file into place (one
+//!   rename, so a reader sees an earlier attempt's file or this one, never a mix). A
+//!   failed or dropped writer leaves no `shuffle_*` file behind (temps are deleted).
 //! * Hot path: `write` serialises straight into the reducer's pending buffer: no allocation
 //!   and no syscall per record. Finished frames go into chunks of [`CHUNK_BYTES`], never
 //!   into one buffer grown by doubling (which would copy every byte again at each growth
@@ -28,10 +28,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::data_path;
 use crate::error::{Result, ShuffleError};
 use crate::frame::FrameEncoder;
 use crate::index::{BlockEntry, IndexFile};
-use crate::{data_path, index_path};
 
 /// Size of the buffered writers for the data and spill files.
 pub const WRITE_BUFFER_BYTES: usize = 256 * 1024;
@@ -219,11 +219,11 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
         Ok(freed)
     }
 
-    /// Writes the data file and the index and commits them (see module docs).
+    /// Writes the map output file (blocks, then their index) and commits it (see
+    /// [`crate::index`]).
     pub fn finish(mut self) -> Result<MapOutput> {
         let (s, m) = (self.shuffle_id, self.map_partition);
         let data_final = data_path(&self.dir, s, m);
-        let index_final = index_path(&self.dir, s, m);
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".shuffle_{s}_{m}.data."))
             .suffix(".tmp")
@@ -279,16 +279,13 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
             offset += len;
         }
         drop(spill);
+        out.write_all(&IndexFile::encode(&entries))
+            .map_err(io_err)?;
         let tmp = out.into_inner().map_err(|e| io_err(e.into_error()))?;
-
-        match std::fs::remove_file(&index_final) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ShuffleError::io(&index_final, e)),
-        }
+        // One rename commits blocks and index together (it replaces an earlier
+        // attempt's file whole).
         tmp.persist(&data_final)
             .map_err(|e| ShuffleError::io(&data_final, e.error))?;
-        IndexFile::write(&index_final, &entries)?;
         tracing::debug!(
             shuffle_id = s,
             map_partition = m,
@@ -437,21 +434,26 @@ mod tests {
             for (r, recs) in want.iter().enumerate() {
                 assert_eq!(out.block_sizes[r] == 0, recs.is_empty(), "n={n} r={r}");
             }
-            let data_len = std::fs::metadata(data_path(dir.path(), 3, n))
+            let file_len = std::fs::metadata(data_path(dir.path(), 3, n))
                 .unwrap()
                 .len();
-            assert_eq!(data_len, out.bytes_written);
-            let index = IndexFile::read(&index_path(dir.path(), 3, n)).unwrap();
+            let index = IndexFile::read(&data_path(dir.path(), 3, n)).unwrap();
             assert_eq!(index.num_reduce(), n);
-            assert_eq!(index.data_len(), data_len);
+            assert_eq!(index.data_len(), out.bytes_written);
+            assert_eq!(file_len, index.file_len());
             let sizes: Vec<u64> = index.entries().iter().map(|e| e.len).collect();
             assert_eq!(sizes, out.block_sizes);
         }
-        // Only committed files remain: no temporaries, no spill files.
-        for entry in std::fs::read_dir(dir.path()).unwrap() {
-            let name = entry.unwrap().file_name().into_string().unwrap();
-            assert!(name.starts_with("shuffle_3_"), "stray file {name}");
-        }
+        // Only committed files remain, one per map output: no temporaries, no spill
+        // files, no separate index.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = (1..=17).map(|n| format!("shuffle_3_{n}.data")).collect();
+        want.sort();
+        assert_eq!(names, want);
     }
 
     #[test]

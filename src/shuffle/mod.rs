@@ -1,6 +1,6 @@
 //! The job side of shuffles: which reducer a record goes to ([`partitioner`]), and
 //! reading a reducer's blocks, local or remote ([`read`]). The file format itself (data
-//! and index files, frames, checksums) is the `ember-shuffle` crate, re-exported here.
+//! files with their index at the end, frames, checksums) is the `ember-shuffle` crate, re-exported here.
 //!
 //! Invariant: every record a map task writes reaches exactly one reducer, the one its
 //! partitioner names; a reducer reads every map output's block or fails with a typed

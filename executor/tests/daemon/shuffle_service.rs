@@ -6,7 +6,7 @@ use ember_executor::blocks::{self, ShuffleService, CHUNK_BYTES};
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::{BlockChunk, FetchBlocksRequest};
-use ember_shuffle::{data_path, index_path, IndexFile, ShuffleWriter};
+use ember_shuffle::{data_path, IndexFile, ShuffleWriter};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -166,7 +166,7 @@ fn blocks_of(chunks: &[BlockChunk]) -> Vec<(u32, u64, u32, Vec<u8>)> {
 
 /// The bytes and crc of a block, straight from the files.
 fn block_on_disk(dir: &Path, map: u32, reduce: u32) -> (Vec<u8>, u32) {
-    let entry = IndexFile::read(&index_path(dir, SHUFFLE, map))
+    let entry = IndexFile::read(&data_path(dir, SHUFFLE, map))
         .unwrap()
         .entry(reduce)
         .unwrap();
@@ -222,7 +222,7 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     let err = err.expect("missing map output must fail");
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
     assert!(
-        err.message().contains("shuffle_7_5.index"),
+        err.message().contains("shuffle_7_5.data"),
         "{}",
         err.message()
     );
@@ -234,7 +234,7 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     let err = err.unwrap();
     assert_eq!(err.code(), Code::DataLoss, "{err:?}");
     assert!(
-        err.message().contains("shuffle_7_0.index"),
+        err.message().contains("shuffle_7_0.data"),
         "{}",
         err.message()
     );
@@ -252,12 +252,12 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     let err = err.unwrap();
     assert_eq!(err.code(), Code::DataLoss, "{err:?}");
     assert!(
-        err.message().contains("shuffle_7_1.data") && err.message().contains("short"),
+        err.message().contains("shuffle_7_1.data") && err.message().contains("bad magic"),
         "{}",
         err.message()
     );
 
-    // A missing data file whose index exists.
+    // A missing data file.
     std::fs::remove_file(&data).unwrap();
     let (_, err) = fetch(&mut c, 0, vec![1]).await;
     let err = err.unwrap();
