@@ -103,10 +103,13 @@ mod tests {
     #[test]
     fn file_names_parse_back() {
         let dir = Path::new("/tmp/x");
-        for p in [data_path(dir, 1048577, 12)] {
-            let name = p.file_name().unwrap().to_str().unwrap();
-            assert_eq!(parse_file_name(name), Some((1048577, 12)));
-        }
+        let p = data_path(dir, 1048577, 12);
+        let name = p.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_file_name(name), Some((1048577, 12)));
+        assert_eq!(
+            parse_file_name("shuffle_1048577_12.index"),
+            Some((1048577, 12))
+        );
         assert_eq!(parse_file_name("shuffle_3_4.data.tmp-1"), Some((3, 4)));
         assert_eq!(parse_file_name("spill-3"), None);
         assert_eq!(parse_file_name("shuffle_x_4.data"), None);
