@@ -31,7 +31,7 @@ def machine_info():
     except OSError:
         pass
     info["loadavg_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    for key, cmd in (("rustc", ["rustc", "--version"]), ("java", ["java", "-version"])):
+    for key, cmd in (("rustc", ["rustc", "--version"]), ("java", ["java", "-XX:-UsePerfData", "-version"])):
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
             out = (r.stdout + r.stderr).strip().splitlines()
