@@ -198,7 +198,6 @@ fn send_block(
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let path = ember_shuffle::data_path(dir, id.shuffle_id, id.map_partition);
     let (mut file, data_path, entry) = match locate_local_block(dir, id) {
         Ok(found) => found,
         Err(e) => {
@@ -208,6 +207,7 @@ fn send_block(
             };
             // No file: the output is not (or no longer) here; a file that cannot be
             // read as one is lost data.
+            let path = ember_shuffle::data_path(dir, id.shuffle_id, id.map_partition);
             return Err(if path.exists() {
                 Status::data_loss(what(&msg))
             } else {

@@ -93,11 +93,7 @@ impl IndexFile {
         file.seek(SeekFrom::Start(len - TAIL_BYTES as u64))
             .and_then(|_| file.read_exact(&mut tail))
             .map_err(io)?;
-        if tail[4..12] != INDEX_MAGIC {
-            return Err(corrupt(&what, format!("bad magic {:02x?}", &tail[4..12])));
-        }
-        let n = u64::from(u32::from_le_bytes(tail[..4].try_into().unwrap()));
-        let index_len = n * ENTRY_BYTES as u64 + TAIL_BYTES as u64;
+        let (n, index_len) = parse_tail(&tail, &what)?;
         if index_len > len {
             return Err(corrupt(
                 &what,
@@ -147,12 +143,7 @@ impl IndexFile {
                 format!("index is {} bytes, shorter than any index", bytes.len()),
             ));
         }
-        let tail = &bytes[bytes.len() - TAIL_BYTES..];
-        if tail[4..12] != INDEX_MAGIC {
-            return Err(corrupt(what, format!("bad magic {:02x?}", &tail[4..12])));
-        }
-        let n = u64::from(u32::from_le_bytes(tail[..4].try_into().unwrap()));
-        let expected = TAIL_BYTES as u64 + n * ENTRY_BYTES as u64;
+        let (n, expected) = parse_tail(&bytes[bytes.len() - TAIL_BYTES..], what)?;
         if bytes.len() as u64 != expected {
             return Err(corrupt(
                 what,
@@ -207,6 +198,16 @@ impl IndexFile {
     pub fn file_len(&self) -> u64 {
         self.data_len() + (ENTRY_BYTES * self.entries.len() + TAIL_BYTES) as u64
     }
+}
+
+/// The reducer count an index's last [`TAIL_BYTES`] name and the length of the whole
+/// index that implies, once its magic is checked.
+fn parse_tail(tail: &[u8], what: &str) -> Result<(u64, u64)> {
+    if tail[4..12] != INDEX_MAGIC {
+        return Err(corrupt(what, format!("bad magic {:02x?}", &tail[4..12])));
+    }
+    let n = u64::from(u32::from_le_bytes(tail[..4].try_into().unwrap()));
+    Ok((n, n * ENTRY_BYTES as u64 + TAIL_BYTES as u64))
 }
 
 /// The `Corrupt` error for the index of `what`.

@@ -121,11 +121,6 @@ impl BinaryStore {
         self.uploaded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Bytes of the binaries in place now.
-    pub fn stored_bytes(&self) -> u64 {
-        self.budget.lock().stored
-    }
-
     /// Reserves `bytes` for an upload, or says why the store cannot take them.
     fn reserve(&self, bytes: u64) -> Result<Reservation<'_>, Status> {
         let mut b = self.budget.lock();
@@ -236,10 +231,7 @@ impl BinaryStore {
         // A binary already in place is not stored twice: the upload's bytes are checked
         // against its digest and dropped (and it counts as used now, so it stays).
         let path = self.dir.join(&declared);
-        let present = path.is_file();
-        if present {
-            self.touch(&declared);
-        }
+        let present = self.contains(&declared);
         let _reservation = self.reserve(if present { 0 } else { first.total_len })?;
         let max_chunks = first.total_len / 1024 + SPARE_UPLOAD_CHUNKS;
         let io = |what: &str, e: std::io::Error| {

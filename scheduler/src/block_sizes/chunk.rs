@@ -91,8 +91,8 @@ impl Chunk {
 
     /// Widens the chunk, if it must, so that it holds values up to `max`.
     pub fn fit(&mut self, max: u32) {
-        const U8_MAX: u32 = u8::MAX as u32;
-        const U16_MAX: u32 = u16::MAX as u32;
+        const U8_MAX: u32 = <u8 as Stored>::MAX;
+        const U16_MAX: u32 = <u16 as Stored>::MAX;
         let widened = match self {
             Chunk::U8(v) if max > U16_MAX => Chunk::U32(v.iter().map(|&x| x.into()).collect()),
             Chunk::U8(v) if max > U8_MAX => Chunk::U16(v.iter().map(|&x| x.into()).collect()),

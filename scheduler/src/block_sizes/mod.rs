@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 
 use chunk::{Chunk, Segment, Stored};
+use ember_proto::shuffle_input::large_marker;
 
 mod chunk;
 
@@ -71,13 +72,10 @@ impl BlockSizes {
     /// The fewest bytes (1, 2 or 4) each stored size can be packed in without a marker
     /// of a large size (`ember_proto::shuffle_input::large_marker`) among them.
     pub fn packed_bytes(&self) -> usize {
-        if self.max < u32::from(u8::MAX) {
-            1
-        } else if self.max < u32::from(u16::MAX) {
-            2
-        } else {
-            4
-        }
+        [1, 2]
+            .into_iter()
+            .find(|&bytes| self.max < large_marker(bytes))
+            .unwrap_or(4)
     }
 
     /// Blocks per row (the shuffle's reduce partitions).
