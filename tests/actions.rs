@@ -499,17 +499,17 @@ fn partitions_computed_by_take(n: usize) -> (Vec<u32>, u64) {
 // Spark's take: 1 partition, then an estimate from what was found, capped at 4x.
 #[test]
 fn take_scans_as_spark_does_never_computing_partitions_it_does_not_need() {
-    // take(25): 1 partition gives 10; ceil(1.5 * 25 * 1 / 10) - 1 = 3 more: 4 in all.
+    // take(25): 1 partition gives 10; ceil(1.5 * 15 * 1 / 10) = 3 more: 4 in all.
     let (got, computed) = partitions_computed_by_take(25);
     assert_eq!(got, (0..25).collect::<Vec<u32>>());
     assert_eq!(computed, 4);
     // take(10): the first partition is enough.
     assert_eq!(partitions_computed_by_take(10).1, 1);
-    // take(100): 1, then min(ceil(1.5 * 100 / 10) - 1, 4) = 4, then
-    // min(ceil(1.5 * 100 * 5 / 50) - 5, 20) = 10: 15 partitions.
+    // take(100): 1, then min(ceil(1.5 * 90 * 1 / 10), 4) = 4, then
+    // min(ceil(1.5 * 50 * 5 / 50), 20) = 8: 13 partitions.
     let (got, computed) = partitions_computed_by_take(100);
-    assert_eq!(got.len(), 100);
-    assert_eq!(computed, 15);
+    assert_eq!(got, (0..100).collect::<Vec<u32>>());
+    assert_eq!(computed, 13);
 }
 
 // RDDSuite "toLocalIterator": all records, in partition order, one partition per job.

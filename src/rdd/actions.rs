@@ -230,6 +230,10 @@ pub struct SaveOptions {
     pub overwrite: bool,
 }
 
+/// How many times as many partitions as scanned so far `take` tries at most in its next
+/// round (Spark's `spark.rdd.limit.scaleUpFactor` default).
+const TAKE_SCALE_UP_FACTOR: u64 = 4;
+
 impl<T: Data> Rdd<T> {
     pub(super) fn run_action<R: ResultOp>(
         &self,
@@ -302,10 +306,10 @@ impl<T: Data> Rdd<T> {
     }
 
     /// The first `n` records in partition order, scanning as few partitions as it can,
-    /// as Spark does: one partition first; then, if nothing was found, four times as many
-    /// as scanned so far, else an estimate of how many more hold the rest (1.5 times the
-    /// records still wanted at the rate found so far), at least one and at most four
-    /// times as many as scanned so far.
+    /// as Spark's `RDD.take` does: one partition first; then, if nothing was found yet,
+    /// four times as many as scanned so far (`spark.rdd.limit.scaleUpFactor`), else
+    /// `ceil(1.5 * left * scanned / found)` more, where `left` is the number of records
+    /// still wanted, capped at four times as many as scanned so far.
     pub fn take(&self, n: usize) -> Result<Vec<T>> {
         let total = self.node.num_partitions;
         let mut out = Vec::new();
@@ -313,16 +317,16 @@ impl<T: Data> Rdd<T> {
         let mut batch = 1u32;
         while out.len() < n && scanned < total {
             if scanned > 0 {
-                let cap = scanned.saturating_mul(4);
+                let cap = u64::from(scanned) * TAKE_SCALE_UP_FACTOR;
                 batch = if out.is_empty() {
                     cap
                 } else {
-                    let estimate =
-                        (1.5 * n as f64 * f64::from(scanned) / out.len() as f64).ceil() as u64;
-                    estimate
-                        .saturating_sub(u64::from(scanned))
-                        .clamp(1, u64::from(cap)) as u32
-                };
+                    // left > 0, so the estimate is at least 1.
+                    let left = (n - out.len()) as f64;
+                    let estimate = (1.5 * left * f64::from(scanned) / out.len() as f64).ceil();
+                    (estimate as u64).min(cap)
+                }
+                .min(u64::from(total - scanned)) as u32;
             }
             let upto = (scanned + batch).min(total);
             let want = (n - out.len()) as u64;

