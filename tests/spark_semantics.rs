@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use ember::{Accumulator, Context, Rdd, Records};
+use ember::{Accumulator, Context, EmberError, KeyPartitioner, Partitioner, Rdd, Records};
+use serde::{Deserialize, Serialize};
 
 /// Spark's `RDD.take` rounds, computed from the partitions' record counts alone: the
 /// number of partitions each round tries (1 first; then 4x scanned if nothing was found,
@@ -106,4 +107,49 @@ fn take_tries_as_many_partitions_per_round_as_spark() {
     assert!(rdd.is_empty().unwrap());
     assert_eq!(sorted(computed.value()), (0..8).collect::<Vec<u32>>());
     assert_eq!(c.last_job_metrics().unwrap().tasks, 3, "rounds 1, 4, 3");
+}
+
+/// Key `k` to partition `k % 3`, over only 2 partitions: keys with `k % 3 == 2` are out
+/// of range (Spark's suite uses `hashCode % 2`, negative for negative keys).
+#[derive(Clone, Serialize, Deserialize)]
+struct ModThreeOfTwo;
+impl KeyPartitioner<u64> for ModThreeOfTwo {
+    fn num_partitions(&self) -> u32 {
+        2
+    }
+    fn partition(&self, key: &u64) -> u32 {
+        (*key % 3) as u32
+    }
+}
+
+// PairRDDFunctionsSuite "lookup with bad partitioner": an out-of-range partition fails.
+#[test]
+fn lookup_through_a_partitioner_answering_out_of_range_fails_naming_the_partition() {
+    let c = ctx(2);
+    let pairs: Vec<(u64, i64)> = vec![(1, 2), (3, 4), (4, 6), (4, 7), (6, 8)];
+    let parted = c
+        .parallelize(pairs.clone(), 3)
+        .partition_by_with(ModThreeOfTwo);
+    assert_eq!(
+        parted.partitioner(),
+        Some(Partitioner::custom::<u64, _>(&ModThreeOfTwo))
+    );
+    for key in [1u64, 3, 4, 6, 9] {
+        let want: Vec<i64> = pairs
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(sorted(parted.lookup(key).unwrap()), want, "lookup({key})");
+    }
+    match parted.lookup(5) {
+        Err(EmberError::InvalidArgument(m)) => {
+            assert!(
+                m.contains("partition 2, but the RDD has 2 partitions"),
+                "{m}"
+            );
+            assert!(m.contains("lookup"), "{m}");
+        }
+        other => panic!("lookup(5) through an out-of-range partitioner: {other:?}"),
+    }
 }

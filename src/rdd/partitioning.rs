@@ -215,17 +215,29 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     }
 
     /// Spark's `lookup`: with a known partitioner only the partition that can hold
-    /// `key` is computed (one task); otherwise every partition is searched.
+    /// `key` is computed (one task); otherwise every partition is searched. A partitioner
+    /// that puts `key` outside `0..num_partitions` is an [`EmberError::InvalidArgument`]
+    /// naming the partition index and count (Spark's invalid partition index), not an
+    /// empty answer.
     pub fn lookup(&self, key: K) -> Result<Vec<V>> {
+        let mut part = None;
+        if let Some(p) = &self.node.partitioner {
+            if let Some(route) = p.router::<K>() {
+                let index = route?(&key);
+                if index >= self.node.num_partitions {
+                    return Err(EmberError::InvalidArgument(format!(
+                        "lookup: the {:?} partitioner puts the key in partition {index}, but the RDD has {} partitions",
+                        p.kind(),
+                        self.node.num_partitions
+                    )));
+                }
+                part = Some(index);
+            }
+        }
         let filtered = self
-            .filter_with(key.clone(), |k: &K, (x, _): &(K, V)| x == k)
+            .filter_with(key, |k: &K, (x, _): &(K, V)| x == k)
             .values();
-        match self
-            .node
-            .partitioner
-            .as_ref()
-            .and_then(|p| p.partition_of(&key))
-        {
+        match part {
             Some(part) => Ok(filtered
                 .run_partitions(&[part])?
                 .into_iter()
