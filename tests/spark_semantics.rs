@@ -153,3 +153,130 @@ fn lookup_through_a_partitioner_answering_out_of_range_fails_naming_the_partitio
         other => panic!("lookup(5) through an out-of-range partitioner: {other:?}"),
     }
 }
+
+/// The number of stages of the last job's DAG (run, or skipped because an earlier job
+/// wrote their shuffle output).
+fn stages_of_last_job(c: &Context) -> u32 {
+    let m = c.last_job_metrics().expect("a job ran");
+    m.stages_run + m.stages_skipped
+}
+
+/// Whether every record of `parts` (partition by partition) is in the partition its
+/// partitioner names.
+fn placed_by(parts: &[Vec<(u64, i64)>], p: &Partitioner) -> bool {
+    parts.iter().enumerate().all(|(i, part)| {
+        part.iter()
+            .all(|(k, _)| p.partition_of(k) == Some(i as u32))
+    })
+}
+
+// RDDSuite "distinct with known partitioner preserves partitioning" (RDD.distinct: with a
+// partitioner and an unchanged partition count, duplicates go within each partition).
+#[test]
+fn distinct_of_partitioned_data_keeps_the_partitioner_without_a_shuffle() {
+    let c = ctx(2);
+    // Few distinct pairs, each many times.
+    let data: Vec<(u64, i64)> = random_pairs(5, 3000, 40)
+        .into_iter()
+        .map(|(k, v)| (k, v.rem_euclid(3)))
+        .collect();
+    let want: Vec<(u64, i64)> = sorted(data.clone())
+        .into_iter()
+        .fold(Vec::new(), |mut acc, x| {
+            if acc.last() != Some(&x) {
+                acc.push(x);
+            }
+            acc
+        });
+    let parted = c.parallelize(data.clone(), 4).partition_by(3);
+    let hash3 = Partitioner::hash::<u64>(3);
+
+    let distinct = parted.distinct();
+    assert_eq!(distinct.partitioner(), Some(hash3.clone()));
+    assert_eq!(distinct.num_partitions(), 3);
+    let parts = distinct.glom().collect().unwrap();
+    assert_eq!(stages_of_last_job(&c), 2, "partition_by's shuffle only");
+    assert!(placed_by(&parts, &hash3));
+    assert_eq!(sorted(parts.concat()), want);
+
+    let same_count = parted.distinct_into(3);
+    assert_eq!(same_count.partitioner(), Some(hash3.clone()));
+    assert_eq!(sorted(same_count.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 2);
+
+    // Another partition count shuffles, as before.
+    let other_count = parted.distinct_into(5);
+    assert_eq!(other_count.num_partitions(), 5);
+    assert_eq!(sorted(other_count.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 3);
+
+    // A range partitioner (Spark's suite uses sortByKey) is kept too.
+    let by_range = c.parallelize(data.clone(), 4).sort_by_key(true, 3).unwrap();
+    let range = by_range
+        .partitioner()
+        .expect("sort_by_key's range partitioner");
+    let distinct = by_range.distinct();
+    assert_eq!(distinct.partitioner(), Some(range.clone()));
+    let parts = distinct.glom().collect().unwrap();
+    assert!(placed_by(&parts, &range));
+    assert_eq!(sorted(parts.concat()), want);
+
+    // Without a partitioner: a shuffle, no partitioner.
+    let plain = c.parallelize(data, 4).distinct();
+    assert_eq!(sorted(plain.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 2);
+}
+
+// SPARK-32384: repartitionAndSortWithinPartitions by the partitioner the data already has
+// sorts each partition in place: 2 stages (the first shuffle and the result), not 3.
+#[test]
+fn repartition_and_sort_by_the_partitioner_the_data_has_adds_no_shuffle() {
+    let c = ctx(2);
+    let data = random_pairs(9, 4000, 500);
+    let parted = c.parallelize(data.clone(), 4).partition_by(3);
+    let hash3 = Partitioner::hash::<u64>(3);
+    // The reference: each partition of `parted`, stably sorted by key.
+    let unsorted = parted.glom().collect().unwrap();
+
+    let sorted_parts = parted.repartition_and_sort_within_partitions(3);
+    assert_eq!(sorted_parts.partitioner(), Some(hash3.clone()));
+    let parts = sorted_parts.glom().collect().unwrap();
+    assert_eq!(stages_of_last_job(&c), 2);
+    assert_eq!(parts.len(), 3);
+    for (got, before) in parts.iter().zip(&unsorted) {
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "sorted by key");
+        assert_eq!(
+            sorted(got.clone()),
+            sorted(before.clone()),
+            "the same records"
+        );
+    }
+    assert_eq!(sorted(parts.concat()), sorted(data.clone()));
+
+    // A user partitioner the data already has: the same.
+    let modulo = c.parallelize(data.clone(), 4).partition_by_with(ModTwo);
+    let again = modulo.repartition_and_sort_within_partitions_with(ModTwo);
+    assert_eq!(again.partitioner(), modulo.partitioner());
+    let parts = again.glom().collect().unwrap();
+    assert_eq!(stages_of_last_job(&c), 2);
+    assert!(parts.iter().all(|p| p.windows(2).all(|w| w[0].0 <= w[1].0)));
+    assert!(placed_by(&parts, &modulo.partitioner().unwrap()));
+    assert_eq!(sorted(parts.concat()), sorted(data.clone()));
+
+    // Another partitioner shuffles again: 3 stages.
+    let other = parted.repartition_and_sort_within_partitions(4);
+    assert_eq!(sorted(other.collect().unwrap()), sorted(data));
+    assert_eq!(stages_of_last_job(&c), 3);
+}
+
+/// Key `k` to partition `k % 2`.
+#[derive(Clone, Serialize, Deserialize)]
+struct ModTwo;
+impl KeyPartitioner<u64> for ModTwo {
+    fn num_partitions(&self) -> u32 {
+        2
+    }
+    fn partition(&self, key: &u64) -> u32 {
+        (*key % 2) as u32
+    }
+}

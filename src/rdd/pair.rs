@@ -354,10 +354,16 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
 }
 
 impl<T: Key> Rdd<T> {
-    /// The distinct records.
+    /// The distinct records. On an RDD that has a partitioner (equal records are then in
+    /// one partition) duplicates are removed within each partition and the partitioner
+    /// is kept, with no shuffle, as in Spark; otherwise through a hash shuffle into as
+    /// many partitions.
     #[track_caller]
     pub fn distinct(&self) -> Rdd<T> {
         let at = Location::caller();
+        if self.node.partitioner.is_some() {
+            return self.distinct_in_place(at);
+        }
         let mut rdd = self
             .map(|x: T| (x, ()))
             .reduce_by_key_into(|_: (), _: ()| (), self.num_partitions());
@@ -365,10 +371,15 @@ impl<T: Key> Rdd<T> {
         rdd.keys()
     }
 
-    /// [`distinct`](Self::distinct) into `partitions` partitions (Spark's `distinct(n)`).
+    /// [`distinct`](Self::distinct) into `partitions` partitions (Spark's `distinct(n)`):
+    /// without a shuffle when the RDD has a partitioner and already `partitions`
+    /// partitions.
     #[track_caller]
     pub fn distinct_into(&self, partitions: usize) -> Rdd<T> {
         let at = Location::caller();
+        if self.node.partitioner.is_some() && partitions == self.node.num_partitions as usize {
+            return self.distinct_in_place(at);
+        }
         let mut rdd = self
             .map(|x: T| (x, ()))
             .reduce_by_key_into(|_: (), _: ()| (), partitions);

@@ -1,7 +1,8 @@
 //! Partitioners as RDDs carry them, and the shuffles they save: Spark's
 //! `Partitioner.defaultPartitioner`, `partitionBy` with any partitioner, key-wise
 //! aggregation without a shuffle on data already partitioned the way it asks for,
-//! `PartitionerAwareUnionRDD`, and `lookup` of one partition.
+//! `PartitionerAwareUnionRDD`, `distinct` within each partition of partitioned data, and
+//! `lookup` of one partition.
 //!
 //! Invariants:
 //! - An RDD has a partitioner only if every record with key `k` is in partition
@@ -21,7 +22,8 @@ use ember_proto::{MapStatus, RddNode, ShuffleDependency};
 use serde::{Deserialize, Serialize};
 
 use super::shuffle_ops::{
-    aggregated, read_plain, Adapter, AggFns, HashPartitioning, MapSide, WritePayload,
+    aggregated, into_batches, read_plain, record_spills, Adapter, AggFns, HashPartitioning,
+    MapSide, WritePayload,
 };
 use super::{decode, encode, Rdd};
 use crate::context::Context;
@@ -30,7 +32,7 @@ use crate::error::{EmberError, Result};
 use crate::plan::LineageNode;
 use crate::shuffle::partitioner::loader_from_offset;
 use crate::shuffle::{KeyPartitioner, Partitioner};
-use crate::spill::aggregate::ExternalAggregator;
+use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<T: Data> Rdd<T> {
@@ -298,5 +300,52 @@ fn co_partitioned_union<T: Data>(
         sides.push(tc.compute::<T>(TaskContext::dep_parent(node, i)?, part)?);
     }
     let out: Batches<T> = Box::new(sides.into_iter().flatten());
+    Ok(Box::new(out))
+}
+
+impl<T: Key> Rdd<T> {
+    /// Spark's `distinct` on an RDD that has a partitioner, into as many partitions as it
+    /// has: equal records share a key, so they are already in one partition; duplicates
+    /// are removed within each partition (spilling as an aggregation does) and the
+    /// partitioner is kept. No shuffle.
+    pub(crate) fn distinct_in_place(&self, at: &Location<'_>) -> Rdd<T> {
+        let compute: ComputeFn = distinct_in_partition::<T>;
+        self.narrow_child(
+            "distinct",
+            at,
+            vec![self.node.clone()],
+            true,
+            self.node.num_partitions,
+            compute,
+            Vec::new(),
+        )
+        .with_partitioner(self.node.partitioner.clone())
+    }
+}
+
+/// The aggregation of `distinct`: a record is its own key, with nothing to combine.
+struct FirstOfEach;
+impl<T> Aggregate<T, (), ()> for FirstOfEach {
+    fn create(&self, _: &T, _: ()) {}
+    fn merge_value(&self, _: &mut (), _: ()) {}
+    fn merge_combiners(&self, _: &mut (), _: ()) {}
+}
+
+/// One partition's records, each once.
+fn distinct_in_partition<T: Key>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let parent = TaskContext::dep_parent(node, 0)?;
+    let mut seen: ExternalAggregator<T, (), (), FirstOfEach> =
+        ExternalAggregator::new(FirstOfEach, tc.reservation("distinct"), tc.env.spill_dir());
+    for batch in tc.compute::<T>(parent, part)? {
+        for x in batch? {
+            seen.insert(x, ())?;
+        }
+    }
+    record_spills(tc, seen.metrics());
+    let out: Batches<T> = into_batches(seen.into_iter()?.map(|r| r.map(|(x, ())| x)));
     Ok(Box::new(out))
 }

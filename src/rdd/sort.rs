@@ -7,7 +7,8 @@
 //! `OrderedRDDFunctions`: `filter_by_range` (which, on a range-partitioned RDD, computes
 //! only the partitions whose ranges meet the bounds) and
 //! `repartition_and_sort_within_partitions` (a shuffle by a partitioner whose reducers
-//! sort their records by key).
+//! sort their records by key; on data already partitioned that way, a sort of each
+//! partition in place, as Spark does since SPARK-32384).
 
 use std::panic::Location;
 
@@ -19,13 +20,14 @@ use ember_proto::RddNode;
 
 use super::ops::Records;
 use super::partitioning::plain_write;
-use super::shuffle_ops::{read_sorted, write_plain, WritePayload};
+use super::shuffle_ops::{into_batches, read_sorted, record_spills, write_plain, WritePayload};
 use super::{decode, encode, Rdd};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
 use crate::plan::op::{assert_stateless, conjure};
 use crate::shuffle::{KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner};
-use crate::task::{ComputeFn, Erased, ShuffleWriteFn, TaskContext};
+use crate::spill::ExternalSorter;
+use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
     /// All records sorted by key into at most `partitions` range partitions (ascending or
@@ -131,7 +133,7 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
     #[track_caller]
     pub fn repartition_and_sort_within_partitions(&self, partitions: usize) -> Rdd<(K, V)> {
         let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        let rdd = self.shuffle_sorted(Location::caller(), &Partitioner::hash::<K>(n));
+        let rdd = self.sort_by_partitioner(Location::caller(), &Partitioner::hash::<K>(n));
         if partitions == 0 {
             return rdd.invalid("number of partitions must be positive, got 0");
         }
@@ -146,15 +148,32 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
         partitioner: P,
     ) -> Rdd<(K, V)> {
         let p = Partitioner::custom::<K, P>(&partitioner);
-        let rdd = self.shuffle_sorted(Location::caller(), &p);
+        let rdd = self.sort_by_partitioner(Location::caller(), &p);
         if partitioner.num_partitions() == 0 {
             return rdd.invalid("the partitioner has 0 partitions");
         }
         rdd
     }
 
-    fn shuffle_sorted(&self, at: &'static Location<'static>, p: &Partitioner) -> Rdd<(K, V)> {
+    /// The records partitioned by `p`, each partition sorted by key: through a shuffle
+    /// whose reducers sort, or, on data already partitioned by `p` (SPARK-32384), by
+    /// sorting each partition in place, keeping the partitioner, with no shuffle.
+    fn sort_by_partitioner(&self, at: &'static Location<'static>, p: &Partitioner) -> Rdd<(K, V)> {
         let op = "repartition_and_sort_within_partitions";
+        if self.node.partitioner.as_ref() == Some(p) {
+            let compute: ComputeFn = sort_within_partition::<K, V>;
+            return self
+                .narrow_child(
+                    op,
+                    at,
+                    vec![self.node.clone()],
+                    true,
+                    self.node.num_partitions,
+                    compute,
+                    Vec::new(),
+                )
+                .with_partitioner(Some(p.clone()));
+        }
         let (write, payload) = plain_write::<K, V>(op, p);
         let read: ComputeFn = read_sorted::<K, V, false>;
         self.shuffle_child(
@@ -168,6 +187,25 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
         )
         .with_partitioner(Some(p.clone()))
     }
+}
+
+/// One partition's records sorted by key (spilling sorted runs under memory pressure).
+fn sort_within_partition<K: Data + Ord, V: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let parent = TaskContext::dep_parent(node, 0)?;
+    let mut sorter: ExternalSorter<K, V> =
+        ExternalSorter::new(tc.reservation("sort"), tc.env.spill_dir(), false);
+    for batch in tc.compute::<(K, V)>(parent, part)? {
+        for (k, v) in batch? {
+            sorter.insert(k, v)?;
+        }
+    }
+    record_spills(tc, sorter.metrics());
+    let out: Batches<(K, V)> = into_batches(sorter.into_sorted_iter()?);
+    Ok(Box::new(out))
 }
 
 /// Partition `i` of a pruned RDD: partition `keep[i]` of its parent.
