@@ -280,3 +280,58 @@ impl KeyPartitioner<u64> for ModTwo {
         (*key % 2) as u32
     }
 }
+
+// RDD.mapPartitions(f, preservesPartitioning = true): a key-preserving partition-wise step
+// keeps the partitioner, so reduce_by_key by the same partitioner does not shuffle.
+#[test]
+fn map_partitions_preserving_keeps_the_partitioner_and_saves_the_next_shuffle() {
+    let c = ctx(2);
+    let data = random_pairs(13, 5000, 300);
+    // The reference: positive values doubled, summed per key.
+    let mut want: std::collections::BTreeMap<u64, i64> = Default::default();
+    for (k, v) in data.iter().filter(|(_, v)| *v > 0) {
+        *want.entry(*k).or_default() += v * 2;
+    }
+    let want: Vec<(u64, i64)> = want.into_iter().collect();
+    let parted = c.parallelize(data.clone(), 4).partition_by(3);
+    let hash3 = Partitioner::hash::<u64>(3);
+
+    let doubled = parted.map_partitions_preserving(|it: Records<(u64, i64)>| {
+        it.filter(|(_, v)| *v > 0).map(|(k, v)| (k, v * 2))
+    });
+    assert_eq!(doubled.partitioner(), Some(hash3.clone()));
+    let summed = doubled.reduce_by_key(|a: i64, b: i64| a + b);
+    assert_eq!(summed.partitioner(), Some(hash3.clone()));
+    assert_eq!(sorted(summed.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 2, "partition_by's shuffle only");
+
+    // The _with form: state and the partition index; each record tagged with its
+    // partition, which must be its key's partition under the kept partitioner.
+    let tagged = parted.map_partitions_preserving_with(
+        2i64,
+        |factor: &i64, i: u32, it: Records<(u64, i64)>| {
+            let factor = *factor;
+            it.filter(|(_, v)| *v > 0)
+                .map(move |(k, v)| (k, (i, v * factor)))
+        },
+    );
+    assert_eq!(tagged.partitioner(), Some(hash3.clone()));
+    let got = tagged.collect().unwrap();
+    assert!(got
+        .iter()
+        .all(|(k, (i, _))| hash3.partition_of(k) == Some(*i)));
+    let summed = tagged
+        .map_values(|(_, v): (u32, i64)| v)
+        .reduce_by_key(|a: i64, b: i64| a + b);
+    assert_eq!(sorted(summed.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 2);
+
+    // Plain map_partitions says nothing: the partitioner is dropped and it shuffles.
+    let plain = parted.map_partitions(|it: Records<(u64, i64)>| {
+        it.filter(|(_, v)| *v > 0).map(|(k, v)| (k, v * 2))
+    });
+    assert_eq!(plain.partitioner(), None);
+    let summed = plain.reduce_by_key(|a: i64, b: i64| a + b);
+    assert_eq!(sorted(summed.collect().unwrap()), want);
+    assert_eq!(stages_of_last_job(&c), 3);
+}
