@@ -25,7 +25,9 @@ use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
 use crate::data::Data;
 use crate::error::Result;
-use crate::io::text_input::{list_input_files, pack_splits, plan_splits};
+use crate::io::text_input::{
+    list_input_files, list_input_files_as_listed, pack_splits, plan_splits,
+};
 use crate::local::LocalCluster;
 use crate::plan::op::OpRef;
 use crate::plan::LineageNode;
@@ -358,7 +360,9 @@ impl Context {
     /// `min_partitions` partitions (fewer only if the input has fewer splits). Big files
     /// are cut into byte ranges; small files are packed several to a partition, by
     /// bytes, counting an open cost per file ([`Conf::packing`]). Fails at once if the
-    /// path matches nothing; an empty directory gives an RDD of no partitions.
+    /// path matches nothing; an empty directory gives an RDD of no partitions. A
+    /// comma-separated list is read as Spark reads it: in the order listed, a path
+    /// listed twice read twice.
     #[track_caller]
     pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
         self.text_source(path, min_partitions, text_file_compute, Location::caller())
@@ -388,7 +392,7 @@ impl Context {
         compute: ComputeFn,
         at: &Location<'_>,
     ) -> Result<Rdd<T>> {
-        let splits = plan_splits(&list_input_files(path)?, min_partitions)?;
+        let splits = plan_splits(&list_input_files_as_listed(path)?, min_partitions)?;
         let partitions = pack_splits(splits, min_partitions, self.inner.conf.packing);
         // One encoded list per partition, so a task decodes only its own.
         let encoded: Vec<Vec<u8>> = partitions

@@ -335,3 +335,56 @@ fn map_partitions_preserving_keeps_the_partitioner_and_saves_the_next_shuffle() 
     assert_eq!(sorted(summed.collect().unwrap()), want);
     assert_eq!(stages_of_last_job(&c), 3);
 }
+
+// Spark's textFile("a,a") reads `a` twice (Hadoop's FileInputFormat keeps the list as
+// given): each listed path is read as many times as listed, in the order listed; a
+// directory or glob expands as before (its files sorted, each once).
+#[test]
+fn text_file_reads_a_path_listed_twice_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a: Vec<String> = (0..50).map(|i| format!("a line {i}")).collect();
+    let b: Vec<String> = (0..30).map(|i| format!("b line {i}")).collect();
+    std::fs::write(d.join("a.txt"), a.join("\n") + "\n").unwrap();
+    std::fs::write(d.join("b.txt"), b.join("\n") + "\n").unwrap();
+    let (pa, pb) = (d.join("a.txt"), d.join("b.txt"));
+    let (pa, pb) = (pa.to_str().unwrap(), pb.to_str().unwrap());
+    let c = ctx(2);
+
+    let twice = c.text_file(&format!("{pa},{pa}"), 1).unwrap();
+    assert_eq!(twice.collect().unwrap(), [a.clone(), a.clone()].concat());
+    assert_eq!(twice.count().unwrap(), 100);
+
+    // The order listed, each as often as listed, in any number of partitions.
+    let want = [b.clone(), a.clone(), b.clone()].concat();
+    for parts in [1, 3, 7] {
+        let rdd = c.text_file(&format!("{pb}, {pa},{pb}"), parts).unwrap();
+        assert_eq!(rdd.collect().unwrap(), want, "{parts} partitions");
+    }
+    // With positions: each copy's lines carry their own file and offsets.
+    let with_pos = c
+        .text_file_with_positions(&format!("{pa},{pa}"), 2)
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(with_pos.len(), 100);
+    assert_eq!(
+        with_pos.iter().map(|(_, l)| l.clone()).collect::<Vec<_>>(),
+        [a.clone(), a.clone()].concat()
+    );
+
+    // A directory or a glob expands as before: its files sorted, each once; listed
+    // beside one of its files, that file comes twice.
+    let ds = d.to_str().unwrap();
+    assert_eq!(
+        c.text_file(ds, 2).unwrap().collect().unwrap(),
+        [a.clone(), b.clone()].concat()
+    );
+    assert_eq!(
+        c.text_file(&format!("{ds}/*.txt,{pa}"), 2)
+            .unwrap()
+            .collect()
+            .unwrap(),
+        [a.clone(), b.clone(), a.clone()].concat()
+    );
+}

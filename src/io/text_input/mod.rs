@@ -5,6 +5,8 @@
 //! - [`list_input_files`]: turning a user's input string (file, directory, glob, or a
 //!   comma-separated list of those) into a sorted list of files, skipping names that start
 //!   with `_` or `.` (`_SUCCESS`, `.crc`, ...) in directory listings and glob results;
+//!   [`list_input_files_as_listed`] keeps a comma-separated list's order and repeats, as
+//!   Hadoop's `FileInputFormat` does for `text_file`;
 //! - [`plan_splits`]: cutting files into [`FileSplit`]s with Hadoop's split-size rule
 //!   (`max(min_split, min(goal, max_split))`, tails under 10% folded into the previous split);
 //! - [`pack_splits`] (in `packing.rs`): packing splits into partitions, many small files
@@ -81,25 +83,45 @@ mod arc_path {
 /// existing directory without visible files yields no files. An invalid glob pattern is
 /// [`EmberError::Config`]. Unreadable paths are [`EmberError::Io`] naming the path.
 pub fn list_input_files(path: &str) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut any = false;
+    let mut files = list_pieces(path)?.concat();
+    files.sort();
+    files.dedup();
+    tracing::debug!(input = path, files = files.len(), "listed input files");
+    Ok(files)
+}
+
+/// [`list_input_files`] as Hadoop's `FileInputFormat` (and so Spark's `textFile`) reads
+/// a comma-separated list: the pieces in the order listed, each expanded as there (a
+/// directory's or glob's files sorted by path), and a file listed twice is read twice
+/// (`"a,a"` is `a`, then `a` again). The same errors.
+pub fn list_input_files_as_listed(path: &str) -> Result<Vec<PathBuf>> {
+    let files = list_pieces(path)?.concat();
+    tracing::debug!(input = path, files = files.len(), "listed input files");
+    Ok(files)
+}
+
+/// The files of each piece of a comma-separated input, piece by piece in the order
+/// listed, each piece's sorted by path without duplicates; an input of no pieces is
+/// [`EmberError::InputNotFound`].
+fn list_pieces(path: &str) -> Result<Vec<Vec<PathBuf>>> {
+    let mut pieces = Vec::new();
     for piece in path.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        any = true;
+        let mut files = Vec::new();
         if crate::io::storage::is_remote(piece) {
             files.extend(crate::io::storage::list_remote(piece)?);
         } else {
             list_one(piece, &mut files)?;
         }
+        files.sort();
+        files.dedup();
+        pieces.push(files);
     }
-    if !any {
+    if pieces.is_empty() {
         return Err(EmberError::InputNotFound {
             path: path.to_string(),
         });
     }
-    files.sort();
-    files.dedup();
-    tracing::debug!(input = path, files = files.len(), "listed input files");
-    Ok(files)
+    Ok(pieces)
 }
 
 /// Lists one (non-comma) input path into `out`. A relative path is made absolute

@@ -358,6 +358,20 @@ fn list_dir_glob_comma_and_missing() {
         list_input_files(&format!("{ds}/part-1, {ds}/part-0,{ds}/part-1")).unwrap(),
         parts
     );
+    // As text_file reads a list: the order listed, repeats kept, a glob expanded sorted.
+    assert_eq!(
+        list_input_files_as_listed(&format!("{ds}/part-1, {ds}/part-*,{ds}/part-1")).unwrap(),
+        [
+            d.join("part-1"),
+            d.join("part-0"),
+            d.join("part-1"),
+            d.join("part-1")
+        ]
+    );
+    assert!(matches!(
+        list_input_files_as_listed(" , "),
+        Err(EmberError::InputNotFound { .. })
+    ));
     // An explicitly named hidden file is taken.
     assert_eq!(
         list_input_files(&format!("{ds}/_SUCCESS")).unwrap(),
