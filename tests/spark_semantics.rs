@@ -93,11 +93,15 @@ fn take_tries_as_many_partitions_per_round_as_spark() {
     check_take_rounds(&[10; 100], 100, &[1, 4, 8]);
     // Nothing found: 4x scanned, then capped at the partitions left.
     check_take_rounds(&[0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0], 1, &[1, 4, 7]);
-    // Found some after an empty start: the estimate from what was found.
+    // Nothing in 5 partitions, then a record in each: 1, 4x1 = 4, 4x5 = 20.
     let mut sizes = vec![0usize; 5];
     sizes.extend([1usize; 40]);
-    check_take_rounds(&sizes, 3, &spark_take_rounds(&sizes, 3));
-    assert_eq!(spark_take_rounds(&sizes, 3), vec![1, 4, 20]);
+    check_take_rounds(&sizes, 3, &[1, 4, 20]);
+    // 1 record found in the first 5 partitions, 2 left: ceil(1.5 * 2 * 5 / 1) = 15
+    // (not ceil(1.5 * 3 * 5 / 1) - 5 = 18).
+    let mut sizes = vec![0usize, 1, 0, 0, 0];
+    sizes.extend([1usize; 40]);
+    check_take_rounds(&sizes, 3, &[1, 4, 15]);
     // first() and is_empty() are take(1): one partition when it holds a record.
     let c = ctx(2);
     let (rdd, computed) = sized_partitions(&c, &[1, 1, 1, 1]);
