@@ -89,7 +89,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/stages/{id}",
             get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_page(&s, Page::Stage(id as u32)))
+                stage_num(&id).map_or_else(not_found, |id| live_page(&s, Page::Stage(id)))
             }),
         )
         .route(
@@ -115,13 +115,13 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/api/v1/stages/{id}",
             get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::Stage(id as u32)))
+                stage_num(&id).map_or_else(not_found, |id| live_api(&s, Query::Stage(id)))
             }),
         )
         .route(
             "/api/v1/stages/{id}/tasks",
             get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::StageTasks(id as u32)))
+                stage_num(&id).map_or_else(not_found, |id| live_api(&s, Query::StageTasks(id)))
             }),
         )
         .route(
@@ -228,11 +228,18 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
+/// A job id from an address: decimal digits of a u64, else `None` (a 404).
 fn num(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     s.parse().ok()
+}
+
+/// A stage id from an address: the whole number must fit a stage id (u32); one past
+/// it is no stage (a 404), never the stage its low 32 bits name.
+fn stage_num(s: &str) -> Option<u32> {
+    num(s).and_then(|n| u32::try_from(n).ok())
 }
 
 fn not_found() -> Response {
@@ -413,8 +420,8 @@ fn history_page(s: &St, id: &str, rest: &str) -> Response {
             Some(n) => Page::Job(n),
             None => return not_found(),
         },
-        ["stages", n] => match num(n) {
-            Some(n) => Page::Stage(n as u32),
+        ["stages", n] => match stage_num(n) {
+            Some(n) => Page::Stage(n),
             None => return not_found(),
         },
         ["executors"] => Page::Executors,
@@ -432,8 +439,8 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
         ["jobs"] => Some(Query::Jobs),
         ["jobs", n] => num(n).map(Query::Job),
         ["jobs", n, "stages"] => num(n).map(Query::JobStages),
-        ["stages", n] => num(n).map(|n| Query::Stage(n as u32)),
-        ["stages", n, "tasks"] => num(n).map(|n| Query::StageTasks(n as u32)),
+        ["stages", n] => stage_num(n).map(Query::Stage),
+        ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
         ["executors"] => Some(Query::Executors),
         _ => None,
     };
