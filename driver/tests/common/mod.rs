@@ -95,6 +95,7 @@ pub async fn start(opts: Options) -> TestDriver {
             },
             binary_dir: binary_dir.clone(),
             secret: opts.secret.map(str::to_string),
+            operator_secret: None,
             limits: opts.limits,
             event_log_dir: None,
         })
