@@ -172,8 +172,21 @@ enum Command {
     },
 }
 
-/// The `history` subcommand: serves until SIGINT or SIGTERM.
+/// Logs to stderr, at the level EMBER_LOG (else RUST_LOG, else info) says.
+fn init_logging() {
+    let filter = std::env::var("EMBER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}
+
+/// The `history` subcommand: serves until SIGINT or SIGTERM (its refusals logged).
 fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::Path>) -> ExitCode {
+    init_logging();
     let secret = match operator_secret::load(secret_file, host) {
         Ok(s) => s,
         Err(e) => {
@@ -267,14 +280,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let filter = std::env::var("EMBER_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
+    init_logging();
 
     let secret = match auth::load_secret(args.secret_file.as_deref()) {
         Ok(s) => s,

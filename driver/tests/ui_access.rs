@@ -259,3 +259,111 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
         );
     }
 }
+
+#[test]
+fn the_history_server_needs_the_operator_secret_and_logs_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events");
+    std::fs::create_dir(&events).unwrap();
+    let operator_file = dir.path().join("operator");
+    std::fs::write(&operator_file, OPERATOR).unwrap();
+    let history = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-driver"));
+        cmd.env_remove("EMBER_SECRET")
+            .env_remove("EMBER_SECRET_FILE")
+            .env_remove("EMBER_OPERATOR_SECRET_FILE")
+            .env("EMBER_LOG", "warn")
+            .arg("history")
+            .arg(&events);
+        cmd
+    };
+    // Off loopback: an operator secret is required, and a strong one.
+    let out = history()
+        .args(["--host", "0.0.0.0", "--ui-port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--operator-secret-file"), "{stderr}");
+    let weak = dir.path().join("weak");
+    std::fs::write(&weak, "short").unwrap();
+    let out = history()
+        .args([
+            "--host",
+            "0.0.0.0",
+            "--ui-port",
+            "0",
+            "--operator-secret-file",
+        ])
+        .arg(&weak)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at least 32"), "{stderr}");
+    assert!(!stderr.contains("short"), "{stderr}");
+
+    let log = dir.path().join("history.log");
+    let mut child = history()
+        .args(["--ui-port", "0", "--operator-secret-file"])
+        .arg(&operator_file)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Driver(child);
+    let first = BufReader::new(stdout).lines().next().unwrap().unwrap();
+    let ui = first
+        .strip_prefix("ember-driver history on http://")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    assert_eq!(http(&ui, "GET", "/api/v1/applications", None, &[]).0, 401);
+    let cluster = bearer(CLUSTER);
+    assert_eq!(http(&ui, "GET", "/history", Some(&cluster), &[]).0, 401);
+    let (code, body) = http(
+        &ui,
+        "GET",
+        "/api/v1/applications",
+        Some(&bearer(OPERATOR)),
+        &[],
+    );
+    assert_eq!((code, body.as_str()), (200, "[]"));
+    drop(server);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.lines().any(|l| l.contains("refused a request")
+            && l.contains("history server")
+            && l.contains("peer=127.0.0.1:")
+            && l.contains("path=\"/api/v1/applications\"")),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains(OPERATOR) && !logged.contains(CLUSTER),
+        "{logged}"
+    );
+}
+
+#[test]
+fn the_operator_secret_must_differ_from_the_cluster_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("same");
+    std::fs::write(&same, CLUSTER).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ember-driver"))
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .env_remove("EMBER_OPERATOR_SECRET_FILE")
+        .args(["--port", "0", "--secret-file"])
+        .arg(&same)
+        .arg("--operator-secret-file")
+        .arg(&same)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("must differ from the cluster secret"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
