@@ -62,8 +62,10 @@ async fn metrics_need_the_operator_secret_and_refusals_are_logged() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--operator-secret-file"), "{stderr}");
 
+    // The work dir inside the test's: a SIGKILLed executor leaves nothing in /tmp.
     let mut child = executor()
-        .args(["--driver", &driver.url, "--metrics-port", "0"])
+        .args(["--driver", &driver.url, "--metrics-port", "0", "--work-dir"])
+        .arg(dir.path().join("work"))
         .arg("--operator-secret-file")
         .arg(&operator)
         .spawn()
