@@ -14,6 +14,7 @@ mod api;
 pub mod event;
 pub mod event_log;
 mod html;
+mod kill;
 mod metrics;
 pub mod server;
 pub mod store;

@@ -49,8 +49,7 @@ pub enum Source {
     History(PathBuf),
 }
 
-/// What a killed job's client is told.
-pub const KILLED_REASON: &str = "killed from the web UI";
+pub use crate::kill::KILLED_REASON;
 
 /// More metrics a daemon appends to `/metrics` (OpenMetrics text ending in `# EOF`).
 pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
@@ -274,7 +273,7 @@ fn stage_num(s: &str) -> Option<u32> {
     num(s).and_then(|n| u32::try_from(n).ok())
 }
 
-fn not_found() -> Response {
+pub(crate) fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found\n").into_response()
 }
 
@@ -282,7 +281,7 @@ fn html_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-fn json_ok(body: String) -> Response {
+pub(crate) fn json_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -378,44 +377,14 @@ fn live_api(s: &St, v: &Viewer, q: Query) -> Response {
     answer(scoped.as_ref().unwrap_or(&all), q).map_or_else(not_found, json_ok)
 }
 
-/// `POST .../jobs/{id}/kill`: cancels a running job the viewer may see, as a client
-/// disconnect does (its tasks are killed, its client told [`KILLED_REASON`]); then the
-/// job's page (`form`) or `{"job_id":N,"killed":true}`. Another application's job is a
-/// 404, as if it did not exist.
+/// `POST .../jobs/{id}/kill` (see [`crate::kill`]); 404 unless serving a driver.
 fn kill(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Response {
     let Source::Driver { status, sessions } = &s.source else {
         return not_found();
     };
-    if !access::same_site(headers) {
-        return (
-            StatusCode::FORBIDDEN,
-            "refused: a kill must come from the UI's own pages (cross-site request)\n",
-        )
-            .into_response();
-    }
-    let Some(id) = num(id) else {
-        return not_found();
-    };
-    let running = {
-        let all = status.read();
-        let scoped = v.view(&all);
-        match scoped.as_ref().unwrap_or(&all).job(id) {
-            Some(job) => job.status == Status::Running,
-            None => return not_found(),
-        }
-    };
-    if !running || !sessions.kill_job(id, v.application(), KILLED_REASON) {
-        return (StatusCode::CONFLICT, format!("job {id} is not running\n")).into_response();
-    }
-    tracing::info!(
-        job = id,
-        by = v.application().unwrap_or("the operator"),
-        "job killed from the web UI"
-    );
-    if form {
-        Redirect::to(&format!("/jobs/{id}")).into_response()
-    } else {
-        json_ok(format!("{{\"job_id\":{id},\"killed\":true}}"))
+    match num(id) {
+        Some(id) => crate::kill::kill(status, sessions.as_ref(), v, headers, id, form),
+        None => not_found(),
     }
 }
 
