@@ -122,3 +122,135 @@ fn stage_ids_in_addresses_are_not_cut_to_32_bits() {
     stop.send(()).unwrap();
     thread.join().unwrap();
 }
+
+/// Two sessions' tokens ("token-a", "token-b") and the kills asked of them.
+struct FakeSessions(parking_lot::Mutex<Vec<(u64, Option<String>)>>);
+
+impl ember_ui::Sessions for FakeSessions {
+    fn application(&self, token: &str) -> Option<String> {
+        match token {
+            "token-a" => Some("a #1".into()),
+            "token-b" => Some("b #2".into()),
+            _ => None,
+        }
+    }
+
+    fn kill_job(&self, job_id: u64, application: Option<&str>, _reason: &str) -> bool {
+        self.0
+            .lock()
+            .push((job_id, application.map(str::to_string)));
+        true
+    }
+}
+
+#[test]
+fn a_session_token_sees_only_its_own_application() {
+    let mut events = job_events(10, 1, "a #1");
+    events.extend(job_events(20, 2, "b #2"));
+    events.push(AppEvent::TaskStarted {
+        task_id: 7,
+        stage_id: 2,
+        stage_attempt: 1,
+        partition: 0,
+        attempt: 0,
+        executor_id: "exec-b".into(),
+        speculative: false,
+        time_ms: 12,
+    });
+    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
+    let (addr, stop, thread) = serve(
+        Source::Driver {
+            status: store(&events),
+            sessions: sessions.clone(),
+        },
+        Auth::Secret("the-operator".into()),
+    );
+    let a = ["Authorization: Bearer token-a"];
+    let op = ["Authorization: Bearer the-operator"];
+    let get_as = |path: &str, who: &[&str]| request(&addr, "GET", path, who);
+
+    let (code, jobs) = get_as("/api/v1/jobs", &a);
+    assert_eq!(code, 200);
+    assert!(
+        jobs.contains("\"job_id\":10") && !jobs.contains("\"job_id\":20"),
+        "{jobs}"
+    );
+    let (_, page) = get_as("/jobs", &a);
+    assert!(page.contains("count at a #1.rs:10"), "{page}");
+    assert!(
+        !page.contains("b #2"),
+        "another application on the page: {page}"
+    );
+    assert_eq!(get_as("/api/v1/stages/1", &a).0, 200);
+    for path in [
+        "/api/v1/jobs/20",
+        "/api/v1/jobs/20/stages",
+        "/jobs/20",
+        "/api/v1/stages/2",
+        "/api/v1/stages/2/tasks",
+        "/stages/2",
+    ] {
+        let (code, body) = get_as(path, &a);
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(
+            !body.contains("exec-b") && !body.contains("b #2"),
+            "{path}: {body}"
+        );
+    }
+    for path in ["/api/v1/executors", "/executors", "/metrics"] {
+        assert_eq!(get_as(path, &a).0, 403, "{path}");
+        assert_eq!(get_as(path, &op).0, 200, "{path}");
+    }
+    let (_, tasks) = get_as("/api/v1/stages/2/tasks", &op);
+    assert!(
+        tasks.contains("exec-b"),
+        "the operator sees every stage: {tasks}"
+    );
+    assert_eq!(
+        get_as("/api/v1/jobs", &["Authorization: Bearer nope"]).0,
+        401
+    );
+
+    // Kills: only POST, only what the viewer sees, never cross-site.
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/20/kill", &a).0, 404);
+    assert_eq!(get_as("/api/v1/jobs/10/kill", &a).0, 405);
+    let evil = [
+        "Authorization: Bearer token-a",
+        "Origin: http://evil.example",
+    ];
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/10/kill", &evil).0, 403);
+    assert!(sessions.0.lock().is_empty(), "nothing killed yet");
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/10/kill", &a).0, 200);
+    let (code, _) = request(&addr, "POST", "/jobs/20/kill", &op);
+    assert_eq!(code, 303, "the form goes back to the job's page");
+    assert_eq!(
+        *sessions.0.lock(),
+        vec![(10, Some("a #1".to_string())), (20, None)]
+    );
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn history_addresses_take_whole_stage_ids_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ember_ui::EventLogWriter::create(dir.path(), "app", 0).unwrap();
+    for e in job_events(0, 1, "") {
+        w.write(&e).unwrap();
+    }
+    w.flush().unwrap();
+    let id = w.path().file_stem().unwrap().to_str().unwrap().to_string();
+    drop(w);
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
+    let base = format!("/api/v1/applications/{id}");
+    assert_eq!(get(&addr, &format!("{base}/stages/1")).0, 200);
+    for path in [
+        format!("{base}/stages/4294967297"),
+        format!("{base}/stages/4294967297/tasks"),
+        format!("/history/{id}/stages/4294967297"),
+    ] {
+        assert_eq!(get(&addr, &path).0, 404, "{path}");
+    }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
