@@ -17,6 +17,8 @@ use ember_scheduler::{JobEvent, JobFailure};
 
 const CLUSTER: &str = "cluster-secret-held-by-every-client";
 const OPERATOR: &str = "operator-secret-that-no-client-holds";
+/// The executors' own credential (for a driver that wants one beside the cluster secret).
+const EXECUTOR: &str = "executor-secret-that-only-executors-hold";
 
 /// The driver process, SIGKILLed and reaped however the test ends.
 struct Driver(Child);
@@ -129,11 +131,14 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
     let (cluster_file, operator_file) = (dir.path().join("secret"), dir.path().join("operator"));
     std::fs::write(&cluster_file, CLUSTER).unwrap();
     std::fs::write(&operator_file, OPERATOR).unwrap();
+    let executor_file = dir.path().join("executor-secret");
+    std::fs::write(&executor_file, EXECUTOR).unwrap();
     let log = dir.path().join("driver.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ember-driver"))
         .env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_OPERATOR_SECRET_FILE")
+        .env("EMBER_EXECUTOR_SECRET_FILE", &executor_file)
         .env("EMBER_LOG", "warn")
         .args(["--port", "0", "--ui-port", "0", "--secret-file"])
         .arg(&cluster_file)
@@ -349,10 +354,13 @@ fn the_operator_secret_must_differ_from_the_cluster_secret() {
     let dir = tempfile::tempdir().unwrap();
     let same = dir.path().join("same");
     std::fs::write(&same, CLUSTER).unwrap();
+    let executor_file = dir.path().join("executor-secret");
+    std::fs::write(&executor_file, EXECUTOR).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ember-driver"))
         .env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_OPERATOR_SECRET_FILE")
+        .env("EMBER_EXECUTOR_SECRET_FILE", &executor_file)
         .args(["--port", "0", "--secret-file"])
         .arg(&same)
         .arg("--operator-secret-file")

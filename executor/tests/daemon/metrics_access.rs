@@ -2,7 +2,6 @@
 //! the cluster secret (which every client holds) gets 401, logged with the peer and
 //! path and never the credential; with a cluster secret, metrics need an operator secret.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::Stdio;
 
@@ -13,6 +12,8 @@ use crate::common::*;
 
 const CLUSTER: &str = "cluster-secret-that-every-client-holds";
 const OPERATOR: &str = "operator-secret-that-only-operators-hold";
+/// No driver listens there: the executor keeps trying to register, its metrics served.
+const NO_DRIVER: &str = "http://127.0.0.1:1";
 
 fn executor() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-executor"));
@@ -47,13 +48,20 @@ async fn metrics_need_the_operator_secret_and_refusals_are_logged() {
     let dir = tempfile::tempdir().unwrap();
     let operator = dir.path().join("operator");
     std::fs::write(&operator, OPERATOR).unwrap();
-    let driver = start_driver(HashMap::new(), Some(CLUSTER)).await;
+    // The executors' own credential, for daemons that want one beside the cluster secret.
+    let executor_secret = dir.path().join("executor-secret");
+    std::fs::write(
+        &executor_secret,
+        "executor-secret-neither-clients-nor-ops-hold",
+    )
+    .unwrap();
 
     // A cluster secret without an operator secret: metrics would be open to clients.
     let out = within(
         "exit",
         executor()
-            .args(["--driver", &driver.url, "--metrics-port", "0"])
+            .args(["--driver", NO_DRIVER, "--metrics-port", "0"])
+            .env("EMBER_EXECUTOR_SECRET_FILE", &executor_secret)
             .output(),
     )
     .await
@@ -64,10 +72,11 @@ async fn metrics_need_the_operator_secret_and_refusals_are_logged() {
 
     // The work dir inside the test's: a SIGKILLed executor leaves nothing in /tmp.
     let mut child = executor()
-        .args(["--driver", &driver.url, "--metrics-port", "0", "--work-dir"])
+        .args(["--driver", NO_DRIVER, "--metrics-port", "0", "--work-dir"])
         .arg(dir.path().join("work"))
         .arg("--operator-secret-file")
         .arg(&operator)
+        .env("EMBER_EXECUTOR_SECRET_FILE", &executor_secret)
         .spawn()
         .unwrap();
     let mut stderr = child.stderr.take().unwrap();
