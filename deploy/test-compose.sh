@@ -47,6 +47,8 @@ case "${EMBER_BUILD_PROFILE:-release}" in
 esac
 export EMBER_HEARTBEAT_TIMEOUT_MS=4000
 export EMBER_DRIVER_PORT=0 EMBER_UI_PORT=0   # ephemeral host ports, read back below
+# The operator secret: the web UI's credential (the driver's only; clients never hold it).
+export EMBER_OPERATOR_SECRET_FILE="$scratch/operator-secret"
 compose() { "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml "$@"; }
 
 cleanup() {
@@ -87,8 +89,8 @@ healthy_count() {
   done
   echo "$n"
 }
-# The executors the driver's web UI lists as active (its REST API, with the secret).
-executors_api() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" "http://127.0.0.1:$ui_port/api/v1/executors"; }
+# The executors the driver's web UI lists as active (its REST API, with the operator secret).
+executors_api() { curl -sf -H "Authorization: Bearer $(cat "$EMBER_OPERATOR_SECRET_FILE")" "http://127.0.0.1:$ui_port/api/v1/executors"; }
 registered() { executors_api | python3 -c 'import json, sys; print(sum(e["lost_ms"] is None for e in json.load(sys.stdin)))' 2>/dev/null; }
 
 # A job run in a container of the compose project (as uid 10001, like the executors).
@@ -152,6 +154,13 @@ else  # cannot give files away: open them up instead (a throwaway test secret an
   chmod 0777 "$EMBER_DATA_DIR"
 fi
 chmod 0755 "$scratch"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_OPERATOR_SECRET_FILE"
+if [ "$(id -u)" = 0 ]; then
+  chown 10001 "$EMBER_OPERATOR_SECRET_FILE"
+  chmod 0400 "$EMBER_OPERATOR_SECRET_FILE"
+else
+  chmod 0444 "$EMBER_OPERATOR_SECRET_FILE"
+fi
 du -sh "$EMBER_DATA_DIR" | sed 's/^/   /'
 done_step
 
@@ -163,6 +172,9 @@ wait_for "3 healthy executors" 90 '[ "$(healthy_count executor)" = 3 ]'
 [ "$(healthy_count driver)" = 1 ] || fail "the driver is not healthy"
 [ "$(registered)" = 3 ] || fail "the web UI lists $(registered) active executors, not 3"
 echo "   driver on 127.0.0.1:$driver_port (ui $ui_port), 3 executors healthy and registered"
+# Every client holds the cluster secret: it must not open the web UI.
+ui_code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$EMBER_SECRET_FILE")" "http://127.0.0.1:$ui_port/api/v1/jobs")
+[ "$ui_code" = 401 ] || fail "the web UI answered the cluster secret with $ui_code, not 401"
 done_step
 
 step "wordcount and sort through the cluster vs local mode"

@@ -232,6 +232,17 @@ impl Context {
         None
     }
 
+    /// In cluster mode, this context's session token: given to the driver's web UI as a
+    /// bearer token (`Authorization: Bearer TOKEN`, or as the basic-auth password), it
+    /// shows this application's jobs, stages and tasks and kills its own jobs, nothing
+    /// of any other session. `None` in local mode. A credential: keep it out of logs.
+    pub fn ui_token(&self) -> Option<String> {
+        match &self.inner.backend {
+            Backend::Cluster(client) => Some(client.session.session_token.clone()),
+            Backend::Local { .. } => None,
+        }
+    }
+
     /// The configuration this context runs with.
     pub fn conf(&self) -> &Conf {
         &self.inner.conf

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ember_driver::server::{DriverConfig, DriverDaemon, ServerLimits};
-use ember_proto::auth;
+use ember_proto::{auth, operator_secret};
 use ember_scheduler::PlanLimits;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -74,6 +74,12 @@ struct Args {
     /// File holding the cluster secret (else the EMBER_SECRET environment variable).
     #[arg(long)]
     secret_file: Option<PathBuf>,
+    /// File holding the operator secret, which opens the web UI, REST API and /metrics
+    /// across all applications and kills any job (else the file EMBER_OPERATOR_SECRET_FILE
+    /// names). Without it, a driver with a cluster secret serves the UI to session
+    /// tokens only, each seeing its own application.
+    #[arg(long)]
+    operator_secret_file: Option<PathBuf>,
     /// An executor silent for longer than this is lost.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
@@ -159,15 +165,29 @@ enum Command {
         /// Port to listen on (0 picks a free one).
         #[arg(long, default_value_t = 18080)]
         ui_port: u16,
-        /// File holding the secret readers must give (else EMBER_SECRET, if set).
+        /// File holding the operator secret readers must give (else the file
+        /// EMBER_OPERATOR_SECRET_FILE names).
         #[arg(long)]
-        secret_file: Option<PathBuf>,
+        operator_secret_file: Option<PathBuf>,
     },
 }
 
-/// The `history` subcommand: serves until SIGINT or SIGTERM.
+/// Logs to stderr, at the level EMBER_LOG (else RUST_LOG, else info) says.
+fn init_logging() {
+    let filter = std::env::var("EMBER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}
+
+/// The `history` subcommand: serves until SIGINT or SIGTERM (its refusals logged).
 fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::Path>) -> ExitCode {
-    let secret = match auth::load_secret(secret_file) {
+    init_logging();
+    let secret = match operator_secret::load(secret_file, host) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ember-driver history: {e}");
@@ -176,8 +196,10 @@ fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::
     };
     if secret.is_none() && !auth::is_loopback_host(host) {
         eprintln!(
-            "ember-driver history: refusing to serve on {host} without a secret (--secret-file or {})",
-            auth::SECRET_ENV
+            "ember-driver history: refusing to serve on {host} without an operator secret \
+             ({} or {})",
+            operator_secret::FLAG,
+            operator_secret::FILE_ENV
         );
         return ExitCode::from(2);
     }
@@ -246,8 +268,8 @@ fn main() -> ExitCode {
             dir,
             host,
             ui_port,
-            secret_file,
-        }) => return history(dir, &host, ui_port, secret_file.as_deref()),
+            operator_secret_file,
+        }) => return history(dir, &host, ui_port, operator_secret_file.as_deref()),
         None => {}
     }
     let quantile_ok = args.speculation_quantile > 0.0 && args.speculation_quantile <= 1.0;
@@ -258,14 +280,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let filter = std::env::var("EMBER_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
+    init_logging();
 
     let secret = match auth::load_secret(args.secret_file.as_deref()) {
         Ok(s) => s,
@@ -287,6 +302,35 @@ fn main() -> ExitCode {
     if secret.is_none() {
         warn!("no cluster secret: accepting unauthenticated calls (loopback only)");
     }
+    let operator = match operator_secret::load(args.operator_secret_file.as_deref(), &args.host) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ember-driver: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(op), Some(cluster)) = (&operator, &secret) {
+        if auth::constant_time_eq(op.as_bytes(), cluster.as_bytes()) {
+            eprintln!(
+                "ember-driver: the operator secret ({}) must differ from the cluster secret: \
+                 every client holds the cluster secret",
+                operator_secret::FLAG
+            );
+            return ExitCode::from(2);
+        }
+    }
+    if args.ui_port.is_some() {
+        match (&operator, &secret) {
+            (None, Some(_)) => warn!(
+                "no operator secret ({}): the web UI serves session tokens only, each \
+                 seeing its own application; executors, metrics and other sessions' jobs \
+                 are closed",
+                operator_secret::FLAG
+            ),
+            (None, None) => warn!("no secret: the web UI is open (loopback only)"),
+            _ => {}
+        }
+    }
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -298,7 +342,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, secret));
+    let result = runtime.block_on(run(args, secret, operator));
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -310,7 +354,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
+async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> anyhow::Result<()> {
     // Watch the signals before creating anything to clean up, so a SIGTERM or SIGINT
     // is a clean shutdown (which removes the temporary binary directory), never the
     // default kill.
@@ -362,6 +406,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
         },
         binary_dir: binary_dir.clone(),
         secret,
+        operator_secret: operator,
         limits: ServerLimits {
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,

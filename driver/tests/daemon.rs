@@ -461,9 +461,10 @@ fn tok<T>(opened: &ember_proto::SessionOpened, req: T) -> tonic::Request<T> {
 }
 
 #[tokio::test]
-async fn the_web_ui_requires_the_secret_when_one_is_set() {
+async fn the_web_ui_requires_the_operator_secret_when_one_is_set() {
     let driver = start(Options {
         secret: Some("s3cret"),
+        operator_secret: Some("0per"),
         ..Options::default()
     })
     .await;
@@ -474,8 +475,10 @@ async fn the_web_ui_requires_the_secret_when_one_is_set() {
     for headers in [
         "",
         "Authorization: Bearer nope\r\n",
-        "Authorization: s3cret\r\n",
-        "X-Authorization: Bearer s3cret\r\n",
+        "Authorization: 0per\r\n",
+        "X-Authorization: Bearer 0per\r\n",
+        // The cluster secret: every client holds it, so it opens nothing here.
+        "Authorization: Bearer s3cret\r\n",
     ] {
         let page = tokio::time::timeout(WAIT, get(headers)).await.unwrap();
         assert!(
@@ -492,10 +495,10 @@ async fn the_web_ui_requires_the_secret_when_one_is_set() {
             "nothing of the state leaks: {page}"
         );
     }
-    // Bearer, or basic auth with the secret as password (base64 of "u:s3cret").
+    // Bearer, or basic auth with the operator secret as password (base64 of "u:0per").
     for headers in [
-        "Authorization: Bearer s3cret\r\n",
-        "Authorization: Basic dTpzM2NyZXQ=\r\n",
+        "Authorization: Bearer 0per\r\n",
+        "Authorization: Basic dTowcGVy\r\n",
     ] {
         let mut page = String::new();
         for _ in 0..50 {

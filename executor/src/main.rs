@@ -74,6 +74,11 @@ struct Cli {
     /// prints `ember-executor metrics on http://HOST:PORT` after the shuffle line.
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// File holding the operator secret scrapes of --metrics-port must carry (else the
+    /// file EMBER_OPERATOR_SECRET_FILE names); required for --metrics-port when the
+    /// cluster has a secret.
+    #[arg(long)]
+    operator_secret_file: Option<PathBuf>,
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
@@ -179,7 +184,12 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
     Ok((config, temp))
 }
 
-async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> ExitCode {
+/// `metrics`: the metrics port and the secret its scrapes need.
+async fn run(
+    config: Config,
+    shuffle_port: u16,
+    metrics: Option<(u16, Option<Arc<str>>)>,
+) -> ExitCode {
     let config = Arc::new(config);
     let shutdown = CancellationToken::new();
     let listener = match tokio::net::TcpListener::bind((config.host.as_str(), shuffle_port)).await {
@@ -223,7 +233,7 @@ async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> Ex
     let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
     println!("ember-executor shuffle service on {shuffle_address}");
     ember_executor::metrics::metrics().set_offer(config.cores, config.memory_bytes);
-    if let Some(port) = metrics_port {
+    if let Some((port, secret)) = metrics {
         let listener = match tokio::net::TcpListener::bind((config.host.as_str(), port)).await {
             Ok(l) => l,
             Err(e) => {
@@ -234,7 +244,6 @@ async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> Ex
         if let Ok(addr) = listener.local_addr() {
             println!("ember-executor metrics on http://{addr}");
         }
-        let secret = config.secret.as_deref().map(std::sync::Arc::<str>::from);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             if let Err(e) =
@@ -368,6 +377,30 @@ fn health(addr: &str, timeout_ms: u64) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The secret `--metrics-port` scrapes need: the operator secret; none only when the
+/// cluster has no secret either (loopback). The cluster secret never opens metrics:
+/// every client holds it.
+fn metrics_secret(cli: &Cli, cluster: Option<&str>) -> Result<Option<Arc<str>>, String> {
+    use ember_proto::operator_secret;
+    let operator = operator_secret::load(cli.operator_secret_file.as_deref(), &cli.host)?;
+    match (&operator, cluster) {
+        (Some(op), Some(c)) if ember_proto::auth::constant_time_eq(op.as_bytes(), c.as_bytes()) => {
+            Err(format!(
+                "the operator secret ({}) must differ from the cluster secret: every client \
+                 holds the cluster secret",
+                operator_secret::FLAG
+            ))
+        }
+        (None, Some(_)) if cli.metrics_port.is_some() => Err(format!(
+            "--metrics-port with a cluster secret needs {} (or {}): metrics are the \
+             operator's, and every client holds the cluster secret",
+            operator_secret::FLAG,
+            operator_secret::FILE_ENV
+        )),
+        _ => Ok(operator.map(Arc::from)),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Health { addr, timeout_ms }) = &cli.command {
@@ -376,6 +409,13 @@ fn main() -> ExitCode {
     init_logging();
     let (config, temp_dir) = match configure(&cli) {
         Ok(c) => c,
+        Err(msg) => {
+            eprintln!("ember-executor: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let metrics_secret = match metrics_secret(&cli, config.secret.as_deref()) {
+        Ok(s) => s,
         Err(msg) => {
             eprintln!("ember-executor: {msg}");
             return ExitCode::from(2);
@@ -403,7 +443,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = runtime.block_on(run(config, cli.shuffle_port, cli.metrics_port));
+    let metrics = cli.metrics_port.map(|port| (port, metrics_secret));
+    let code = runtime.block_on(run(config, cli.shuffle_port, metrics));
     // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
     drop(runtime);
     drop(temp_dir);

@@ -6,17 +6,20 @@
 //!
 //! Invariants: one set of metrics per process (an executor daemon is one process), kept
 //! across re-registrations; updating a metric never blocks or fails the task path;
-//! with a cluster secret every scrape needs `Authorization: Bearer <secret>` (compared
-//! in constant time), else 401.
+//! with an operator secret (`--operator-secret-file`) every scrape needs
+//! `Authorization: Bearer <secret>` (compared in constant time), else 401, logged with
+//! the peer and path at most once a second ([`RefusalLog`]).
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::ConnectInfo;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use ember_proto::refusal_log::RefusalLog;
 use ember_proto::TaskMetrics;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -190,29 +193,42 @@ pub async fn serve(
     secret: Option<Arc<str>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let refusals = Arc::new(RefusalLog::new("executor metrics"));
     let app = Router::new().route(
         "/metrics",
-        get(move |headers: HeaderMap| {
-            let secret = secret.clone();
-            async move {
-                if !authorized(&headers, secret.as_deref()) {
-                    return (StatusCode::UNAUTHORIZED, "the cluster secret is required\n")
-                        .into_response();
+        get(
+            move |ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+                  uri: Uri,
+                  headers: HeaderMap| {
+                let secret = secret.clone();
+                let refusals = refusals.clone();
+                async move {
+                    if !authorized(&headers, secret.as_deref()) {
+                        refusals.refused(Some(peer), uri.path(), 401);
+                        return (
+                            StatusCode::UNAUTHORIZED,
+                            "the operator secret is required\n",
+                        )
+                            .into_response();
+                    }
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics().render(),
+                    )
+                        .into_response()
                 }
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics().render(),
-                )
-                    .into_response()
-            }
-        }),
+            },
+        ),
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 fn authorized(headers: &HeaderMap, secret: Option<&str>) -> bool {

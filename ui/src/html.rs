@@ -122,13 +122,29 @@ pub(crate) fn jobs_page(app: &AppStatus, base: &str) -> String {
     page(app, base, "Jobs", &body)
 }
 
-pub(crate) fn job_page(app: &AppStatus, base: &str, job: &JobInfo, stages: &[StageInfo]) -> String {
+/// A job's page; `kill`: with a button that kills it (`POST {base}/jobs/N/kill`).
+pub(crate) fn job_page(
+    app: &AppStatus,
+    base: &str,
+    job: &JobInfo,
+    stages: &[StageInfo],
+    kill: bool,
+) -> String {
     let mut body = format!(
         "<p>{d}: {s}, {t}</p>",
         d = esc(&job.description),
         s = status(job.status),
         t = duration(job.submitted_ms, job.completed_ms)
     );
+    if kill {
+        let _ = write!(
+            body,
+            "<form method=\"post\" action=\"{base}/jobs/{id}/kill\" \
+             onsubmit=\"return confirm('Kill job {n}?')\"><button>Kill job</button></form>",
+            id = job.job_id,
+            n = job.number
+        );
+    }
     if let Some(f) = &job.failure {
         let _ = write!(body, "<pre class=\"failed\">{}</pre>", esc(f));
     }

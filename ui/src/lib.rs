@@ -9,10 +9,12 @@
 //! from one consistent read of the store; nothing from a request is trusted beyond
 //! parsing a number out of a path segment.
 
+mod access;
 mod api;
 pub mod event;
 pub mod event_log;
 mod html;
+mod kill;
 mod metrics;
 pub mod server;
 pub mod store;
@@ -25,7 +27,7 @@ use parking_lot::RwLock;
 
 pub use event::{AppEvent, Metrics};
 pub use event_log::{EventLogWriter, LogError};
-pub use server::{serve, serve_with, Auth, ExtraMetrics, Source};
+pub use server::{serve, serve_with, Auth, ExtraMetrics, Sessions, Source};
 pub use store::AppStatus;
 
 /// One application's status, shared by its feeder and the server.

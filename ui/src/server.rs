@@ -3,11 +3,14 @@
 //! directory ([`Source::History`], each under `/history/{app}/` and
 //! `/api/v1/applications/{app}/`).
 //!
-//! Invariants: with a secret ([`Auth::Secret`]) every request needs it, as a bearer
-//! token or as the password of HTTP basic auth (so a browser can log in), compared in
-//! constant time; a request without it gets 401 and nothing else. The secret is never
-//! part of a page. Path parameters are parsed as numbers or matched against the log
-//! files listed, never used as paths.
+//! Invariants: unless the UI is open ([`Auth::Open`]), every request needs a
+//! credential (see [`crate::access`]): the operator secret sees everything, a driver's
+//! session token only its own application; a request without one gets 401 and nothing
+//! else, logged (bounded) with its peer and path. A session token asking a cluster-wide
+//! page (executors, metrics) gets 403. Only `POST` kills a job (`/api/v1/jobs/N/kill`,
+//! or the job page's form), never from another site. Credentials are never part of a
+//! page. Path parameters are parsed as numbers or matched against the log files
+//! listed, never used as paths.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,43 +18,46 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{Path as UrlPath, Request, State};
+use axum::extract::{ConnectInfo, Path as UrlPath, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
-use axum::Router;
-use base64::Engine as _;
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use ember_proto::refusal_log::RefusalLog;
 use parking_lot::Mutex;
 
+use crate::access::{self, Viewer};
+pub use crate::access::{Auth, Sessions};
 use crate::api::{answer, AppSummary, Query};
 use crate::html;
-use crate::store::AppStatus;
+use crate::store::{AppStatus, Status};
 use crate::SharedStatus;
-
-/// Who may read the UI.
-#[derive(Clone)]
-pub enum Auth {
-    /// Anyone who can connect (the caller binds to loopback only).
-    Open,
-    /// Requests carrying this secret (bearer token or basic-auth password).
-    Secret(Arc<str>),
-}
 
 /// What the server shows.
 #[derive(Clone)]
 pub enum Source {
-    /// One running application.
+    /// One running application (local mode).
     Live(SharedStatus),
+    /// A driver's applications, one per client session: each session's token sees its
+    /// own, and jobs can be killed.
+    Driver {
+        status: SharedStatus,
+        sessions: Arc<dyn Sessions>,
+    },
     /// The event logs in a directory (a history server).
     History(PathBuf),
 }
+
+pub use crate::kill::KILLED_REASON;
 
 /// More metrics a daemon appends to `/metrics` (OpenMetrics text ending in `# EOF`).
 pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 struct Shared {
     source: Source,
+    auth: Auth,
+    refusals: RefusalLog,
     extra: Option<ExtraMetrics>,
     /// History: replayed logs by path, with the (mtime, length) they were read at.
     replayed: Mutex<HashMap<PathBuf, Replayed>>,
@@ -69,8 +75,14 @@ pub fn router(source: Source, auth: Auth) -> Router {
 
 /// [`router`] whose `/metrics` also has `extra`'s metrics.
 pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> Router {
+    let what = match source {
+        Source::History(_) => "history server",
+        _ => "web UI",
+    };
     let shared = Arc::new(Shared {
         source,
+        auth,
+        refusals: RefusalLog::new(what),
         extra,
         replayed: Mutex::new(HashMap::new()),
     });
@@ -78,57 +90,76 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route("/", get(|| async { Redirect::to("/jobs") }))
         .route(
             "/jobs",
-            get(|s: St| async move { live_page(&s, Page::Jobs) }),
+            get(|s: St, v: Seen| async move { live_page(&s, &v, Page::Jobs) }),
         )
         .route(
             "/jobs/{id}",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_page(&s, Page::Job(id)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::Job(id)))
             }),
         )
         .route(
+            "/jobs/{id}/kill",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    kill(&s, &v, &h, &id, true)
+                },
+            ),
+        )
+        .route(
             "/stages/{id}",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_page(&s, Page::Stage(id as u32)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::Stage(id)))
             }),
         )
         .route(
             "/executors",
-            get(|s: St| async move { live_page(&s, Page::Executors) }),
+            get(|s: St, v: Seen| async move { live_page(&s, &v, Page::Executors) }),
         )
         .route(
             "/api/v1/jobs",
-            get(|s: St| async move { live_api(&s, Query::Jobs) }),
+            get(|s: St, v: Seen| async move { live_api(&s, &v, Query::Jobs) }),
         )
         .route(
             "/api/v1/jobs/{id}",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::Job(id)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::Job(id)))
             }),
         )
         .route(
+            "/api/v1/jobs/{id}/kill",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    kill(&s, &v, &h, &id, false)
+                },
+            ),
+        )
+        .route(
             "/api/v1/jobs/{id}/stages",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::JobStages(id)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::JobStages(id)))
             }),
         )
         .route(
             "/api/v1/stages/{id}",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::Stage(id as u32)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::Stage(id)))
             }),
         )
         .route(
             "/api/v1/stages/{id}/tasks",
-            get(|s: St, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_api(&s, Query::StageTasks(id as u32)))
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::StageTasks(id)))
             }),
         )
         .route(
             "/api/v1/executors",
-            get(|s: St| async move { live_api(&s, Query::Executors) }),
+            get(|s: St, v: Seen| async move { live_api(&s, &v, Query::Executors) }),
         )
-        .route("/metrics", get(|s: St| async move { live_metrics(&s) }));
+        .route(
+            "/metrics",
+            get(|s: St, v: Seen| async move { live_metrics(&s, &v) }),
+        );
     let history = Router::new()
         .route("/history", get(|s: St| async move { history_index(&s) }))
         .route(
@@ -152,21 +183,43 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             ),
         );
     let app = match &shared.source {
-        Source::Live(_) => live,
+        Source::Live(_) | Source::Driver { .. } => live,
         Source::History(_) => history.route("/", get(|| async { Redirect::to("/history") })),
     };
+    let guard = shared.clone();
     app.with_state(shared).layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| {
-            let auth = auth.clone();
+        move |mut req: Request, next: Next| {
+            let s = guard.clone();
             async move {
-                if allowed(&auth, req.headers()) {
-                    next.run(req).await
-                } else {
-                    unauthorized()
+                let sessions = match &s.source {
+                    Source::Driver { sessions, .. } => Some(sessions.as_ref()),
+                    _ => None,
+                };
+                match access::viewer(&s.auth, sessions, req.headers()) {
+                    Some(v) => {
+                        req.extensions_mut().insert(v);
+                        next.run(req).await
+                    }
+                    None => {
+                        refused(&s, &req, StatusCode::UNAUTHORIZED);
+                        unauthorized()
+                    }
                 }
             }
         },
     ))
+}
+
+/// The viewer the access check found.
+type Seen = Extension<Viewer>;
+
+/// Logs a refused request (bounded: see [`RefusalLog`]).
+fn refused(s: &Shared, req: &Request, status: StatusCode) {
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    s.refusals.refused(peer, req.uri().path(), status.as_u16());
 }
 
 /// Serves `source` on `listener` until `shutdown` resolves.
@@ -187,47 +240,26 @@ pub async fn serve_with(
     extra: Option<ExtraMetrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router_with(source, auth, extra))
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-fn allowed(auth: &Auth, headers: &HeaderMap) -> bool {
-    let Auth::Secret(secret) = auth else {
-        return true;
-    };
-    let Some(value) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let given: Vec<u8> = if let Some(token) = value.strip_prefix("Bearer ") {
-        token.trim().as_bytes().to_vec()
-    } else if let Some(basic) = value.strip_prefix("Basic ") {
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(basic.trim()) else {
-            return false;
-        };
-        // user:password; any user name, the password is the secret.
-        match decoded.iter().position(|&b| b == b':') {
-            Some(i) => decoded[i + 1..].to_vec(),
-            None => return false,
-        }
-    } else {
-        return false;
-    };
-    ember_proto::auth::constant_time_eq(&given, secret.as_bytes())
+    let app = router_with(source, auth, extra);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Basic realm=\"ember\"")],
-        "the cluster secret is required (bearer token or basic-auth password)\n",
+        "the operator secret or a session token is required (bearer token or basic-auth \
+         password)\n",
     )
         .into_response()
 }
 
+/// A job id from an address: decimal digits of a u64, else `None` (a 404).
 fn num(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -235,7 +267,13 @@ fn num(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
-fn not_found() -> Response {
+/// A stage id from an address: the whole number must fit a stage id (u32); one past
+/// it is no stage (a 404), never the stage its low 32 bits name.
+fn stage_num(s: &str) -> Option<u32> {
+    num(s).and_then(|n| u32::try_from(n).ok())
+}
+
+pub(crate) fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found\n").into_response()
 }
 
@@ -243,7 +281,7 @@ fn html_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
-fn json_ok(body: String) -> Response {
+pub(crate) fn json_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -255,11 +293,15 @@ enum Page {
     Executors,
 }
 
-fn render(app: &AppStatus, base: &str, page: Page) -> Response {
+/// `page` of `app`; `can_kill`: the viewer may kill the app's running jobs.
+fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) -> Response {
     match page {
         Page::Jobs => html_ok(html::jobs_page(app, base)),
         Page::Job(id) => match (app.job(id), app.job_stages(id)) {
-            (Some(job), Some(stages)) => html_ok(html::job_page(app, base, job, &stages)),
+            (Some(job), Some(stages)) => {
+                let kill = can_kill && job.status == Status::Running;
+                html_ok(html::job_page(app, base, job, &stages, kill))
+            }
             _ => (
                 StatusCode::NOT_FOUND,
                 html_ok(html::not_found(app, base, &format!("No job {id}."))),
@@ -286,31 +328,73 @@ fn render(app: &AppStatus, base: &str, page: Page) -> Response {
 
 fn live_status(s: &Shared) -> Option<&SharedStatus> {
     match &s.source {
-        Source::Live(st) => Some(st),
+        Source::Live(st) | Source::Driver { status: st, .. } => Some(st),
         Source::History(_) => None,
     }
 }
 
-fn live_page(s: &St, page: Page) -> Response {
-    let Some(st) = live_status(s) else {
-        return not_found();
-    };
-    let app = st.read();
-    render(&app, "", page)
+/// 403 for a session's token asking a page about the whole cluster.
+fn operator_only(v: &Viewer) -> Option<Response> {
+    match v {
+        Viewer::Operator => None,
+        Viewer::Application(_) => Some(
+            (
+                StatusCode::FORBIDDEN,
+                "this page is about the whole cluster: it needs the operator secret, \
+                 not a session token\n",
+            )
+                .into_response(),
+        ),
+    }
 }
 
-fn live_api(s: &St, q: Query) -> Response {
+fn live_page(s: &St, v: &Viewer, page: Page) -> Response {
     let Some(st) = live_status(s) else {
         return not_found();
     };
-    let app = st.read();
-    answer(&app, q).map_or_else(not_found, json_ok)
+    if matches!(page, Page::Executors) {
+        if let Some(refused) = operator_only(v) {
+            return refused;
+        }
+    }
+    let all = st.read();
+    let scoped = v.view(&all);
+    let can_kill = matches!(s.source, Source::Driver { .. });
+    render(scoped.as_ref().unwrap_or(&all), "", page, can_kill)
 }
 
-fn live_metrics(s: &St) -> Response {
+fn live_api(s: &St, v: &Viewer, q: Query) -> Response {
     let Some(st) = live_status(s) else {
         return not_found();
     };
+    if matches!(q, Query::Executors) {
+        if let Some(refused) = operator_only(v) {
+            return refused;
+        }
+    }
+    let all = st.read();
+    let scoped = v.view(&all);
+    answer(scoped.as_ref().unwrap_or(&all), q).map_or_else(not_found, json_ok)
+}
+
+/// `POST .../jobs/{id}/kill` (see [`crate::kill`]); 404 unless serving a driver.
+fn kill(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Response {
+    let Source::Driver { status, sessions } = &s.source else {
+        return not_found();
+    };
+    match num(id) {
+        Some(id) => crate::kill::kill(status, sessions.as_ref(), v, headers, id, form),
+        None => not_found(),
+    }
+}
+
+fn live_metrics(s: &St, v: &Viewer) -> Response {
+    let Some(st) = live_status(s) else {
+        return not_found();
+    };
+    if let Some(refused) = operator_only(v) {
+        return refused;
+    }
     let mut text = crate::metrics::render(&st.read());
     if let Some(extra) = &s.extra {
         // One exposition: the store's `# EOF` goes, the daemon's ends it.
@@ -413,14 +497,14 @@ fn history_page(s: &St, id: &str, rest: &str) -> Response {
             Some(n) => Page::Job(n),
             None => return not_found(),
         },
-        ["stages", n] => match num(n) {
-            Some(n) => Page::Stage(n as u32),
+        ["stages", n] => match stage_num(n) {
+            Some(n) => Page::Stage(n),
             None => return not_found(),
         },
         ["executors"] => Page::Executors,
         _ => return not_found(),
     };
-    render(&app, &base, page)
+    render(&app, &base, page, false)
 }
 
 /// `rest` of `/api/v1/applications/{app}/...`: the live API's nouns.
@@ -432,8 +516,8 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
         ["jobs"] => Some(Query::Jobs),
         ["jobs", n] => num(n).map(Query::Job),
         ["jobs", n, "stages"] => num(n).map(Query::JobStages),
-        ["stages", n] => num(n).map(|n| Query::Stage(n as u32)),
-        ["stages", n, "tasks"] => num(n).map(|n| Query::StageTasks(n as u32)),
+        ["stages", n] => stage_num(n).map(Query::Stage),
+        ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
         ["executors"] => Some(Query::Executors),
         _ => None,
     };

@@ -489,6 +489,36 @@ impl AppStatus {
         }
     }
 
+    /// The part of the store application `application` may see: its jobs, the stages
+    /// they list and those stages' tasks; no executors, no totals of the driver.
+    pub fn scoped(&self, application: &str) -> AppStatus {
+        let jobs: BTreeMap<u64, JobInfo> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.application == application)
+            .map(|(id, j)| (*id, j.clone()))
+            .collect();
+        let stage_ids: BTreeSet<u32> = jobs
+            .values()
+            .flat_map(|j| j.stage_ids.iter().copied())
+            .collect();
+        let pick = |id: &u32| stage_ids.contains(id);
+        AppStatus {
+            name: application.to_string(),
+            started_ms: self.started_ms,
+            stages: (self.stages.iter())
+                .filter(|(id, _)| pick(id))
+                .map(|(id, s)| (*id, s.clone()))
+                .collect(),
+            tasks: (self.tasks.iter())
+                .filter(|(id, _)| pick(id))
+                .map(|(id, t)| (*id, t.clone()))
+                .collect(),
+            jobs,
+            ..Default::default()
+        }
+    }
+
     /// Jobs, newest first.
     pub fn jobs(&self) -> Vec<JobInfo> {
         self.jobs.values().rev().cloned().collect()

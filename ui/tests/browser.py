@@ -5,8 +5,10 @@ Starts a driver (`--ui-port 0`) and an executor on loopback from the workspace's
 binaries, runs `examples/wordcount` on data/sample-text against them, then opens the
 jobs page, follows the link to the job, from there to its map stage, and opens the
 executors page, checking that each page shows the numbers the REST API gives (which
-tests/cluster_ui.rs checks against the job itself). Saves a screenshot of every page in
---out. Every process and temporary directory is removed at the end, also on failure.
+tests/cluster_ui.rs checks against the job itself). The driver has an operator secret
+(`--operator-secret-file`): the API calls and the browser (every request, through the
+DevTools protocol) carry it as a bearer token, and a request without it must get 401.
+Saves a screenshot of every page in --out. Every process and temporary directory is removed at the end, also on failure.
 
     cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount
     python3 ui/tests/browser.py --out target/ui-screenshots
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -41,8 +44,14 @@ def first_line(proc, prefix, timeout=30):
     raise SystemExit(f"no line starting with {prefix!r}")
 
 
-def api(ui, path):
-    with urllib.request.urlopen(f"{ui}{path}", timeout=10) as r:
+OPERATOR = os.urandom(32).hex()
+
+
+def api(ui, path, secret=OPERATOR):
+    req = urllib.request.Request(f"{ui}{path}")
+    if secret is not None:
+        req.add_header("Authorization", f"Bearer {secret}")
+    with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)
 
 
@@ -56,14 +65,19 @@ def main():
         if not (a.bin / b).exists():
             raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount")
     scratch = Path(tempfile.mkdtemp(prefix="ember-ui-browser-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_SECRET")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("EMBER_SECRET") and k != "EMBER_OPERATOR_SECRET_FILE"}
     env["EMBER_LOG"] = "warn"
+    operator_file = scratch / "operator-secret"
+    operator_file.write_text(OPERATOR)
+    operator_file.chmod(0o600)
     procs = []
     browser = None
     try:
         driver = subprocess.Popen(
             [str(a.bin / "ember-driver"), "--host", "127.0.0.1", "--port", "0", "--ui-port", "0",
-             "--binary-dir", str(scratch / "binaries")],
+             "--binary-dir", str(scratch / "binaries"),
+             "--operator-secret-file", str(operator_file)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         procs.append(driver)
         grpc = first_line(driver, "ember-driver listening on ").split()[-1]
@@ -73,6 +87,11 @@ def main():
              "--shuffle-port", "0", "--work-dir", str(scratch / "executor")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         procs.append(executor)
+        try:
+            api(ui, "/api/v1/jobs", secret=None)
+            raise SystemExit("the UI answered a request without the operator secret")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401, e
         deadline = time.monotonic() + 30
         while not api(ui, "/api/v1/executors"):
             if time.monotonic() > deadline:
@@ -104,6 +123,9 @@ def main():
         service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
         browser = webdriver.Chrome(options=opts, service=service)
         browser.set_page_load_timeout(30)
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setExtraHTTPHeaders",
+                                {"headers": {"Authorization": f"Bearer {OPERATOR}"}})
 
         browser.get(f"{ui}/jobs")
         assert "Succeeded jobs (1)" in browser.page_source, browser.page_source

@@ -41,6 +41,7 @@ pub mod launcher;
 mod release;
 mod service;
 mod sessions;
+mod ui_sessions;
 
 pub use binaries::BinaryStore;
 pub use executors::ExecutorRegistry;
@@ -64,6 +65,10 @@ pub struct DriverConfig {
     pub binary_dir: PathBuf,
     /// The cluster secret every call must carry (none: open, loopback only).
     pub secret: Option<String>,
+    /// The operator secret (`--operator-secret-file`): the web UI, REST API and
+    /// `/metrics` across all applications. Without it but with a cluster secret, the
+    /// UI serves session tokens only; with neither, it is open (loopback only).
+    pub operator_secret: Option<String>,
     /// Bounds on what clients may store in the driver (plan bounds are in
     /// `scheduler.limits`).
     pub limits: ServerLimits,
@@ -172,6 +177,7 @@ pub struct DriverDaemon {
     /// Jobs, stages, tasks and executors as the UI shows them.
     status: ember_ui::SharedStatus,
     secret: Option<String>,
+    operator_secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
     binary_gc: tokio::task::JoinHandle<()>,
     /// Set to the reason if the scheduler thread panics.
@@ -247,6 +253,7 @@ impl DriverDaemon {
             state,
             status,
             secret: config.secret,
+            operator_secret: config.operator_secret,
             monitor,
             binary_gc,
             failed,
@@ -307,16 +314,18 @@ impl DriverDaemon {
         Ok(())
     }
 
-    /// Serves the web UI and REST API on `listener` until `shutdown` resolves; with a
-    /// secret, only to requests carrying it (bearer token or basic-auth password).
+    /// Serves the web UI and REST API on `listener` until `shutdown` resolves: to the
+    /// operator secret everything, to a session's token its own application (bearer
+    /// token or basic-auth password); open only when the driver has no secret at all.
     pub async fn serve_ui(
         &self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        let auth = match &self.secret {
-            Some(s) => ember_ui::Auth::Secret(Arc::from(s.as_str())),
-            None => ember_ui::Auth::Open,
+        let auth = match (&self.operator_secret, &self.secret) {
+            (Some(op), _) => ember_ui::Auth::Secret(Arc::from(op.as_str())),
+            (None, Some(_)) => ember_ui::Auth::SessionsOnly,
+            (None, None) => ember_ui::Auth::Open,
         };
         let state = Arc::downgrade(&self.state);
         let extra: ember_ui::ExtraMetrics = Arc::new(move || match state.upgrade() {
@@ -325,7 +334,10 @@ impl DriverDaemon {
         });
         ember_ui::serve_with(
             listener,
-            ember_ui::Source::Live(self.status.clone()),
+            ember_ui::Source::Driver {
+                status: self.status.clone(),
+                sessions: Arc::new(ui_sessions::UiSessions(Arc::downgrade(&self.state))),
+            },
             auth,
             Some(extra),
             shutdown,

@@ -153,6 +153,43 @@ impl SessionRegistry {
         f(session)
     }
 
+    /// The application of the open session whose token is `token` (each compared in
+    /// constant time): what that token may see in the web UI.
+    pub(crate) fn application_of_token(&self, token: &str) -> Option<String> {
+        let inner = self.inner.lock();
+        inner
+            .sessions
+            .values()
+            .filter(|s| !s.closing)
+            .find(|s| auth::constant_time_eq(token.as_bytes(), s.token.as_bytes()))
+            .map(|s| s.application.clone())
+    }
+
+    /// Cancels running job `job_id` with `reason` (the path a client disconnect takes)
+    /// if its session's application is `application` (any, if `None`); whether one was.
+    pub(crate) fn cancel_running_job(
+        &self,
+        job_id: u64,
+        application: Option<&str>,
+        reason: &str,
+        scheduler: &Sender<SchedulerEvent>,
+    ) -> bool {
+        let inner = self.inner.lock();
+        let found = inner
+            .sessions
+            .values()
+            .filter(|s| application.is_none_or(|a| a == s.application))
+            .flat_map(|s| s.jobs.values())
+            .find(|t| t.running_job() == Some(job_id));
+        match found {
+            Some(track) => {
+                track.cancel(scheduler, reason);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Ends every session stream (driver shutdown).
     pub(crate) fn shutdown(&self) {
         let mut inner = self.inner.lock();

@@ -64,6 +64,8 @@ impl TestDriver {
 
 pub struct Options {
     pub secret: Option<&'static str>,
+    /// The operator secret (the web UI's credential).
+    pub operator_secret: Option<&'static str>,
     pub heartbeat_timeout: Duration,
     pub max_task_attempts: u32,
     pub plan_limits: ember_scheduler::PlanLimits,
@@ -74,6 +76,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             secret: None,
+            operator_secret: None,
             heartbeat_timeout: Duration::from_secs(30),
             max_task_attempts: 4,
             plan_limits: Default::default(),
@@ -95,6 +98,7 @@ pub async fn start(opts: Options) -> TestDriver {
             },
             binary_dir: binary_dir.clone(),
             secret: opts.secret.map(str::to_string),
+            operator_secret: opts.operator_secret.map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
         })

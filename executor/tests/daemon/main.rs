@@ -6,6 +6,7 @@
 mod binaries;
 mod cli;
 mod common;
+mod metrics_access;
 mod modes;
 mod protocol;
 mod registration;

@@ -1,0 +1,117 @@
+//! The web UI's kill through a real cluster: a slow `faultjob` (its map tasks would run
+//! for ~40 s) is killed by the operator (`POST /api/v1/jobs/N/kill`); the client's
+//! action fails saying so, the job's tasks are killed, and the cluster secret could not
+//! kill.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+
+const CLUSTER: &str = "cluster-secret-for-the-ui-kill-test";
+const OPERATOR: &str = "operator-secret-for-the-ui-kill-test";
+
+/// `METHOD path` with `Authorization: Bearer token`: (status, body).
+fn http(addr: &str, method: &str, path: &str, token: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body = out.split_once("\r\n\r\n").map(|x| x.1.to_string());
+    (out[9..12].parse().unwrap(), body.unwrap_or_default())
+}
+
+#[test]
+fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let operator = s.join("operator");
+    std::fs::write(&operator, OPERATOR).unwrap();
+    let cluster = Cluster::start_with(
+        1,
+        2,
+        Some(CLUSTER),
+        &[
+            "--ui-port",
+            "0",
+            "--operator-secret-file",
+            operator.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    let ui = cluster.ui_address();
+    let input = s.join("kv.txt");
+    // Two map tasks of 200,000 records, sleeping 200 ms every 1,000: ~40 s each.
+    let lines: String = (0..400_000)
+        .map(|i| format!("{},{}\n", i % 17, i))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let out = s.join("out");
+    let mut client = cluster.spawn(
+        "faultjob",
+        &[
+            "--partitions",
+            "2",
+            "--map-delay-ms",
+            "200",
+            input.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+        s,
+    );
+    // Wait until its map tasks run.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = cluster.status().unwrap();
+        if st.executors.iter().any(|e| e.running_tasks > 0) {
+            break;
+        }
+        if client.finished() {
+            let run = client.wait();
+            panic!("the job ended before it ran: {}{}", run.stdout, run.stderr);
+        }
+        assert!(Instant::now() < deadline, "the job's tasks never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, jobs) = http(&ui, "GET", "/api/v1/jobs", OPERATOR);
+    assert_eq!(code, 200, "{jobs}");
+    let jobs: serde_json::Value = serde_json::from_str(&jobs).unwrap();
+    let running: Vec<u64> = (jobs.as_array().unwrap().iter())
+        .filter(|j| j["status"] == "running")
+        .map(|j| j["job_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(running.len(), 1, "{jobs}");
+    let kill = format!("/api/v1/jobs/{}/kill", running[0]);
+
+    assert_eq!(http(&ui, "POST", &kill, CLUSTER).0, 401);
+    assert_eq!(http(&ui, "POST", &kill, OPERATOR).0, 200);
+    let run = client.wait();
+    assert!(!run.success, "{}", run.stdout);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("job cancelled: killed from the web UI"),
+        "the client was not told: {said}"
+    );
+    assert!(!out.join("_SUCCESS").exists());
+    // Its tasks were killed: the executor runs nothing, long before they would have ended.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let st = cluster.status().unwrap();
+        let busy: u32 = st.executors.iter().map(|e| e.running_tasks).sum();
+        if busy == 0 && st.running_jobs == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "tasks still run: {st:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

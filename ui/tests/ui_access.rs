@@ -1,0 +1,256 @@
+//! Who sees what in the UI and what an address may name: stage ids in addresses are
+//! full 64-bit numbers (2^32 + 1 is no stage, not stage 1).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use ember_ui::event::StageRef;
+use ember_ui::{AppEvent, AppStatus, Auth, Source};
+use parking_lot::RwLock;
+
+/// A job of one stage (stage 1) in application `app`, job id `job`.
+fn job_events(job: u64, stage: u32, app: &str) -> Vec<AppEvent> {
+    vec![
+        AppEvent::JobSubmitted {
+            job_id: job,
+            application: app.into(),
+            number: Some(job),
+            description: format!("count at {app}.rs:{job}"),
+            stages: vec![StageRef {
+                stage_id: stage,
+                number: Some(stage),
+                name: format!("map at {app}.rs:{stage}"),
+                num_tasks: 1,
+                parents: vec![],
+                shuffle_id: None,
+            }],
+            time_ms: 10,
+        },
+        AppEvent::StageSubmitted {
+            stage_id: stage,
+            attempt: 1,
+            tasks: 1,
+            time_ms: 11,
+        },
+    ]
+}
+
+fn store(events: &[AppEvent]) -> Arc<RwLock<AppStatus>> {
+    let mut s = AppStatus::new("ember-driver", 0);
+    for e in events {
+        s.apply(e);
+    }
+    Arc::new(RwLock::new(s))
+}
+
+/// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
+fn serve(
+    source: Source,
+    auth: Auth,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx
+                .send(listener.local_addr().unwrap().to_string())
+                .unwrap();
+            ember_ui::serve(listener, source, auth, async {
+                let _ = stop_rx.await;
+            })
+            .await
+            .unwrap();
+        });
+    });
+    (addr_rx.recv().unwrap(), stop_tx, thread)
+}
+
+/// `METHOD path` with extra header lines: (status, body).
+fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out[9..12].parse().unwrap();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (code, body)
+}
+
+fn get(addr: &str, path: &str) -> (u16, String) {
+    request(addr, "GET", path, &[])
+}
+
+#[test]
+fn stage_ids_in_addresses_are_not_cut_to_32_bits() {
+    let (addr, stop, thread) = serve(Source::Live(store(&job_events(0, 1, ""))), Auth::Open);
+    assert_eq!(get(&addr, "/api/v1/stages/1").0, 200);
+    assert_eq!(get(&addr, "/stages/1").0, 200);
+    let wrapped = 4_294_967_297u64; // 2^32 + 1
+    for path in [
+        format!("/api/v1/stages/{wrapped}"),
+        format!("/api/v1/stages/{wrapped}/tasks"),
+        format!("/stages/{wrapped}"),
+        format!("/api/v1/stages/{}", u64::MAX),
+        // Past u64: still 404, never an error page or a panic.
+        "/api/v1/stages/18446744073709551617".to_string(),
+        "/api/v1/jobs/18446744073709551616".to_string(),
+    ] {
+        let (code, body) = get(&addr, &path);
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(!body.contains("map at"), "{path} showed a stage: {body}");
+    }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+/// Two sessions' tokens ("token-a", "token-b") and the kills asked of them.
+struct FakeSessions(parking_lot::Mutex<Vec<(u64, Option<String>)>>);
+
+impl ember_ui::Sessions for FakeSessions {
+    fn application(&self, token: &str) -> Option<String> {
+        match token {
+            "token-a" => Some("a #1".into()),
+            "token-b" => Some("b #2".into()),
+            _ => None,
+        }
+    }
+
+    fn kill_job(&self, job_id: u64, application: Option<&str>, _reason: &str) -> bool {
+        self.0
+            .lock()
+            .push((job_id, application.map(str::to_string)));
+        true
+    }
+}
+
+#[test]
+fn a_session_token_sees_only_its_own_application() {
+    let mut events = job_events(10, 1, "a #1");
+    events.extend(job_events(20, 2, "b #2"));
+    events.push(AppEvent::TaskStarted {
+        task_id: 7,
+        stage_id: 2,
+        stage_attempt: 1,
+        partition: 0,
+        attempt: 0,
+        executor_id: "exec-b".into(),
+        speculative: false,
+        time_ms: 12,
+    });
+    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
+    let (addr, stop, thread) = serve(
+        Source::Driver {
+            status: store(&events),
+            sessions: sessions.clone(),
+        },
+        Auth::Secret("the-operator".into()),
+    );
+    let a = ["Authorization: Bearer token-a"];
+    let op = ["Authorization: Bearer the-operator"];
+    let get_as = |path: &str, who: &[&str]| request(&addr, "GET", path, who);
+
+    let (code, jobs) = get_as("/api/v1/jobs", &a);
+    assert_eq!(code, 200);
+    assert!(
+        jobs.contains("\"job_id\":10") && !jobs.contains("\"job_id\":20"),
+        "{jobs}"
+    );
+    let (_, page) = get_as("/jobs", &a);
+    assert!(page.contains("count at a #1.rs:10"), "{page}");
+    assert!(
+        !page.contains("b #2"),
+        "another application on the page: {page}"
+    );
+    assert_eq!(get_as("/api/v1/stages/1", &a).0, 200);
+    for path in [
+        "/api/v1/jobs/20",
+        "/api/v1/jobs/20/stages",
+        "/jobs/20",
+        "/api/v1/stages/2",
+        "/api/v1/stages/2/tasks",
+        "/stages/2",
+    ] {
+        let (code, body) = get_as(path, &a);
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(
+            !body.contains("exec-b") && !body.contains("b #2"),
+            "{path}: {body}"
+        );
+    }
+    for path in ["/api/v1/executors", "/executors", "/metrics"] {
+        assert_eq!(get_as(path, &a).0, 403, "{path}");
+        assert_eq!(get_as(path, &op).0, 200, "{path}");
+    }
+    let (_, tasks) = get_as("/api/v1/stages/2/tasks", &op);
+    assert!(
+        tasks.contains("exec-b"),
+        "the operator sees every stage: {tasks}"
+    );
+    assert_eq!(
+        get_as("/api/v1/jobs", &["Authorization: Bearer nope"]).0,
+        401
+    );
+
+    // Kills: only POST, only what the viewer sees, never cross-site.
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/20/kill", &a).0, 404);
+    assert_eq!(get_as("/api/v1/jobs/10/kill", &a).0, 405);
+    let evil = [
+        "Authorization: Bearer token-a",
+        "Origin: http://evil.example",
+    ];
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/10/kill", &evil).0, 403);
+    assert!(sessions.0.lock().is_empty(), "nothing killed yet");
+    assert_eq!(request(&addr, "POST", "/api/v1/jobs/10/kill", &a).0, 200);
+    let (code, _) = request(&addr, "POST", "/jobs/20/kill", &op);
+    assert_eq!(code, 303, "the form goes back to the job's page");
+    assert_eq!(
+        *sessions.0.lock(),
+        vec![(10, Some("a #1".to_string())), (20, None)]
+    );
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn history_addresses_take_whole_stage_ids_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ember_ui::EventLogWriter::create(dir.path(), "app", 0).unwrap();
+    for e in job_events(0, 1, "") {
+        w.write(&e).unwrap();
+    }
+    w.flush().unwrap();
+    let id = w.path().file_stem().unwrap().to_str().unwrap().to_string();
+    drop(w);
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
+    let base = format!("/api/v1/applications/{id}");
+    assert_eq!(get(&addr, &format!("{base}/stages/1")).0, 200);
+    for path in [
+        format!("{base}/stages/4294967297"),
+        format!("{base}/stages/4294967297/tasks"),
+        format!("/history/{id}/stages/4294967297"),
+    ] {
+        assert_eq!(get(&addr, &path).0, 404, "{path}");
+    }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
