@@ -53,7 +53,9 @@ struct Cli {
     #[arg(long, default_value = "4g", value_parser = ember_proto::units::parse_memory_size)]
     memory: u64,
     /// Work directory for binaries, shuffle files and worker sockets (default: a
-    /// temporary directory removed at exit).
+    /// temporary directory removed at exit). Created if missing; an existing directory
+    /// must be empty or an earlier executor's (it holds `.ember-executor`), else the
+    /// executor refuses to start and changes nothing in it.
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// File holding the cluster secret (default: the EMBER_SECRET environment variable).
@@ -150,10 +152,10 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         return Err("--memory must be more than 0 bytes".into());
     }
     let (work_dir, temp) = match &cli.work_dir {
-        Some(dir) => std::fs::create_dir_all(dir)
-            .and_then(|_| dir.canonicalize())
-            .map(|d| (d, None))
-            .map_err(|e| format!("cannot use work dir {}: {e}", dir.display()))?,
+        Some(dir) => (
+            ember_executor::config::claim_work_dir(dir).map_err(|e| e.to_string())?,
+            None,
+        ),
         None => {
             let t = tempfile::Builder::new()
                 .prefix("ember-executor-")
@@ -173,9 +175,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
     };
-    config
-        .prepare_work_dir()
-        .map_err(|e| format!("cannot prepare work dir {}: {e}", config.work_dir.display()))?;
+    config.prepare_work_dir().map_err(|e| e.to_string())?;
     Ok((config, temp))
 }
 
