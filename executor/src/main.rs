@@ -22,6 +22,7 @@ use ember_executor::blocks::{self, ShuffleService};
 use ember_executor::config::Config;
 use ember_executor::driver_conn;
 use ember_executor::registration::{self, Registration};
+use ember_proto::listener::ConnectionLimits;
 use tokio_util::sync::CancellationToken;
 
 /// ember's executor daemon: registers with a driver, runs job binaries' tasks in
@@ -76,6 +77,16 @@ struct Cli {
     /// prints `ember-executor metrics on http://HOST:PORT` after the shuffle line.
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// Open connections per listening port (shuffle service, metrics); past it a new
+    /// connection is closed at once (logged at warn, at most once a second with a count).
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Milliseconds a new connection may take to send its HTTP/2 preface (shuffle
+    /// service) or first request (metrics) before it is closed.
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_FIRST_REQUEST_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    first_request_timeout_ms: u64,
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
@@ -179,7 +190,12 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
     Ok((config, temp))
 }
 
-async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> ExitCode {
+async fn run(
+    config: Config,
+    shuffle_port: u16,
+    metrics_port: Option<u16>,
+    limits: ConnectionLimits,
+) -> ExitCode {
     let config = Arc::new(config);
     let shutdown = CancellationToken::new();
     let listener = match tokio::net::TcpListener::bind((config.host.as_str(), shuffle_port)).await {
@@ -208,8 +224,8 @@ async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> Ex
     let registered = registration::RegisteredFlag::default();
     let registered_rx = registered.subscribe();
     let server = tokio::spawn(async move {
-        blocks::serve(
-            listener,
+        blocks::serve_bounded(
+            blocks::bounded(listener, limits),
             service,
             secret.as_deref(),
             registered_rx,
@@ -238,7 +254,8 @@ async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> Ex
         let stop = shutdown.clone();
         tokio::spawn(async move {
             if let Err(e) =
-                ember_executor::metrics::serve(listener, secret, stop.cancelled_owned()).await
+                ember_executor::metrics::serve(listener, limits, secret, stop.cancelled_owned())
+                    .await
             {
                 tracing::warn!("metrics endpoint stopped: {e}");
             }
@@ -374,6 +391,14 @@ fn main() -> ExitCode {
         return health(addr, *timeout_ms);
     }
     init_logging();
+    // Connections are files: raise the soft open-files limit to the hard one, saying so.
+    match ember_proto::listener::raise_open_files_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!("raised the open-files limit from {before} to {after} (the hard limit)")
+        }
+        Ok((_, now)) => tracing::info!("open-files limit {now}"),
+        Err(e) => tracing::warn!("cannot read or raise the open-files limit: {e}"),
+    }
     let (config, temp_dir) = match configure(&cli) {
         Ok(c) => c,
         Err(msg) => {
@@ -403,7 +428,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = runtime.block_on(run(config, cli.shuffle_port, cli.metrics_port));
+    let limits = ConnectionLimits {
+        max_connections: cli.max_connections,
+        first_request_timeout: Duration::from_millis(cli.first_request_timeout_ms),
+    };
+    let code = runtime.block_on(run(config, cli.shuffle_port, cli.metrics_port, limits));
     // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
     drop(runtime);
     drop(temp_dir);

@@ -184,9 +184,12 @@ impl Drop for WorkerAlive {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `shutdown` resolves.
+/// Serves `GET /metrics` on `listener` until `shutdown` resolves; at most
+/// `limits.max_connections` open, each with `limits.first_request_timeout` to send its
+/// first request.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    limits: ember_proto::listener::ConnectionLimits,
     secret: Option<Arc<str>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -209,6 +212,12 @@ pub async fn serve(
                     .into_response()
             }
         }),
+    );
+    let listener = ember_proto::listener::BoundedListener::new(
+        listener,
+        limits,
+        ember_proto::listener::FirstRequest::Http1,
+        "metrics",
     );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

@@ -12,6 +12,8 @@ pub mod health;
 pub mod held_plans;
 pub mod id_range;
 pub mod limits;
+#[cfg(feature = "listener")]
+pub mod listener;
 pub mod shuffle_input;
 pub mod units;
 pub mod worker_frame;

@@ -7,7 +7,8 @@
 //! token or as the password of HTTP basic auth (so a browser can log in), compared in
 //! constant time; a request without it gets 401 and nothing else. The secret is never
 //! part of a page. Path parameters are parsed as numbers or matched against the log
-//! files listed, never used as paths.
+//! files listed, never used as paths. Connections are bounded in number and in time
+//! to their first request ([`bounded`], `ember_proto::listener`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 use base64::Engine as _;
+use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use parking_lot::Mutex;
 
 use crate::api::{answer, AppSummary, Query};
@@ -169,19 +171,33 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
     ))
 }
 
-/// Serves `source` on `listener` until `shutdown` resolves.
+/// Serves `source` on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     source: Source,
     auth: Auth,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, source, auth, None, shutdown).await
+    serve_with(
+        bounded(listener, ConnectionLimits::default()),
+        source,
+        auth,
+        None,
+        shutdown,
+    )
+    .await
 }
 
-/// [`serve`] with `extra` metrics on `/metrics`.
+/// `listener` as the UI's port: at most `limits.max_connections` open, each with
+/// `limits.first_request_timeout` to send its first request head.
+pub fn bounded(listener: tokio::net::TcpListener, limits: ConnectionLimits) -> BoundedListener {
+    BoundedListener::new(listener, limits, FirstRequest::Http1, "ui")
+}
+
+/// [`serve`] on a [`bounded`] listener, with `extra` metrics on `/metrics`.
 pub async fn serve_with(
-    listener: tokio::net::TcpListener,
+    listener: BoundedListener,
     source: Source,
     auth: Auth,
     extra: Option<ExtraMetrics>,
