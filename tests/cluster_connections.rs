@@ -67,22 +67,27 @@ fn healthy(bin: &str, addr: &str) -> bool {
 /// the cluster's own connections), a 9th is closed at once, a one-byte connection and
 /// the idle ones are closed by the first-request timeout, and then `works()` (a real
 /// request) succeeds.
+///
+/// `log` reads the daemon's log, where the refusal must show (`None`: the history
+/// server, which does not log yet).
 fn check_port(
     name: &str,
     addr: &str,
     held: usize,
-    log: impl Fn() -> String,
+    log: Option<&dyn Fn() -> String>,
     works: impl Fn() -> bool,
 ) {
     let mut idle: Vec<TcpStream> = (held..7).map(|_| connect(addr)).collect();
     let mut one_byte = connect(addr);
-    one_byte.write_all(b"G").unwrap();
+    // "P": the start of the HTTP/2 preface and of an HTTP/1 `POST`, so that neither
+    // server can reject it as malformed: only the timeout closes it.
+    one_byte.write_all(b"P").unwrap();
     // The cap is 8: the 9th is accepted and closed, long before the timeout could.
     let mut ninth = connect(addr);
     closed_by_server(&mut ninth, &format!("{name}: the 9th connection"));
     let refused = format!("{name} port {addr}: refused");
     let deadline = std::time::Instant::now() + READ_WAIT;
-    while !log().contains(&refused) {
+    while let Some(log) = log.filter(|log| !log().contains(&refused)) {
         assert!(
             std::time::Instant::now() < deadline,
             "no {refused:?} in the log:\n{}",
@@ -139,20 +144,16 @@ fn every_port_caps_idle_connections_and_closes_them_after_the_first_request_time
         "grpc",
         &grpc,
         1, // the executor's channel to the driver
-        || cluster.driver_log(),
+        Some(&|| cluster.driver_log()),
         || healthy("ember-driver", &grpc),
     );
-    check_port(
-        "ui",
-        &ui,
-        0,
-        || cluster.driver_log(),
-        || get(&ui, "/api/v1/jobs") == (200, "[]".to_string()),
-    );
-    check_port("shuffle", &shuffle, 0, executor_log, || {
+    check_port("ui", &ui, 0, Some(&|| cluster.driver_log()), || {
+        get(&ui, "/api/v1/jobs") == (200, "[]".to_string())
+    });
+    check_port("shuffle", &shuffle, 0, Some(&executor_log), || {
         healthy("ember-executor", &shuffle)
     });
-    check_port("metrics", &metrics, 0, executor_log, || {
+    check_port("metrics", &metrics, 0, Some(&executor_log), || {
         let (code, body) = get(&metrics, "/metrics");
         code == 200 && body.contains("ember_executor_cores 1")
     });
@@ -232,4 +233,42 @@ fn a_wordcount_runs_while_the_ui_port_sits_at_its_cap() {
         "{}",
         cluster.driver_log()
     );
+}
+
+#[test]
+fn the_history_server_caps_idle_connections_and_times_them_out() {
+    let scratch = tempfile::tempdir().unwrap();
+    let events = scratch.path().join("events");
+    std::fs::create_dir(&events).unwrap();
+    let mut child = Command::new(daemon_bin("ember-driver"))
+        .arg("history")
+        .arg(&events)
+        .args(["--ui-port", "0", "--max-connections", "8"])
+        .args(["--first-request-timeout-ms", "2000"])
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let _killed = Killed(child);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("ember-driver history on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    check_port("ui", &addr, 0, None, || {
+        get(&addr, "/api/v1/applications") == (200, "[]".to_string())
+    });
 }
