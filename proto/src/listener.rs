@@ -401,3 +401,87 @@ pub fn raise_open_files_limit() -> io::Result<(u64, u64)> {
     }
     Ok((soft, rlimit::Resource::NOFILE.get()?.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn wait(protocol: FirstRequest) -> FirstRequestWait {
+        FirstRequestWait {
+            deadline: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
+            protocol,
+            line_feeds: 0,
+            read: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_request_head_ends_at_its_empty_line_or_the_whole_preface() {
+        let mut h1 = wait(FirstRequest::Http1);
+        assert!(!h1.complete_after(b"GET / HTTP/1.1\r\nHost: x\r"));
+        assert!(!h1.complete_after(b"\n\r"));
+        assert!(h1.complete_after(b"\n"));
+        let mut bare = wait(FirstRequest::Http1);
+        assert!(bare.complete_after(b"GET / HTTP/1.0\n\n"));
+        let mut h2 = wait(FirstRequest::Http2);
+        assert!(!h2.complete_after(&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..23]));
+        assert!(h2.complete_after(b"\n"));
+    }
+
+    async fn listener(max: usize, timeout_ms: u64) -> BoundedListener {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let limits = ConnectionLimits {
+            max_connections: max,
+            first_request_timeout: Duration::from_millis(timeout_ms),
+        };
+        BoundedListener::new(tcp, limits, FirstRequest::Http1, "test")
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_a_connection_is_closed_and_a_freed_slot_is_reused() {
+        let mut l = listener(1, 60_000).await;
+        let addr = l.local_addr().unwrap();
+        let _a = TcpStream::connect(addr).await.unwrap();
+        let (first, _) = l.accept().await;
+        assert_eq!(l.open_connections(), 1);
+        let mut refused = TcpStream::connect(addr).await.unwrap();
+        let mut accept = Box::pin(l.accept());
+        // The refused one is accepted and closed inside accept (which keeps waiting).
+        let mut buf = [0u8; 1];
+        tokio::select! {
+            n = refused.read(&mut buf) => assert_eq!(n.unwrap(), 0),
+            _ = &mut accept => panic!("a connection past the cap was handed out"),
+        }
+        drop(first);
+        let _c = TcpStream::connect(addr).await.unwrap();
+        let (_third, _) = tokio::time::timeout(Duration::from_secs(20), accept)
+            .await
+            .expect("a freed slot takes the next connection");
+        assert_eq!(l.open_connections(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_silent_connection_gets_a_timeout_and_a_complete_head_does_not() {
+        let mut l = listener(4, 200).await;
+        let addr = l.local_addr().unwrap();
+        let _silent = TcpStream::connect(addr).await.unwrap();
+        let (mut conn, _) = l.accept().await;
+        let mut buf = [0u8; 64];
+        let err = conn.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+
+        let mut talker = TcpStream::connect(addr).await.unwrap();
+        let (mut conn, _) = l.accept().await;
+        talker.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut got = Vec::new();
+        while got.len() < 18 {
+            let n = conn.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        // Past the deadline, a connection with its head in is left alone.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        talker.write_all(b"x").await.unwrap();
+        assert_eq!(conn.read(&mut buf).await.unwrap(), 1);
+    }
+}
