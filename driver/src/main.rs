@@ -235,6 +235,7 @@ fn history(
         Some(s) => ember_ui::Auth::Secret(s.into()),
         None => ember_ui::Auth::Open,
     };
+    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -341,6 +341,10 @@ impl AsyncRead for BoundedConn {
                     .as_mut()
                     .is_some_and(|wait| wait.deadline.as_mut().poll(cx).is_ready());
                 if expired {
+                    tracing::debug!(
+                        peer = ?this.stream.peer_addr().ok(),
+                        "closing a connection without a first request before its deadline"
+                    );
                     Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "no complete first request before the first-request timeout",
