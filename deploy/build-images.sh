@@ -39,8 +39,9 @@ for b in ember-driver ember-executor; do
 done
 
 # Exactly the shared libraries the daemons and the job binaries (which executors run
-# as workers) link, at the paths the dynamic loader looks for them.
-libs() { ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u; }
+# as workers) link, at the paths the dynamic loader looks for them. (ldd heads each
+# file's list with "PATH:", absolute when the target directory is: not a library.)
+libs() { ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u; }
 jobs=$(find "$out/examples" -maxdepth 1 -type f -executable ! -name '*-*')
 for lib in $(libs "$out/ember-driver" "$out/ember-executor" $jobs); do
   mkdir -p "$ctx/rootfs$(dirname "$lib")"

@@ -465,6 +465,19 @@ mod tests {
         assert_eq!(l.open_connections(), 1);
     }
 
+    #[cfg(feature = "server")]
+    #[tokio::test]
+    async fn tonic_sees_the_peer_of_a_bounded_connection() {
+        use tonic::transport::server::Connected;
+        let mut l = listener(4, 60_000).await;
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (conn, peer) = l.accept().await;
+        let info = conn.connect_info();
+        assert_eq!(info.remote_addr, Some(client.local_addr().unwrap()));
+        assert_eq!(info.remote_addr, Some(peer));
+        assert_eq!(info.local_addr, Some(l.local_addr().unwrap()));
+    }
+
     #[tokio::test]
     async fn a_silent_connection_gets_a_timeout_and_a_complete_head_does_not() {
         let mut l = listener(4, 200).await;
