@@ -451,6 +451,8 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
     });
 
     let limits = args.connections.limits();
+    let ports = 1 + usize::from(ui_listener.is_some());
+    ember_proto::listener::warn_if_caps_exceed_open_files(limits, ports);
     let grpc = daemon.serve_bounded(
         ember_driver::server::grpc_listener(listener, limits),
         stopped(stop_rx.clone()),

@@ -432,6 +432,8 @@ fn main() -> ExitCode {
         max_connections: cli.max_connections,
         first_request_timeout: Duration::from_millis(cli.first_request_timeout_ms),
     };
+    let ports = 1 + usize::from(cli.metrics_port.is_some());
+    ember_proto::listener::warn_if_caps_exceed_open_files(limits, ports);
     let code = runtime.block_on(run(config, cli.shuffle_port, cli.metrics_port, limits));
     // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
     drop(runtime);

@@ -396,6 +396,29 @@ impl tonic::transport::server::Connected for BoundedConn {
     }
 }
 
+/// Descriptors a daemon keeps for itself beside its listeners' connections (files,
+/// channels, worker sockets) when judging whether its caps fit the open-files limit.
+const OWN_DESCRIPTORS: u64 = 256;
+
+/// Warns when `ports` listeners, each at `limits.max_connections`, could use more
+/// descriptors than the open-files limit leaves: then the caps cannot keep idle
+/// connections from starving the daemon's own work, and `--max-connections` should be
+/// lowered (or the limit raised).
+pub fn warn_if_caps_exceed_open_files(limits: ConnectionLimits, ports: usize) {
+    let Ok((soft, _)) = rlimit::Resource::NOFILE.get() else {
+        return;
+    };
+    let wanted = (limits.max_connections as u64).saturating_mul(ports as u64);
+    if wanted.saturating_add(OWN_DESCRIPTORS) > soft {
+        tracing::warn!(
+            "--max-connections {} on {ports} port(s) allows {wanted} connections, but the \
+             open-files limit is {soft} (with {OWN_DESCRIPTORS} kept for the daemon's own \
+             files): lower --max-connections or raise the limit (ulimit -n)",
+            limits.max_connections
+        );
+    }
+}
+
 /// Raises this process's soft limit of open files to its hard limit (a daemon's
 /// connections are files); returns (before, after).
 pub fn raise_open_files_limit() -> io::Result<(u64, u64)> {
