@@ -12,7 +12,7 @@
 #   5. restarts the driver container between two jobs: executors re-register, the next
 #      job runs right.
 # Always tears everything down (containers, networks, volumes, the images it built, its
-# scratch dir under target/), even on failure or Ctrl-C. Each step is bounded and timed;
+# scratch dir under cargo's target directory), even on failure or Ctrl-C. Each step is bounded and timed;
 # the whole run prints its duration. When no Docker engine answers it says so and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +33,13 @@ else
 fi
 
 project="embere2e$$"
+# Where cargo puts its output: CARGO_TARGET_DIR, a config's build.target-dir, else target/
+# (build-images.sh asks cargo the same way).
+target_dir=$(cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+[ -n "$target_dir" ] || { echo "test-compose: cargo metadata named no target directory" >&2; exit 2; }
 export EMBER_IMAGE_TAG="e2e-$$"
-scratch="$repo/target/compose-e2e-$$"
+scratch="$target_dir/compose-e2e-$$"
 export EMBER_DATA_DIR="$scratch/data"
 export EMBER_SECRET_FILE="$scratch/secret"
 # EMBER_BUILD_PROFILE=dev (as CI sets it) tests images of the debug binaries, and runs
@@ -43,7 +48,7 @@ export EMBER_SECRET_FILE="$scratch/secret"
 # store once per job binary.
 case "${EMBER_BUILD_PROFILE:-release}" in
   dev) export EMBER_JOBS_DIR="$scratch/jobs" ;;
-  *) export EMBER_JOBS_DIR="$repo/target/release/examples" ;;
+  *) export EMBER_JOBS_DIR="$target_dir/release/examples" ;;
 esac
 export EMBER_HEARTBEAT_TIMEOUT_MS=4000
 export EMBER_DRIVER_PORT=0 EMBER_UI_PORT=0   # ephemeral host ports, read back below
@@ -118,7 +123,7 @@ mkdir -p "$EMBER_DATA_DIR"
 deploy/build-images.sh "$EMBER_IMAGE_TAG" 2>&1 | grep -E '^built ' | sed 's/^/   /'
 if [ "${EMBER_BUILD_PROFILE:-release}" = dev ]; then
   mkdir -p "$EMBER_JOBS_DIR"
-  for job in $(find target/debug/examples -maxdepth 1 -type f -executable ! -name '*-*'); do
+  for job in $(find "$target_dir/debug/examples" -maxdepth 1 -type f -executable ! -name '*-*'); do
     strip -o "$EMBER_JOBS_DIR/$(basename "$job")" "$job"
   done
   echo "   stripped debug job binaries in $EMBER_JOBS_DIR: $(du -sh "$EMBER_JOBS_DIR" | cut -f1)"

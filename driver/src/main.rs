@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use ember_driver::server::{DriverConfig, DriverDaemon, ServerLimits};
+use ember_proto::listener::ConnectionLimits;
 use ember_proto::{auth, operator_secret};
 use ember_scheduler::PlanLimits;
 use tokio::net::TcpListener;
@@ -138,6 +139,43 @@ struct Args {
     /// A binary no session uses is deleted once unused for this many seconds.
     #[arg(long, default_value_t = 3600)]
     binary_max_age_secs: u64,
+    #[command(flatten)]
+    connections: ConnectionArgs,
+}
+
+/// Bounds of every listening port (gRPC, web UI, history server).
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct ConnectionArgs {
+    /// Open connections per listening port; past it a new connection is closed at once
+    /// (logged at warn, at most once a second with a count).
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Milliseconds a new connection may take to send its first request (HTTP) or its
+    /// HTTP/2 preface (gRPC) before it is closed.
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_FIRST_REQUEST_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    first_request_timeout_ms: u64,
+}
+
+impl ConnectionArgs {
+    fn limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.max_connections,
+            first_request_timeout: Duration::from_millis(self.first_request_timeout_ms),
+        }
+    }
+}
+
+/// Raises the open-files limit to its hard limit (connections are files), saying so.
+fn raise_open_files_limit() {
+    match ember_proto::listener::raise_open_files_limit() {
+        Ok((before, after)) if after > before => {
+            info!("raised the open-files limit from {before} to {after} (the hard limit)")
+        }
+        Ok((_, now)) => info!("open-files limit {now}"),
+        Err(e) => warn!("cannot read or raise the open-files limit: {e}"),
+    }
 }
 
 /// Subcommands (without one, the daemon runs).
@@ -169,6 +207,8 @@ enum Command {
         /// EMBER_OPERATOR_SECRET_FILE names).
         #[arg(long)]
         operator_secret_file: Option<PathBuf>,
+        #[command(flatten)]
+        connections: ConnectionArgs,
     },
 }
 
@@ -185,7 +225,13 @@ fn init_logging() {
 }
 
 /// The `history` subcommand: serves until SIGINT or SIGTERM (its refusals logged).
-fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::Path>) -> ExitCode {
+fn history(
+    dir: PathBuf,
+    host: &str,
+    port: u16,
+    secret_file: Option<&std::path::Path>,
+    limits: ConnectionLimits,
+) -> ExitCode {
     init_logging();
     let secret = match operator_secret::load(secret_file, host) {
         Ok(s) => s,
@@ -211,6 +257,7 @@ fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::
         Some(s) => ember_ui::Auth::Secret(s.into()),
         None => ember_ui::Auth::Open,
     };
+    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -228,10 +275,11 @@ fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::
             .with_context(|| format!("cannot listen on {host}:{port}"))?;
         println!("ember-driver history on http://{}", listener.local_addr()?);
         std::io::stdout().flush()?;
-        ember_ui::serve(
-            listener,
+        ember_ui::serve_with(
+            ember_ui::server::bounded(listener, limits),
             ember_ui::Source::History(dir),
             auth,
+            None,
             signals.wait(),
         )
         .await?;
@@ -269,7 +317,16 @@ fn main() -> ExitCode {
             host,
             ui_port,
             operator_secret_file,
-        }) => return history(dir, &host, ui_port, operator_secret_file.as_deref()),
+            connections,
+        }) => {
+            return history(
+                dir,
+                &host,
+                ui_port,
+                operator_secret_file.as_deref(),
+                connections.limits(),
+            )
+        }
         None => {}
     }
     let quantile_ok = args.speculation_quantile > 0.0 && args.speculation_quantile <= 1.0;
@@ -282,6 +339,7 @@ fn main() -> ExitCode {
     }
     init_logging();
 
+    raise_open_files_limit();
     let secret = match auth::load_secret(args.secret_file.as_deref()) {
         Ok(s) => s,
         Err(e) => {
@@ -437,10 +495,19 @@ async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> an
         let _ = stop_tx.send(true);
     });
 
-    let grpc = daemon.serve(listener, stopped(stop_rx.clone()));
+    let limits = args.connections.limits();
+    let ports = 1 + usize::from(ui_listener.is_some());
+    ember_proto::listener::warn_if_caps_exceed_open_files(limits, ports);
+    let grpc = daemon.serve_bounded(
+        ember_driver::server::grpc_listener(listener, limits),
+        stopped(stop_rx.clone()),
+    );
     let ui = async {
         match ui_listener {
-            Some(l) => daemon.serve_ui(l, stopped(stop_rx.clone())).await,
+            Some(l) => {
+                let l = ember_ui::server::bounded(l, limits);
+                daemon.serve_ui_bounded(l, stopped(stop_rx.clone())).await
+            }
             None => Ok(()),
         }
     };

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
+use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, FetchBlocksRequest};
 use ember_shuffle::reader::locate_local_block;
@@ -32,8 +33,7 @@ use ember_shuffle::BlockId;
 use ember_shuffle::ShuffleError;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
@@ -272,6 +272,24 @@ pub async fn serve(
     listener: TcpListener,
     service: ShuffleService,
     secret: Option<&str>,
+    registered: tokio::sync::watch::Receiver<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = bounded(listener, ConnectionLimits::default());
+    serve_bounded(incoming, service, secret, registered, shutdown).await
+}
+
+/// `listener` as the shuffle service's port: at most `limits.max_connections` open, each
+/// with `limits.first_request_timeout` to send the HTTP/2 preface.
+pub fn bounded(listener: TcpListener, limits: ConnectionLimits) -> BoundedListener {
+    BoundedListener::new(listener, limits, FirstRequest::Http2, "shuffle")
+}
+
+/// [`serve`] on a [`bounded`] listener.
+pub async fn serve_bounded(
+    incoming: BoundedListener,
+    service: ShuffleService,
+    secret: Option<&str>,
     mut registered: tokio::sync::watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
@@ -295,12 +313,6 @@ pub async fn serve(
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         RequireSecret::new(secret, "shuffle"),
     );
-    let incoming = TcpListenerStream::new(listener).map(|conn| {
-        if let Ok(stream) = &conn {
-            let _ = stream.set_nodelay(true);
-        }
-        conn
-    });
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(svc)

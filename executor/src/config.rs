@@ -1,7 +1,9 @@
 //! The daemon's settings and the layout of its work directory.
 //!
 //! ```text
-//! <work_dir>/                         mode 0700, like every directory below
+//! <work_dir>/                         mode 0700 if ember created it, like every
+//!                                     directory below
+//! <work_dir>/.ember-executor          the marker: "created" or "adopted"
 //! <work_dir>/binaries/<sha256>        verified job binaries (mode 0700), kept across
 //!                                     registrations
 //! <work_dir>/shuffle/                 shuffle files of every worker, served by this
@@ -11,13 +13,105 @@
 //! <work_dir>/workers/<sha16>-<n>/     a worker's scratch dir, removed when it exits
 //! ```
 //!
-//! Invariants: the work dir and its three subdirectories exist with mode 0700 once
-//! [`Config::prepare_work_dir`] returned; modes are set explicitly ([`private_dir`]),
-//! never left to the umask, so no other local user can plant a binary, read shuffle
-//! data or connect to (or impersonate) a worker socket.
+//! Invariants: the work dir and its three subdirectories exist once
+//! [`Config::prepare_work_dir`] returned, the subdirectories with mode 0700; modes are
+//! set explicitly ([`private_dir`]), never left to the umask, so no other local user can
+//! plant a binary, read shuffle data or connect to (or impersonate) a worker socket.
+//!
+//! The executor empties `shuffle/` and `workers/` at start, so it only works in a
+//! directory that is its own ([`claim_work_dir`]): one it creates, an empty one it
+//! adopts, or one holding its marker from an earlier run. A non-empty directory without
+//! the marker is refused and left untouched; a directory ember did not create (adopted)
+//! keeps its mode (say a shared 1777 one), since only its subdirectories need to be
+//! private.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// The file that marks a directory as an ember executor's work dir.
+pub const WORK_DIR_MARKER: &str = ".ember-executor";
+/// The marker's content for a work dir ember created (and so may chmod).
+const CREATED: &str = "created\n";
+/// The marker's content for an empty directory ember adopted (its mode is not ember's).
+const ADOPTED: &str = "adopted\n";
+
+/// Why a work dir cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkDirError {
+    /// The directory has files and no marker: someone else's.
+    #[error(
+        "work dir {} is not empty and was not made by ember-executor (no {WORK_DIR_MARKER} \
+         in it): refusing to use it, since the executor empties its shuffle/ and workers/ \
+         subdirectories; give a new or empty directory (or a new subdirectory of this one)",
+        .0.display()
+    )]
+    Foreign(PathBuf),
+    /// The path exists and is not a directory.
+    #[error("work dir {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// Reading or writing it failed.
+    #[error("cannot prepare work dir {}: {source}", dir.display())]
+    Io {
+        /// The directory (or the file in it) that failed.
+        dir: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+}
+
+fn io_error(dir: &Path) -> impl FnOnce(std::io::Error) -> WorkDirError + '_ {
+    move |source| WorkDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    }
+}
+
+/// Makes `dir` this executor's work dir, or refuses it; returns its canonical path.
+///
+/// - missing: created (parents too) with mode 0700, marked "created";
+/// - holding the marker: an earlier run's; re-chmodded to 0700 only if ember created it;
+/// - empty, no marker: adopted as it is (its mode untouched), marked "adopted";
+/// - anything else: [`WorkDirError::Foreign`], and nothing in it is changed.
+pub fn claim_work_dir(dir: &Path) -> Result<PathBuf, WorkDirError> {
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            private_dir(dir).map_err(io_error(dir))?;
+            write_marker(dir, CREATED)?;
+        }
+        Err(e) => return Err(io_error(dir)(e)),
+        Ok(m) if !m.is_dir() => return Err(WorkDirError::NotADirectory(dir.to_path_buf())),
+        Ok(_) => {
+            let marker = dir.join(WORK_DIR_MARKER);
+            match std::fs::symlink_metadata(&marker) {
+                Ok(m) if m.is_file() => {
+                    let content = std::fs::read_to_string(&marker).map_err(io_error(&marker))?;
+                    if content == CREATED {
+                        private_dir(dir).map_err(io_error(dir))?;
+                    }
+                }
+                Ok(_) => return Err(WorkDirError::Foreign(dir.to_path_buf())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+                    if entries.next().is_some() {
+                        return Err(WorkDirError::Foreign(dir.to_path_buf()));
+                    }
+                    write_marker(dir, ADOPTED)?;
+                    tracing::info!(
+                        work_dir = %dir.display(),
+                        "adopted an existing empty work dir (its mode is left as it is)"
+                    );
+                }
+                Err(e) => return Err(io_error(&marker)(e)),
+            }
+        }
+    }
+    dir.canonicalize().map_err(io_error(dir))
+}
+
+fn write_marker(dir: &Path, content: &str) -> Result<(), WorkDirError> {
+    let marker = dir.join(WORK_DIR_MARKER);
+    std::fs::write(&marker, content).map_err(io_error(&marker))
+}
 
 /// Creates `dir` (and missing parents) with mode 0700 and sets 0700 on `dir` itself
 /// even if it existed: whatever the umask, only this user may enter it.
@@ -71,17 +165,19 @@ impl Config {
         self.work_dir.join("workers")
     }
 
-    /// Creates the work dir and its subdirectories (mode 0700), and empties `shuffle/`
-    /// and `workers/` of anything a previous run left (its shuffle output belonged to an
-    /// executor id that is gone).
-    pub fn prepare_work_dir(&self) -> std::io::Result<()> {
-        private_dir(&self.work_dir)?;
-        private_dir(&self.binaries_dir())?;
+    /// Claims the work dir ([`claim_work_dir`]: refused if it is someone else's),
+    /// creates its subdirectories (mode 0700), and empties `shuffle/` and `workers/` of
+    /// anything a previous run left (its shuffle output belonged to an executor id that
+    /// is gone).
+    pub fn prepare_work_dir(&self) -> Result<(), WorkDirError> {
+        claim_work_dir(&self.work_dir)?;
+        let binaries = self.binaries_dir();
+        private_dir(&binaries).map_err(io_error(&binaries))?;
         for dir in [self.shuffle_dir(), self.workers_dir()] {
             if dir.exists() {
-                std::fs::remove_dir_all(&dir)?;
+                std::fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
             }
-            private_dir(&dir)?;
+            private_dir(&dir).map_err(io_error(&dir))?;
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ use ember_executor::blocks::{self, ShuffleService};
 use ember_executor::config::Config;
 use ember_executor::driver_conn;
 use ember_executor::registration::{self, Registration};
+use ember_proto::listener::ConnectionLimits;
 use tokio_util::sync::CancellationToken;
 
 /// ember's executor daemon: registers with a driver, runs job binaries' tasks in
@@ -53,7 +54,9 @@ struct Cli {
     #[arg(long, default_value = "4g", value_parser = ember_proto::units::parse_memory_size)]
     memory: u64,
     /// Work directory for binaries, shuffle files and worker sockets (default: a
-    /// temporary directory removed at exit).
+    /// temporary directory removed at exit). Created if missing; an existing directory
+    /// must be empty or an earlier executor's (it holds `.ember-executor`), else the
+    /// executor refuses to start and changes nothing in it.
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// File holding the cluster secret (default: the EMBER_SECRET environment variable).
@@ -79,6 +82,16 @@ struct Cli {
     /// cluster has a secret.
     #[arg(long)]
     operator_secret_file: Option<PathBuf>,
+    /// Open connections per listening port (shuffle service, metrics); past it a new
+    /// connection is closed at once (logged at warn, at most once a second with a count).
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Milliseconds a new connection may take to send its HTTP/2 preface (shuffle
+    /// service) or first request (metrics) before it is closed.
+    #[arg(long, default_value_t = ember_proto::listener::DEFAULT_FIRST_REQUEST_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    first_request_timeout_ms: u64,
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
@@ -155,10 +168,10 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         return Err("--memory must be more than 0 bytes".into());
     }
     let (work_dir, temp) = match &cli.work_dir {
-        Some(dir) => std::fs::create_dir_all(dir)
-            .and_then(|_| dir.canonicalize())
-            .map(|d| (d, None))
-            .map_err(|e| format!("cannot use work dir {}: {e}", dir.display()))?,
+        Some(dir) => (
+            ember_executor::config::claim_work_dir(dir).map_err(|e| e.to_string())?,
+            None,
+        ),
         None => {
             let t = tempfile::Builder::new()
                 .prefix("ember-executor-")
@@ -178,9 +191,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
     };
-    config
-        .prepare_work_dir()
-        .map_err(|e| format!("cannot prepare work dir {}: {e}", config.work_dir.display()))?;
+    config.prepare_work_dir().map_err(|e| e.to_string())?;
     Ok((config, temp))
 }
 
@@ -189,6 +200,7 @@ async fn run(
     config: Config,
     shuffle_port: u16,
     metrics: Option<(u16, Option<Arc<str>>)>,
+    limits: ConnectionLimits,
 ) -> ExitCode {
     let config = Arc::new(config);
     let shutdown = CancellationToken::new();
@@ -218,8 +230,8 @@ async fn run(
     let registered = registration::RegisteredFlag::default();
     let registered_rx = registered.subscribe();
     let server = tokio::spawn(async move {
-        blocks::serve(
-            listener,
+        blocks::serve_bounded(
+            blocks::bounded(listener, limits),
             service,
             secret.as_deref(),
             registered_rx,
@@ -247,7 +259,8 @@ async fn run(
         let stop = shutdown.clone();
         tokio::spawn(async move {
             if let Err(e) =
-                ember_executor::metrics::serve(listener, secret, stop.cancelled_owned()).await
+                ember_executor::metrics::serve(listener, limits, secret, stop.cancelled_owned())
+                    .await
             {
                 tracing::warn!("metrics endpoint stopped: {e}");
             }
@@ -407,6 +420,14 @@ fn main() -> ExitCode {
         return health(addr, *timeout_ms);
     }
     init_logging();
+    // Connections are files: raise the soft open-files limit to the hard one, saying so.
+    match ember_proto::listener::raise_open_files_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!("raised the open-files limit from {before} to {after} (the hard limit)")
+        }
+        Ok((_, now)) => tracing::info!("open-files limit {now}"),
+        Err(e) => tracing::warn!("cannot read or raise the open-files limit: {e}"),
+    }
     let (config, temp_dir) = match configure(&cli) {
         Ok(c) => c,
         Err(msg) => {
@@ -443,8 +464,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let limits = ConnectionLimits {
+        max_connections: cli.max_connections,
+        first_request_timeout: Duration::from_millis(cli.first_request_timeout_ms),
+    };
+    let ports = 1 + usize::from(cli.metrics_port.is_some());
+    ember_proto::listener::warn_if_caps_exceed_open_files(limits, ports);
     let metrics = cli.metrics_port.map(|port| (port, metrics_secret));
-    let code = runtime.block_on(run(config, cli.shuffle_port, metrics));
+    let code = runtime.block_on(run(config, cli.shuffle_port, metrics, limits));
     // Dropping the runtime drops any worker left (kill_on_drop) before the dir goes.
     drop(runtime);
     drop(temp_dir);

@@ -187,9 +187,12 @@ impl Drop for WorkerAlive {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `shutdown` resolves.
+/// Serves `GET /metrics` on `listener` until `shutdown` resolves; at most
+/// `limits.max_connections` open, each with `limits.first_request_timeout` to send its
+/// first request.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    limits: ember_proto::listener::ConnectionLimits,
     secret: Option<Arc<str>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -223,8 +226,16 @@ pub async fn serve(
             },
         ),
     );
-    axum::serve(
+    let listener = ember_proto::listener::BoundedListener::new(
         listener,
+        limits,
+        ember_proto::listener::FirstRequest::Http1,
+        "metrics",
+    );
+    // tap_io: axum gives the peer address (ConnectInfo) only for its own listener
+    // types, and for any listener wrapped this way.
+    axum::serve(
+        axum::serve::ListenerExt::tap_io(listener, |_| {}),
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)

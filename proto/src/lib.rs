@@ -12,6 +12,8 @@ pub mod health;
 pub mod held_plans;
 pub mod id_range;
 pub mod limits;
+#[cfg(feature = "listener")]
+pub mod listener;
 pub mod operator_secret;
 pub mod refusal_log;
 pub mod shuffle_input;

@@ -25,6 +25,8 @@ use crossbeam_channel::Receiver;
 use ember_scheduler::ListenerEvent;
 use parking_lot::RwLock;
 
+/// Connection bounds of the UI's port (see `ember_proto::listener`).
+pub use ember_proto::listener::ConnectionLimits;
 pub use event::{AppEvent, Metrics};
 pub use event_log::{EventLogWriter, LogError};
 pub use server::{serve, serve_with, Auth, ExtraMetrics, Sessions, Source};

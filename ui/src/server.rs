@@ -10,7 +10,8 @@
 //! page (executors, metrics) gets 403. Only `POST` kills a job (`/api/v1/jobs/N/kill`,
 //! or the job page's form), never from another site. Credentials are never part of a
 //! page. Path parameters are parsed as numbers or matched against the log files
-//! listed, never used as paths.
+//! listed, never used as paths. Connections are bounded in number and in time to their
+//! first request ([`bounded`], `ember_proto::listener`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,6 +25,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::refusal_log::RefusalLog;
 use parking_lot::Mutex;
 
@@ -222,27 +224,43 @@ fn refused(s: &Shared, req: &Request, status: StatusCode) {
     s.refusals.refused(peer, req.uri().path(), status.as_u16());
 }
 
-/// Serves `source` on `listener` until `shutdown` resolves.
+/// Serves `source` on `listener` until `shutdown` resolves, with the default
+/// [`ConnectionLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     source: Source,
     auth: Auth,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with(listener, source, auth, None, shutdown).await
+    serve_with(
+        bounded(listener, ConnectionLimits::default()),
+        source,
+        auth,
+        None,
+        shutdown,
+    )
+    .await
 }
 
-/// [`serve`] with `extra` metrics on `/metrics`.
+/// `listener` as the UI's port: at most `limits.max_connections` open, each with
+/// `limits.first_request_timeout` to send its first request head.
+pub fn bounded(listener: tokio::net::TcpListener, limits: ConnectionLimits) -> BoundedListener {
+    BoundedListener::new(listener, limits, FirstRequest::Http1, "ui")
+}
+
+/// [`serve`] on a [`bounded`] listener, with `extra` metrics on `/metrics`.
 pub async fn serve_with(
-    listener: tokio::net::TcpListener,
+    listener: BoundedListener,
     source: Source,
     auth: Auth,
     extra: Option<ExtraMetrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router_with(source, auth, extra);
+    // tap_io: axum gives the peer address (ConnectInfo) only for its own listener
+    // types, and for any listener wrapped this way.
     axum::serve(
-        listener,
+        axum::serve::ListenerExt::tap_io(listener, |_| {}),
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)

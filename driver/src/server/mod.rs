@@ -26,10 +26,10 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use ember_proto::auth::{self, RequireSecret};
 use ember_proto::driver_server::DriverServer;
+use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::ClusterStatus;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 
 use ember_scheduler::events::SchedulerEvent;
 use ember_scheduler::scheduler::{SchedulerConfig, SchedulerHandle};
@@ -297,7 +297,19 @@ impl DriverDaemon {
         listener: TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ServerError> {
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        self.serve_bounded(
+            grpc_listener(listener, ConnectionLimits::default()),
+            shutdown,
+        )
+        .await
+    }
+
+    /// [`serve`](Self::serve) on a listener bounded by [`grpc_listener`].
+    pub async fn serve_bounded(
+        &self,
+        incoming: BoundedListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ServerError> {
         let state = self.state.clone();
         // The standard gRPC health service (no secret needed): SERVING while this runs.
         let (_reporter, health) = ember_proto::health::health_reporter();
@@ -320,6 +332,16 @@ impl DriverDaemon {
     pub async fn serve_ui(
         &self,
         listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let listener = ember_ui::server::bounded(listener, ConnectionLimits::default());
+        self.serve_ui_bounded(listener, shutdown).await
+    }
+
+    /// [`serve_ui`](Self::serve_ui) on a listener bounded by `ember_ui::server::bounded`.
+    pub async fn serve_ui_bounded(
+        &self,
+        listener: BoundedListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let auth = match (&self.operator_secret, &self.secret) {
@@ -382,4 +404,10 @@ fn driver_metrics(state: &DriverState) -> String {
     let mut out = String::new();
     let _ = prometheus_client::encoding::text::encode(&mut out, &r);
     out
+}
+
+/// `listener` as the driver's gRPC port: at most `limits.max_connections` open, each
+/// with `limits.first_request_timeout` to send the HTTP/2 preface.
+pub fn grpc_listener(listener: TcpListener, limits: ConnectionLimits) -> BoundedListener {
+    BoundedListener::new(listener, limits, FirstRequest::Http2, "grpc")
 }

@@ -243,3 +243,115 @@ async fn io_threads_sizes_its_runtime_by_default_to_its_cores_and_refuses_zero()
         child.kill().await.unwrap();
     }
 }
+
+/// Mode bits (with setuid/setgid/sticky) of `path`.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Starts the executor on `work` until its stdout line, then kills it.
+async fn runs_on(driver_url: &str, work: &std::path::Path) {
+    let mut child = executor(&["--driver", driver_url, "--work-dir", work.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let _stderr = started(&mut child).await;
+    child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn work_dir_refuses_a_foreign_non_empty_directory_and_changes_nothing_in_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    // A shared 1777 directory with someone's files, some named as ember's subdirectories.
+    let shared = root.path().join("shared");
+    std::fs::create_dir_all(shared.join("shuffle")).unwrap();
+    std::fs::create_dir_all(shared.join("workers")).unwrap();
+    std::fs::write(shared.join("shuffle/keep.txt"), "mine").unwrap();
+    std::fs::write(shared.join("workers/w.txt"), "also mine").unwrap();
+    std::fs::write(shared.join("notes.txt"), "notes").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<_> = walk(dir);
+        names.sort();
+        names
+    };
+    let before = listing(&shared);
+
+    let why = format!(
+        "work dir {} is not empty and was not made by ember-executor (no .ember-executor in it)",
+        shared.display()
+    );
+    refused(
+        &[
+            "--driver",
+            "http://127.0.0.1:1",
+            "--work-dir",
+            shared.to_str().unwrap(),
+        ],
+        &why,
+    )
+    .await;
+    assert_eq!(mode(&shared), 0o1777);
+    assert_eq!(listing(&shared), before);
+    assert_eq!(
+        std::fs::read_to_string(shared.join("shuffle/keep.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join("workers/w.txt")).unwrap(),
+        "also mine"
+    );
+}
+
+/// Every path under `dir`, relative to it.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn work_dir_adopts_an_empty_directory_and_reuses_its_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let driver = start_driver(HashMap::new(), None).await;
+    let root = tempfile::tempdir().unwrap();
+
+    // An empty shared directory: adopted, marked, its own mode left alone.
+    let empty = root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    runs_on(&driver.url, &empty).await;
+    assert_eq!(
+        std::fs::read_to_string(empty.join(".ember-executor")).unwrap(),
+        "adopted\n"
+    );
+    assert_eq!(mode(&empty), 0o1777);
+    assert_eq!(mode(&empty.join("shuffle")), 0o700);
+    // Its own again (not empty now): accepted, still not chmodded.
+    runs_on(&driver.url, &empty).await;
+    assert_eq!(mode(&empty), 0o1777);
+
+    // A missing one: created 0700; the next run takes it back and empties shuffle/.
+    let fresh = root.path().join("a/b/work");
+    runs_on(&driver.url, &fresh).await;
+    assert_eq!(
+        std::fs::read_to_string(fresh.join(".ember-executor")).unwrap(),
+        "created\n"
+    );
+    assert_eq!(mode(&fresh), 0o700);
+    std::fs::write(fresh.join("shuffle/stale.data"), "old").unwrap();
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    runs_on(&driver.url, &fresh).await;
+    assert!(!fresh.join("shuffle/stale.data").exists());
+    assert_eq!(mode(&fresh), 0o700);
+}
