@@ -12,7 +12,9 @@
 mod api;
 pub mod event;
 pub mod event_log;
+mod history;
 mod html;
+pub mod log_reader;
 mod metrics;
 pub mod server;
 pub mod store;
