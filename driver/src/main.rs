@@ -165,8 +165,11 @@ enum Command {
     },
 }
 
-/// The `history` subcommand: serves until SIGINT or SIGTERM.
+/// The `history` subcommand: serves until SIGINT or SIGTERM, logging (warn) each event-log
+/// line it skips and each log it cannot show.
 fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::Path>) -> ExitCode {
+    // The logs it skips or leaves out are warned about (file and line) on stderr.
+    init_logging();
     let secret = match auth::load_secret(secret_file) {
         Ok(s) => s,
         Err(e) => {
@@ -237,6 +240,18 @@ fn health(addr: &str, timeout_ms: u64) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Logs to stderr at the level `EMBER_LOG` (else `RUST_LOG`, else info) says.
+fn init_logging() {
+    let filter = std::env::var("EMBER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}
+
 fn main() -> ExitCode {
     no_transparent_huge_pages();
     let args = Args::parse();
@@ -258,14 +273,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let filter = std::env::var("EMBER_LOG")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
+    init_logging();
 
     let secret = match auth::load_secret(args.secret_file.as_deref()) {
         Ok(s) => s,
