@@ -126,15 +126,3 @@ impl EventLogWriter {
 }
 
 pub use crate::log_reader::replay;
-
-/// The event logs in `dir` (`*.jsonl`), by name.
-pub fn list_logs(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
-        .collect();
-    out.sort();
-    Ok(out)
-}

@@ -19,8 +19,8 @@ use crate::event::AppEvent;
 use crate::event_log::{LogError, MAX_LINE_BYTES};
 use crate::store::AppStatus;
 
-/// Skipped lines warned about per log; past this, one summary line.
-const MAX_WARNINGS: usize = 10;
+/// Skipped lines warned about (and returned) per log; past this, one summary line.
+pub const MAX_WARNINGS: usize = 10;
 
 /// Characters of a bad line quoted in its warning.
 const QUOTED_CHARS: usize = 120;
@@ -44,8 +44,11 @@ pub struct LogReader {
 pub struct ReadOutcome {
     /// Events applied.
     pub events: usize,
-    /// The lines skipped (each a [`LogError::Bad`] naming file and line), already warned.
+    /// The first lines skipped (at most [`MAX_WARNINGS`] per log, each a
+    /// [`LogError::Bad`] naming file and line), already warned.
     pub skipped: Vec<LogError>,
+    /// Lines skipped, all of them.
+    pub skipped_lines: usize,
     /// Bytes after the last complete line: a line still being written (or torn).
     pub partial_bytes: u64,
 }
@@ -119,17 +122,18 @@ impl LogReader {
                     return Err(self.bad(number, "the log does not start with app_started"));
                 }
                 Err(what) => {
-                    let err = self.bad(number, &what);
                     self.skipped += 1;
+                    out.skipped_lines += 1;
                     if self.skipped <= MAX_WARNINGS {
+                        let err = self.bad(number, &what);
                         tracing::warn!("history: skipping a line: {err}");
+                        out.skipped.push(err);
                     } else if self.skipped == MAX_WARNINGS + 1 {
                         tracing::warn!(
                             "history: {}: more bad lines; warning no more for this log",
                             self.path.display()
                         );
                     }
-                    out.skipped.push(err);
                 }
             }
             self.lines = number;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use ember_ui::event::StageRef;
 use ember_ui::event_log::{replay, CUT_TEXT_BYTES, MAX_LINE_BYTES};
-use ember_ui::log_reader::LogReader;
+use ember_ui::log_reader::{LogReader, MAX_WARNINGS};
 use ember_ui::{AppEvent, AppStatus, Auth, EventLogWriter, Source};
 
 fn line(e: &AppEvent) -> String {
@@ -125,7 +125,7 @@ fn the_reader_names_each_skipped_line_and_reads_only_what_was_appended() {
     assert_eq!(first.events, 4);
     let skipped: Vec<String> = first.skipped.iter().map(|e| e.to_string()).collect();
     let at = |n: usize| format!("{}:{n}: ", path.display());
-    assert_eq!(skipped.len(), 4, "{skipped:?}");
+    assert_eq!((skipped.len(), first.skipped_lines), (4, 4), "{skipped:?}");
     assert!(skipped[0].starts_with(&at(3)), "{skipped:?}");
     assert!(
         skipped[1].starts_with(&at(4))
@@ -168,6 +168,28 @@ fn the_reader_names_each_skipped_line_and_reads_only_what_was_appended() {
         ]
     );
     assert_eq!(reader.offset(), std::fs::metadata(&path).unwrap().len());
+}
+
+#[test]
+fn many_bad_lines_are_counted_but_only_the_first_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junk.jsonl");
+    let junk = "{\"junk\":\"x\"}\n".repeat(50);
+    std::fs::write(
+        &path,
+        [started("x"), junk, job(0, "a", "after the junk")].concat(),
+    )
+    .unwrap();
+    let mut status = AppStatus::default();
+    let read = LogReader::new(&path).read_new(&mut status).unwrap();
+    assert_eq!(
+        (read.events, read.skipped.len(), read.skipped_lines),
+        (2, MAX_WARNINGS, 50)
+    );
+    assert!(read.skipped[MAX_WARNINGS - 1]
+        .to_string()
+        .starts_with(&format!("{}:{}: ", path.display(), MAX_WARNINGS + 1)));
+    assert_eq!(jobs(&status)[0].1, "after the junk");
 }
 
 #[test]
