@@ -224,7 +224,8 @@ fn init_logging() {
         .init();
 }
 
-/// The `history` subcommand: serves until SIGINT or SIGTERM (its refusals logged).
+/// The `history` subcommand: serves until SIGINT or SIGTERM, logging (warn) its refusals,
+/// each event-log line it skips and each log it cannot show (file and line).
 fn history(
     dir: PathBuf,
     host: &str,

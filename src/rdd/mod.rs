@@ -13,6 +13,7 @@ mod csv;
 mod flat_combine;
 mod group_by;
 mod join;
+mod name;
 mod narrow;
 mod object_file;
 mod ops;
@@ -55,6 +56,8 @@ pub use ops::Records;
 pub use pipe::PipeOptions;
 pub use position::LinePosition;
 pub use stats::StatCounter;
+
+pub(crate) use name::op_name;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and
 /// recomputable from its lineage.
@@ -267,10 +270,6 @@ impl<T: Data> Rdd<T> {
         self.ctx.unpersist(self.node.id);
         self.clone()
     }
-}
-
-pub(crate) fn op_name(op: &str, at: &Location<'_>) -> String {
-    format!("{op} at {}:{}", at.file(), at.line())
 }
 
 pub(crate) fn encode<S: serde::Serialize>(what: &str, s: &S) -> Vec<u8> {

@@ -289,3 +289,88 @@ impl From<&ListenerEvent> for AppEvent {
         }
     }
 }
+
+impl AppEvent {
+    /// The event's tag as the log writes it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AppEvent::AppStarted { .. } => "app_started",
+            AppEvent::JobSubmitted { .. } => "job_submitted",
+            AppEvent::StageSkipped { .. } => "stage_skipped",
+            AppEvent::StageSubmitted { .. } => "stage_submitted",
+            AppEvent::StageCompleted { .. } => "stage_completed",
+            AppEvent::StageFailed { .. } => "stage_failed",
+            AppEvent::TaskStarted { .. } => "task_started",
+            AppEvent::TaskEnded { .. } => "task_ended",
+            AppEvent::JobEnded { .. } => "job_ended",
+            AppEvent::ExecutorAdded { .. } => "executor_added",
+            AppEvent::ExecutorLost { .. } => "executor_lost",
+            AppEvent::ExecutorResources { .. } => "executor_resources",
+        }
+    }
+
+    /// Cuts every text of the event (names, descriptions, reasons) to at most `max`
+    /// bytes on a character boundary, ending a cut one with `…`.
+    pub fn cut_texts(&mut self, max: usize) {
+        let mut texts: Vec<&mut String> = Vec::new();
+        match self {
+            AppEvent::AppStarted { name, .. } => texts.push(name),
+            AppEvent::JobSubmitted {
+                application,
+                description,
+                stages,
+                ..
+            } => {
+                texts.push(application);
+                texts.push(description);
+                texts.extend(stages.iter_mut().map(|s| &mut s.name));
+            }
+            AppEvent::StageFailed { reason, .. } => texts.push(reason),
+            AppEvent::TaskStarted { executor_id, .. } => texts.push(executor_id),
+            AppEvent::TaskEnded {
+                executor_id,
+                failure,
+                ..
+            } => {
+                texts.push(executor_id);
+                texts.extend(failure.as_mut());
+            }
+            AppEvent::JobEnded { failure, .. } => texts.extend(failure.as_mut()),
+            AppEvent::ExecutorAdded { executor_id, .. } => texts.push(executor_id),
+            AppEvent::ExecutorLost {
+                executor_id,
+                reason,
+                ..
+            } => {
+                texts.push(executor_id);
+                texts.push(reason);
+            }
+            AppEvent::ExecutorResources {
+                executor_id, host, ..
+            } => {
+                texts.push(executor_id);
+                texts.push(host);
+            }
+            AppEvent::StageSkipped { .. }
+            | AppEvent::StageSubmitted { .. }
+            | AppEvent::StageCompleted { .. } => {}
+        }
+        for t in texts {
+            cut_text(t, max);
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary, ending it with `…`.
+fn cut_text(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    let keep = max.saturating_sub('…'.len_utf8());
+    let mut end = keep;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push('…');
+}

@@ -3,19 +3,23 @@
 //! for the history server.
 //!
 //! Invariants: the first line of a log is `app_started`; a line is written whole or not
-//! at all as far as readers care (a torn last line of a crashed application is skipped
-//! with a warning, any other bad line is an error naming the file and line); lines longer
-//! than [`MAX_LINE_BYTES`] are refused on reading, before they are parsed.
+//! at all as far as readers care; the writer never writes a line longer than
+//! [`MAX_LINE_BYTES`] (an event that would be has its texts cut to
+//! [`CUT_TEXT_BYTES`] each, and is left out with a warning if it is still too long), so
+//! every line it writes is one the reader ([`crate::log_reader`]) accepts. Reading skips
+//! bad lines with a warning naming the file and line and keeps the rest.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::event::AppEvent;
-use crate::store::AppStatus;
 
-/// Longest line read back (a task failure text is bounded well below this).
+/// Longest line written or read back (a task failure text is bounded well below this).
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// What each text of an event longer than [`MAX_LINE_BYTES`] is cut to when written.
+pub const CUT_TEXT_BYTES: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -83,17 +87,37 @@ impl EventLogWriter {
         &self.path
     }
 
-    /// Writes one event as a line (buffered; see [`flush`](Self::flush)).
+    /// Writes one event as a line (buffered; see [`flush`](Self::flush)). An event whose
+    /// line would be longer than [`MAX_LINE_BYTES`] has its texts cut; if it is still
+    /// too long it is left out with a warning.
     pub fn write(&mut self, e: &AppEvent) -> Result<(), LogError> {
-        let line = serde_json::to_string(e).map_err(|e| LogError::Bad {
-            path: self.path.clone(),
-            line: 0,
-            what: e.to_string(),
-        })?;
+        let mut line = self.encode(e)?;
+        if line.len() > MAX_LINE_BYTES {
+            let mut cut = e.clone();
+            cut.cut_texts(CUT_TEXT_BYTES);
+            line = self.encode(&cut)?;
+            if line.len() > MAX_LINE_BYTES {
+                tracing::warn!(
+                    "event log {}: leaving out a {} event of {} bytes (longer than {MAX_LINE_BYTES} with its texts cut)",
+                    self.path.display(),
+                    e.kind(),
+                    line.len()
+                );
+                return Ok(());
+            }
+        }
         self.out
             .write_all(line.as_bytes())
             .map_err(io(&self.path))?;
         self.out.write_all(b"\n").map_err(io(&self.path))
+    }
+
+    fn encode(&self, e: &AppEvent) -> Result<String, LogError> {
+        serde_json::to_string(e).map_err(|err| LogError::Bad {
+            path: self.path.clone(),
+            line: 0,
+            what: err.to_string(),
+        })
     }
 
     pub fn flush(&mut self) -> Result<(), LogError> {
@@ -101,68 +125,4 @@ impl EventLogWriter {
     }
 }
 
-/// Replays the log at `path` into a new status store.
-pub fn replay(path: &Path) -> Result<AppStatus, LogError> {
-    let file = File::open(path).map_err(io(path))?;
-    let mut reader = BufReader::new(file);
-    let mut status = AppStatus::default();
-    let mut line = Vec::new();
-    let mut n = 0;
-    loop {
-        line.clear();
-        let read = Read::by_ref(&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(io(path))?;
-        if read == 0 {
-            break;
-        }
-        n += 1;
-        let bad = |what: String| LogError::Bad {
-            path: path.to_path_buf(),
-            line: n,
-            what,
-        };
-        if line.len() > MAX_LINE_BYTES {
-            return Err(bad(format!("line longer than {MAX_LINE_BYTES} bytes")));
-        }
-        let complete = line.last() == Some(&b'\n');
-        match serde_json::from_slice::<AppEvent>(&line) {
-            Ok(e) => {
-                if n == 1 && !matches!(e, AppEvent::AppStarted { .. }) {
-                    return Err(bad("the log does not start with app_started".into()));
-                }
-                status.apply(&e);
-            }
-            // The application died while writing its last line.
-            Err(_) if !complete => {
-                tracing::warn!("{}:{n}: ignoring a torn last line", path.display());
-                break;
-            }
-            Err(e) => {
-                let text = String::from_utf8_lossy(&line[..line.len().min(120)]).into_owned();
-                return Err(bad(format!("not an event ({e}): {text:?}")));
-            }
-        }
-    }
-    if n == 0 {
-        return Err(LogError::Bad {
-            path: path.to_path_buf(),
-            line: 0,
-            what: "empty event log".into(),
-        });
-    }
-    Ok(status)
-}
-
-/// The event logs in `dir` (`*.jsonl`), by name.
-pub fn list_logs(dir: &Path) -> Result<Vec<PathBuf>, LogError> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
-        .collect();
-    out.sort();
-    Ok(out)
-}
+pub use crate::log_reader::replay;

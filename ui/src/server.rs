@@ -13,11 +13,9 @@
 //! listed, never used as paths. Connections are bounded in number and in time to their
 //! first request ([`bounded`], `ember_proto::listener`).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::extract::{ConnectInfo, Path as UrlPath, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -27,11 +25,11 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::refusal_log::RefusalLog;
-use parking_lot::Mutex;
 
 use crate::access::{self, Viewer};
 pub use crate::access::{Auth, Sessions};
 use crate::api::{answer, AppSummary, Query};
+use crate::history::History;
 use crate::html;
 use crate::store::{AppStatus, Status};
 use crate::SharedStatus;
@@ -61,12 +59,9 @@ struct Shared {
     auth: Auth,
     refusals: RefusalLog,
     extra: Option<ExtraMetrics>,
-    /// History: replayed logs by path, with the (mtime, length) they were read at.
-    replayed: Mutex<HashMap<PathBuf, Replayed>>,
+    /// History: the logs of the directory as far as they have been read.
+    history: Option<History>,
 }
-
-/// A replayed log and the (mtime, length) of the file it was read from.
-type Replayed = ((SystemTime, u64), Arc<AppStatus>);
 
 type St = State<Arc<Shared>>;
 
@@ -81,12 +76,16 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         Source::History(_) => "history server",
         _ => "web UI",
     };
+    let history = match &source {
+        Source::History(dir) => Some(History::new(dir.clone())),
+        _ => None,
+    };
     let shared = Arc::new(Shared {
         source,
         auth,
         refusals: RefusalLog::new(what),
         extra,
-        replayed: Mutex::new(HashMap::new()),
+        history,
     });
     let live = Router::new()
         .route("/", get(|| async { Redirect::to("/jobs") }))
@@ -431,54 +430,16 @@ fn live_metrics(s: &St, v: &Viewer) -> Response {
         .into_response()
 }
 
-/// The logs of the history directory as (id, path): the id is the file stem.
-fn history_logs(s: &Shared) -> Vec<(String, PathBuf)> {
-    let Source::History(dir) = &s.source else {
-        return Vec::new();
-    };
-    crate::event_log::list_logs(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_string(), p)))
-        .collect()
-}
-
-/// The replayed status of application `id` (cached while its log is unchanged).
-fn history_app(s: &Shared, id: &str) -> Option<Arc<AppStatus>> {
-    let (_, path) = history_logs(s).into_iter().find(|(i, _)| i == id)?;
-    let meta = std::fs::metadata(&path).ok()?;
-    let stamp = (meta.modified().ok()?, meta.len());
-    if let Some((at, app)) = s.replayed.lock().get(&path) {
-        if *at == stamp {
-            return Some(app.clone());
-        }
-    }
-    match crate::event_log::replay(&path) {
-        Ok(app) => {
-            let app = Arc::new(app);
-            s.replayed.lock().insert(path, (stamp, app.clone()));
-            Some(app)
-        }
-        Err(e) => {
-            tracing::warn!("history: {e}");
-            None
-        }
-    }
+/// The replayed status of application `id` (its log read up to date).
+fn history_app(s: &Shared, id: &str) -> Option<SharedStatus> {
+    s.history.as_ref()?.app(id)
 }
 
 fn summaries(s: &Shared) -> Vec<AppSummary> {
-    history_logs(s)
-        .into_iter()
-        .filter_map(|(id, _)| {
-            let app = history_app(s, &id)?;
-            Some(AppSummary {
-                id,
-                name: app.name.clone(),
-                started_ms: app.started_ms,
-                jobs: app.jobs().len(),
-            })
-        })
-        .collect()
+    s.history
+        .as_ref()
+        .map(History::summaries)
+        .unwrap_or_default()
 }
 
 fn history_index(s: &St) -> Response {
@@ -508,6 +469,7 @@ fn history_page(s: &St, id: &str, rest: &str) -> Response {
     let Some(app) = history_app(s, id) else {
         return not_found();
     };
+    let app = app.read();
     let base = format!("/history/{id}");
     let page = match rest.split('/').collect::<Vec<_>>().as_slice() {
         ["jobs"] => Page::Jobs,
@@ -542,6 +504,7 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
     let Some(q) = q else {
         return not_found();
     };
+    let app = app.read();
     answer(&app, q).map_or_else(not_found, json_ok)
 }
 

@@ -429,15 +429,20 @@ fn a_history_server_replays_event_logs() {
     f.write_all(b"{\"event\":\"job_ended\",\"job_").unwrap();
     drop(f);
     assert!(ember_ui::event_log::replay(&path).is_ok());
-    // A bad line in the middle is an error naming the file and line.
+    // A bad line in the middle is skipped, naming the file and line (tests/history.rs).
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(
         &bad,
         "{\"event\":\"app_started\",\"name\":\"x\",\"time_ms\":0}\nnot json\n{}\n",
     )
     .unwrap();
-    let err = ember_ui::event_log::replay(&bad).unwrap_err().to_string();
+    let mut skipped = AppStatus::default();
+    let read = ember_ui::log_reader::LogReader::new(&bad)
+        .read_new(&mut skipped)
+        .unwrap();
+    let err = read.skipped[0].to_string();
     assert!(err.contains("bad.jsonl:2"), "{err}");
+    assert_eq!((read.events, read.skipped.len()), (1, 2));
     std::fs::remove_file(&bad).unwrap();
 
     let id = path.file_stem().unwrap().to_str().unwrap().to_string();
