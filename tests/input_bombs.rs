@@ -213,3 +213,52 @@ fn a_parquet_column_chunk_past_the_end_of_the_file_is_refused() {
         "{message}"
     );
 }
+
+/// An Arrow IPC record (as shuffles, caches and results carry `ArrowBatch`) whose batch
+/// message claims a 1 TiB body.
+#[test]
+fn an_arrow_ipc_record_claiming_a_tib_body_fails_without_allocating_it() {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Int64Array, Int8Array, RecordBatch};
+    use ember::ArrowBatch;
+
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let wide: ArrayRef = Arc::new(Int64Array::from_iter_values(0..1000));
+    let narrow: ArrayRef = Arc::new(Int8Array::from_iter_values((0..1000).map(|i| i as i8)));
+    let batch = RecordBatch::try_from_iter([("wide", wide), ("narrow", narrow)]).unwrap();
+    let mut bytes = ArrowBatch(batch.clone()).to_ipc().unwrap();
+    assert_eq!(ArrowBatch::from_ipc(&bytes).unwrap().0, batch);
+    // The second message (after the schema) is the batch: patch its body length, a
+    // little-endian i64 found exactly once in its metadata.
+    let meta_len = |at: usize| i32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+    let schema_end = 8 + meta_len(0) as usize;
+    let meta = schema_end + 8..schema_end + 8 + meta_len(schema_end) as usize;
+    let body = arrow_ipc::root_as_message(&bytes[meta.clone()])
+        .unwrap()
+        .bodyLength();
+    let needle = body.to_le_bytes();
+    let found: Vec<usize> = (meta.start..meta.end - 8)
+        .filter(|&i| bytes[i..i + 8] == needle)
+        .collect();
+    assert_eq!(found.len(), 1, "body length {body} at {found:?}");
+    bytes[found[0]..found[0] + 8].copy_from_slice(&(1i64 << 40).to_le_bytes());
+
+    LARGEST.store(0, Ordering::Relaxed);
+    let result = ArrowBatch::from_ipc(&bytes);
+    let largest = LARGEST.load(Ordering::Relaxed);
+    let message = result.unwrap_err();
+    assert!(
+        largest < POOL as usize,
+        "largest allocation {largest} bytes"
+    );
+    assert_eq!(
+        message,
+        format!(
+            "Arrow IPC message 1 at byte {schema_end} claims a body of {} bytes, but the \
+             stream has {} bytes left",
+            1i64 << 40,
+            bytes.len() - meta.end
+        )
+    );
+}
