@@ -262,3 +262,44 @@ fn an_arrow_ipc_record_claiming_a_tib_body_fails_without_allocating_it() {
         )
     );
 }
+
+/// An object file chunk that fits its file but not the pool (one incompressible record
+/// of 2 MiB read under a 1 MiB pool) is refused before its buffers are allocated,
+/// naming the chunk and what it needs; the same file reads under a pool that holds it.
+#[test]
+fn an_object_file_chunk_over_the_pool_is_refused_naming_what_it_needs() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("big");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let record: Vec<u8> = (0..2 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    ctx_mem(1, POOL)
+        .parallelize(vec![record.clone()], 1)
+        .save_as_object_file(&out)
+        .unwrap();
+    let small = ctx_mem(1, 1 << 20);
+    let rdd = small.object_file::<Vec<u8>>(out.to_str().unwrap()).unwrap();
+    let message = match rdd.collect() {
+        Err(EmberError::TaskFailed { message, .. }) => message,
+        other => panic!("expected a task failure, got {:?}", other.map(|v| v.len())),
+    };
+    assert!(message.contains("part-00000"), "{message}");
+    assert!(
+        message.contains("the chunk at byte ")
+            && message.contains("more than the memory pool grants"),
+        "{message}"
+    );
+    let back = ctx_mem(1, POOL)
+        .object_file::<Vec<u8>>(out.to_str().unwrap())
+        .unwrap()
+        .collect()
+        .unwrap();
+    assert_eq!(back, vec![record]);
+}
