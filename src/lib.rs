@@ -67,7 +67,7 @@ pub use job::JobMetrics;
 pub use rdd::Records;
 pub use rdd::{
     Emit, Groups, Groups3, Groups4, LinePosition, OuterPair, PipeOptions, Rdd, SaveOptions,
-    StatCounter, StorageLevel,
+    StatCounter, StorageLevel, INHERITED_PIPE_ENV,
 };
 pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
 /// The Arrow crates ember's batch API speaks (so a job uses the same versions).

@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use ember::{EmberError, PipeOptions};
+use ember::{EmberError, PipeOptions, INHERITED_PIPE_ENV};
 
 fn task_failure<T: std::fmt::Debug>(r: ember::Result<T>) -> String {
     match r {
@@ -204,4 +204,59 @@ fn output_that_is_not_utf8_fails_the_task() {
             .collect(),
     );
     assert!(m.contains("output line 2 is not UTF-8"), "{m}");
+}
+
+/// A 64 MiB output line (no newline until its end) comes through whole and exact: the
+/// reader searches only newly read bytes for the newline, so a long line is linear.
+#[test]
+fn a_64_mib_output_line_comes_through_exactly() {
+    const LEN: usize = 64 << 20;
+    let c = ctx(1);
+    let script = format!("head -c {LEN} /dev/zero | tr '\\0' x; printf '\\nend\\n'");
+    let out = c
+        .parallelize(vec![1], 1)
+        .pipe(&["sh", "-c", &script])
+        .collect()
+        .unwrap();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].len(), LEN);
+    assert!(out[0].bytes().all(|b| b == b'x'));
+    assert_eq!(out[1], "end");
+}
+
+/// The command gets a clean environment: the documented inherited variables (those set
+/// in this process), `LC_*`, and the user's; never the worker's `EMBER_*` variables
+/// nor anything else of the task's process.
+#[test]
+fn the_command_sees_exactly_the_clean_environment_and_the_users_variables() {
+    // Only this test reads these; every context here is local, which reads neither.
+    std::env::set_var("EMBER_SECRET", "not-for-the-command");
+    std::env::set_var("EMBER_WORKER_DIR", "/nowhere");
+    std::env::set_var("PIPE_TEST_NOT_INHERITED", "1");
+    std::env::set_var("LC_PIPE_TEST", "C");
+    let c = ctx(1);
+    let opts = PipeOptions::default()
+        .env("MY_TEST_ENV", "LALALA")
+        .env("EMBER_ASKED_FOR", "yes");
+    let lines = c
+        .parallelize(vec![1], 1)
+        .pipe_with(&["env"], opts)
+        .collect()
+        .unwrap();
+    let seen: BTreeMap<String, String> = lines
+        .iter()
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("NAME=value");
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let mut want: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| INHERITED_PIPE_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect();
+    want.insert("MY_TEST_ENV".into(), "LALALA".into());
+    want.insert("EMBER_ASKED_FOR".into(), "yes".into());
+    assert_eq!(seen, want);
+    assert_eq!(seen["LC_PIPE_TEST"], "C");
+    assert!(seen.contains_key("PATH"), "{seen:?}");
+    assert!(!seen.contains_key("EMBER_SECRET") && !seen.contains_key("EMBER_WORKER_DIR"));
 }

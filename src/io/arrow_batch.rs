@@ -4,7 +4,10 @@
 //!
 //! Invariant: decoding the encoding of a batch gives an equal batch (schema, columns
 //! and nulls); bytes that are not one IPC stream of exactly one batch are an error,
-//! never a panic.
+//! never a panic. Before `arrow-ipc` reads a stream, every length its messages claim
+//! (metadata, body) is checked against the bytes the record has left, so a record of a
+//! hundred bytes claiming a terabyte body is an error, not an allocation (arrow-ipc
+//! would reserve up to 64 MiB for it).
 
 use std::io::Cursor;
 
@@ -37,6 +40,7 @@ impl ArrowBatch {
 
     /// The batch of an Arrow IPC stream of exactly one batch.
     pub fn from_ipc(bytes: &[u8]) -> Result<Self, String> {
+        check_lengths(bytes)?;
         let mut r = StreamReader::try_new(Cursor::new(bytes), None).map_err(|e| e.to_string())?;
         let batch = r
             .next()
@@ -47,6 +51,60 @@ impl ArrowBatch {
         }
         Ok(ArrowBatch(batch))
     }
+}
+
+/// Walks the messages of the IPC stream `bytes`, checking the metadata and body length
+/// each claims against the bytes left after it.
+fn check_lengths(bytes: &[u8]) -> Result<(), String> {
+    const CONTINUATION: [u8; 4] = [0xff; 4];
+    let mut at = 0;
+    for index in 0.. {
+        let rest = &bytes[at..];
+        if rest.is_empty() {
+            return Ok(());
+        }
+        // A length prefix, after the continuation marker (streams before Arrow 0.15
+        // have none).
+        let prefix = if rest.starts_with(&CONTINUATION) {
+            8
+        } else {
+            4
+        };
+        let Some(word) = rest.get(prefix - 4..prefix) else {
+            return Err(format!(
+                "Arrow IPC stream truncated in message {index}'s length at byte {at}"
+            ));
+        };
+        let meta_len = i32::from_le_bytes(word.try_into().expect("4 bytes"));
+        if meta_len == 0 {
+            return Ok(());
+        }
+        let left = rest.len() - prefix;
+        let meta_len = usize::try_from(meta_len)
+            .ok()
+            .filter(|&len| len <= left)
+            .ok_or_else(|| {
+                format!(
+                    "Arrow IPC message {index} at byte {at} claims {meta_len} metadata bytes, \
+                     but the stream has {left} bytes left"
+                )
+            })?;
+        let message = arrow_ipc::root_as_message(&rest[prefix..prefix + meta_len])
+            .map_err(|e| format!("Arrow IPC message {index} at byte {at} is corrupt: {e}"))?;
+        let left = left - meta_len;
+        let body = message.bodyLength();
+        let body = usize::try_from(body)
+            .ok()
+            .filter(|&len| len <= left)
+            .ok_or_else(|| {
+                format!(
+                    "Arrow IPC message {index} at byte {at} claims a body of {body} bytes, \
+                     but the stream has {left} bytes left"
+                )
+            })?;
+        at += prefix + meta_len + body;
+    }
+    Ok(())
 }
 
 impl From<RecordBatch> for ArrowBatch {

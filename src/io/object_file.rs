@@ -20,7 +20,11 @@
 //! wrong magic or version, another record type, a checksum mismatch, an undecodable
 //! frame, a chunk holding more or fewer records than its count, a file ending anywhere
 //! before its footer (truncation), or bytes after the footer. It never panics on bad
-//! input and never allocates more than a frame's declared (bounded) size.
+//! input. Every length read from the file (the type name's, a chunk's frame) is checked
+//! against the bytes the file has left before anything is allocated, and a chunk's
+//! buffers (its frame and the records it decompresses to) are charged to the reader's
+//! memory reservation first: a 70-byte file claiming a 1 GiB frame is an error naming
+//! the claim and the file's length, not a 1 GiB buffer.
 
 use std::any::type_name;
 use std::io::{self, Read, Write};
@@ -33,6 +37,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{EmberError, Result};
 use crate::io::excerpt;
+use crate::memory::Reservation;
 
 /// The first bytes of every object file.
 pub const MAGIC: &[u8; 8] = b"EMBEROBJ";
@@ -146,19 +151,27 @@ pub struct ObjectReader<R: Read> {
     /// The current chunk: its decoder, records left in it, where it starts.
     chunk: Option<(ChunkDecoder, u32, u64)>,
     finished: bool,
+    /// The file's length in bytes: no length read from it may claim more than is left.
+    len: u64,
+    /// What the current chunk's buffers hold, charged before they are allocated.
+    memory: Option<Reservation>,
 }
 
 impl ObjectReader<io::BufReader<std::fs::File>> {
-    /// Opens `path` and checks its header for records of type `T`.
-    pub fn open<T>(path: &Path) -> Result<Self> {
+    /// Opens `path` and checks its header for records of type `T`; a chunk's buffers
+    /// are charged to `memory` (when given) before they are allocated.
+    pub fn open<T>(path: &Path, memory: Option<Reservation>) -> Result<Self> {
         let file = std::fs::File::open(path).map_err(|e| EmberError::io(path, e))?;
-        ObjectReader::new::<T>(io::BufReader::with_capacity(1 << 16, file), path)
+        let len = file.metadata().map_err(|e| EmberError::io(path, e))?.len();
+        let src = io::BufReader::with_capacity(1 << 16, file);
+        ObjectReader::new::<T>(src, path, len, memory)
     }
 }
 
 impl<R: Read> ObjectReader<R> {
-    /// Reads and checks the header from `src` (`path` names it in errors).
-    pub fn new<T>(src: R, path: &Path) -> Result<Self> {
+    /// Reads and checks the header from `src`, `len` bytes long (`path` names it in
+    /// errors); a chunk's buffers are charged to `memory` (when given).
+    pub fn new<T>(src: R, path: &Path, len: u64, memory: Option<Reservation>) -> Result<Self> {
         let mut r = ObjectReader {
             src,
             path: path.to_path_buf(),
@@ -166,6 +179,8 @@ impl<R: Read> ObjectReader<R> {
             records: 0,
             chunk: None,
             finished: false,
+            len,
+            memory,
         };
         let fixed: [u8; 22] = r.read_array("the header")?;
         if &fixed[..8] != MAGIC {
@@ -183,6 +198,7 @@ impl<R: Read> ObjectReader<R> {
         }
         let print = u64::from_le_bytes(fixed[12..20].try_into().expect("8 bytes"));
         let name_len = u16::from_le_bytes(fixed[20..22].try_into().expect("2 bytes"));
+        r.check_claim(u64::from(name_len), "the header's type name")?;
         let mut name = vec![0u8; name_len as usize];
         r.read_exact_at(&mut name, "the header's type name")?;
         let crc: [u8; 4] = r.read_array("the header's checksum")?;
@@ -261,6 +277,21 @@ impl<R: Read> ObjectReader<R> {
                 &format!("has an implausible frame header ({raw} bytes, body word {word:#x})"),
             ));
         };
+        self.check_claim(comp as u64, &format!("the frame of the chunk at byte {at}"))?;
+        // The frame and the records it decompresses to (at most `raw` bytes).
+        let needed = (FRAME_HEADER_BYTES + comp) as u64 + u64::from(raw);
+        if let Some(memory) = &mut self.memory {
+            memory.resize(needed).map_err(|e| {
+                corrupt(
+                    &self.path,
+                    format!(
+                        "the chunk at byte {at} needs {needed} bytes of buffers \
+                         ({comp} compressed, {raw} decompressed), more than the memory pool \
+                         grants: {e}"
+                    ),
+                )
+            })?;
+        }
         let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + comp);
         frame.extend_from_slice(&head[4..]);
         frame.resize(FRAME_HEADER_BYTES + comp, 0);
@@ -309,6 +340,23 @@ impl<R: Read> ObjectReader<R> {
         Ok(())
     }
 
+    /// Checks that `claimed` bytes of `what`, about to be read, fit in what is left of
+    /// the file.
+    fn check_claim(&self, claimed: u64, what: &str) -> Result<()> {
+        let left = self.len.saturating_sub(self.offset);
+        if claimed > left {
+            return Err(corrupt(
+                &self.path,
+                format!(
+                    "truncated or corrupt: {what} claims {claimed} bytes, but the file ({} bytes) \
+                     has only {left} bytes left after byte {}",
+                    self.len, self.offset
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn read_array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         let mut buf = [0u8; N];
         self.read_exact_at(&mut buf, what)?;
@@ -353,7 +401,7 @@ mod tests {
     }
 
     fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<Vec<T>> {
-        let mut r = ObjectReader::new::<T>(bytes, Path::new("mem"))?;
+        let mut r = ObjectReader::new::<T>(bytes, Path::new("mem"), bytes.len() as u64, None)?;
         let mut out = Vec::new();
         while let Some(x) = r.next_record()? {
             out.push(x);

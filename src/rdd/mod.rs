@@ -53,7 +53,7 @@ pub use cogroup::Groups4;
 pub use flat_combine::Emit;
 pub use join::{Groups, Groups3, OuterPair};
 pub use ops::Records;
-pub use pipe::PipeOptions;
+pub use pipe::{PipeOptions, INHERITED_ENV as INHERITED_PIPE_ENV};
 pub use position::LinePosition;
 pub use stats::StatCounter;
 

@@ -100,7 +100,7 @@ pub(crate) fn object_file_compute<T: Data>(
     let path = files
         .get(part as usize)
         .ok_or_else(|| EmberError::Plan(format!("object_file has no partition {part}")))?;
-    let mut reader = ObjectReader::open::<T>(path)?;
+    let mut reader = ObjectReader::open::<T>(path, Some(tc.reservation("object file reader")))?;
     let tc = tc.clone();
     let mut failed = false;
     let out: Batches<T> = Box::new(std::iter::from_fn(move || {

@@ -180,7 +180,8 @@ pub(crate) fn parquet_compute<T: Data>(
     part: u32,
 ) -> Result<Erased> {
     let (chunks, filter) = partition_of(node, part)?;
-    let mut reader = RecordReader::<T>::new(chunks, filter)?;
+    let mut reader =
+        RecordReader::<T>::new(chunks, filter)?.with_memory(tc.reservation("Parquet page buffers"));
     let out: Batches<T> = counted_batches(tc, batch_len, move || reader.next_batch());
     Ok(Box::new(out))
 }
@@ -191,7 +192,8 @@ pub(crate) fn parquet_batches_compute(
     part: u32,
 ) -> Result<Erased> {
     let (chunks, filter) = partition_of(node, part)?;
-    let mut reader = ChunkReader::new(chunks, None, filter);
+    let mut reader =
+        ChunkReader::new(chunks, None, filter).with_memory(tc.reservation("Parquet page buffers"));
     let rows = |b: &[ArrowBatch]| b.iter().map(|b| b.num_rows() as u64).sum();
     let out: Batches<ArrowBatch> = counted_batches(tc, rows, move || {
         let next = reader.next_arrow()?;

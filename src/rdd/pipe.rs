@@ -2,8 +2,10 @@
 //! to the stdin of an external command, whose stdout lines are the records of the
 //! result.
 //!
-//! Per partition the task spawns the command (an argv, no shell) with the task's
-//! environment plus [`PipeOptions::env`]. A writer thread writes the lines the task
+//! Per partition the task spawns the command (an argv, no shell) in a clean
+//! environment: only the variables named in [`INHERITED_ENV`] (and `LC_*`) are passed
+//! on from the task's process, then [`PipeOptions::env`] on top. The worker's own
+//! variables (`EMBER_SECRET`, `EMBER_WORKER_*`, ...) never reach the command. A writer thread writes the lines the task
 //! formats to the command's stdin (then closes it); a reader thread turns its stdout
 //! into lines; a third thread drains its stderr, keeping only its first
 //! [`STDERR_KEPT`] bytes. The task thread waits on "room for more input" and "output
@@ -46,11 +48,25 @@ use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 /// dropped, so the command never blocks on a full stderr pipe).
 pub const STDERR_KEPT: usize = 4096;
 
+/// The variables a piped command inherits from the task's process (when set there),
+/// besides every `LC_*` locale variable. Everything else, the worker's `EMBER_*`
+/// variables included, stays out; [`PipeOptions::env`] adds what the user asks for.
+pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR"];
+
 /// Options of [`Rdd::pipe_with`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PipeOptions {
-    /// Environment variables set for the command, on top of the task's environment.
+    /// Environment variables set for the command, on top of the clean environment
+    /// ([`INHERITED_ENV`] and `LC_*`); a name given twice takes its last value.
     pub env: Vec<(String, String)>,
+}
+
+/// The task process's variables a command inherits: [`INHERITED_ENV`] and `LC_*`.
+fn inherited_env() -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os().filter(|(name, _)| {
+        name.to_str()
+            .is_some_and(|n| INHERITED_ENV.contains(&n) || n.starts_with("LC_"))
+    })
 }
 
 impl PipeOptions {
@@ -72,7 +88,9 @@ impl<T: Data + Display> Rdd<T> {
     /// argv: `command[0]` is the program, found on `PATH`, the rest its arguments; no
     /// shell); the result's records are the command's stdout lines. A command that
     /// cannot be started or exits unsuccessfully fails the task. An empty `command` is
-    /// an invalid-argument error at the first action.
+    /// an invalid-argument error at the first action. The command runs in a clean
+    /// environment: [`INHERITED_ENV`] and `LC_*` from the task's process, nothing else
+    /// (use [`pipe_with`](Self::pipe_with) to add variables).
     #[track_caller]
     pub fn pipe(&self, command: &[&str]) -> Rdd<String> {
         self.pipe_with(command, PipeOptions::default())
@@ -144,6 +162,8 @@ impl<T: Data + Display> Piped<T> {
             .ok_or_else(|| fail("empty argv".into()))?;
         let mut child = Command::new(program)
             .args(args)
+            .env_clear()
+            .envs(inherited_env())
             .envs(spec.opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -387,19 +407,25 @@ fn read_lines(mut stdout: ChildStdout, tx: Sender<io::Result<Vec<String>>>) {
                 return;
             }
         };
+        // Only the bytes just read can hold a newline: the partial line before them
+        // was searched already (searching it again made a long line quadratic).
+        let searched = partial.len();
         partial.extend_from_slice(&buf[..n]);
         let mut lines = Vec::new();
         let mut start = 0;
-        while let Some(i) = memchr::memchr(b'\n', &partial[start..]) {
+        let mut from = searched;
+        while let Some(i) = memchr::memchr(b'\n', &partial[from..]) {
+            let end = from + i;
             line_no += 1;
-            match to_line(&partial[start..start + i], line_no) {
+            match to_line(&partial[start..end], line_no) {
                 Ok(line) => lines.push(line),
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
             }
-            start += i + 1;
+            start = end + 1;
+            from = start;
         }
         partial.drain(..start);
         if !lines.is_empty() && tx.send(Ok(lines)).is_err() {

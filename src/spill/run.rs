@@ -29,6 +29,9 @@
 //! * Any damage is reported as [`EmberError::Corrupt`] naming the file: a bad magic, a CRC
 //!   mismatch, a truncated frame, a record that does not decode, or a record count that
 //!   differs from what the writer wrote. After an error the reader yields nothing more.
+//! * The [`RunFile`] remembers the largest frame its writer wrote (payload and
+//!   uncompressed): a frame header read back claiming more is refused before anything is
+//!   allocated for it, so a damaged length never costs more memory than writing did.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -54,6 +57,8 @@ pub struct RunWriter<T> {
     compressed: Vec<u8>,
     bytes: u64,
     records: u64,
+    /// The largest frame written: its payload (`clen`), its records (`ulen`).
+    largest: (u32, u32),
     _marker: PhantomData<fn(&T)>,
 }
 
@@ -76,6 +81,7 @@ impl<T: Serialize> RunWriter<T> {
             compressed: Vec::new(),
             bytes: MAGIC.len() as u64,
             records: 0,
+            largest: (0, 0),
             _marker: PhantomData,
         })
     }
@@ -111,6 +117,7 @@ impl<T: Serialize> RunWriter<T> {
             path: self.path,
             bytes: self.bytes,
             records: self.records,
+            largest: self.largest,
         })
     }
 
@@ -138,6 +145,9 @@ impl<T: Serialize> RunWriter<T> {
         self.file.write_all(&header).map_err(io)?;
         self.file.write_all(&self.compressed).map_err(io)?;
         self.bytes += (header.len() + self.compressed.len()) as u64;
+        let (clen, ulen_max) = &mut self.largest;
+        *clen = (*clen).max(self.compressed.len() as u32);
+        *ulen_max = (*ulen_max).max(ulen);
         self.frame.clear();
         Ok(())
     }
@@ -149,6 +159,8 @@ pub struct RunFile {
     path: TempPath,
     bytes: u64,
     records: u64,
+    /// The largest frame its writer wrote: payload bytes, uncompressed bytes.
+    largest: (u32, u32),
 }
 
 impl RunFile {
@@ -226,6 +238,16 @@ impl<T: DeserializeOwned> RunReader<T> {
         }
         let clen = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as u64;
         let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+        let (largest_payload, largest_frame) = self.run.largest;
+        if clen > u64::from(largest_payload) {
+            return Err(corrupt(
+                path,
+                &format!(
+                    "implausible frame: it claims a payload of {clen} bytes, but no frame \
+                     written to this run was larger than {largest_payload}"
+                ),
+            ));
+        }
         self.compressed.clear();
         // `take` + `read_to_end` so a damaged length cannot make us allocate a huge buffer.
         (&mut self.file)
@@ -246,6 +268,15 @@ impl<T: DeserializeOwned> RunReader<T> {
         // lz4 cannot expand data by more than ~255x.
         if ulen == 0 || ulen as u64 > clen * 256 + 64 {
             return Err(corrupt(path, "implausible frame size"));
+        }
+        if ulen > largest_frame as usize {
+            return Err(corrupt(
+                path,
+                &format!(
+                    "implausible frame: it claims {ulen} uncompressed bytes, but no frame \
+                     written to this run was larger than {largest_frame}"
+                ),
+            ));
         }
         self.frame.clear();
         self.frame.resize(ulen, 0);
@@ -500,5 +531,45 @@ mod tests {
         let first = 8 + 8 + u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
         std::fs::write(run.path(), &bytes[..first]).unwrap();
         assert!(expect_corrupt(run).contains("records"));
+    }
+
+    /// A frame length read back larger than any frame the writer wrote (the payload
+    /// length in the frame header, or the uncompressed length inside a payload whose
+    /// crc still matches) is refused before a buffer is sized from it.
+    #[test]
+    fn lengths_larger_than_any_frame_written_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = write(dir.path(), 20_000);
+        let (payload, frame) = run.largest;
+        let mut bytes = std::fs::read(run.path()).unwrap();
+        bytes[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(run.path(), &bytes).unwrap();
+        let msg = expect_corrupt(run);
+        assert!(
+            msg.contains(&format!(
+                "implausible frame: it claims a payload of {} bytes, but no frame written to \
+                 this run was larger than {payload}",
+                u32::MAX
+            )),
+            "{msg}"
+        );
+
+        let run = write(dir.path(), 20_000);
+        let mut bytes = std::fs::read(run.path()).unwrap();
+        let clen = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        let claim = frame + 1;
+        bytes[16..20].copy_from_slice(&claim.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[16..16 + clen]);
+        bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(run.path(), &bytes).unwrap();
+        let msg = expect_corrupt(run);
+        assert!(
+            msg.contains(&format!(
+                "implausible frame: it claims {claim} uncompressed bytes, but no frame \
+                 written to this run was larger than {frame}"
+            )),
+            "{msg}"
+        );
+        assert_eq!(files_in(dir.path()), 0);
     }
 }

@@ -6,6 +6,7 @@
 //! `schema` owns what a record type's columns are and which files fit it; `source`
 //! plans and decodes reads; `sink` encodes writes.
 
+mod bounds;
 pub mod dictionary;
 pub mod filter;
 pub mod schema;

@@ -25,12 +25,14 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use serde::{Deserialize, Serialize};
 
+use super::bounds::check_row_group;
 use super::filter::RowFilter;
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
 use crate::io::storage::{is_remote, ObjectUrl, RemoteFile};
 use crate::io::text_input::{list_input_files, Packing};
+use crate::memory::{MemoryPool, Reservation};
 
 /// Rows decoded per Arrow batch (and handed on as one batch of records).
 pub const ROWS_PER_BATCH: usize = 8192;
@@ -162,12 +164,18 @@ pub fn plan(
 }
 
 /// Decodes the row groups of `chunks`, in order, into Arrow batches of the projected
-/// columns (`fields`; all columns when `None`), rows passing `filter` only.
+/// columns (`fields`; all columns when `None`), rows passing `filter` only. Before a
+/// file's row groups are decoded, the sizes their column chunks and pages claim are
+/// checked against the file and charged to the reader's memory reservation
+/// (`bounds.rs`).
 pub struct ChunkReader {
     fields: Option<Vec<FieldRef>>,
     filter: Option<RowFilter>,
     chunks: std::vec::IntoIter<ParquetChunk>,
     current: Option<(PathBuf, ParquetRecordBatchReader)>,
+    /// Holds the largest page buffers checked so far; an unbounded private pool's
+    /// reservation unless [`with_memory`](Self::with_memory) gives the task's.
+    memory: Reservation,
 }
 
 impl ChunkReader {
@@ -181,10 +189,18 @@ impl ChunkReader {
             filter,
             chunks: chunks.into_iter(),
             current: None,
+            memory: MemoryPool::new(u64::MAX).reservation("Parquet page buffers"),
         }
     }
 
-    fn open(&self, chunk: &ParquetChunk) -> Result<ParquetRecordBatchReader> {
+    /// Charges the page buffers to `memory` (a task's reservation), so a page claiming
+    /// more than the pool grants fails before it is allocated.
+    pub fn with_memory(mut self, memory: Reservation) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    fn open(&mut self, chunk: &ParquetChunk) -> Result<ParquetRecordBatchReader> {
         let path = &chunk.path;
         if is_remote(path) {
             let file = RemoteFile::open(&ObjectUrl::parse(path)?)?;
@@ -195,14 +211,14 @@ impl ChunkReader {
     }
 
     fn open_with<R: parquet::file::reader::ChunkReader + 'static>(
-        &self,
+        &mut self,
         chunk: &ParquetChunk,
         file: R,
     ) -> Result<ParquetRecordBatchReader> {
         let path = &chunk.path;
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| corrupt(path, e))?;
-        let groups = builder.metadata().num_row_groups();
+        let footer = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| corrupt(path, e))?;
+        let groups = footer.metadata().num_row_groups();
         if let Some(g) = chunk.row_groups.iter().find(|&&g| g >= groups) {
             return Err(corrupt(
                 path,
@@ -214,21 +230,25 @@ impl ChunkReader {
         }
         let mask = match &self.fields {
             Some(fields) => {
-                let mut roots = projection(&path.display().to_string(), builder.schema(), fields)?;
+                let mut roots = projection(&path.display().to_string(), footer.schema(), fields)?;
                 // The filter's column is read too (dropped again after filtering).
                 if let Some(f) = &self.filter {
-                    if let Ok(i) = builder.schema().index_of(&f.column) {
+                    if let Ok(i) = footer.schema().index_of(&f.column) {
                         if !roots.contains(&i) {
                             roots.push(i);
                             roots.sort_unstable();
                         }
                     }
                 }
-                ProjectionMask::roots(builder.parquet_schema(), roots)
+                ProjectionMask::roots(footer.parquet_schema(), roots)
             }
             None => ProjectionMask::all(),
         };
-        builder
+        for &group in &chunk.row_groups {
+            let metadata = footer.metadata();
+            check_row_group(path, &file, metadata, group, &mask, &mut self.memory)?;
+        }
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
             .with_projection(mask)
             .with_row_groups(chunk.row_groups.clone())
             .with_batch_size(ROWS_PER_BATCH)
@@ -320,6 +340,12 @@ impl<T: Data> RecordReader<T> {
             inner: ChunkReader::new(chunks, Some(fields), filter),
             _t: std::marker::PhantomData,
         })
+    }
+
+    /// See [`ChunkReader::with_memory`].
+    pub fn with_memory(mut self, memory: Reservation) -> Self {
+        self.inner = self.inner.with_memory(memory);
+        self
     }
 
     /// The next batch of records, `None` at the end.
