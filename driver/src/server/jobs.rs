@@ -126,7 +126,7 @@ pub(crate) fn submit(
             ember_scheduler::limits::bounded(&plan.binary_hash)
         )));
     }
-    let description = plan.description.clone();
+    let description = super::names::logged(&plan.description);
     let new_broadcasts = req.new_broadcasts;
     let (events, submission, track) = state.sessions.start_job(session_id, token, |session| {
         let (lo, hi) = (session.range.ids().start, session.range.ids().end);

@@ -38,6 +38,7 @@ pub mod binaries;
 pub mod executors;
 mod jobs;
 pub mod launcher;
+pub mod names;
 mod release;
 mod service;
 mod sessions;

@@ -42,7 +42,7 @@ type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 pub(crate) struct Session {
     pub id: u64,
     /// The application its jobs belong to (`Plan.application`): the client's app name
-    /// (bounded) and the session id, so two clients of one name are two applications.
+    /// (escaped and bounded, [`super::names::app_name`]) and the session id, so two clients of one name are two applications.
     pub application: String,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
@@ -204,6 +204,8 @@ pub(crate) fn open(
     let token = auth::random_token().map_err(Status::internal)?;
     let shuffle_key = auth::random_token().map_err(Status::internal)?;
     let (tx, rx) = mpsc::unbounded_channel();
+    // Escaped and cut once: the name is logged, shown and written to the event log.
+    let app_name = super::names::app_name(&req.app_name);
     let (id, range) = {
         let mut inner = state.sessions.inner.lock();
         let range = (1..=IdRange::MAX_INDEX)
@@ -220,7 +222,7 @@ pub(crate) fn open(
         let id = inner.next_session;
         let session = Session {
             id,
-            application: format!("{} #{id}", ember_scheduler::limits::bounded(&req.app_name)),
+            application: format!("{app_name} #{id}"),
             range,
             token: token.clone(),
             shuffle_key,
@@ -245,7 +247,7 @@ pub(crate) fn open(
         inner.sessions.insert(id, session);
         (id, range)
     };
-    info!(session = id, id_range = range.index(), app = %req.app_name, binary = %req.binary_sha256, "session opened");
+    info!(session = id, id_range = range.index(), app = %app_name, binary = %req.binary_sha256, "session opened");
     Ok(SessionStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: SessionGuard {

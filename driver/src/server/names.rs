@@ -1,0 +1,80 @@
+//! What clients name (app names, job descriptions, call sites), as the driver keeps,
+//! logs and shows it.
+//!
+//! Invariants:
+//! - A client-chosen string the driver logs or shows has every control character
+//!   escaped (`\n`, `\u{1b}`, ...), so it can never forge a log line or a terminal
+//!   escape, and is at most its bound in bytes of the client's text, cut at a character
+//!   boundary and marked with how much was left out and which bound cut it.
+//! - Nothing here allocates in proportion to the client's string beyond the bound.
+
+/// Bytes of a client's app name the driver keeps (longer names are cut).
+pub const MAX_APP_NAME_BYTES: usize = 256;
+
+/// Bytes of a job description or call site quoted in a driver log line.
+pub const MAX_LOGGED_NAME_BYTES: usize = 256;
+
+/// `name` with its control characters escaped and cut to `max` bytes of the original
+/// (at a character boundary), the cut marked `… (N bytes more; WHAT are cut at MAX
+/// bytes)`.
+pub fn escaped_prefix(name: &str, max: usize, what: &str) -> String {
+    let mut end = name.len().min(max);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 48);
+    for c in name[..end].chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    if end < name.len() {
+        let more = name.len() - end;
+        out.push_str(&format!(
+            "… ({more} bytes more; {what} are cut at {max} bytes)"
+        ));
+    }
+    out
+}
+
+/// A client's app name as the driver keeps, logs and shows it.
+pub fn app_name(raw: &str) -> String {
+    escaped_prefix(raw, MAX_APP_NAME_BYTES, "app names")
+}
+
+/// A job description or call site as the driver logs it.
+pub fn logged(raw: &str) -> String {
+    escaped_prefix(raw, MAX_LOGGED_NAME_BYTES, "logged names")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_long_names_cut_at_a_char_boundary() {
+        assert_eq!(app_name("wordcount"), "wordcount");
+        assert_eq!(
+            app_name("a\nINFO forged\r\t\u{1b}[31m"),
+            "a\\nINFO forged\\r\\t\\u{1b}[31m"
+        );
+        // 'é' is two bytes: a cut inside it keeps the whole character out.
+        let s = format!("{}é tail", "x".repeat(3));
+        assert_eq!(
+            escaped_prefix(&s, 4, "names"),
+            format!(
+                "xxx… ({} bytes more; names are cut at 4 bytes)",
+                s.len() - 3
+            )
+        );
+        let long = "y".repeat(1 << 20);
+        let kept = app_name(&long);
+        assert!(kept.starts_with(&"y".repeat(MAX_APP_NAME_BYTES)));
+        assert!(kept.ends_with(&format!(
+            "… ({} bytes more; app names are cut at 256 bytes)",
+            (1 << 20) - 256
+        )));
+    }
+}
