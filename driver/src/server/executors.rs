@@ -73,7 +73,7 @@ impl Entry {
             .filter(|(bid, _)| self.sent_broadcasts.insert(**bid))
             .map(|(id, value)| BroadcastValue {
                 id: *id,
-                value: value.clone(),
+                value: value.to_vec(),
             })
             .collect();
         broadcasts.sort_by_key(|b| b.id);

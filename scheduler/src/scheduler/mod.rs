@@ -33,7 +33,9 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
 use tracing::{debug, error};
 
-use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
+use crate::events::{
+    Broadcasts, JobEvent, JobEventSender, JobFailure, SchedulerEvent, TaskLauncher,
+};
 use crate::limits::PlanLimits;
 use crate::listener::{now_ms, ListenerEvent, Listeners};
 use crate::map_output::MapOutputTracker;
@@ -208,22 +210,32 @@ impl SchedulerHandle {
     /// Submits a plan; the job's events arrive on the returned receiver.
     pub fn submit(&self, plan: Plan, broadcasts: HashMap<u64, Vec<u8>>) -> Receiver<JobEvent> {
         let (etx, erx) = crossbeam_channel::unbounded();
+        let broadcasts = broadcasts
+            .into_iter()
+            .map(|(id, v)| (id, bytes::Bytes::from(v)))
+            .collect();
+        self.submit_to(plan, Arc::new(broadcasts), etx.into());
+        erx
+    }
+
+    /// Submits a plan whose broadcasts are shared with other jobs (not copied); the
+    /// job's events go to `events`.
+    pub fn submit_to(&self, plan: Plan, broadcasts: Broadcasts, events: JobEventSender) {
         if let Some(reason) = self.failed.get() {
-            fail_at_once(&etx, reason);
-            return erx;
+            fail_at_once(&events, reason);
+            return;
         }
         self.send(SchedulerEvent::SubmitJob {
             plan: Box::new(plan),
             broadcasts,
-            events: etx,
+            events,
         });
-        erx
     }
 }
 
 struct Job {
     id: u64,
-    events: Sender<JobEvent>,
+    events: JobEventSender,
     result_stage: u32,
     partitions: Vec<u32>,
     done: HashSet<u32>,
@@ -380,9 +392,10 @@ impl Scheduler {
                 self.speculate();
             }
             self.dispatch();
-            self.launcher.flush();
+            // Counted before the launches go out: whoever sees a launch sees the count.
             self.queued
                 .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
+            self.launcher.flush();
             if shutdown {
                 break;
             }
@@ -561,7 +574,7 @@ impl Scheduler {
 }
 
 /// Fails a job the scheduler will never see.
-fn fail_at_once(events: &Sender<JobEvent>, reason: &str) {
+fn fail_at_once(events: &JobEventSender, reason: &str) {
     let _ = events.send(JobEvent::JobFailed {
         job_id: u64::MAX,
         failure: JobFailure::Cancelled(reason.to_string()),
