@@ -91,16 +91,20 @@ async fn running_jobs_cost_neither_a_thread_nor_a_copy_of_their_sessions_broadca
     wait_running(&driver, 1 + JOBS).await;
     let (threads_after, live_after) = (threads(), LIVE.load(Ordering::Relaxed));
 
-    assert!(
-        threads_after < threads_before + JOBS as usize / 2,
-        "{JOBS} more running jobs: {threads_before} -> {threads_after} threads"
-    );
+    let mut costs = Vec::new();
+    if threads_after >= threads_before + JOBS as usize / 2 {
+        costs.push(format!(
+            "{JOBS} more running jobs: {threads_before} -> {threads_after} threads"
+        ));
+    }
     let grown = live_after.saturating_sub(live_before);
-    assert!(
-        grown < BROADCAST,
-        "{JOBS} more jobs of a session holding a {BROADCAST}-byte broadcast: the heap grew \
-         by {grown} bytes"
-    );
+    if grown >= BROADCAST {
+        costs.push(format!(
+            "{JOBS} more jobs of a session holding a {BROADCAST}-byte broadcast: the heap \
+             grew by {grown} bytes"
+        ));
+    }
+    assert!(costs.is_empty(), "{costs:#?}");
     drop(jobs);
 }
 
