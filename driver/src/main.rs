@@ -43,6 +43,15 @@ fn no_transparent_huge_pages() {
     }
 }
 
+/// Gives the pages mimalloc holds free back to the OS (the calling thread's heap and
+/// abandoned ones). The scheduler calls it on its thread once its last job has ended,
+/// the session registry on an async worker: an idle thread's heap otherwise keeps its
+/// freed pages (2.5 GB a minute after 251 jobs of 200k tasks had ended).
+fn release_freed_pages() {
+    // SAFETY: mi_collect takes a plain flag and only walks mimalloc's own heaps.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 /// How long in-flight calls get to finish after a shutdown signal.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -370,6 +379,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
             speculation_multiplier: args.speculation_multiplier,
             speculation_quantile: args.speculation_quantile,
             speculation_min: Duration::from_millis(args.speculation_min_ms),
+            release_memory: Some(release_freed_pages),
             limits: PlanLimits {
                 max_partitions_per_node: args.max_partitions_per_node,
                 max_plan_nodes: args.max_plan_nodes,

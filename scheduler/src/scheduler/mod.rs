@@ -88,6 +88,11 @@ pub struct SchedulerConfig {
     /// `quick_task` to run (the executor's own run time, without the wait).
     pub quick_streak: u32,
     pub quick_task: Duration,
+    /// Called on the scheduler thread whenever its last job has ended, after it has
+    /// dropped and shrunk its job, stage and task state: a deployment returns the freed
+    /// pages to the OS here (the driver daemon: mimalloc's `mi_collect`), since an idle
+    /// thread's allocator otherwise keeps them.
+    pub release_memory: Option<fn()>,
 }
 
 impl Default for SchedulerConfig {
@@ -106,6 +111,7 @@ impl Default for SchedulerConfig {
             pipeline_budget: Duration::from_millis(32),
             quick_streak: 8,
             quick_task: Duration::from_millis(2),
+            release_memory: None,
         }
     }
 }
@@ -124,6 +130,8 @@ pub struct SchedulerHandle {
     listeners: Listeners,
     /// Tasks waiting for a free slot (after the loop's last step).
     queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// Entries the per-task and per-job maps have room for (after the loop's last step).
+    task_capacity: Arc<std::sync::atomic::AtomicUsize>,
     /// Set (to the reason) once the scheduler thread has panicked.
     failed: Arc<OnceLock<String>>,
 }
@@ -149,11 +157,14 @@ impl SchedulerHandle {
         let listeners_in_thread = listeners.clone();
         let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let queued_in_thread = queued.clone();
+        let task_capacity = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task_capacity_in_thread = task_capacity.clone();
         std::thread::Builder::new()
             .name("ember-scheduler".into())
             .spawn(move || {
                 let mut scheduler = Scheduler::new(config, launcher, listeners_in_thread);
                 scheduler.queued = queued_in_thread;
+                scheduler.task_capacity = task_capacity_in_thread;
                 let outcome = catch_unwind(AssertUnwindSafe(|| scheduler.run(&rx)));
                 let Err(payload) = outcome else {
                     return;
@@ -178,6 +189,7 @@ impl SchedulerHandle {
             tx,
             listeners,
             queued,
+            task_capacity,
             failed,
         }
     }
@@ -185,6 +197,14 @@ impl SchedulerHandle {
     /// Tasks waiting for a free slot, as of the loop's last step (for metrics).
     pub fn queued_tasks(&self) -> usize {
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Entries the scheduler's per-task and per-job maps (running and queued tasks,
+    /// their copies, jobs) have room for, as of the loop's last step: back near zero
+    /// once no job is left, however many tasks the jobs had.
+    pub fn task_capacity(&self) -> usize {
+        self.task_capacity
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every [`ListenerEvent`] from now on (for the UI, the event log, metrics).
@@ -320,6 +340,10 @@ struct Scheduler {
     listeners: Listeners,
     /// `queue.len()` for the handle (see `SchedulerHandle::queued_tasks`).
     queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// For the handle (see `SchedulerHandle::task_capacity`).
+    task_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    /// The maps were shrunk since the last job ended (reset by a submission).
+    idle_released: bool,
 }
 
 impl Scheduler {
@@ -327,6 +351,8 @@ impl Scheduler {
         Scheduler {
             listeners,
             queued: Arc::default(),
+            task_capacity: Arc::default(),
+            idle_released: true,
             config,
             launcher,
             next_job: 0,
@@ -395,6 +421,15 @@ impl Scheduler {
             // Counted before the launches go out: whoever sees a launch sees the count.
             self.queued
                 .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
+            // Once per idle spell: no job left, no abandoned attempt still holding a slot.
+            if !self.idle_released && self.jobs.is_empty() && self.abandoned.is_empty() {
+                self.release_when_idle();
+                self.idle_released = true;
+            }
+            self.task_capacity.store(
+                self.held_task_capacity(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             self.launcher.flush();
             if shutdown {
                 break;

@@ -38,6 +38,7 @@ impl Scheduler {
         }
         let job_id = self.next_job;
         self.next_job += 1;
+        self.idle_released = false;
         let number = {
             let app = self.apps.entry(plan.application.clone()).or_default();
             app.jobs += 1;
