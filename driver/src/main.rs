@@ -44,9 +44,8 @@ fn no_transparent_huge_pages() {
 }
 
 /// Gives the pages mimalloc holds free back to the OS (the calling thread's heap and
-/// abandoned ones). The scheduler calls it on its thread once its last job has ended,
-/// the session registry on an async worker: an idle thread's heap otherwise keeps its
-/// freed pages (2.5 GB a minute after 251 jobs of 200k tasks had ended).
+/// abandoned ones). The scheduler calls it on its thread once its last job of many
+/// tasks has ended: an idle thread's heap otherwise keeps its freed pages.
 fn release_freed_pages() {
     // SAFETY: mi_collect takes a plain flag and only walks mimalloc's own heaps.
     unsafe { libmimalloc_sys::mi_collect(true) }

@@ -146,9 +146,6 @@ pub(crate) struct DriverState {
     pub binaries: BinaryStore,
     pub limits: ServerLimits,
     pub plan_limits: ember_scheduler::limits::PlanLimits,
-    /// Returns freed pages to the OS (`SchedulerConfig::release_memory`); called when
-    /// the driver's last running job has ended.
-    pub release_memory: Option<fn()>,
 }
 
 impl DriverState {
@@ -257,7 +254,6 @@ impl DriverDaemon {
             binaries,
             limits: config.limits.clone(),
             plan_limits: config.scheduler.limits.clone(),
-            release_memory: config.scheduler.release_memory,
         });
         let monitor = tokio::spawn(executors::monitor(
             Arc::downgrade(&state),

@@ -371,14 +371,8 @@ pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u
     if done {
         finalize(state, inner, session_id);
     }
-    let idle = inner.running_jobs == 0;
-    if idle {
+    if inner.running_jobs == 0 {
         shrink_when_idle(inner);
-    }
-    drop(guard);
-    // Outside the lock: collecting may take a while after large frees.
-    if let (true, Some(release)) = (idle, state.release_memory) {
-        release();
     }
 }
 

@@ -88,10 +88,10 @@ pub struct SchedulerConfig {
     /// `quick_task` to run (the executor's own run time, without the wait).
     pub quick_streak: u32,
     pub quick_task: Duration,
-    /// Called on the scheduler thread whenever its last job has ended, after it has
-    /// dropped and shrunk its job, stage and task state: a deployment returns the freed
-    /// pages to the OS here (the driver daemon: mimalloc's `mi_collect`), since an idle
-    /// thread's allocator otherwise keeps them.
+    /// Called on the scheduler thread when its last job has ended, if its jobs had
+    /// grown its maps past a few thousand entries, after it has shrunk its job and task
+    /// state: a deployment returns the freed pages to the OS here (the driver daemon:
+    /// mimalloc's `mi_collect`), since an idle thread's allocator otherwise keeps them.
     pub release_memory: Option<fn()>,
 }
 
@@ -115,6 +115,10 @@ impl Default for SchedulerConfig {
         }
     }
 }
+
+/// Map entries (see [`SchedulerHandle::task_capacity`]) above which an idle scheduler
+/// shrinks its maps and calls `release_memory`.
+const RELEASE_ABOVE_CAPACITY: usize = 4096;
 
 /// Called once, with the reason, if the scheduler thread panics.
 pub type PanicHandler = Box<dyn FnOnce(String) + Send>;
@@ -421,9 +425,12 @@ impl Scheduler {
             // Counted before the launches go out: whoever sees a launch sees the count.
             self.queued
                 .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
-            // Once per idle spell: no job left, no abandoned attempt still holding a slot.
+            // Once per idle spell (no job left, no abandoned attempt holding a slot), and
+            // only after work that grew the maps: a stream of small jobs pays nothing.
             if !self.idle_released && self.jobs.is_empty() && self.abandoned.is_empty() {
-                self.release_when_idle();
+                if self.held_task_capacity() > RELEASE_ABOVE_CAPACITY {
+                    self.release_when_idle();
+                }
                 self.idle_released = true;
             }
             self.task_capacity.store(

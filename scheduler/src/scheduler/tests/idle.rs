@@ -18,7 +18,7 @@ fn count_release() {
 
 #[test]
 fn after_the_last_job_its_task_state_is_shrunk_and_memory_released() {
-    const TASKS: u32 = 4000;
+    const TASKS: u32 = 8000;
     let h = Harness::new(
         &[("e1", 4)],
         SchedulerConfig {
