@@ -717,29 +717,6 @@ impl Scheduler {
         }
         self.stages.remove(&job.result_stage);
     }
-
-    /// No job is left: shrinks the per-task and per-job maps (a job of 200,000 tasks
-    /// grew them to that many entries) and lets the deployment return freed pages.
-    pub(super) fn release_when_idle(&mut self) {
-        self.jobs.shrink_to_fit();
-        self.running.shrink_to_fit();
-        self.copies.shrink_to_fit();
-        self.abandoned.shrink_to_fit();
-        self.queue.shrink_to_fit();
-        self.stages.shrink_to_fit();
-        if let Some(release) = self.config.release_memory {
-            release();
-        }
-    }
-
-    /// Entries the per-task and per-job maps have room for.
-    pub(super) fn held_task_capacity(&self) -> usize {
-        self.jobs.capacity()
-            + self.running.capacity()
-            + self.copies.capacity()
-            + self.abandoned.capacity()
-            + self.queue.capacity()
-    }
 }
 
 /// A failed attempt's reason as the listeners show it (bounded: the executor already cut
