@@ -1,5 +1,6 @@
 //! What clients name reaches the driver's log escaped and bounded: an app name with a
-//! newline is one log line, a 1 MB app name is cut at 256 bytes with the cut marked.
+//! newline is one log line, a 1 MB app name is cut at 256 bytes with the cut marked,
+//! and a node name with a newline is one "submitting stage" line.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use ember_proto::OpenSessionRequest;
+use ember_proto::{OpenSessionRequest, SubmitJobRequest};
 
 /// Log lines written by the driver under test.
 #[derive(Clone, Default)]
@@ -32,7 +33,14 @@ impl Captured {
     }
 }
 
-async fn open_named(c: &mut Client, sha: &str, app_name: String) {
+async fn open_named(
+    c: &mut Client,
+    sha: &str,
+    app_name: String,
+) -> (
+    ember_proto::SessionOpened,
+    tonic::Streaming<ember_proto::SessionEvent>,
+) {
     let mut stream = c
         .open_session(OpenSessionRequest {
             app_name,
@@ -41,11 +49,15 @@ async fn open_named(c: &mut Client, sha: &str, app_name: String) {
         .await
         .expect("open session")
         .into_inner();
-    tokio::time::timeout(WAIT, stream.message())
+    let ev = tokio::time::timeout(WAIT, stream.message())
         .await
         .expect("session event in time")
         .expect("session event")
         .expect("stream open");
+    match ev.event {
+        Some(ember_proto::session_event::Event::Opened(o)) => (o, stream),
+        other => panic!("expected SessionOpened, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -60,7 +72,8 @@ async fn app_names_are_logged_escaped_and_cut_at_their_bound() {
     let mut c = client(driver.addr, None).await;
     let sha = upload(&mut c, b"bin").await;
 
-    open_named(&mut c, &sha, "evil\nINFO forged: session opened".into()).await;
+    let (first, _session) =
+        open_named(&mut c, &sha, "evil\nINFO forged: session opened".into()).await;
     let lines = captured.lines();
     let opened: Vec<&String> = lines
         .iter()
@@ -78,7 +91,7 @@ async fn app_names_are_logged_escaped_and_cut_at_their_bound() {
     );
 
     let huge = "n".repeat(1 << 20);
-    open_named(&mut c, &sha, huge).await;
+    let _second = open_named(&mut c, &sha, huge).await;
     let lines = captured.lines();
     let opened: Vec<&String> = lines
         .iter()
@@ -93,4 +106,34 @@ async fn app_names_are_logged_escaped_and_cut_at_their_bound() {
         (1 << 20) - 256
     );
     assert!(line.contains(&kept), "{line}");
+
+    // A node name with a newline: the scheduler's "submitting stage" line escapes it.
+    let mut plan = tiny_plan(first.id_base, 1, &sha);
+    plan.nodes[0].name = "tiny\nINFO forged stage".into();
+    let req = SubmitJobRequest {
+        session_id: first.session_id,
+        plan: Some(plan),
+        new_broadcasts: vec![],
+    };
+    let req = ember_proto::auth::with_session_token(tonic::Request::new(req), &first.session_token)
+        .unwrap();
+    let _job = c.submit_job(req).await.expect("job accepted");
+    let deadline = std::time::Instant::now() + WAIT;
+    let line = loop {
+        let lines = captured.lines();
+        if let Some(l) = lines.iter().find(|l| l.contains("submitting stage")) {
+            break l.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "{lines:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    assert!(
+        line.contains(r"submitting stage tiny\nINFO forged stage"),
+        "{line}"
+    );
+    let lines = captured.lines();
+    assert!(
+        !lines.iter().any(|l| l.starts_with("INFO forged")),
+        "{lines:#?}"
+    );
 }

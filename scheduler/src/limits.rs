@@ -73,6 +73,40 @@ pub fn bounded(name: &str) -> String {
     }
 }
 
+/// Bytes of a client-chosen name or message quoted in a log line ([`for_log`]).
+pub const MAX_LOGGED_BYTES: usize = 256;
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`: it cannot forge a log
+/// line or a terminal escape) and cut to `max` bytes of the original at a character
+/// boundary, the cut marked `… (N bytes more; WHAT are cut at MAX bytes)`.
+pub fn escaped_prefix(text: &str, max: usize, what: &str) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 48);
+    for c in text[..end].chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    if end < text.len() {
+        let more = text.len() - end;
+        out.push_str(&format!(
+            "… ({more} bytes more; {what} are cut at {max} bytes)"
+        ));
+    }
+    out
+}
+
+/// A client-chosen name (stage name, description, call site) or a task's failure
+/// message as a log line quotes it: escaped and at most [`MAX_LOGGED_BYTES`].
+pub fn for_log(text: &str) -> String {
+    escaped_prefix(text, MAX_LOGGED_BYTES, "logged names")
+}
+
 /// Checks `plan` against `limits`; the error names the first bound it exceeds.
 pub fn check_plan(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded> {
     check_plan_tasks(plan, limits).map(|_| ())

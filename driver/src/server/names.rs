@@ -11,42 +11,17 @@
 /// Bytes of a client's app name the driver keeps (longer names are cut).
 pub const MAX_APP_NAME_BYTES: usize = 256;
 
-/// Bytes of a job description or call site quoted in a driver log line.
-pub const MAX_LOGGED_NAME_BYTES: usize = 256;
-
-/// `name` with its control characters escaped and cut to `max` bytes of the original
-/// (at a character boundary), the cut marked `… (N bytes more; WHAT are cut at MAX
-/// bytes)`.
-pub fn escaped_prefix(name: &str, max: usize, what: &str) -> String {
-    let mut end = name.len().min(max);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end + 48);
-    for c in name[..end].chars() {
-        if c.is_control() {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    if end < name.len() {
-        let more = name.len() - end;
-        out.push_str(&format!(
-            "… ({more} bytes more; {what} are cut at {max} bytes)"
-        ));
-    }
-    out
-}
+pub use ember_scheduler::limits::escaped_prefix;
 
 /// A client's app name as the driver keeps, logs and shows it.
 pub fn app_name(raw: &str) -> String {
     escaped_prefix(raw, MAX_APP_NAME_BYTES, "app names")
 }
 
-/// A job description or call site as the driver logs it.
+/// A job description or call site as the driver logs it (at most
+/// [`ember_scheduler::limits::MAX_LOGGED_BYTES`]).
 pub fn logged(raw: &str) -> String {
-    escaped_prefix(raw, MAX_LOGGED_NAME_BYTES, "logged names")
+    ember_scheduler::limits::for_log(raw)
 }
 
 #[cfg(test)]

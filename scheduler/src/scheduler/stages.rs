@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use super::{Job, Pending, Scheduler, Stage, StageKind, StageState};
 use crate::dag::PlanIndex;
 use crate::events::{Broadcasts, JobEvent, JobEventSender, JobFailure, StageInfo};
-use crate::limits::check_plan;
+use crate::limits::{check_plan, for_log};
 use crate::listener::{now_ms, ListenerEvent, StageDesc};
 
 impl Scheduler {
@@ -437,7 +437,7 @@ impl Scheduler {
                 stage_id,
                 attempt,
                 "submitting stage {}: all {} partitions",
-                st.name,
+                for_log(&st.name),
                 partitions.len()
             );
         } else {
@@ -446,7 +446,7 @@ impl Scheduler {
                 stage_id,
                 attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
-                st.name,
+                for_log(&st.name),
                 partitions.len(),
                 st.num_partitions,
                 partitions
