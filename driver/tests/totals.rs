@@ -90,7 +90,23 @@ async fn a_job_over_its_sessions_running_bound_waits_and_past_the_queue_is_refus
     finish_next(&mut exec, &mut second, 2).await;
     // The queue has room again.
     let mut third = submit_ok(&mut c, &opened, plan()).await;
+    let fourth = submit_ok(&mut c, &opened, plan()).await; // waits
+    // Its client leaves: it never starts, and its place in the queue frees up (once
+    // the driver has seen the stream go).
+    drop(fourth);
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut fifth = loop {
+        match c.submit_job(submit(&opened, plan())).await {
+            Ok(job) => break job.into_inner(),
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                assert!(std::time::Instant::now() < deadline, "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
     finish_next(&mut exec, &mut third, 3).await;
+    finish_next(&mut exec, &mut fifth, 5).await;
 }
 
 #[tokio::test]

@@ -54,6 +54,22 @@ impl<T> WaitingJobs<T> {
         job
     }
 
+    /// Takes out the waiting jobs `gone` selects (their clients left), keeping the
+    /// others' order.
+    pub(crate) fn take_where(&mut self, gone: impl Fn(&T) -> bool) -> Vec<T> {
+        let mut out = Vec::new();
+        let mut keep = VecDeque::with_capacity(self.jobs.len());
+        for job in self.jobs.drain(..) {
+            if gone(&job) {
+                out.push(job);
+            } else {
+                keep.push_back(job);
+            }
+        }
+        self.jobs = keep;
+        out
+    }
+
     /// Every waiting job, in order, leaving the queue empty (the session ended).
     pub(crate) fn take_all(&mut self) -> VecDeque<T> {
         std::mem::take(&mut self.jobs)
@@ -74,7 +90,9 @@ mod tests {
         assert_eq!(q.next(), Some(1));
         assert!(q.has_room());
         assert_eq!(q.push(4), Ok(()));
-        assert_eq!(q.take_all(), VecDeque::from([2, 4]));
+        assert_eq!(q.take_where(|j| *j == 2), vec![2]);
+        assert_eq!(q.push(5), Ok(()));
+        assert_eq!(q.take_all(), VecDeque::from([4, 5]));
         assert_eq!(q.next(), None);
     }
 }

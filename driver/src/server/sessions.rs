@@ -147,6 +147,13 @@ impl SessionRegistry {
         check_token(session, token)?;
         let start_now = session.running < limits.max_running_jobs_per_session
             && inner.running_jobs < limits.max_running_jobs;
+        if !start_now && !session.waiting.has_room() {
+            // Jobs whose clients left while they waited make room first.
+            for job in session.waiting.take_where(|j| j.track.cancel_requested()) {
+                session.jobs.remove(&job.submission);
+                job.drop_unstarted("client disconnected");
+            }
+        }
         // Refused before `accept` keeps anything of the job (its broadcasts).
         if !start_now && !session.waiting.has_room() {
             warn!(
