@@ -90,9 +90,9 @@ async fn a_job_over_its_sessions_running_bound_waits_and_past_the_queue_is_refus
     finish_next(&mut exec, &mut second, 2).await;
     // The queue has room again.
     let mut third = submit_ok(&mut c, &opened, plan()).await;
-    let fourth = submit_ok(&mut c, &opened, plan()).await; // waits
-    // Its client leaves: it never starts, and its place in the queue frees up (once
-    // the driver has seen the stream go).
+    // The fourth waits; its client leaves: it never starts, and its place in the queue
+    // frees up (once the driver has seen the stream go).
+    let fourth = submit_ok(&mut c, &opened, plan()).await;
     drop(fourth);
     let deadline = std::time::Instant::now() + WAIT;
     let mut fifth = loop {
