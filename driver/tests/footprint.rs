@@ -74,7 +74,7 @@ async fn running_jobs_cost_neither_a_thread_nor_a_copy_of_their_sessions_broadca
     };
     let big = BroadcastValue {
         id: opened.broadcast_base,
-        value: vec![7; BROADCAST],
+        value: vec![7; BROADCAST].into(),
     };
     let mut jobs = vec![c.submit_job(submit(vec![big])).await.unwrap().into_inner()];
     // The broadcast went to the executor with the first launch; dropped here.

@@ -73,7 +73,7 @@ impl Entry {
             .filter(|(bid, _)| self.sent_broadcasts.insert(**bid))
             .map(|(id, value)| BroadcastValue {
                 id: *id,
-                value: value.to_vec(),
+                value: value.clone(),
             })
             .collect();
         broadcasts.sort_by_key(|b| b.id);

@@ -199,7 +199,7 @@ pub(crate) fn submit(
             // session's earlier jobs keep the values they were submitted with.
             let held = Arc::make_mut(&mut session.broadcasts);
             for b in new_broadcasts {
-                held.insert(b.id, Bytes::from(b.value));
+                held.insert(b.id, b.value);
             }
         }
         // Whatever the client put there: its tasks fetch shuffle blocks with this.
