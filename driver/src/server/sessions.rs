@@ -19,7 +19,7 @@
 //!   start, in order, as running jobs end.
 //! - A session is usable only by the client that opened it: `OpenSession` hands that
 //!   client a random 256-bit token, and every session-scoped call must carry it
-//!   ([`SessionRegistry::with_session`], [`SessionRegistry::start_job`] compare it in
+//!   ([`SessionRegistry::with_session`], [`SessionRegistry::submit_job`] compare it in
 //!   constant time, refusing with `PERMISSION_DENIED`). Tokens and shuffle keys are
 //!   never logged, shown on the status page or echoed in an error.
 
@@ -50,7 +50,8 @@ type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 pub(crate) struct Session {
     pub id: u64,
     /// The application its jobs belong to (`Plan.application`): the client's app name
-    /// (escaped and bounded, [`super::names::app_name`]) and the session id, so two clients of one name are two applications.
+    /// (escaped and bounded, [`super::names::app_name`]) and the session id, so two
+    /// clients of one name are two applications.
     pub application: String,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
@@ -193,8 +194,10 @@ impl SessionRegistry {
             jobs::start(state, job);
         } else {
             let waiting = session.waiting.len() + 1;
-            if session.waiting.push(job).is_err() {
-                unreachable!("room checked above, under the same lock");
+            // Room was checked above under the same lock; were it gone, the job ends.
+            if let Err(job) = session.waiting.push(job) {
+                session.jobs.remove(&submission);
+                job.drop_unstarted("the session's queue of waiting jobs is full");
             }
             info!(
                 session = session_id,
