@@ -10,7 +10,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // repeats the names: as `Bytes` (wire-identical to `string`) they are shared, not
     // copied, when the driver clones the host list into a task.
     // The compact input's packed arrays likewise: built once, shared by many reducers.
-    config.bytes([".ember.v1.MapHost", ".ember.v1.ShuffleInput"]);
+    // A broadcast value likewise: the driver holds a session's value once and every
+    // executor's launch shares it (a 200 MiB value to ten executors is not ten copies).
+    config.bytes([
+        ".ember.v1.MapHost",
+        ".ember.v1.ShuffleInput",
+        ".ember.v1.BroadcastValue",
+    ]);
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

@@ -44,6 +44,14 @@ fn no_transparent_huge_pages() {
     }
 }
 
+/// Gives the pages mimalloc holds free back to the OS (the calling thread's heap and
+/// abandoned ones). The scheduler calls it on its thread once its last job of many
+/// tasks has ended: an idle thread's heap otherwise keeps its freed pages.
+fn release_freed_pages() {
+    // SAFETY: mi_collect takes a plain flag and only walks mimalloc's own heaps.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 /// How long in-flight calls get to finish after a shutdown signal.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -139,6 +147,24 @@ struct Args {
     /// A binary no session uses is deleted once unused for this many seconds.
     #[arg(long, default_value_t = 3600)]
     binary_max_age_secs: u64,
+    /// Jobs of one client session running at once; more wait in the session's queue.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    max_running_jobs_per_session: u32,
+    /// Jobs running at once over all sessions; more wait in their session's queue.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    max_running_jobs: u32,
+    /// Jobs one session may have waiting to start; a job past it is refused.
+    #[arg(long, default_value_t = 64)]
+    max_queued_jobs_per_session: u32,
+    /// Tasks waiting for a slot over all jobs; a job that would pass it is refused.
+    #[arg(long, default_value_t = 4_000_000)]
+    max_queued_tasks: u64,
+    /// Bytes of a job's description.
+    #[arg(long, default_value_t = 64 << 10)]
+    max_description_bytes: u32,
+    /// Bytes of each RDD's name and each captured closure's call site in a plan.
+    #[arg(long, default_value_t = 4 << 10)]
+    max_node_name_bytes: u32,
     #[command(flatten)]
     connections: ConnectionArgs,
 }
@@ -455,11 +481,14 @@ async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> an
             speculation_multiplier: args.speculation_multiplier,
             speculation_quantile: args.speculation_quantile,
             speculation_min: Duration::from_millis(args.speculation_min_ms),
+            release_memory: Some(release_freed_pages),
             limits: PlanLimits {
                 max_partitions_per_node: args.max_partitions_per_node,
                 max_plan_nodes: args.max_plan_nodes,
                 max_tasks_per_job: args.max_tasks_per_job,
                 max_result_bytes: args.max_result_bytes,
+                max_description_bytes: args.max_description_bytes,
+                max_node_name_bytes: args.max_node_name_bytes,
             },
             ..Default::default()
         },
@@ -467,6 +496,10 @@ async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> an
         secret,
         operator_secret: operator,
         limits: ServerLimits {
+            max_running_jobs_per_session: args.max_running_jobs_per_session,
+            max_running_jobs: args.max_running_jobs,
+            max_queued_jobs_per_session: args.max_queued_jobs_per_session,
+            max_queued_tasks: args.max_queued_tasks,
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,
             max_binary_bytes: args.max_binary_bytes,

@@ -203,7 +203,7 @@ async fn a_broadcast_reaches_an_executor_once() {
                 plan: Some(tiny_plan(opened.id_base, 1, &sha)),
                 new_broadcasts: vec![BroadcastValue {
                     id: 3,
-                    value: vec![],
+                    value: Default::default(),
                 }],
             },
         ))
@@ -219,7 +219,7 @@ async fn a_broadcast_reaches_an_executor_once() {
     for (round, new) in [
         vec![BroadcastValue {
             id: bid,
-            value: b"hello".to_vec(),
+            value: b"hello"[..].into(),
         }],
         vec![],
     ]
@@ -248,7 +248,7 @@ async fn a_broadcast_reaches_an_executor_once() {
         }
         if round == 0 {
             assert_eq!(sent.len(), 1, "one of the two tasks carries it");
-            assert_eq!((sent[0].id, sent[0].value.as_slice()), (bid, &b"hello"[..]));
+            assert_eq!((sent[0].id, &sent[0].value[..]), (bid, &b"hello"[..]));
         } else {
             assert!(sent.is_empty(), "a later job does not resend it");
         }

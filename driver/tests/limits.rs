@@ -129,7 +129,7 @@ async fn broadcasts_per_session_are_bounded_in_count_and_bytes() {
     let (opened, _session) = open_session(&mut c, &sha).await;
     let b = |i: u64, len: usize| BroadcastValue {
         id: opened.broadcast_base + i,
-        value: vec![7; len],
+        value: vec![7; len].into(),
     };
     let plan = || tiny_plan(opened.id_base, 1, &sha);
     let cases = [

@@ -194,7 +194,7 @@ impl BinaryWorker {
                     if live.sent.insert(id) {
                         live.send(to_worker::Msg::Broadcast(BroadcastValue {
                             id,
-                            value: value.to_vec(),
+                            value: value.clone(),
                         }));
                     }
                 }
@@ -236,7 +236,7 @@ impl BinaryWorker {
 
     fn store_broadcasts(&mut self, task: &TaskDescription, new: Vec<BroadcastValue>) {
         for b in new {
-            self.broadcasts.insert(b.id, Bytes::from(b.value));
+            self.broadcasts.insert(b.id, b.value);
         }
         for (id, value) in &task.broadcasts {
             self.broadcasts

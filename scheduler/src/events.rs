@@ -23,14 +23,67 @@ pub struct StageShared {
     pub plan_id: u64,
     pub plan: Arc<Plan>,
     /// Broadcast values the stage's job uses: id -> serialised value.
-    pub broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+    pub broadcasts: Broadcasts,
+}
+
+/// A job's broadcast values, id -> serialised value: shared, never copied, by every
+/// job of a client session and every stage of those jobs (the driver holds a session's
+/// values once, however many jobs use them).
+pub type Broadcasts = Arc<HashMap<u64, bytes::Bytes>>;
+
+/// Runs its function when dropped (after the sender beside it has disconnected).
+struct Wake(Box<dyn Fn() + Send + Sync>);
+
+impl Drop for Wake {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// Where the scheduler sends one job's [`JobEvent`]s: a channel, and optionally a
+/// function called after every event and once when the scheduler lets go of the job
+/// (the channel then disconnected), so an async reader can wait without a thread of
+/// its own (the driver daemon follows hundreds of jobs on its async runtime).
+#[derive(Clone)]
+pub struct JobEventSender {
+    // Declared before `wake`: dropped (disconnecting the channel) before it runs.
+    tx: crossbeam_channel::Sender<JobEvent>,
+    wake: Option<Arc<Wake>>,
+}
+
+impl JobEventSender {
+    /// A sender that calls `wake` after every event and when the job is let go.
+    pub fn with_wake(
+        tx: crossbeam_channel::Sender<JobEvent>,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> Self {
+        JobEventSender {
+            tx,
+            wake: Some(Arc::new(Wake(Box::new(wake)))),
+        }
+    }
+
+    /// Sends `event`; false if the reader has gone.
+    pub fn send(&self, event: JobEvent) -> bool {
+        let sent = self.tx.send(event).is_ok();
+        if let Some(w) = &self.wake {
+            (w.0)();
+        }
+        sent
+    }
+}
+
+impl From<crossbeam_channel::Sender<JobEvent>> for JobEventSender {
+    fn from(tx: crossbeam_channel::Sender<JobEvent>) -> Self {
+        JobEventSender { tx, wake: None }
+    }
 }
 
 static NEXT_PLAN_ID: AtomicU64 = AtomicU64::new(1);
 
 impl StageShared {
     /// A stage plan under a fresh id.
-    pub fn new(plan: Arc<Plan>, broadcasts: Arc<HashMap<u64, Vec<u8>>>) -> Self {
+    pub fn new(plan: Arc<Plan>, broadcasts: Broadcasts) -> Self {
         StageShared {
             plan_id: NEXT_PLAN_ID.fetch_add(1, Ordering::Relaxed),
             plan,
@@ -42,7 +95,11 @@ impl StageShared {
     /// of before plans were shared (what tests and simple launchers want).
     pub fn describe(&self, mut task: TaskDescription) -> TaskDescription {
         task.plan = Some((*self.plan).clone());
-        task.broadcasts = (*self.broadcasts).clone();
+        task.broadcasts = self
+            .broadcasts
+            .iter()
+            .map(|(id, v)| (*id, v.to_vec()))
+            .collect();
         task
     }
 }
@@ -72,8 +129,8 @@ pub enum SchedulerEvent {
     /// A client submits a job; its events go to `events`.
     SubmitJob {
         plan: Box<Plan>,
-        broadcasts: std::collections::HashMap<u64, Vec<u8>>,
-        events: crossbeam_channel::Sender<JobEvent>,
+        broadcasts: Broadcasts,
+        events: JobEventSender,
     },
     /// The client gave up on a job (dropped it or disconnected).
     CancelJob { job_id: u64, reason: String },

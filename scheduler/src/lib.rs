@@ -24,7 +24,10 @@ pub mod wire;
 #[cfg(test)]
 mod test_plans;
 
-pub use events::{JobEvent, JobFailure, SchedulerEvent, StageInfo, StageShared, TaskLauncher};
+pub use events::{
+    Broadcasts, JobEvent, JobEventSender, JobFailure, SchedulerEvent, StageInfo, StageShared,
+    TaskLauncher,
+};
 pub use limits::PlanLimits;
 pub use listener::{ListenerEvent, StageDesc};
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

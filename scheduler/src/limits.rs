@@ -9,7 +9,9 @@
 //!
 //! Invariant: a plan accepted by [`check_plan`] has at most `max_plan_nodes` nodes, at
 //! most twice as many dependencies, no node with more than `max_partitions_per_node`
-//! partitions, and at most `max_tasks_per_job` tasks over all of its stages.
+//! partitions, at most `max_tasks_per_job` tasks over all of its stages, a description
+//! of at most `max_description_bytes` and node names and call sites of at most
+//! `max_node_name_bytes` each.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,6 +30,11 @@ pub struct PlanLimits {
     /// Total bytes of one job's results (`--max-result-bytes`, Spark's
     /// `spark.driver.maxResultSize`); the job fails once its results exceed it.
     pub max_result_bytes: u64,
+    /// Bytes of a plan's description (`--max-description-bytes`).
+    pub max_description_bytes: u32,
+    /// Bytes of each node's name and each captured closure's call site
+    /// (`--max-node-name-bytes`).
+    pub max_node_name_bytes: u32,
 }
 
 impl Default for PlanLimits {
@@ -37,6 +44,8 @@ impl Default for PlanLimits {
             max_plan_nodes: 10_000,
             max_tasks_per_job: 1_000_000,
             max_result_bytes: 1 << 30,
+            max_description_bytes: 64 << 10,
+            max_node_name_bytes: 4 << 10,
         }
     }
 }
@@ -64,14 +73,55 @@ pub fn bounded(name: &str) -> String {
     }
 }
 
+/// Bytes of a client-chosen name or message quoted in a log line ([`for_log`]).
+pub const MAX_LOGGED_BYTES: usize = 256;
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`: it cannot forge a log
+/// line or a terminal escape) and cut to `max` bytes of the original at a character
+/// boundary, the cut marked `… (N bytes more; WHAT are cut at MAX bytes)`.
+pub fn escaped_prefix(text: &str, max: usize, what: &str) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end + 48);
+    for c in text[..end].chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    if end < text.len() {
+        let more = text.len() - end;
+        out.push_str(&format!(
+            "… ({more} bytes more; {what} are cut at {max} bytes)"
+        ));
+    }
+    out
+}
+
+/// A client-chosen name (stage name, description, call site) or a task's failure
+/// message as a log line quotes it: escaped and at most [`MAX_LOGGED_BYTES`].
+pub fn for_log(text: &str) -> String {
+    escaped_prefix(text, MAX_LOGGED_BYTES, "logged names")
+}
+
 /// Checks `plan` against `limits`; the error names the first bound it exceeds.
 pub fn check_plan(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded> {
+    check_plan_tasks(plan, limits).map(|_| ())
+}
+
+/// [`check_plan`], returning the number of tasks of the job (every map stage counted in
+/// full) when the plan is within the limits.
+pub fn check_plan_tasks(plan: &Plan, limits: &PlanLimits) -> Result<u64, LimitExceeded> {
     let exceeded = |what: String, value: u64, limit: u64, flag| LimitExceeded {
         what,
         value,
         limit,
         flag,
     };
+    check_name_sizes(plan, limits)?;
     let max_nodes = u64::from(limits.max_plan_nodes);
     if plan.nodes.len() as u64 > max_nodes {
         return Err(exceeded(
@@ -154,6 +204,54 @@ pub fn check_plan(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded>
             "--max-tasks-per-job",
         ));
     }
+    Ok(tasks)
+}
+
+/// The description, node names and call sites of `plan` within their byte bounds
+/// (checked first: they are what the driver keeps, logs and shows of a plan).
+fn check_name_sizes(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceeded> {
+    let max_desc = u64::from(limits.max_description_bytes);
+    if plan.description.len() as u64 > max_desc {
+        return Err(LimitExceeded {
+            what: format!(
+                "the byte length of the job's description ({})",
+                bounded(&plan.description)
+            ),
+            value: plan.description.len() as u64,
+            limit: max_desc,
+            flag: "--max-description-bytes",
+        });
+    }
+    let max_name = u64::from(limits.max_node_name_bytes);
+    for node in &plan.nodes {
+        if node.name.len() as u64 > max_name {
+            return Err(LimitExceeded {
+                what: format!(
+                    "the byte length of the name of node {} ({})",
+                    node.id,
+                    bounded(&node.name)
+                ),
+                value: node.name.len() as u64,
+                limit: max_name,
+                flag: "--max-node-name-bytes",
+            });
+        }
+    }
+    let origins = plan.nodes.iter().flat_map(|n| &n.captures);
+    if let Some(c) = origins
+        .chain(&plan.result_captures)
+        .find(|c| c.origin.len() as u64 > max_name)
+    {
+        return Err(LimitExceeded {
+            what: format!(
+                "the byte length of a captured closure's call site ({})",
+                bounded(&c.origin)
+            ),
+            value: c.origin.len() as u64,
+            limit: max_name,
+            flag: "--max-node-name-bytes",
+        });
+    }
     Ok(())
 }
 
@@ -210,6 +308,42 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("the number of dependencies in the plan is 7"));
+    }
+
+    #[test]
+    fn descriptions_names_and_call_sites_are_bounded_in_bytes() {
+        let limits = PlanLimits {
+            max_description_bytes: 8,
+            max_node_name_bytes: 4,
+            ..PlanLimits::default()
+        };
+        let mut p = Plan {
+            nodes: vec![node(0, 1, vec![])],
+            description: "12345678".into(),
+            ..Default::default()
+        };
+        p.nodes[0].name = "abcd".into();
+        assert_eq!(check_plan(&p, &limits), Ok(()));
+        p.description = "123456789".into();
+        assert_eq!(
+            check_plan(&p, &limits).unwrap_err().to_string(),
+            "the byte length of the job's description (123456789) is 9, over the limit of 8 (--max-description-bytes)"
+        );
+        p.description.clear();
+        p.nodes[0].name = "abcde".into();
+        assert_eq!(
+            check_plan(&p, &limits).unwrap_err().to_string(),
+            "the byte length of the name of node 0 (abcde) is 5, over the limit of 4 (--max-node-name-bytes)"
+        );
+        p.nodes[0].name.clear();
+        p.result_captures = vec![ember_proto::Capture {
+            origin: "a.rs:10".into(),
+            ..Default::default()
+        }];
+        assert_eq!(
+            check_plan(&p, &limits).unwrap_err().flag,
+            "--max-node-name-bytes"
+        );
     }
 
     #[test]

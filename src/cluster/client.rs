@@ -194,7 +194,7 @@ impl ClusterClient {
                 .filter(|(id, _)| sent.insert(**id))
                 .map(|(id, v)| BroadcastValue {
                     id: *id,
-                    value: v.clone(),
+                    value: v.clone().into(),
                 })
                 .collect()
         };

@@ -209,7 +209,8 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 env.killed.insert(k.task_id);
             }
             Some(to_worker::Msg::Broadcast(b)) => {
-                env.broadcast_bytes.insert(b.id, Arc::new(b.value));
+                env.broadcast_bytes
+                    .insert(b.id, Arc::new(Vec::from(b.value)));
             }
             Some(to_worker::Msg::Unpersist(u)) => env.blocks.remove_rdd(u.rdd_id),
             Some(to_worker::Msg::Cleanup(c)) => {

@@ -64,7 +64,11 @@ pub(crate) fn own_plan(
     shared: Option<&Arc<StagePlan>>,
 ) -> std::result::Result<(TaskDescription, Arc<StagePlan>), (u64, String)> {
     if let Some(plan) = desc.plan.take() {
-        let broadcasts = Arc::new(std::mem::take(&mut desc.broadcasts));
+        let broadcasts = std::mem::take(&mut desc.broadcasts)
+            .into_iter()
+            .map(|(id, v)| (id, bytes::Bytes::from(v)))
+            .collect();
+        let broadcasts = Arc::new(broadcasts);
         return Ok((desc, Arc::new(StagePlan::new(plan, broadcasts))));
     }
     match shared {

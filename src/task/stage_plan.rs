@@ -8,7 +8,6 @@
 //! anything is resolved from an offset.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use ember_proto::{dependency, Plan, RddNode, ShuffleDependency};
 
@@ -22,11 +21,11 @@ pub(crate) struct StagePlan {
     shuffles: HashMap<u32, (usize, usize)>,
     /// Broadcast values shipped with the plan (local mode); a worker keeps its
     /// broadcasts in its environment instead.
-    broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+    broadcasts: ember_scheduler::Broadcasts,
 }
 
 impl StagePlan {
-    pub(crate) fn new(mut plan: Plan, broadcasts: Arc<HashMap<u64, Vec<u8>>>) -> Self {
+    pub(crate) fn new(mut plan: Plan, broadcasts: ember_scheduler::Broadcasts) -> Self {
         let nodes = std::mem::take(&mut plan.nodes);
         let mut node_index = HashMap::with_capacity(nodes.len());
         let mut shuffles = HashMap::new();
@@ -77,6 +76,6 @@ impl StagePlan {
     }
 
     pub(crate) fn broadcast_bytes(&self, id: u64) -> Option<&[u8]> {
-        self.broadcasts.get(&id).map(Vec::as_slice)
+        self.broadcasts.get(&id).map(|b| b.as_ref())
     }
 }

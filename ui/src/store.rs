@@ -5,7 +5,8 @@
 //! Invariants: applying the same events gives the same store, live or replayed; counts
 //! (tasks done, failed, metrics) cover every task even when old task entries were let
 //! go; memory is bounded: at most [`MAX_JOBS`] jobs (the oldest finished ones go first,
-//! with the stages no kept job uses) and [`MAX_TASKS_PER_STAGE`] task entries per stage.
+//! with the stages no kept job uses), [`MAX_TASKS_PER_STAGE`] task entries per stage and
+//! [`MAX_TASKS`] over all stages (the oldest stage's oldest entries go first).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -17,6 +18,9 @@ use crate::event::{AppEvent, Metrics, StageRef};
 pub const MAX_JOBS: usize = 1000;
 /// Task entries kept per stage (older ones go; their counts stay).
 pub const MAX_TASKS_PER_STAGE: usize = 10_000;
+/// Task entries kept over all stages (Spark's `spark.ui.retainedTasks` number): 251
+/// jobs of 10,000 kept entries each held 2.5 million, gigabytes after the jobs ended.
+pub const MAX_TASKS: usize = 100_000;
 
 /// Where a job, stage or task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -148,6 +152,8 @@ pub struct AppStatus {
     jobs: BTreeMap<u64, JobInfo>,
     stages: BTreeMap<u32, StageInfo>,
     tasks: BTreeMap<u32, VecDeque<TaskInfo>>,
+    /// Entries in `tasks`, over all stages (at most [`MAX_TASKS`]).
+    task_entries: usize,
     executors: BTreeMap<String, ExecutorInfo>,
     /// Host and memory of executors the scheduler has not added yet (the driver's
     /// resources line comes on another channel and may be first).
@@ -244,6 +250,8 @@ impl AppStatus {
                 let list = self.tasks.entry(*stage_id).or_default();
                 if list.len() >= MAX_TASKS_PER_STAGE {
                     list.pop_front();
+                } else {
+                    self.task_entries += 1;
                 }
                 list.push_back(TaskInfo {
                     task_id: *task_id,
@@ -259,6 +267,7 @@ impl AppStatus {
                     metrics: Metrics::default(),
                     error: None,
                 });
+                self.let_old_tasks_go();
             }
             AppEvent::TaskEnded {
                 task_id,
@@ -486,6 +495,22 @@ impl AppStatus {
                 .collect();
             self.stages.retain(|id, _| kept.contains(id));
             self.tasks.retain(|id, _| kept.contains(id));
+            self.task_entries = self.tasks.values().map(VecDeque::len).sum();
+        }
+    }
+
+    /// Keeps at most [`MAX_TASKS`] task entries: the oldest stage's oldest go first (a
+    /// stage whose entries have all gone keeps its counts).
+    fn let_old_tasks_go(&mut self) {
+        while self.task_entries > MAX_TASKS {
+            let Some(mut oldest) = self.tasks.first_entry() else {
+                return;
+            };
+            oldest.get_mut().pop_front();
+            self.task_entries -= 1;
+            if oldest.get().is_empty() {
+                oldest.remove();
+            }
         }
     }
 
@@ -578,5 +603,44 @@ impl AppStatus {
     /// Whether any job is running (pages refresh themselves then).
     pub fn busy(&self) -> bool {
         self.jobs.values().any(|j| j.status == Status::Running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(task_id: u64, stage_id: u32) -> AppEvent {
+        AppEvent::TaskStarted {
+            task_id,
+            stage_id,
+            stage_attempt: 0,
+            partition: task_id as u32,
+            attempt: 0,
+            executor_id: "e1".into(),
+            speculative: false,
+            time_ms: 0,
+        }
+    }
+
+    #[test]
+    fn task_entries_are_bounded_over_all_stages_oldest_stage_first() {
+        let mut s = AppStatus::default();
+        let per_stage = MAX_TASKS_PER_STAGE as u64;
+        let stages = (MAX_TASKS / MAX_TASKS_PER_STAGE) as u32 + 2;
+        let mut id = 0;
+        for stage in 0..stages {
+            for _ in 0..per_stage {
+                s.apply(&started(id, stage));
+                id += 1;
+            }
+        }
+        let kept: usize = s.tasks.values().map(VecDeque::len).sum();
+        assert_eq!(kept, MAX_TASKS);
+        // The two oldest stages' entries went; the newest are all there.
+        assert!(!s.tasks.contains_key(&0) && !s.tasks.contains_key(&1));
+        let newest = s.tasks.get(&(stages - 1)).expect("newest stage");
+        assert_eq!(newest.len(), MAX_TASKS_PER_STAGE);
+        assert_eq!(newest.back().map(|t| t.task_id), Some(id - 1));
     }
 }

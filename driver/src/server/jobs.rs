@@ -13,16 +13,21 @@
 //! - A job's [`JobTrack`] is ended, and its session told, before its last event is
 //!   sent: a cancel that races with the end is never sent for an ended job, and a
 //!   client that has seen the end knows the driver is done with the job.
+//! - A job's events are followed by a task on the async runtime, woken by the
+//!   scheduler ([`JobEventSender::with_wake`]): no thread per job.
+//! - A job's broadcasts are its session's, shared ([`Broadcasts`]): submitting a job
+//!   copies no broadcast value.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crossbeam_channel::{Receiver, Sender};
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use ember_proto::{dependency, limits, Plan, SubmitJobRequest};
 use prost::Message;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::Stream;
 use tonic::Status;
@@ -31,10 +36,10 @@ use tracing::{debug, info};
 use super::sessions::{self, JobTrack};
 use super::{DriverState, ServerLimits};
 use ember_proto::{BROADCASTS_PER_SESSION, IDS_PER_SESSION};
-use ember_scheduler::events::{JobEvent, SchedulerEvent};
+use ember_scheduler::events::{Broadcasts, JobEvent, JobEventSender, SchedulerEvent};
 use ember_scheduler::wire::to_wire;
 
-type WireEvents = Result<ember_proto::JobEvents, Status>;
+pub(crate) type WireEvents = Result<ember_proto::JobEvents, Status>;
 
 /// Checks that every id `plan` names lies in `[lo, hi)`.
 pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
@@ -75,7 +80,7 @@ pub fn check_plan_ids(plan: &Plan, lo: u32, hi: u32) -> Result<(), String> {
 /// pass the session's count or byte limit (a value sent again under its id replaces
 /// the old one).
 fn check_broadcast_limits(
-    held: &HashMap<u64, Vec<u8>>,
+    held: &HashMap<u64, Bytes>,
     new: &[ember_proto::BroadcastValue],
     limits: &ServerLimits,
 ) -> Result<(), Status> {
@@ -105,7 +110,50 @@ fn check_broadcast_limits(
     Ok(())
 }
 
-/// Validates and submits a job; the returned stream carries its events.
+/// `Err(RESOURCE_EXHAUSTED)` if a job of `tasks` tasks would take the tasks waiting for
+/// a slot past `--max-queued-tasks` (as the scheduler last counted them). A job alone
+/// is always let in when nothing waits, whatever its size (`--max-tasks-per-job` bounds
+/// it).
+fn check_queued_tasks(state: &DriverState, tasks: u64) -> Result<(), Status> {
+    let queued = state.scheduler.queued_tasks() as u64;
+    let limit = state.limits.max_queued_tasks;
+    if queued > 0 && queued.saturating_add(tasks) > limit {
+        return Err(Status::resource_exhausted(format!(
+            "the driver has {queued} tasks waiting for a slot; this job's {tasks} more \
+             would pass the limit of {limit} (--max-queued-tasks)"
+        )));
+    }
+    Ok(())
+}
+
+/// A job accepted into its session, to be handed to the scheduler now or once the
+/// running-jobs bounds allow (it then waits in its session's [`WaitingJobs`]).
+///
+/// [`WaitingJobs`]: super::job_queue::WaitingJobs
+pub(crate) struct PendingJob {
+    pub session_id: u64,
+    pub submission: u64,
+    pub plan: Plan,
+    /// The session's broadcasts as of the submission: shared, not copied.
+    pub broadcasts: Broadcasts,
+    pub track: Arc<JobTrack>,
+    /// The client's job stream.
+    pub tx: mpsc::UnboundedSender<WireEvents>,
+}
+
+impl PendingJob {
+    /// The job will never start (its session ended or its client left while it waited):
+    /// ends its track and tells the client, if still there.
+    pub(crate) fn drop_unstarted(self, reason: &str) {
+        self.track.end();
+        let _ = self.tx.send(Err(Status::cancelled(format!(
+            "the job was cancelled before it started: {reason}"
+        ))));
+    }
+}
+
+/// Validates a job and hands it to its session, which starts it now or queues it; the
+/// returned stream carries its events.
 pub(crate) fn submit(
     state: &Arc<DriverState>,
     req: SubmitJobRequest,
@@ -118,17 +166,19 @@ pub(crate) fn submit(
         .plan
         .ok_or_else(|| Status::invalid_argument("SubmitJob without a plan"))?;
     // Sizes before anything else looks at the plan (the scheduler checks them again).
-    ember_scheduler::limits::check_plan(&plan, &state.plan_limits)
+    let tasks = ember_scheduler::limits::check_plan_tasks(&plan, &state.plan_limits)
         .map_err(|e| Status::resource_exhausted(e.to_string()))?;
+    check_queued_tasks(state, tasks)?;
     if !state.binaries.contains(&plan.binary_hash) {
         return Err(Status::invalid_argument(format!(
             "the plan's binary {:?} is not on this driver; upload it first",
             ember_scheduler::limits::bounded(&plan.binary_hash)
         )));
     }
-    let description = plan.description.clone();
+    let description = super::names::logged(&plan.description);
     let new_broadcasts = req.new_broadcasts;
-    let (events, submission, track) = state.sessions.start_job(session_id, token, |session| {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let accept = |session: &mut sessions::Session| {
         let (lo, hi) = (session.range.ids().start, session.range.ids().end);
         debug_assert_eq!(hi - lo, IDS_PER_SESSION);
         check_plan_ids(&plan, lo, hi).map_err(Status::invalid_argument)?;
@@ -144,31 +194,24 @@ pub(crate) fn submit(
             )));
         }
         check_broadcast_limits(&session.broadcasts, &new_broadcasts, &state.limits)?;
-        for b in new_broadcasts {
-            session.broadcasts.insert(b.id, b.value);
+        if !new_broadcasts.is_empty() {
+            // Copy-on-write of the map of handles only (the values are shared): the
+            // session's earlier jobs keep the values they were submitted with.
+            let held = Arc::make_mut(&mut session.broadcasts);
+            for b in new_broadcasts {
+                held.insert(b.id, b.value);
+            }
         }
         // Whatever the client put there: its tasks fetch shuffle blocks with this.
         plan.shuffle_key = session.shuffle_key.clone();
         plan.application = session.application.clone();
         session.binaries.insert(plan.binary_hash.clone());
-        let broadcasts: HashMap<u64, Vec<u8>> = session.broadcasts.clone();
-        Ok(state.scheduler.submit(plan, broadcasts))
-    })?;
+        Ok((plan, session.broadcasts.clone()))
+    };
+    let track = state
+        .sessions
+        .submit_job(state, session_id, token, accept, tx)?;
     debug!(session = session_id, "job submitted: {description}");
-    let (tx, rx) = mpsc::unbounded_channel();
-    let bridge_state = state.clone();
-    let bridge_track = track.clone();
-    std::thread::Builder::new()
-        .name(format!("ember-job-{submission}"))
-        .spawn(move || {
-            bridge(&bridge_state, &bridge_track, events, tx, || {
-                sessions::job_ended(&bridge_state, session_id, submission)
-            });
-        })
-        .map_err(|e| {
-            track.cancel(&state.to_scheduler, "the driver could not follow the job");
-            Status::internal(format!("cannot start a thread for the job: {e}"))
-        })?;
     Ok(JobStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: JobGuard {
@@ -178,24 +221,52 @@ pub(crate) fn submit(
     })
 }
 
+/// Hands `job` to the scheduler and follows its events on the async runtime (no
+/// thread per job); must run inside the driver's tokio runtime.
+pub(crate) fn start(state: &Arc<DriverState>, job: PendingJob) {
+    let (etx, erx) = crossbeam_channel::unbounded();
+    let wake = Arc::new(Notify::new());
+    let waker = wake.clone();
+    let events = JobEventSender::with_wake(etx, move || waker.notify_one());
+    state.scheduler.submit_to(job.plan, job.broadcasts, events);
+    tokio::spawn(bridge(
+        state.clone(),
+        job.track,
+        erx,
+        wake,
+        job.tx,
+        (job.session_id, job.submission),
+    ));
+}
+
 /// Forwards a job's events from the scheduler to its client stream, as many to a
 /// message as have arrived by the time one is sent (bounded by
-/// [`limits::MAX_EVENT_BATCH`] and [`limits::BATCH_BYTES`]); runs `ended` before the
-/// last event goes out, so a client that has seen its job end knows the driver is done
-/// with it (a closed session's cleanup included).
-fn bridge(
-    state: &DriverState,
-    track: &JobTrack,
+/// [`limits::MAX_EVENT_BATCH`] and [`limits::BATCH_BYTES`]); tells the session the job
+/// ended before the last event goes out, so a client that has seen its job end knows
+/// the driver is done with it (a closed session's cleanup included). Waits on `wake`,
+/// which the scheduler notifies after every event and when it lets go of the job.
+async fn bridge(
+    state: Arc<DriverState>,
+    track: Arc<JobTrack>,
     events: Receiver<JobEvent>,
+    wake: Arc<Notify>,
     tx: mpsc::UnboundedSender<WireEvents>,
-    ended: impl FnOnce(),
+    (session_id, submission): (u64, u64),
 ) {
     // A client that has gone still gets its job cancelled by the stream's guard; keep
     // draining until the scheduler ends the job, so sends may fail.
     let send = |events: Vec<ember_proto::JobEvent>| {
         let _ = tx.send(Ok(ember_proto::JobEvents { events }));
     };
-    while let Ok(first) = events.recv() {
+    loop {
+        let first = match events.try_recv() {
+            Ok(ev) => ev,
+            Err(TryRecvError::Empty) => {
+                wake.notified().await;
+                continue;
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
         let mut batch = EventBatch::default();
         let mut next = Some(first);
         while let Some(ev) = next.take() {
@@ -213,16 +284,18 @@ fn bridge(
             }
             if last {
                 track.end();
-                ended();
+                sessions::job_ended(&state, session_id, submission);
                 send(batch.take());
                 return;
             }
             next = events.try_recv().ok();
         }
         send(batch.take());
+        // Let the other jobs' streams (and calls) run between batches.
+        tokio::task::yield_now().await;
     }
     track.end();
-    ended();
+    sessions::job_ended(&state, session_id, submission);
     let _ = tx.send(Err(Status::unavailable(
         "the scheduler stopped before the job ended",
     )));

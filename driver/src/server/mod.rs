@@ -4,6 +4,8 @@
 //! Rooms: [`executors`] (registry, executor channels, heartbeat monitor), [`launcher`]
 //! (the scheduler's [`TaskLauncher`](ember_scheduler::TaskLauncher) over executor channels),
 //! `sessions` and `jobs` (client sessions, job submission and event streaming),
+//! `job_queue` (a session's jobs waiting for its running-jobs bound), `names` (what
+//! clients name, escaped and bounded),
 //! `release` (checking the client cleaner's `ReleaseShuffles` calls),
 //! [`binaries`] (the content-addressed binary store, whose unused binaries a periodic
 //! task deletes), `service` (the tonic service
@@ -36,8 +38,10 @@ use ember_scheduler::scheduler::{SchedulerConfig, SchedulerHandle};
 
 pub mod binaries;
 pub mod executors;
+mod job_queue;
 mod jobs;
 pub mod launcher;
+pub mod names;
 mod release;
 mod service;
 mod sessions;
@@ -76,9 +80,22 @@ pub struct DriverConfig {
     pub event_log_dir: Option<PathBuf>,
 }
 
-/// Bounds on what clients may store in the driver: broadcasts and binaries.
+/// Bounds on what clients may store in the driver: running and waiting jobs, queued
+/// tasks, broadcasts and binaries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLimits {
+    /// Jobs of one session running at once (`--max-running-jobs-per-session`); more
+    /// wait in the session's queue.
+    pub max_running_jobs_per_session: u32,
+    /// Jobs running at once over all sessions (`--max-running-jobs`); more wait in
+    /// their session's queue.
+    pub max_running_jobs: u32,
+    /// Jobs one session may have waiting to start (`--max-queued-jobs-per-session`);
+    /// a job past it is refused.
+    pub max_queued_jobs_per_session: u32,
+    /// Tasks waiting for a slot over all jobs (`--max-queued-tasks`): a job whose tasks
+    /// would take the count past it is refused.
+    pub max_queued_tasks: u64,
     /// Broadcast values one session may hold (`--max-broadcasts-per-session`).
     pub max_broadcasts_per_session: u32,
     /// Total bytes of one session's broadcast values (`--max-broadcast-bytes-per-session`).
@@ -96,6 +113,10 @@ pub struct ServerLimits {
 impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
+            max_running_jobs_per_session: 16,
+            max_running_jobs: 256,
+            max_queued_jobs_per_session: 64,
+            max_queued_tasks: 4_000_000,
             max_broadcasts_per_session: 10_000,
             max_broadcast_bytes_per_session: 1 << 30,
             max_binary_bytes: 2 << 30,

@@ -11,10 +11,15 @@
 //!   (`CleanupSession`) were told to forget its ids; so a later session that reuses
 //!   the range never sees anything of the earlier one.
 //! - A job is registered with its session in the same critical section that submits
-//!   it to the scheduler, so a closing session always knows every job it must cancel.
+//!   it to the scheduler or queues it, so a closing session always knows every job it
+//!   must cancel (queued ones are dropped unstarted).
+//! - At most `--max-running-jobs-per-session` jobs of a session and
+//!   `--max-running-jobs` of the driver are with the scheduler at once; the others wait
+//!   in their session's [`WaitingJobs`] (at most `--max-queued-jobs-per-session`) and
+//!   start, in order, as running jobs end.
 //! - A session is usable only by the client that opened it: `OpenSession` hands that
 //!   client a random 256-bit token, and every session-scoped call must carry it
-//!   ([`SessionRegistry::with_session`], [`SessionRegistry::start_job`] compare it in
+//!   ([`SessionRegistry::with_session`], [`SessionRegistry::submit_job`] compare it in
 //!   constant time, refusing with `PERMISSION_DENIED`). Tokens and shuffle keys are
 //!   never logged, shown on the status page or echoed in an error.
 
@@ -33,8 +38,11 @@ use tokio_stream::Stream;
 use tonic::Status;
 use tracing::{info, warn};
 
+use super::job_queue::WaitingJobs;
+use super::jobs::{self, PendingJob, WireEvents};
 use super::DriverState;
-use ember_scheduler::events::SchedulerEvent;
+use ember_proto::Plan;
+use ember_scheduler::events::{Broadcasts, SchedulerEvent};
 
 type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 
@@ -42,7 +50,8 @@ type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 pub(crate) struct Session {
     pub id: u64,
     /// The application its jobs belong to (`Plan.application`): the client's app name
-    /// (bounded) and the session id, so two clients of one name are two applications.
+    /// (escaped and bounded, [`super::names::app_name`]) and the session id, so two
+    /// clients of one name are two applications.
     pub application: String,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
@@ -52,10 +61,15 @@ pub(crate) struct Session {
     pub shuffle_key: String,
     /// The binaries the session and its jobs use (kept by the binary store).
     pub binaries: HashSet<String>,
-    /// Every broadcast the client has sent for this session.
-    pub broadcasts: HashMap<u64, Vec<u8>>,
-    /// Jobs submitted and not yet ended, by submission number.
+    /// Every broadcast the client has sent for this session, held once and shared by
+    /// its jobs (a new value replaces the map of handles, never the values).
+    pub broadcasts: Broadcasts,
+    /// Jobs submitted and not yet ended (running or waiting), by submission number.
     pub jobs: HashMap<u64, Arc<JobTrack>>,
+    /// Jobs handed to the scheduler and not yet ended.
+    running: u32,
+    /// Jobs waiting for a running-jobs bound, in the order they start.
+    waiting: WaitingJobs<PendingJob>,
     /// The client has gone; the session ends when its last job has.
     closing: bool,
     /// Keeps the client's session stream open.
@@ -71,6 +85,8 @@ pub(crate) struct SessionSummary {
 struct Inner {
     next_session: u64,
     next_submission: u64,
+    /// Jobs handed to the scheduler and not yet ended, over all sessions.
+    running_jobs: u32,
     used_ranges: BTreeSet<IdRange>,
     sessions: BTreeMap<u64, Session>,
 }
@@ -107,15 +123,19 @@ impl SessionRegistry {
             .collect()
     }
 
-    /// Runs `f` on the open session `session_id` and registers the job it submits
-    /// (under the same lock); returns `f`'s result, the submission number and the
-    /// job's tracker.
-    pub(crate) fn start_job<T>(
+    /// Accepts a job into the open session `session_id` (`accept` validates it and
+    /// returns its plan and broadcasts, under the registry's lock) and starts it now if
+    /// the session and the driver are under their running-jobs bounds; else it waits in
+    /// the session's queue, or is refused if that is full. Returns the job's tracker.
+    pub(crate) fn submit_job(
         &self,
+        state: &Arc<DriverState>,
         session_id: u64,
         token: Option<&str>,
-        f: impl FnOnce(&mut Session) -> Result<T, Status>,
-    ) -> Result<(T, u64, Arc<JobTrack>), Status> {
+        accept: impl FnOnce(&mut Session) -> Result<(Plan, Broadcasts), Status>,
+        tx: mpsc::UnboundedSender<WireEvents>,
+    ) -> Result<Arc<JobTrack>, Status> {
+        let limits = &state.limits;
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
         let session = inner
@@ -126,12 +146,67 @@ impl SessionRegistry {
                 Status::not_found(format!("no open session {session_id} on this driver"))
             })?;
         check_token(session, token)?;
-        let out = f(session)?;
+        let start_now = session.running < limits.max_running_jobs_per_session
+            && inner.running_jobs < limits.max_running_jobs;
+        if !start_now && !session.waiting.has_room() {
+            // Jobs whose clients left while they waited make room first.
+            for job in session.waiting.take_where(|j| j.track.cancel_requested()) {
+                session.jobs.remove(&job.submission);
+                job.drop_unstarted("client disconnected");
+            }
+        }
+        // Refused before `accept` keeps anything of the job (its broadcasts).
+        if !start_now && !session.waiting.has_room() {
+            warn!(
+                session = session_id,
+                running = session.running,
+                waiting = session.waiting.len(),
+                "refused a job: the session's queue of waiting jobs is full"
+            );
+            return Err(Status::resource_exhausted(format!(
+                "session {session_id} has {} jobs running and {} waiting to start, the limit \
+                 of waiting jobs (--max-queued-jobs-per-session {}); jobs start as running \
+                 ones end (at most {} per session, --max-running-jobs-per-session, and {} on \
+                 the driver, --max-running-jobs)",
+                session.running,
+                session.waiting.len(),
+                limits.max_queued_jobs_per_session,
+                limits.max_running_jobs_per_session,
+                limits.max_running_jobs,
+            )));
+        }
+        let (plan, broadcasts) = accept(session)?;
         inner.next_submission += 1;
-        let seq = inner.next_submission;
+        let submission = inner.next_submission;
         let track = Arc::new(JobTrack::default());
-        session.jobs.insert(seq, track.clone());
-        Ok((out, seq, track))
+        session.jobs.insert(submission, track.clone());
+        let job = PendingJob {
+            session_id,
+            submission,
+            plan,
+            broadcasts,
+            track: track.clone(),
+            tx,
+        };
+        if start_now {
+            session.running += 1;
+            inner.running_jobs += 1;
+            jobs::start(state, job);
+        } else {
+            let waiting = session.waiting.len() + 1;
+            // Room was checked above under the same lock; were it gone, the job ends.
+            if let Err(job) = session.waiting.push(job) {
+                session.jobs.remove(&submission);
+                job.drop_unstarted("the session's queue of waiting jobs is full");
+            }
+            info!(
+                session = session_id,
+                running = session.running,
+                waiting,
+                "job waits for a running-jobs bound"
+            );
+        }
+        Ok(track)
     }
 
     /// Runs `f` on the open session `session_id` if `token` is its token.
@@ -241,6 +316,8 @@ pub(crate) fn open(
     let token = auth::random_token().map_err(Status::internal)?;
     let shuffle_key = auth::random_token().map_err(Status::internal)?;
     let (tx, rx) = mpsc::unbounded_channel();
+    // Escaped and cut once: the name is logged, shown and written to the event log.
+    let app_name = super::names::app_name(&req.app_name);
     let (id, range) = {
         let mut inner = state.sessions.inner.lock();
         let range = (1..=IdRange::MAX_INDEX)
@@ -257,13 +334,15 @@ pub(crate) fn open(
         let id = inner.next_session;
         let session = Session {
             id,
-            application: format!("{} #{id}", ember_scheduler::limits::bounded(&req.app_name)),
+            application: format!("{app_name} #{id}"),
             range,
             token: token.clone(),
             shuffle_key,
             binaries: [req.binary_sha256.clone()].into(),
-            broadcasts: HashMap::new(),
+            broadcasts: Broadcasts::default(),
             jobs: HashMap::new(),
+            running: 0,
+            waiting: WaitingJobs::new(state.limits.max_queued_jobs_per_session as usize),
             closing: false,
             events: Some(tx.clone()),
         };
@@ -282,7 +361,7 @@ pub(crate) fn open(
         inner.sessions.insert(id, session);
         (id, range)
     };
-    info!(session = id, id_range = range.index(), app = %req.app_name, binary = %req.binary_sha256, "session opened");
+    info!(session = id, id_range = range.index(), app = %app_name, binary = %req.binary_sha256, "session opened");
     Ok(SessionStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: SessionGuard {
@@ -302,6 +381,10 @@ fn close(state: &DriverState, id: u64) {
     session.closing = true;
     session.events = None;
     let reason = format!("client session {id} disconnected");
+    for job in session.waiting.take_all() {
+        session.jobs.remove(&job.submission);
+        job.drop_unstarted(&reason);
+    }
     for track in session.jobs.values() {
         track.cancel(&state.to_scheduler, &reason);
     }
@@ -315,15 +398,68 @@ fn close(state: &DriverState, id: u64) {
     }
 }
 
-/// A job of session `session_id` has ended; finishes a closing session's cleanup.
-pub(crate) fn job_ended(state: &DriverState, session_id: u64, submission: u64) {
-    let mut inner = state.sessions.inner.lock();
-    let Some(session) = inner.sessions.get_mut(&session_id) else {
-        return;
-    };
-    session.jobs.remove(&submission);
-    if session.closing && session.jobs.is_empty() {
-        finalize(state, &mut inner, session_id);
+/// A running job of session `session_id` has ended: starts the waiting jobs the
+/// running-jobs bounds now allow (this session's first, then the others' in session
+/// order after it) and finishes a closing session's cleanup.
+pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u64) {
+    let mut guard = state.sessions.inner.lock();
+    let inner = &mut *guard;
+    if let Some(session) = inner.sessions.get_mut(&session_id) {
+        if session.jobs.remove(&submission).is_some() {
+            session.running = session.running.saturating_sub(1);
+            inner.running_jobs = inner.running_jobs.saturating_sub(1);
+        }
+    }
+    start_waiting(state, inner, session_id);
+    let done = inner
+        .sessions
+        .get(&session_id)
+        .is_some_and(|s| s.closing && s.jobs.is_empty());
+    if done {
+        finalize(state, inner, session_id);
+    }
+    if inner.running_jobs == 0 {
+        shrink_when_idle(inner);
+    }
+}
+
+/// Starts waiting jobs while the running-jobs bounds allow, `first`'s session first.
+fn start_waiting(state: &Arc<DriverState>, inner: &mut Inner, first: u64) {
+    let limits = &state.limits;
+    let order: Vec<u64> = std::iter::once(first)
+        .chain(inner.sessions.range(first + 1..).map(|(id, _)| *id))
+        .chain(inner.sessions.range(..first).map(|(id, _)| *id))
+        .collect();
+    for id in order {
+        let Some(session) = inner.sessions.get_mut(&id) else {
+            continue;
+        };
+        while inner.running_jobs < limits.max_running_jobs
+            && session.running < limits.max_running_jobs_per_session
+        {
+            let Some(job) = session.waiting.next() else {
+                break;
+            };
+            if job.track.cancel_requested() {
+                // Its client left while it waited.
+                session.jobs.remove(&job.submission);
+                job.drop_unstarted("client disconnected");
+                continue;
+            }
+            session.running += 1;
+            inner.running_jobs += 1;
+            super::jobs::start(state, job);
+        }
+        if inner.running_jobs >= limits.max_running_jobs {
+            return;
+        }
+    }
+}
+
+/// No job is running: gives back the memory the sessions' job maps grew to.
+fn shrink_when_idle(inner: &mut Inner) {
+    for s in inner.sessions.values_mut() {
+        s.jobs.shrink_to_fit();
     }
 }
 
@@ -386,6 +522,11 @@ impl JobTrack {
 
     pub(crate) fn end(&self) {
         self.state.lock().ended = true;
+    }
+
+    /// Whether a cancel came before the job started (its client left).
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.state.lock().cancel.is_some()
     }
 
     /// Cancels the job (now, or as soon as it has an id) unless it has ended.

@@ -35,7 +35,7 @@ fn launch(task_id: u64, sha: &str, broadcasts: &[(u64, &[u8])]) -> LaunchTask {
             .iter()
             .map(|(id, v)| BroadcastValue {
                 id: *id,
-                value: v.to_vec(),
+                value: v.to_vec().into(),
             })
             .collect(),
         ..Default::default()
@@ -175,7 +175,7 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
     let mut w = connect(&env, pid, &sha).await;
     // The broadcast goes before the task that needs it.
     assert!(
-        matches!(recv(&mut w).await, to_worker::Msg::Broadcast(b) if b.id == 5 && b.value == b"five")
+        matches!(recv(&mut w).await, to_worker::Msg::Broadcast(b) if b.id == 5 && b.value[..] == b"five"[..])
     );
     assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
     assert_eq!(workers.running_tasks(), [1]);

@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 use super::{Pending, Scheduler, StageKind, StageState, TaskRun};
 use crate::events::{JobEvent, JobFailure};
+use crate::limits::for_log;
 use crate::listener::{now_ms, ListenerEvent};
 use ember_proto::FetchFailure;
 
@@ -149,7 +150,7 @@ impl Scheduler {
 
     fn task_succeeded(&mut self, run: TaskRun, success: TaskSuccess, metrics: TaskMetrics) {
         if let Err(message) = self.check_success(&run, &success) {
-            warn!(stage_id = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {message}");
+            warn!(stage_id = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {}", for_log(&message));
             let failure = TaskFailure {
                 reason: Some(task_failure::Reason::UserError(message)),
             };
@@ -405,7 +406,7 @@ impl Scheduler {
             shuffle = ff.shuffle_id,
             map = ff.map_partition,
             executor = %ff.executor_id,
-            "fetch failure: {}", ff.message
+            "fetch failure: {}", for_log(&ff.message)
         );
         // As Spark does (without an external shuffle service): the executor a block
         // could not be fetched from is presumed to have lost every map output it holds,
@@ -509,7 +510,8 @@ impl Scheduler {
             debug!(
                 stage_id = run.stage_id,
                 partition = run.partition,
-                "ignoring a failure of an older stage attempt: {message}"
+                "ignoring a failure of an older stage attempt: {}",
+                for_log(&message)
             );
             return;
         }
@@ -536,7 +538,7 @@ impl Scheduler {
                 partition = run.partition,
                 attempt = run.attempt,
                 executor = %run.executor_id,
-                "task failed, retrying: {message}"
+                "task failed, retrying: {}", for_log(&message)
             );
             self.requeue(run, true);
             return;
@@ -545,7 +547,8 @@ impl Scheduler {
         debug!(
             stage_id = run.stage_id,
             partition = run.partition,
-            "task failed its last attempt: {message}"
+            "task failed its last attempt: {}",
+            for_log(&message)
         );
         let failure = JobFailure::TaskFailed {
             stage_id: st.id,

@@ -33,80 +33,21 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
 use tracing::{debug, error};
 
-use crate::events::{JobEvent, JobFailure, SchedulerEvent, TaskLauncher};
-use crate::limits::PlanLimits;
+use crate::events::{
+    Broadcasts, JobEvent, JobEventSender, JobFailure, SchedulerEvent, TaskLauncher,
+};
 use crate::listener::{now_ms, ListenerEvent, Listeners};
 use crate::map_output::MapOutputTracker;
+pub use config::SchedulerConfig;
 use stage::{Stage, StageKind, StageState};
 
 mod completion; // task outcomes, lost executors, failing and finishing jobs
+mod config; // the scheduler's settings
 mod dispatch; // placing queued tasks on free slots
+mod idle; // giving memory back once no job is left
 mod speculation; // second copies of slow tasks
 mod stage; // a stage and its lifecycle state
 mod stages; // plans into stages and queued tasks
-
-/// Scheduler settings.
-#[derive(Debug, Clone)]
-pub struct SchedulerConfig {
-    /// Attempts per task before its job fails (Spark's `spark.task.maxFailures`).
-    pub max_task_attempts: u32,
-    /// Times one task may be lost with its executor (its executor died or its channel
-    /// broke while it ran) before its job fails; Spark counts these toward
-    /// `spark.task.maxFailures`, here they have their own cap so that a healthy task
-    /// on a dying executor does not use up its attempts.
-    pub max_executor_losses_per_task: u32,
-    /// Consecutive failed attempts of a stage (fetch failures) before its job fails.
-    pub max_stage_attempts: u32,
-    /// Failed tasks of one stage on one executor after which that executor gets no
-    /// more tasks of the stage (Spark's `excludeOnFailure.stage.maxFailedTasksPerExecutor`).
-    pub max_failures_per_executor_per_stage: u32,
-    /// Launch a second copy of a task far slower than its stage's median
-    /// (Spark's `spark.speculation`); off by default.
-    pub speculation: bool,
-    /// A task is "far slower" when it has run this many times the median duration of
-    /// the stage's finished tasks...
-    pub speculation_multiplier: f64,
-    /// ...once this fraction of the stage's tasks has finished...
-    pub speculation_quantile: f64,
-    /// ...and for at least this long.
-    pub speculation_min: Duration,
-    /// Bounds on what one plan may ask for (checked before anything is allocated).
-    pub limits: PlanLimits,
-    /// Most tasks one slot may have in flight (launched, not finished) for a stage whose
-    /// tasks run briefly: the next ones wait on the executor instead of a round trip to
-    /// the driver per task, as Drizzle's group scheduling hides it. 1 turns it off, and
-    /// so does speculation (a task waiting its turn would look slow).
-    pub pipeline_depth: u32,
-    /// How much run time may wait behind a slot's running task: a pipelined stage gets
-    /// `pipeline_budget / (its slowest task of the quick streak)` tasks per slot, at
-    /// least 2 and at most `pipeline_depth`. So 2 ms tasks get 16 per slot, 100 µs
-    /// tasks the whole depth, and the tail a slow executor can hold stays this short.
-    pub pipeline_budget: Duration,
-    /// A stage's tasks "run briefly" once this many in a row took less than
-    /// `quick_task` to run (the executor's own run time, without the wait).
-    pub quick_streak: u32,
-    pub quick_task: Duration,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig {
-            max_task_attempts: 4,
-            max_executor_losses_per_task: 4,
-            max_stage_attempts: 4,
-            max_failures_per_executor_per_stage: 2,
-            speculation: false,
-            speculation_multiplier: 1.5,
-            speculation_quantile: 0.75,
-            speculation_min: Duration::from_millis(100),
-            limits: PlanLimits::default(),
-            pipeline_depth: 256,
-            pipeline_budget: Duration::from_millis(32),
-            quick_streak: 8,
-            quick_task: Duration::from_millis(2),
-        }
-    }
-}
 
 /// Called once, with the reason, if the scheduler thread panics.
 pub type PanicHandler = Box<dyn FnOnce(String) + Send>;
@@ -122,6 +63,8 @@ pub struct SchedulerHandle {
     listeners: Listeners,
     /// Tasks waiting for a free slot (after the loop's last step).
     queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// Entries the per-task and per-job maps have room for (after the loop's last step).
+    task_capacity: Arc<std::sync::atomic::AtomicUsize>,
     /// Set (to the reason) once the scheduler thread has panicked.
     failed: Arc<OnceLock<String>>,
 }
@@ -147,11 +90,14 @@ impl SchedulerHandle {
         let listeners_in_thread = listeners.clone();
         let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let queued_in_thread = queued.clone();
+        let task_capacity = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let task_capacity_in_thread = task_capacity.clone();
         std::thread::Builder::new()
             .name("ember-scheduler".into())
             .spawn(move || {
                 let mut scheduler = Scheduler::new(config, launcher, listeners_in_thread);
                 scheduler.queued = queued_in_thread;
+                scheduler.task_capacity = task_capacity_in_thread;
                 let outcome = catch_unwind(AssertUnwindSafe(|| scheduler.run(&rx)));
                 let Err(payload) = outcome else {
                     return;
@@ -176,6 +122,7 @@ impl SchedulerHandle {
             tx,
             listeners,
             queued,
+            task_capacity,
             failed,
         }
     }
@@ -183,6 +130,14 @@ impl SchedulerHandle {
     /// Tasks waiting for a free slot, as of the loop's last step (for metrics).
     pub fn queued_tasks(&self) -> usize {
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Entries the scheduler's per-task and per-job maps (running and queued tasks,
+    /// their copies, jobs) have room for, as of the loop's last step: back near zero
+    /// once no job is left, however many tasks the jobs had.
+    pub fn task_capacity(&self) -> usize {
+        self.task_capacity
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every [`ListenerEvent`] from now on (for the UI, the event log, metrics).
@@ -208,22 +163,32 @@ impl SchedulerHandle {
     /// Submits a plan; the job's events arrive on the returned receiver.
     pub fn submit(&self, plan: Plan, broadcasts: HashMap<u64, Vec<u8>>) -> Receiver<JobEvent> {
         let (etx, erx) = crossbeam_channel::unbounded();
+        let broadcasts = broadcasts
+            .into_iter()
+            .map(|(id, v)| (id, bytes::Bytes::from(v)))
+            .collect();
+        self.submit_to(plan, Arc::new(broadcasts), etx.into());
+        erx
+    }
+
+    /// Submits a plan whose broadcasts are shared with other jobs (not copied); the
+    /// job's events go to `events`.
+    pub fn submit_to(&self, plan: Plan, broadcasts: Broadcasts, events: JobEventSender) {
         if let Some(reason) = self.failed.get() {
-            fail_at_once(&etx, reason);
-            return erx;
+            fail_at_once(&events, reason);
+            return;
         }
         self.send(SchedulerEvent::SubmitJob {
             plan: Box::new(plan),
             broadcasts,
-            events: etx,
+            events,
         });
-        erx
     }
 }
 
 struct Job {
     id: u64,
-    events: Sender<JobEvent>,
+    events: JobEventSender,
     result_stage: u32,
     partitions: Vec<u32>,
     done: HashSet<u32>,
@@ -308,6 +273,10 @@ struct Scheduler {
     listeners: Listeners,
     /// `queue.len()` for the handle (see `SchedulerHandle::queued_tasks`).
     queued: Arc<std::sync::atomic::AtomicUsize>,
+    /// For the handle (see `SchedulerHandle::task_capacity`).
+    task_capacity: Arc<std::sync::atomic::AtomicUsize>,
+    /// The maps were shrunk since the last job ended (reset by a submission).
+    idle_released: bool,
 }
 
 impl Scheduler {
@@ -315,6 +284,8 @@ impl Scheduler {
         Scheduler {
             listeners,
             queued: Arc::default(),
+            task_capacity: Arc::default(),
+            idle_released: true,
             config,
             launcher,
             next_job: 0,
@@ -380,9 +351,15 @@ impl Scheduler {
                 self.speculate();
             }
             self.dispatch();
-            self.launcher.flush();
+            // Counted before the launches go out: whoever sees a launch sees the count.
             self.queued
                 .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
+            self.release_if_idle();
+            self.task_capacity.store(
+                self.held_task_capacity(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            self.launcher.flush();
             if shutdown {
                 break;
             }
@@ -561,7 +538,7 @@ impl Scheduler {
 }
 
 /// Fails a job the scheduler will never see.
-fn fail_at_once(events: &Sender<JobEvent>, reason: &str) {
+fn fail_at_once(events: &JobEventSender, reason: &str) {
     let _ = events.send(JobEvent::JobFailed {
         job_id: u64::MAX,
         failure: JobFailure::Cancelled(reason.to_string()),

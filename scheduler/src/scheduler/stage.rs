@@ -36,7 +36,7 @@ fn task_view(
     index: &PlanIndex,
     kind: StageKind,
     rdd_id: u32,
-    broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+    broadcasts: &crate::events::Broadcasts,
 ) -> (StageShared, Vec<u32>) {
     let writes = match kind {
         StageKind::ShuffleMap(sid) => Some(sid),
@@ -127,7 +127,7 @@ impl Stage {
         name: String,
         plan: Arc<Plan>,
         index: Arc<PlanIndex>,
-        broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+        broadcasts: crate::events::Broadcasts,
     ) -> Self {
         let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id, &broadcasts);
         Stage {
@@ -162,7 +162,7 @@ impl Stage {
         &mut self,
         plan: Arc<Plan>,
         index: Arc<PlanIndex>,
-        broadcasts: Arc<HashMap<u64, Vec<u8>>>,
+        broadcasts: crate::events::Broadcasts,
     ) {
         (self.task_plan, self.reads) =
             task_view(&plan, &index, self.kind, self.rdd_id, &broadcasts);

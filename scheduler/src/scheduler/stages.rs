@@ -6,17 +6,16 @@
 //! shuffle output is complete is reported skipped, not run; a waiting stage is
 //! submitted once its parents' outputs are all available.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use crossbeam_channel::Sender;
 use ember_proto::Plan;
 use tracing::{debug, info, warn};
 
 use super::{Job, Pending, Scheduler, Stage, StageKind, StageState};
 use crate::dag::PlanIndex;
-use crate::events::{JobEvent, JobFailure, StageInfo};
-use crate::limits::check_plan;
+use crate::events::{Broadcasts, JobEvent, JobEventSender, JobFailure, StageInfo};
+use crate::limits::{check_plan, for_log};
 use crate::listener::{now_ms, ListenerEvent, StageDesc};
 
 impl Scheduler {
@@ -27,8 +26,8 @@ impl Scheduler {
     pub(super) fn submit_job(
         &mut self,
         plan: Plan,
-        broadcasts: HashMap<u64, Vec<u8>>,
-        events: Sender<JobEvent>,
+        broadcasts: Broadcasts,
+        events: JobEventSender,
     ) {
         #[cfg(debug_assertions)]
         if std::env::var(super::TEST_PANIC_ENV).is_ok_and(|d| d == plan.description) {
@@ -39,6 +38,7 @@ impl Scheduler {
         }
         let job_id = self.next_job;
         self.next_job += 1;
+        self.idle_released = false;
         let number = {
             let app = self.apps.entry(plan.application.clone()).or_default();
             app.jobs += 1;
@@ -79,7 +79,6 @@ impl Scheduler {
             p
         };
         let plan = Arc::new(plan);
-        let broadcasts = Arc::new(broadcasts);
         let result_stage = self.new_stage(
             StageKind::Result(job_id),
             final_node.id,
@@ -173,7 +172,7 @@ impl Scheduler {
         &mut self,
         plan: &Arc<Plan>,
         index: &Arc<PlanIndex>,
-        broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+        broadcasts: &Broadcasts,
         rdd_id: u32,
         job: &mut Job,
     ) -> u32 {
@@ -256,7 +255,7 @@ impl Scheduler {
         name: String,
         plan: &Arc<Plan>,
         index: &Arc<PlanIndex>,
-        broadcasts: &Arc<HashMap<u64, Vec<u8>>>,
+        broadcasts: &Broadcasts,
     ) -> u32 {
         let id = self.next_stage;
         self.next_stage += 1;
@@ -438,7 +437,7 @@ impl Scheduler {
                 stage_id,
                 attempt,
                 "submitting stage {}: all {} partitions",
-                st.name,
+                for_log(&st.name),
                 partitions.len()
             );
         } else {
@@ -447,7 +446,7 @@ impl Scheduler {
                 stage_id,
                 attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
-                st.name,
+                for_log(&st.name),
                 partitions.len(),
                 st.num_partitions,
                 partitions

@@ -17,6 +17,7 @@ use crate::{
 
 mod descriptions;
 mod empty;
+mod idle;
 mod lifecycle;
 mod listener;
 mod numbering;
