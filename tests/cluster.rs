@@ -198,7 +198,7 @@ fn the_shared_secret_is_required() {
     let url = cluster.url.clone();
     for (secret, needle) in [
         (None, "missing cluster secret"),
-        (Some("wrong"), "wrong cluster secret"),
+        (Some("wrong"), "wrong secret"),
     ] {
         let out = s.join(format!("out-{secret:?}"));
         let envs: Vec<(&str, &str)> = secret
@@ -223,9 +223,15 @@ fn the_shared_secret_is_required() {
     );
 
     // An executor with the wrong secret is refused and stops with a clear message.
+    let wrong = s.join("wrong-executor-secret");
+    fs::write(&wrong, "wrong").unwrap();
     let exec = std::process::Command::new(common::cluster::daemon_bin("ember-executor"))
         .args(["--driver", &url, "--cores", "1", "--shuffle-port", "0"])
-        .env("EMBER_SECRET", "wrong")
+        .arg("--executor-secret-file")
+        .arg(&wrong)
+        .env_remove("EMBER_SECRET")
+        .env_remove("EMBER_SECRET_FILE")
+        .env_remove("EMBER_EXECUTOR_SECRET_FILE")
         .output()
         .unwrap();
     assert_eq!(exec.status.code(), Some(1), "{exec:?}");

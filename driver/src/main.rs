@@ -74,6 +74,11 @@ struct Args {
     /// File holding the cluster secret (else the EMBER_SECRET environment variable).
     #[arg(long)]
     secret_file: Option<PathBuf>,
+    /// File holding the executor secret, the only credential `ExecutorChannel` and
+    /// `FetchBinary` accept (else the file EMBER_EXECUTOR_SECRET_FILE names); required
+    /// with a cluster secret and different from it.
+    #[arg(long)]
+    executor_secret_file: Option<PathBuf>,
     /// An executor silent for longer than this is lost.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
@@ -284,6 +289,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let executor_secret = match load_executor_secret(&args, secret.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ember-driver: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if secret.is_none() {
         warn!("no cluster secret: accepting unauthenticated calls (loopback only)");
     }
@@ -298,7 +310,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, secret));
+    let result = runtime.block_on(run(args, secret, executor_secret));
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -310,7 +322,44 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
+/// The executor secret, after the credential rules: required with a cluster secret,
+/// different from it, and (like the cluster secret) at least
+/// [`auth::MIN_SECRET_CHARS`] characters off loopback.
+fn load_executor_secret(args: &Args, secret: Option<&str>) -> Result<Option<String>, String> {
+    const FLAG: &str = "--executor-secret-file";
+    if let Some(s) = secret {
+        let source = match &args.secret_file {
+            Some(f) => format!("--secret-file {}", f.display()),
+            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
+        };
+        auth::check_strength(s, &args.host, &source)?;
+    }
+    let executor = auth::load_secret_file(
+        args.executor_secret_file.as_deref(),
+        auth::EXECUTOR_SECRET_FILE_ENV,
+        FLAG,
+    )?;
+    if let Some(e) = &executor {
+        auth::check_strength(e, &args.host, FLAG)?;
+    }
+    match (secret, &executor) {
+        (Some(_), None) => Err(format!(
+            "a cluster secret needs an executor secret too ({FLAG} or {}): clients hold \
+             the cluster secret and must not be able to act as executors",
+            auth::EXECUTOR_SECRET_FILE_ENV
+        )),
+        (Some(c), Some(e)) if c == e => Err(format!(
+            "{FLAG} holds the cluster secret: the executor secret must differ from it"
+        )),
+        _ => Ok(executor),
+    }
+}
+
+async fn run(
+    args: Args,
+    secret: Option<String>,
+    executor_secret: Option<String>,
+) -> anyhow::Result<()> {
     // Watch the signals before creating anything to clean up, so a SIGTERM or SIGINT
     // is a clean shutdown (which removes the temporary binary directory), never the
     // default kill.
@@ -362,6 +411,7 @@ async fn run(args: Args, secret: Option<String>) -> anyhow::Result<()> {
         },
         binary_dir: binary_dir.clone(),
         secret,
+        executor_secret,
         limits: ServerLimits {
             max_broadcasts_per_session: args.max_broadcasts_per_session,
             max_broadcast_bytes_per_session: args.max_broadcast_bytes_per_session,

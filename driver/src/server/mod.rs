@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use ember_proto::auth::{self, RequireSecret};
+use ember_proto::auth::{self, RequireSecrets};
 use ember_proto::driver_server::DriverServer;
 use ember_proto::ClusterStatus;
 use tokio::net::TcpListener;
@@ -62,8 +62,11 @@ pub struct DriverConfig {
     pub scheduler: SchedulerConfig,
     /// Where uploaded binaries are kept.
     pub binary_dir: PathBuf,
-    /// The cluster secret every call must carry (none: open, loopback only).
+    /// The cluster secret clients' calls must carry (none: open, loopback only).
     pub secret: Option<String>,
+    /// The executor secret `ExecutorChannel` and `FetchBinary` must carry; required
+    /// with a cluster secret, and different from it.
+    pub executor_secret: Option<String>,
     /// Bounds on what clients may store in the driver (plan bounds are in
     /// `scheduler.limits`).
     pub limits: ServerLimits,
@@ -114,6 +117,25 @@ pub enum ServerError {
     Ui(std::io::Error),
     #[error("event log: {0}")]
     EventLog(#[from] ember_ui::LogError),
+    #[error("{0}")]
+    Secrets(&'static str),
+}
+
+/// The credential model's start-up rules: a cluster secret needs an executor secret
+/// (else every client could pose as an executor), and the two differ.
+fn check_secrets(config: &DriverConfig) -> Result<(), ServerError> {
+    match (&config.secret, &config.executor_secret) {
+        (Some(_), None) => Err(ServerError::Secrets(
+            "a driver with a cluster secret needs an executor secret too \
+             (--executor-secret-file or EMBER_EXECUTOR_SECRET_FILE): clients hold the \
+             cluster secret and must not be able to act as executors",
+        )),
+        (Some(c), Some(e)) if c == e => Err(ServerError::Secrets(
+            "the executor secret must differ from the cluster secret \
+             (--executor-secret-file and --secret-file hold the same secret)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// State shared by every call.
@@ -172,6 +194,7 @@ pub struct DriverDaemon {
     /// Jobs, stages, tasks and executors as the UI shows them.
     status: ember_ui::SharedStatus,
     secret: Option<String>,
+    executor_secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
     binary_gc: tokio::task::JoinHandle<()>,
     /// Set to the reason if the scheduler thread panics.
@@ -181,6 +204,7 @@ pub struct DriverDaemon {
 impl DriverDaemon {
     /// Starts the scheduler and the heartbeat monitor; must run inside a tokio runtime.
     pub fn start(config: DriverConfig) -> Result<Self, ServerError> {
+        check_secrets(&config)?;
         let binaries = BinaryStore::new(
             &config.binary_dir,
             config.limits.max_binary_bytes,
@@ -247,6 +271,7 @@ impl DriverDaemon {
             state,
             status,
             secret: config.secret,
+            executor_secret: config.executor_secret,
             monitor,
             binary_gc,
             failed,
@@ -274,12 +299,20 @@ impl DriverDaemon {
         }
     }
 
-    /// The `Driver` gRPC service, with message size limits and the secret check.
-    pub fn service(&self) -> InterceptedService<DriverServer<DriverService>, RequireSecret> {
+    /// The `Driver` gRPC service, with message size limits and the secret checks (each
+    /// method asks for its role's secret, see [`auth::require`]).
+    pub fn service(&self) -> InterceptedService<DriverServer<DriverService>, RequireSecrets> {
         let svc = DriverServer::new(DriverService::new(self.state.clone()))
             .max_decoding_message_size(auth::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(auth::MAX_MESSAGE_BYTES);
-        InterceptedService::new(svc, RequireSecret::new(self.secret.as_deref(), "driver"))
+        InterceptedService::new(
+            svc,
+            RequireSecrets::new(
+                self.secret.as_deref(),
+                self.executor_secret.as_deref(),
+                "driver",
+            ),
+        )
     }
 
     /// Serves the `Driver` service on `listener` until `shutdown` resolves; then ends
