@@ -137,6 +137,10 @@ struct Args {
     /// A binary no session uses is deleted once unused for this many seconds.
     #[arg(long, default_value_t = 3600)]
     binary_max_age_secs: u64,
+    /// Client sessions one client connection (ip:port) may hold at once; each holds
+    /// one of the 4,094 session id ranges until it ends.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions_per_connection: u32,
 }
 
 /// Subcommands (without one, the daemon runs).
@@ -418,6 +422,7 @@ async fn run(
             max_binary_bytes: args.max_binary_bytes,
             max_binary_store_bytes: args.max_binary_store_bytes,
             binary_max_age: Duration::from_secs(args.binary_max_age_secs),
+            max_sessions_per_connection: args.max_sessions_per_connection,
         },
         event_log_dir: args.event_log_dir.clone(),
     })?;

@@ -89,6 +89,8 @@ pub struct ServerLimits {
     /// A binary no session uses is deleted once unused this long
     /// (`--binary-max-age-secs`).
     pub binary_max_age: Duration,
+    /// Sessions one client connection may hold (`--max-sessions-per-connection`).
+    pub max_sessions_per_connection: u32,
 }
 
 impl Default for ServerLimits {
@@ -99,6 +101,7 @@ impl Default for ServerLimits {
             max_binary_bytes: 2 << 30,
             max_binary_store_bytes: 8 << 30,
             binary_max_age: Duration::from_secs(3600),
+            max_sessions_per_connection: 8,
         }
     }
 }

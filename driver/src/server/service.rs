@@ -81,7 +81,8 @@ impl Driver for DriverService {
         request: Request<OpenSessionRequest>,
     ) -> Result<Response<Self::OpenSessionStream>, Status> {
         require(&request, Role::Client, "OpenSession")?;
-        let stream = sessions::open(&self.state, request.into_inner())?;
+        let connection = request.remote_addr();
+        let stream = sessions::open(&self.state, request.into_inner(), connection)?;
         Ok(Response::new(stream))
     }
 
