@@ -15,7 +15,12 @@
 //!   of the session owning its shuffle id (learned from that session's launched tasks,
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
 //!   before any file is touched. Keys are never logged or echoed.
-//! * Any problem ends the stream with `NOT_FOUND` (the map output is not here) or
+//! * A request is checked whole before any block goes out: a map id asked twice, or
+//!   one whose output this executor does not hold for the shuffle, is
+//!   `INVALID_ARGUMENT` naming the id; more than one block adding up to over
+//!   [`MAX_FETCH_REQUEST_BYTES`] (by the index) is `RESOURCE_EXHAUSTED`. So a request
+//!   costs at most what the reducer could read by asking for each block once.
+//! * Any later problem ends the stream with `NOT_FOUND` (the map output is not here) or
 //!   `DATA_LOSS` (it is here but broken), the message naming the file and what is wrong.
 //!   Nothing a reducer sends can panic the daemon.
 
@@ -25,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
+pub use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, FetchBlocksRequest};
 use ember_shuffle::reader::locate_local_block;
@@ -105,6 +111,7 @@ pub struct ShuffleService {
     dir: PathBuf,
     executor_id: SharedExecutorId,
     keys: SessionKeys,
+    max_request_bytes: u64,
 }
 
 impl ShuffleService {
@@ -113,7 +120,15 @@ impl ShuffleService {
             dir: dir.into(),
             executor_id,
             keys: SessionKeys::default(),
+            max_request_bytes: MAX_FETCH_REQUEST_BYTES,
         }
+    }
+
+    /// The same service with another bound on a request's bytes (for tests; the
+    /// daemon uses [`MAX_FETCH_REQUEST_BYTES`], which reducers batch their fetches by).
+    pub fn with_max_request_bytes(mut self, bytes: u64) -> Self {
+        self.max_request_bytes = bytes;
+        self
     }
 
     /// The session keys fetches are checked against (give them to the registration).
@@ -139,13 +154,30 @@ impl Shuffle for ShuffleService {
             );
             return Err(status);
         }
-        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         let dir = self.dir.clone();
         let executor_id = self
             .executor_id
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let checked = {
+            let (dir, executor_id, max) =
+                (dir.clone(), executor_id.clone(), self.max_request_bytes);
+            let req = req.clone();
+            tokio::task::spawn_blocking(move || check_request(&dir, &executor_id, &req, max))
+                .await
+                .map_err(|e| Status::internal(format!("checking a fetch request failed: {e}")))?
+        };
+        if let Err(status) = checked {
+            tracing::warn!(
+                shuffle_id = req.shuffle_id,
+                reduce_partition = req.reduce_partition,
+                "refused a shuffle fetch: {}",
+                status.message()
+            );
+            return Err(status);
+        }
+        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         // One blocking task per request reads every block in turn (plain file I/O, one
         // hop to the blocking pool per request, not several per block).
         tokio::task::spawn_blocking(move || {
@@ -161,6 +193,57 @@ impl Shuffle for ShuffleService {
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+}
+
+/// Checks `req` before anything is sent: no map id twice, every map id an output this
+/// executor holds for the shuffle, and at most `max_bytes` of blocks in all (unless one
+/// block is asked). Reads only the indexes. Runs on the blocking pool.
+fn check_request(
+    dir: &Path,
+    executor_id: &str,
+    req: &FetchBlocksRequest,
+    max_bytes: u64,
+) -> Result<(), Status> {
+    let mut seen = std::collections::HashSet::with_capacity(req.map_partitions.len());
+    let mut total = 0u64;
+    for &map_partition in &req.map_partitions {
+        if !seen.insert(map_partition) {
+            return Err(Status::invalid_argument(format!(
+                "map id {map_partition} appears more than once in the fetch of shuffle {} \
+                 reduce {}; ask for each block once",
+                req.shuffle_id, req.reduce_partition
+            )));
+        }
+        let data = ember_shuffle::data_path(dir, req.shuffle_id, map_partition);
+        if !data.exists() {
+            return Err(Status::invalid_argument(format!(
+                "map id {map_partition} is not a map output executor {executor_id} holds \
+                 for shuffle {} ({} does not exist)",
+                req.shuffle_id,
+                data.display()
+            )));
+        }
+        let id = BlockId {
+            executor_id: executor_id.to_string(),
+            shuffle_id: req.shuffle_id,
+            map_partition,
+            reduce_partition: req.reduce_partition,
+        };
+        // A broken file is reported by the stream (DATA_LOSS), block by block.
+        if let Ok((_, _, entry)) = locate_local_block(dir, &id) {
+            total = total.saturating_add(entry.len);
+        }
+    }
+    if req.map_partitions.len() > 1 && total > max_bytes {
+        return Err(Status::resource_exhausted(format!(
+            "the fetch of shuffle {} reduce {} asks for {} blocks of {total} bytes in all, \
+             over the {max_bytes} bytes one request may ask for; split it",
+            req.shuffle_id,
+            req.reduce_partition,
+            req.map_partitions.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Sends every requested block down `tx`; `Ok` also when the reducer went away. Runs

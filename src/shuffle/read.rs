@@ -3,7 +3,9 @@
 //!
 //! Blocks held by this executor are read from its shuffle directory; blocks held by
 //! other executors (cluster mode) are fetched over their shuffle service, one stream
-//! per executor carrying all of that executor's blocks. Empty blocks (size 0 in the map
+//! per executor carrying all of that executor's blocks, split into several requests
+//! where the blocks' sizes add up to more than one request may ask for
+//! (`ember_proto::limits::MAX_FETCH_REQUEST_BYTES`, 1 GiB). Empty blocks (size 0 in the map
 //! status) are skipped without a read.
 //!
 //! Invariants: blocks are consumed in map-partition order wherever they live, so a
@@ -14,6 +16,7 @@
 
 use std::rc::Rc;
 
+use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 
@@ -75,7 +78,8 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         }
     }
     let mut sources = Vec::new();
-    let mut remote: Vec<(String, String, Vec<u32>)> = Vec::new();
+    // (executor id, address, maps, their bytes): one fetch request each.
+    let mut remote: Vec<(String, String, Vec<u32>, u64)> = Vec::new();
     for m in 0..num_maps {
         let id = |executor_id: &str| BlockId {
             executor_id: executor_id.to_string(),
@@ -110,9 +114,17 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 ))
                 .into());
         }
-        match remote.iter().position(|(e, _, _)| *e == loc.executor_id) {
+        // One request per executor, split where its blocks would add up to more than
+        // one request may ask for (the executor refuses that); the latest batch of an
+        // executor is the last one of its id in `remote`.
+        let batch = remote
+            .iter()
+            .rposition(|(e, _, _, _)| *e == loc.executor_id)
+            .filter(|&i| remote[i].3.saturating_add(size) <= MAX_FETCH_REQUEST_BYTES);
+        match batch {
             Some(i) => {
                 remote[i].2.push(m);
+                remote[i].3 += size;
                 sources.push(Source::Remote(i, m));
             }
             None => {
@@ -120,13 +132,14 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                     loc.executor_id.clone(),
                     loc.shuffle_address.clone(),
                     vec![m],
+                    size,
                 ));
                 sources.push(Source::Remote(remote.len() - 1, m));
             }
         }
     }
     let dir = tc.env.shuffle_dir();
-    // One stream per executor, opened when its first block is needed.
+    // One stream per request, opened when its first block is needed.
     let mut streams: Vec<Option<RemoteBlockStream>> = remote.iter().map(|_| None).collect();
     let env = tc.env.clone();
     let mut sources = sources.into_iter();
@@ -147,7 +160,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             },
             Source::Remote(i, m) => {
                 let stream = streams[i].get_or_insert_with(|| {
-                    let (executor_id, address, maps) = &remote[i];
+                    let (executor_id, address, maps, _) = &remote[i];
                     let fetcher = env.remote.clone().expect("checked above");
                     fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
                 });
@@ -159,7 +172,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                     None => {
                         // The executor closed the stream before this block: it is
                         // unreadable there, a fetch failure the scheduler acts on.
-                        let (executor_id, _, _) = &remote[i];
+                        let (executor_id, _, _, _) = &remote[i];
                         let id = BlockId {
                             executor_id: executor_id.clone(),
                             shuffle_id,
