@@ -14,7 +14,8 @@
 //! * A session's blocks go only to its own tasks: a request must carry the shuffle key
 //!   of the session owning its shuffle id (learned from that session's launched tasks,
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
-//!   before any file is touched. Keys are never logged or echoed.
+//!   before any file is touched. The key is the only credential asked for (workers
+//!   hold no cluster secret). Keys are never logged or echoed.
 //! * A request is checked whole before any block goes out: a map id asked twice, or
 //!   one whose output this executor does not hold for the shuffle, is
 //!   `INVALID_ARGUMENT` naming the id; more than one block adding up to over
@@ -29,7 +30,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
+use ember_proto::auth::MAX_MESSAGE_BYTES;
 pub use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, FetchBlocksRequest};
@@ -40,7 +41,6 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::StreamExt;
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 /// Largest piece of a block in one message.
@@ -348,13 +348,13 @@ pub fn advertised_address(host: &str, port: u16) -> String {
     }
 }
 
-/// Serves `service` on `listener` until `shutdown` resolves, requiring `secret`; beside
-/// it the gRPC health service (no secret needed), SERVING while `registered` is true
-/// (the executor is registered with its driver) and NOT_SERVING otherwise.
+/// Serves `service` on `listener` until `shutdown` resolves (each fetch authenticated
+/// by its session's shuffle key); beside it the gRPC health service, SERVING while
+/// `registered` is true (the executor is registered with its driver) and NOT_SERVING
+/// otherwise.
 pub async fn serve(
     listener: TcpListener,
     service: ShuffleService,
-    secret: Option<&str>,
     mut registered: tokio::sync::watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
@@ -372,12 +372,9 @@ pub async fn serve(
             }
         }
     });
-    let svc = InterceptedService::new(
-        ShuffleServer::new(service)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        RequireSecret::new(secret, "shuffle"),
-    );
+    let svc = ShuffleServer::new(service)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let incoming = TcpListenerStream::new(listener).map(|conn| {
         if let Ok(stream) = &conn {
             let _ = stream.set_nodelay(true);

@@ -58,7 +58,7 @@ struct Cli {
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// File holding the cluster secret (default: the EMBER_SECRET environment variable);
-    /// protects the metrics port. Never sent to the driver nor given to workers.
+    /// protects the metrics port only. Never sent to the driver nor given to workers.
     #[arg(long)]
     secret_file: Option<PathBuf>,
     /// File holding the executor secret, this daemon's credential for the driver's
@@ -237,18 +237,10 @@ async fn run(config: Config, shuffle_port: u16, metrics_port: Option<u16>) -> Ex
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
     let session_keys = service.session_keys();
     let stop = shutdown.clone();
-    let secret = config.secret.clone();
     let registered = registration::RegisteredFlag::default();
     let registered_rx = registered.subscribe();
     let server = tokio::spawn(async move {
-        blocks::serve(
-            listener,
-            service,
-            secret.as_deref(),
-            registered_rx,
-            stop.cancelled_owned(),
-        )
-        .await
+        blocks::serve(listener, service, registered_rx, stop.cancelled_owned()).await
     });
     // Watch the signals before printing the address: a SIGTERM sent as soon as the
     // address is out must be a clean shutdown, not the default kill.

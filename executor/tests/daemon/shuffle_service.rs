@@ -14,6 +14,7 @@ use tonic::Code;
 
 use crate::common::within;
 
+/// A cluster secret a client may send; the service ignores it.
 const SECRET: &str = "shuffle-secret";
 const SHUFFLE: u32 = 7;
 /// The session key of id range 1's session.
@@ -86,7 +87,6 @@ async fn start_with(max_request_bytes: u64) -> Server {
         blocks::serve(
             listener,
             service,
-            Some(SECRET),
             tokio::sync::watch::channel(true).1,
             s.cancelled_owned(),
         )
@@ -275,14 +275,25 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     );
 }
 
+/// The shuffle key is the only credential: a fetch with a wrong key is refused whatever
+/// secret it carries, and one with its session's key is served without any secret
+/// (workers hold none).
 #[tokio::test]
-async fn wrong_or_missing_secret_is_unauthenticated() {
+async fn the_session_key_alone_decides_whatever_secret_is_sent() {
     let server = start().await;
-    for secret in [Some("not-it"), None] {
+    for secret in [Some(SECRET), Some("not-it"), None] {
         let mut c = client(&server.url, secret).await;
-        let (chunks, err) = fetch(&mut c, 0, vec![0]).await;
-        assert!(chunks.is_empty());
-        assert_eq!(err.unwrap().code(), Code::Unauthenticated);
+        for key in ["", OTHER_KEY, &KEY[..63]] {
+            let (chunks, err) = fetch_of(&mut c, SHUFFLE, key, 2, vec![0]).await;
+            assert!(chunks.is_empty(), "{secret:?} {key:?}");
+            let err = err.expect("a wrong key must be refused");
+            assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+            assert!(!err.message().contains(KEY), "{err:?}");
+        }
+        let (chunks, err) = fetch(&mut c, 2, vec![0]).await;
+        assert!(err.is_none(), "{secret:?}: {err:?}");
+        let (want, _) = block_on_disk(&server.shuffle_dir, 0, 2);
+        assert_eq!(blocks_of(&chunks)[0].3, want);
     }
 }
 
