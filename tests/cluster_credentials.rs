@@ -38,7 +38,7 @@ async fn client(
 #[test]
 fn a_client_posing_as_an_executor_is_refused_and_real_jobs_count_exactly() {
     let scratch = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(1, 2, Some(SECRET));
+    let cluster = Cluster::start(2, 1, Some(SECRET));
     let rt = runtime();
     let (posed, fetched) = rt.block_on(async {
         let mut c = client(&cluster.url, SECRET).await;
@@ -83,10 +83,10 @@ fn a_client_posing_as_an_executor_is_refused_and_real_jobs_count_exactly() {
         "{posed:?}"
     );
     assert_eq!(fetched.code(), Code::PermissionDenied, "{fetched:?}");
-    // Only the real executor, with its 2 cores, is registered.
+    // Only the real executors, with their 1 core each, are registered.
     let status = cluster.status().unwrap();
-    assert_eq!(status.executors.len(), 1, "{status:?}");
-    assert_eq!(status.executors[0].cores, 2, "{status:?}");
+    assert_eq!(status.executors.len(), 2, "{status:?}");
+    assert!(status.executors.iter().all(|e| e.cores == 1), "{status:?}");
 
     let run = cluster.run(
         "manytasks",
@@ -96,6 +96,51 @@ fn a_client_posing_as_an_executor_is_refused_and_real_jobs_count_exactly() {
     assert!(run.success, "{run:?}\n{}", cluster.logs());
     // manytasks checks its count itself (300 records, one per task) and says so.
     assert!(run.stdout.contains("ANCHOR tasks=300"), "{run:?}");
+
+    // A shuffle across both executors: reducers fetch remote blocks with their
+    // session's key alone (executors and workers hold no cluster secret), and the
+    // output is local mode's.
+    let s = scratch.path();
+    let input = s.join("words.txt");
+    let text: String = (0..3000)
+        .map(|i| format!("w{} w{} common\n", i % 97, i % 13))
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let input = input.to_str().unwrap();
+    let (local_out, cluster_out) = (s.join("wc-local"), s.join("wc-cluster"));
+    let local = common::process::run_example(
+        "wordcount",
+        &[
+            "--master",
+            "local[2]",
+            "--partitions",
+            "4",
+            input,
+            local_out.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert!(local.success, "{local:?}");
+    let run = cluster.run(
+        "wordcount",
+        &["--partitions", "4", input, cluster_out.to_str().unwrap()],
+        s,
+    );
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    let parts = |d: &std::path::Path| -> Vec<(String, String)> {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("part-"))
+            .map(|n| (n.clone(), std::fs::read_to_string(d.join(&n)).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let want = parts(&local_out);
+    assert_eq!(want.len(), 4);
+    assert_eq!(parts(&cluster_out), want);
 
     let log = cluster.driver_log();
     let refusal = log

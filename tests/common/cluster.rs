@@ -129,7 +129,7 @@ impl Cluster {
             .arg("--binary-dir")
             .arg(dir.path().join("driver-binaries"))
             .args(driver_args);
-        Self::secret_env(&mut cmd, dir.path(), secret);
+        Self::secret_env(&mut cmd, dir.path(), secret, true);
         let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
         let mut cluster = Cluster {
             url: address_of(&line),
@@ -151,10 +151,11 @@ impl Cluster {
         cluster
     }
 
-    /// The daemons' secrets: the cluster secret (`EMBER_SECRET`) and, with it, the
-    /// executor secret (in `executor-secret` of the cluster's dir, named by
-    /// `EMBER_EXECUTOR_SECRET_FILE`), which no client is given.
-    fn secret_env(cmd: &mut Command, dir: &Path, secret: Option<&str>) {
+    /// The daemons' secrets: with a cluster secret, the executor secret (in
+    /// `executor-secret` of the cluster's dir, named by `EMBER_EXECUTOR_SECRET_FILE`),
+    /// which no client is given; the driver also gets the cluster secret
+    /// (`EMBER_SECRET`), executors do not (they need none).
+    fn secret_env(cmd: &mut Command, dir: &Path, secret: Option<&str>, driver: bool) {
         cmd.env_remove("EMBER_SECRET")
             .env_remove("EMBER_SECRET_FILE")
             .env_remove("EMBER_EXECUTOR_SECRET_FILE");
@@ -163,8 +164,10 @@ impl Cluster {
             if !file.exists() {
                 fs::write(&file, format!("{s}-executor-only")).unwrap();
             }
-            cmd.env("EMBER_SECRET", s)
-                .env("EMBER_EXECUTOR_SECRET_FILE", file);
+            cmd.env("EMBER_EXECUTOR_SECRET_FILE", file);
+            if driver {
+                cmd.env("EMBER_SECRET", s);
+            }
         }
         cmd.env("EMBER_LOG", "info");
     }
@@ -190,7 +193,7 @@ impl Cluster {
         .args(["--cores", &self.cores.to_string(), "--memory", "512m"])
         .arg("--work-dir")
         .arg(&work);
-        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref());
+        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), false);
         cmd.args(&self.executor_args);
         cmd.envs(self.executor_env.iter().map(|(k, v)| (k, v)));
         let log = self.dir.path().join(format!("executor-{i}.log"));
@@ -247,7 +250,7 @@ impl Cluster {
         cmd.args(["--host", "127.0.0.1", "--port", &port])
             .arg("--binary-dir")
             .arg(self.dir.path().join("driver-2-binaries"));
-        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref());
+        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
         assert_eq!(
             address_of(&line),

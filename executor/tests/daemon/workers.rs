@@ -499,3 +499,37 @@ async fn each_session_of_a_binary_gets_its_own_worker() {
     within("shutdown", workers.shutdown()).await;
     assert!(!alive(pid_b));
 }
+
+/// A worker with no task for `worker_idle` is stopped; the next task of its session
+/// starts a new one.
+#[tokio::test]
+async fn an_idle_worker_is_stopped_and_the_next_task_starts_another() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = config(root.path(), None);
+    cfg.worker_idle = Duration::from_millis(300);
+    let cfg = Arc::new(cfg);
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    let mut seen = Vec::new();
+    workers.launch(launch(1, &sha, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut seen).await;
+    let mut w = connect(&env, pid, &sha).await;
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
+    send_status(&mut w, 1).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 1);
+    within("the idle worker to stop", async {
+        while alive(pid) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    workers.launch(launch(2, &sha, &[])).await;
+    let (pid2, env2) = next_worker(&probe, &mut seen).await;
+    assert_ne!(pid, pid2);
+    let mut w2 = connect(&env2, pid2, &sha).await;
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Run(t) if t.task_id == 2));
+    workers.shutdown().await;
+}
