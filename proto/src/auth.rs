@@ -13,8 +13,9 @@
 //! (see [`session_token`]); the driver compares it with [`constant_time_eq`].
 //!
 //! Invariants: a server configured with a secret refuses any call whose metadata does
-//! not carry exactly that secret (compared in constant time); a server without a secret
-//! accepts every call, which the daemons allow only on loopback addresses. Secrets,
+//! not carry exactly that secret (compared in constant time); on the driver, a call
+//! carrying one role's secret never passes another role's [`require`]; a role without a
+//! secret is open, which the daemons allow only on loopback addresses. Secrets,
 //! session tokens and shuffle keys never appear in a log line or an error message.
 
 use std::path::Path;
