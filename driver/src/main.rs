@@ -190,6 +190,12 @@ fn history(dir: PathBuf, host: &str, port: u16, secret_file: Option<&std::path::
         );
         return ExitCode::from(2);
     }
+    if let Some(s) = &secret {
+        if let Err(e) = auth::check_strength(s, host, "the history server's --secret-file") {
+            eprintln!("ember-driver history: {e}");
+            return ExitCode::from(2);
+        }
+    }
     if let Err(e) = ember_ui::server::check_history_dir(&dir) {
         eprintln!("ember-driver history: cannot read {}: {e}", dir.display());
         return ExitCode::from(2);

@@ -329,3 +329,52 @@ fn the_credential_rules_are_checked_at_start_up() {
         "{err}"
     );
 }
+
+#[test]
+fn the_history_server_refuses_a_short_secret_off_loopback() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "x\n").unwrap();
+    let mut child = driver()
+        .args(["history"])
+        .arg(dir.path())
+        .args(["--host", "0.0.0.0", "--ui-port", "0", "--secret-file"])
+        .arg(&secret)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ember-driver history");
+    // Bounded: a history server that started instead would serve until killed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ember-driver history started with a 1-character secret on 0.0.0.0");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds a secret of 1 characters") && stderr.contains("at least 32"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}
