@@ -291,10 +291,10 @@ fn refused(args: &[&str], secret: Option<&str>, executor_secret: Option<&str>) -
         std::fs::write(&f, s).unwrap();
         cmd.arg("--executor-secret-file").arg(f);
     }
-    let out = cmd.output().expect("run ember-driver");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(out.stdout.is_empty());
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let (code, stdout, stderr) = exits_within(cmd, &format!("with {args:?}"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    stderr
 }
 
 #[test]
@@ -332,20 +332,32 @@ fn the_credential_rules_are_checked_at_start_up() {
 
 #[test]
 fn the_history_server_refuses_a_short_secret_off_loopback() {
-    use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "x\n").unwrap();
-    let mut child = driver()
-        .args(["history"])
+    let mut cmd = driver();
+    cmd.args(["history"])
         .arg(dir.path())
         .args(["--host", "0.0.0.0", "--ui-port", "0", "--secret-file"])
-        .arg(&secret)
+        .arg(&secret);
+    let (code, stdout, stderr) = exits_within(cmd, "history with a 1-character secret on 0.0.0.0");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds a secret of 1 characters") && stderr.contains("at least 32"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
+/// Runs `cmd` expecting it to exit within 10 s (a daemon that started instead is killed
+/// and the test fails); its exit code, stdout and stderr.
+fn exits_within(mut cmd: Command, what: &str) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run ember-driver history");
-    // Bounded: a history server that started instead would serve until killed.
+        .expect("run ember-driver");
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -354,7 +366,7 @@ fn the_history_server_refuses_a_short_secret_off_loopback() {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("ember-driver history started with a 1-character secret on 0.0.0.0");
+            panic!("ember-driver started {what}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -371,10 +383,5 @@ fn the_history_server_refuses_a_short_secret_off_loopback() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("holds a secret of 1 characters") && stderr.contains("at least 32"),
-        "{stderr}"
-    );
-    assert!(stdout.is_empty(), "{stdout}");
+    (status.code(), stdout, stderr)
 }
