@@ -42,6 +42,7 @@ export EMBER_IMAGE_TAG="e2e-$$"
 scratch="$target_dir/compose-e2e-$$"
 export EMBER_DATA_DIR="$scratch/data"
 export EMBER_SECRET_FILE="$scratch/secret"
+export EMBER_EXECUTOR_SECRET_FILE="$scratch/executor-secret"
 # EMBER_BUILD_PROFILE=dev (as CI sets it) tests images of the debug binaries, and runs
 # stripped copies of the debug job binaries (made after the build step, in $scratch/jobs):
 # with their debug info they are ~340 MB each, which the driver and every executor would
@@ -150,12 +151,13 @@ for f in range(4):
             out.write(f"{k},{rng.randint(0, 999)}.{rng.randint(0, 999):03d}\n")
 PY
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_SECRET_FILE"
-# The images run as uid 10001: it must read the secret and write the shared data dir.
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_EXECUTOR_SECRET_FILE"
+# The images run as uid 10001: it must read the secrets and write the shared data dir.
 if [ "$(id -u)" = 0 ]; then
-  chown 10001 "$EMBER_SECRET_FILE" "$EMBER_DATA_DIR"
-  chmod 0400 "$EMBER_SECRET_FILE"
-else  # cannot give files away: open them up instead (a throwaway test secret and dir)
-  chmod 0444 "$EMBER_SECRET_FILE"
+  chown 10001 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE" "$EMBER_DATA_DIR"
+  chmod 0400 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
+else  # cannot give files away: open them up instead (throwaway test secrets and dir)
+  chmod 0444 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
   chmod 0777 "$EMBER_DATA_DIR"
 fi
 chmod 0755 "$scratch"

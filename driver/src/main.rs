@@ -89,6 +89,11 @@ struct Args {
     /// tokens only, each seeing its own application.
     #[arg(long)]
     operator_secret_file: Option<PathBuf>,
+    /// File holding the executor secret, the only credential `ExecutorChannel` and
+    /// `FetchBinary` accept (else the file EMBER_EXECUTOR_SECRET_FILE names); required
+    /// with a cluster secret and different from it.
+    #[arg(long)]
+    executor_secret_file: Option<PathBuf>,
     /// An executor silent for longer than this is lost.
     #[arg(long, default_value_t = 10_000)]
     heartbeat_timeout_ms: u64,
@@ -165,6 +170,10 @@ struct Args {
     /// Bytes of each RDD's name and each captured closure's call site in a plan.
     #[arg(long, default_value_t = 4 << 10)]
     max_node_name_bytes: u32,
+    /// Client sessions one client connection (ip:port) may hold at once; each holds
+    /// one of the 4,094 session id ranges until it ends.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions_per_connection: u32,
     #[command(flatten)]
     connections: ConnectionArgs,
 }
@@ -276,6 +285,12 @@ fn history(
         );
         return ExitCode::from(2);
     }
+    if let Some(s) = &secret {
+        if let Err(e) = auth::check_strength(s, host, "the history server's --secret-file") {
+            eprintln!("ember-driver history: {e}");
+            return ExitCode::from(2);
+        }
+    }
     if let Err(e) = ember_ui::server::check_history_dir(&dir) {
         eprintln!("ember-driver history: cannot read {}: {e}", dir.display());
         return ExitCode::from(2);
@@ -384,6 +399,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let executor_secret = match load_executor_secret(&args, secret.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ember-driver: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if secret.is_none() {
         warn!("no cluster secret: accepting unauthenticated calls (loopback only)");
     }
@@ -427,7 +449,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, secret, operator));
+    let result = runtime.block_on(run(args, secret, executor_secret, operator));
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -439,7 +461,45 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> anyhow::Result<()> {
+/// The executor secret, after the credential rules: required with a cluster secret,
+/// different from it, and (like the cluster secret) at least
+/// [`auth::MIN_SECRET_CHARS`] characters off loopback.
+fn load_executor_secret(args: &Args, secret: Option<&str>) -> Result<Option<String>, String> {
+    const FLAG: &str = "--executor-secret-file";
+    if let Some(s) = secret {
+        let source = match &args.secret_file {
+            Some(f) => format!("--secret-file {}", f.display()),
+            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
+        };
+        auth::check_strength(s, &args.host, &source)?;
+    }
+    let executor = auth::load_secret_file(
+        args.executor_secret_file.as_deref(),
+        auth::EXECUTOR_SECRET_FILE_ENV,
+        FLAG,
+    )?;
+    if let Some(e) = &executor {
+        auth::check_strength(e, &args.host, FLAG)?;
+    }
+    match (secret, &executor) {
+        (Some(_), None) => Err(format!(
+            "a cluster secret needs an executor secret too ({FLAG} or {}): clients hold \
+             the cluster secret and must not be able to act as executors",
+            auth::EXECUTOR_SECRET_FILE_ENV
+        )),
+        (Some(c), Some(e)) if c == e => Err(format!(
+            "{FLAG} holds the cluster secret: the executor secret must differ from it"
+        )),
+        _ => Ok(executor),
+    }
+}
+
+async fn run(
+    args: Args,
+    secret: Option<String>,
+    executor_secret: Option<String>,
+    operator: Option<String>,
+) -> anyhow::Result<()> {
     // Watch the signals before creating anything to clean up, so a SIGTERM or SIGINT
     // is a clean shutdown (which removes the temporary binary directory), never the
     // default kill.
@@ -495,6 +555,7 @@ async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> an
         binary_dir: binary_dir.clone(),
         secret,
         operator_secret: operator,
+        executor_secret,
         limits: ServerLimits {
             max_running_jobs_per_session: args.max_running_jobs_per_session,
             max_running_jobs: args.max_running_jobs,
@@ -505,6 +566,7 @@ async fn run(args: Args, secret: Option<String>, operator: Option<String>) -> an
             max_binary_bytes: args.max_binary_bytes,
             max_binary_store_bytes: args.max_binary_store_bytes,
             binary_max_age: Duration::from_secs(args.binary_max_age_secs),
+            max_sessions_per_connection: args.max_sessions_per_connection,
         },
         event_log_dir: args.event_log_dir.clone(),
     })?;

@@ -12,6 +12,7 @@ fn driver() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-driver"));
     cmd.env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
+        .env_remove("EMBER_EXECUTOR_SECRET_FILE")
         .env("EMBER_LOG", "warn");
     cmd
 }
@@ -34,12 +35,16 @@ fn prints_its_address_and_exits_cleanly_on_sigterm_and_sigint_removing_its_temp_
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("secret");
         std::fs::write(&secret, "s3cret\n").unwrap();
+        let executor_secret = dir.path().join("executor-secret");
+        std::fs::write(&executor_secret, "executor-s3cret\n").unwrap();
         // The default binary directory goes to TMPDIR: a dir this test owns and checks.
         let tmp = dir.path().join("tmp");
         std::fs::create_dir(&tmp).unwrap();
         let mut child = driver()
             .args(["--port", "0", "--ui-port", "0", "--secret-file"])
             .arg(&secret)
+            .arg("--executor-secret-file")
+            .arg(&executor_secret)
             .env("TMPDIR", &tmp)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -239,11 +244,15 @@ fn health_answers_serving_while_the_driver_runs_and_names_what_failed_otherwise(
 fn the_secret_can_come_from_the_file_ember_secret_file_names() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, "from-a-file\n").unwrap();
-    // A non-loopback host needs a secret: EMBER_SECRET_FILE provides it.
+    std::fs::write(&secret, format!("{}\n", "f".repeat(32))).unwrap();
+    let executor_secret = dir.path().join("executor-secret");
+    std::fs::write(&executor_secret, "e".repeat(32)).unwrap();
+    // A non-loopback host needs a secret: EMBER_SECRET_FILE provides it (and
+    // EMBER_EXECUTOR_SECRET_FILE the executor secret).
     let mut cmd = driver();
     cmd.args(["--host", "0.0.0.0", "--port", "0"])
-        .env("EMBER_SECRET_FILE", &secret);
+        .env("EMBER_SECRET_FILE", &secret)
+        .env("EMBER_EXECUTOR_SECRET_FILE", &executor_secret);
     let (mut child, _guard, first) = spawn_driver(cmd, dir.path());
     assert!(
         first.starts_with("ember-driver listening on http://0.0.0.0:"),
@@ -264,4 +273,115 @@ fn the_secret_can_come_from_the_file_ember_secret_file_names() {
         stderr.contains(&format!("secret file {} is empty", secret.display())),
         "{stderr}"
     );
+}
+
+/// Runs the driver with `args` and the given secret files; its stderr if it refused to
+/// start with exit code 2.
+fn refused(args: &[&str], secret: Option<&str>, executor_secret: Option<&str>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = driver();
+    cmd.args(args).args(["--port", "0"]);
+    if let Some(s) = secret {
+        let f = dir.path().join("secret");
+        std::fs::write(&f, s).unwrap();
+        cmd.arg("--secret-file").arg(f);
+    }
+    if let Some(s) = executor_secret {
+        let f = dir.path().join("executor-secret");
+        std::fs::write(&f, s).unwrap();
+        cmd.arg("--executor-secret-file").arg(f);
+    }
+    let (code, stdout, stderr) = exits_within(cmd, &format!("with {args:?}"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    stderr
+}
+
+#[test]
+fn the_credential_rules_are_checked_at_start_up() {
+    let strong = "s".repeat(32);
+    let other = "o".repeat(32);
+    // A cluster secret without an executor secret.
+    let err = refused(&[], Some(&strong), None);
+    assert!(
+        err.contains("a cluster secret needs an executor secret too (--executor-secret-file"),
+        "{err}"
+    );
+    // The same secret twice.
+    let err = refused(&[], Some(&strong), Some(&strong));
+    assert!(
+        err.contains("--executor-secret-file holds the cluster secret"),
+        "{err}"
+    );
+    // Short secrets off loopback, each named by its flag and the minimum.
+    let err = refused(&["--host", "0.0.0.0"], Some("short"), Some(&other));
+    assert!(
+        err.contains("--secret-file") && err.contains("needs at least 32"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("short\n") && !err.contains(" short "),
+        "{err}"
+    );
+    let err = refused(&["--host", "0.0.0.0"], Some(&strong), Some("tiny"));
+    assert!(
+        err.contains("--executor-secret-file") && err.contains("needs at least 32"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_history_server_refuses_a_short_secret_off_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "x\n").unwrap();
+    let mut cmd = driver();
+    cmd.args(["history"])
+        .arg(dir.path())
+        .args(["--host", "0.0.0.0", "--ui-port", "0", "--secret-file"])
+        .arg(&secret);
+    let (code, stdout, stderr) = exits_within(cmd, "history with a 1-character secret on 0.0.0.0");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds a secret of 1 characters") && stderr.contains("at least 32"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
+/// Runs `cmd` expecting it to exit within 10 s (a daemon that started instead is killed
+/// and the test fails); its exit code, stdout and stderr.
+fn exits_within(mut cmd: Command, what: &str) -> (Option<i32>, String, String) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run ember-driver");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ember-driver started {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.code(), stdout, stderr)
 }

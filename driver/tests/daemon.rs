@@ -468,8 +468,9 @@ async fn the_web_ui_requires_the_operator_secret_when_one_is_set() {
         ..Options::default()
     })
     .await;
-    let mut c = client(driver.addr, Some("s3cret")).await;
-    let _exec = FakeExecutor::register(&mut c, 3).await;
+    // Executors register with the executor secret, not the cluster secret.
+    let mut e = client(driver.addr, Some(common::EXECUTOR_SECRET)).await;
+    let _exec = FakeExecutor::register(&mut e, 3).await;
     let (addr, ui) = serve_status_page(&driver).await;
     let get = |headers: &'static str| http_get(addr, "/api/v1/executors", headers);
     for headers in [

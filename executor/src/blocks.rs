@@ -14,8 +14,14 @@
 //! * A session's blocks go only to its own tasks: a request must carry the shuffle key
 //!   of the session owning its shuffle id (learned from that session's launched tasks,
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
-//!   before any file is touched. Keys are never logged or echoed.
-//! * Any problem ends the stream with `NOT_FOUND` (the map output is not here) or
+//!   before any file is touched. The key is the only credential asked for (workers
+//!   hold no cluster secret). Keys are never logged or echoed.
+//! * A request is checked whole before any block goes out: a map id asked twice, or
+//!   one whose output this executor does not hold for the shuffle, is
+//!   `INVALID_ARGUMENT` naming the id; more than one block adding up to over
+//!   [`MAX_FETCH_REQUEST_BYTES`] (by the index) is `RESOURCE_EXHAUSTED`. So a request
+//!   costs at most what the reducer could read by asking for each block once.
+//! * Any later problem ends the stream with `NOT_FOUND` (the map output is not here) or
 //!   `DATA_LOSS` (it is here but broken), the message naming the file and what is wrong.
 //!   Nothing a reducer sends can panic the daemon.
 
@@ -24,7 +30,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use ember_proto::auth::{RequireSecret, MAX_MESSAGE_BYTES};
+use ember_proto::auth::MAX_MESSAGE_BYTES;
+pub use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, FetchBlocksRequest};
@@ -34,7 +41,6 @@ use ember_shuffle::ShuffleError;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 /// Largest piece of a block in one message.
@@ -105,6 +111,7 @@ pub struct ShuffleService {
     dir: PathBuf,
     executor_id: SharedExecutorId,
     keys: SessionKeys,
+    max_request_bytes: u64,
 }
 
 impl ShuffleService {
@@ -113,7 +120,15 @@ impl ShuffleService {
             dir: dir.into(),
             executor_id,
             keys: SessionKeys::default(),
+            max_request_bytes: MAX_FETCH_REQUEST_BYTES,
         }
+    }
+
+    /// The same service with another bound on a request's bytes (for tests; the
+    /// daemon uses [`MAX_FETCH_REQUEST_BYTES`], which reducers batch their fetches by).
+    pub fn with_max_request_bytes(mut self, bytes: u64) -> Self {
+        self.max_request_bytes = bytes;
+        self
     }
 
     /// The session keys fetches are checked against (give them to the registration).
@@ -139,13 +154,30 @@ impl Shuffle for ShuffleService {
             );
             return Err(status);
         }
-        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         let dir = self.dir.clone();
         let executor_id = self
             .executor_id
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let checked = {
+            let (dir, executor_id, max) =
+                (dir.clone(), executor_id.clone(), self.max_request_bytes);
+            let req = req.clone();
+            tokio::task::spawn_blocking(move || check_request(&dir, &executor_id, &req, max))
+                .await
+                .map_err(|e| Status::internal(format!("checking a fetch request failed: {e}")))?
+        };
+        if let Err(status) = checked {
+            tracing::warn!(
+                shuffle_id = req.shuffle_id,
+                reduce_partition = req.reduce_partition,
+                "refused a shuffle fetch: {}",
+                status.message()
+            );
+            return Err(status);
+        }
+        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
         // One blocking task per request reads every block in turn (plain file I/O, one
         // hop to the blocking pool per request, not several per block).
         tokio::task::spawn_blocking(move || {
@@ -161,6 +193,57 @@ impl Shuffle for ShuffleService {
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+}
+
+/// Checks `req` before anything is sent: no map id twice, every map id an output this
+/// executor holds for the shuffle, and at most `max_bytes` of blocks in all (unless one
+/// block is asked). Reads only the indexes. Runs on the blocking pool.
+fn check_request(
+    dir: &Path,
+    executor_id: &str,
+    req: &FetchBlocksRequest,
+    max_bytes: u64,
+) -> Result<(), Status> {
+    let mut seen = std::collections::HashSet::with_capacity(req.map_partitions.len());
+    let mut total = 0u64;
+    for &map_partition in &req.map_partitions {
+        if !seen.insert(map_partition) {
+            return Err(Status::invalid_argument(format!(
+                "map id {map_partition} appears more than once in the fetch of shuffle {} \
+                 reduce {}; ask for each block once",
+                req.shuffle_id, req.reduce_partition
+            )));
+        }
+        let data = ember_shuffle::data_path(dir, req.shuffle_id, map_partition);
+        if !data.exists() {
+            return Err(Status::invalid_argument(format!(
+                "map id {map_partition} is not a map output executor {executor_id} holds \
+                 for shuffle {} ({} does not exist)",
+                req.shuffle_id,
+                data.display()
+            )));
+        }
+        let id = BlockId {
+            executor_id: executor_id.to_string(),
+            shuffle_id: req.shuffle_id,
+            map_partition,
+            reduce_partition: req.reduce_partition,
+        };
+        // A broken file is reported by the stream (DATA_LOSS), block by block.
+        if let Ok((_, _, entry)) = locate_local_block(dir, &id) {
+            total = total.saturating_add(entry.len);
+        }
+    }
+    if req.map_partitions.len() > 1 && total > max_bytes {
+        return Err(Status::resource_exhausted(format!(
+            "the fetch of shuffle {} reduce {} asks for {} blocks of {total} bytes in all, \
+             over the {max_bytes} bytes one request may ask for; split it",
+            req.shuffle_id,
+            req.reduce_partition,
+            req.map_partitions.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Sends every requested block down `tx`; `Ok` also when the reducer went away. Runs
@@ -265,18 +348,18 @@ pub fn advertised_address(host: &str, port: u16) -> String {
     }
 }
 
-/// Serves `service` on `listener` until `shutdown` resolves, requiring `secret`; beside
-/// it the gRPC health service (no secret needed), SERVING while `registered` is true
-/// (the executor is registered with its driver) and NOT_SERVING otherwise.
+/// Serves `service` on `listener` until `shutdown` resolves (each fetch authenticated
+/// by its session's shuffle key); beside it the gRPC health service, SERVING while
+/// `registered` is true (the executor is registered with its driver) and NOT_SERVING
+/// otherwise.
 pub async fn serve(
     listener: TcpListener,
     service: ShuffleService,
-    secret: Option<&str>,
     registered: tokio::sync::watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = bounded(listener, ConnectionLimits::default());
-    serve_bounded(incoming, service, secret, registered, shutdown).await
+    serve_bounded(incoming, service, registered, shutdown).await
 }
 
 /// `listener` as the shuffle service's port: at most `limits.max_connections` open, each
@@ -289,7 +372,6 @@ pub fn bounded(listener: TcpListener, limits: ConnectionLimits) -> BoundedListen
 pub async fn serve_bounded(
     incoming: BoundedListener,
     service: ShuffleService,
-    secret: Option<&str>,
     mut registered: tokio::sync::watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
@@ -307,12 +389,9 @@ pub async fn serve_bounded(
             }
         }
     });
-    let svc = InterceptedService::new(
-        ShuffleServer::new(service)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        RequireSecret::new(secret, "shuffle"),
-    );
+    let svc = ShuffleServer::new(service)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
         .add_service(health)
         .add_service(svc)

@@ -134,8 +134,12 @@ pub struct Config {
     pub memory_bytes: u64,
     /// Root of the work directory (see module docs).
     pub work_dir: PathBuf,
-    /// The cluster secret, if the cluster has one.
+    /// The cluster secret, if the cluster has one (the metrics port's credential; never
+    /// sent to the driver nor given to a worker).
     pub secret: Option<String>,
+    /// The executor secret: the credential of this daemon's calls to the driver
+    /// (`ExecutorChannel`, `FetchBinary`); never given to a worker.
+    pub executor_secret: Option<String>,
     /// Host the shuffle service binds to.
     pub host: String,
     /// Host other executors reach this one's shuffle service at (and the driver shows):

@@ -1,5 +1,5 @@
 //! The executor's gRPC client of the driver: the endpoint (keepalives, flow control)
-//! and the client that sends the cluster secret with every call. A leaf: it knows
+//! and the client that sends the executor secret with every call. A leaf: it knows
 //! nothing of registration, workers or binaries, which all use it.
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use ember_proto::driver_client::DriverClient;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
-/// A driver client that sends the cluster secret with every call.
+/// A driver client that sends the executor secret with every call.
 pub type DriverConn = DriverClient<InterceptedService<Channel, AddSecret>>;
 
 /// The endpoint for driver URL `url` (`http://host:port`), with keepalives so a driver

@@ -1,13 +1,14 @@
 //! `ember-executor`: the executor daemon's command line and startup.
 //!
 //! Startup order: parse and check the settings (exit 2 on any bad setting, including a
-//! non-loopback `--host` without a cluster secret), prepare the work dir, start the
+//! non-loopback `--host` without an executor secret or with a secret under
+//! [`ember_proto::auth::MIN_SECRET_CHARS`] characters), prepare the work dir, start the
 //! Shuffle service and print `ember-executor shuffle service on http://HOST:PORT` as
 //! the first line on stdout (with `--metrics-port`, then `ember-executor metrics on
 //! http://HOST:PORT`), then register with the driver until told to stop.
 //!
 //! Exit codes: 0 after SIGINT/SIGTERM (workers killed, temporary work dir removed);
-//! 1 if the driver refuses the cluster secret or the shuffle service cannot run;
+//! 1 if the driver refuses the executor secret or the shuffle service cannot run;
 //! 2 for bad settings.
 
 use std::io::Write;
@@ -59,9 +60,15 @@ struct Cli {
     /// executor refuses to start and changes nothing in it.
     #[arg(long)]
     work_dir: Option<PathBuf>,
-    /// File holding the cluster secret (default: the EMBER_SECRET environment variable).
+    /// File holding the cluster secret (default: the EMBER_SECRET environment variable);
+    /// protects the metrics port only. Never sent to the driver nor given to workers.
     #[arg(long)]
     secret_file: Option<PathBuf>,
+    /// File holding the executor secret, this daemon's credential for the driver's
+    /// `ExecutorChannel` and `FetchBinary` (default: the file
+    /// EMBER_EXECUTOR_SECRET_FILE names); required off loopback.
+    #[arg(long)]
+    executor_secret_file: Option<PathBuf>,
     /// Address the shuffle service binds to (and advertises, unless --advertise-host).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -141,16 +148,41 @@ fn advertise_host(cli: &Cli) -> Result<String, String> {
 
 /// Checks the settings; the error is the message for a refusal to start.
 fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
-    let secret = ember_proto::auth::load_secret(cli.secret_file.as_deref())?;
-    if secret.is_none() && !ember_proto::auth::is_loopback_host(&cli.host) {
-        return Err(format!(
-            "refusing to serve on non-loopback host {} without a cluster secret: anyone who \
-             reaches an open executor can run code on it; give --secret-file or set {}",
-            cli.host,
-            ember_proto::auth::SECRET_ENV
-        ));
+    use ember_proto::auth;
+    let secret = auth::load_secret(cli.secret_file.as_deref())?;
+    if let Some(s) = &secret {
+        let source = match &cli.secret_file {
+            Some(f) => format!("--secret-file {}", f.display()),
+            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
+        };
+        auth::check_strength(s, &cli.host, &source)?;
     }
-    ember_proto::auth::AddSecret::new(secret.as_deref())?;
+    const FLAG: &str = "--executor-secret-file";
+    let executor_secret = auth::load_secret_file(
+        cli.executor_secret_file.as_deref(),
+        auth::EXECUTOR_SECRET_FILE_ENV,
+        FLAG,
+    )?;
+    match &executor_secret {
+        Some(s) => auth::check_strength(s, &cli.host, FLAG)?,
+        None if !auth::is_loopback_host(&cli.host) => {
+            return Err(format!(
+                "refusing to serve on non-loopback host {} without an executor secret: the \
+                 driver accepts executors only with it; give {FLAG} or set {}",
+                cli.host,
+                auth::EXECUTOR_SECRET_FILE_ENV
+            ))
+        }
+        None if secret.is_some() => {
+            return Err(format!(
+                "a cluster secret is given but no executor secret: executors register with \
+                 the executor secret ({FLAG} or {}), never the cluster secret",
+                auth::EXECUTOR_SECRET_FILE_ENV
+            ))
+        }
+        None => {}
+    }
+    auth::AddSecret::new(executor_secret.as_deref())?;
     // Required by clap unless a subcommand was given (then this is not reached).
     let given = cli.driver.as_deref().unwrap_or_default();
     let driver = if given.contains("://") {
@@ -186,6 +218,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         memory_bytes: cli.memory,
         work_dir,
         secret,
+        executor_secret,
         host: cli.host.clone(),
         advertise_host: advertise_host(cli)?,
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
@@ -226,14 +259,12 @@ async fn run(
     let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
     let session_keys = service.session_keys();
     let stop = shutdown.clone();
-    let secret = config.secret.clone();
     let registered = registration::RegisteredFlag::default();
     let registered_rx = registered.subscribe();
     let server = tokio::spawn(async move {
         blocks::serve_bounded(
             blocks::bounded(listener, limits),
             service,
-            secret.as_deref(),
             registered_rx,
             stop.cancelled_owned(),
         )

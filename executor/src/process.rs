@@ -14,7 +14,12 @@
 //! | `EMBER_WORKER_SHUFFLE_DIR` | `<work_dir>/shuffle`, shared by all workers          |
 //! | `EMBER_WORKER_DIR`         | `<work_dir>/workers/<sha16>-<n>/`, private scratch   |
 //! | `EMBER_BINARY_SHA256`      | the binary's hash                                    |
-//! | `EMBER_SECRET`             | the cluster secret (only if the cluster has one)     |
+//!
+//! A worker runs job code, so it gets no credential of the executor's: `EMBER_SECRET`,
+//! `EMBER_SECRET_FILE`, `EMBER_EXECUTOR_SECRET_FILE` and `EMBER_OPERATOR_SECRET_FILE`
+//! are removed from its environment ([`WITHHELD_ENV`]). What it needs of its session
+//! (the shuffle key) comes with that session's tasks, and one worker serves one
+//! session ([`crate::workers`]).
 //!
 //! The worker must connect and send `FromWorker{ready{pid, binary_sha256}}` within
 //! [`READY_TIMEOUT`], naming its own hash.
@@ -49,6 +54,15 @@ pub const READY_HINT: &str = "a job binary must call `ember::Context::from_env()
      thing in main, so that it serves tasks when started as a worker";
 
 static NEXT_WORKER: AtomicU64 = AtomicU64::new(0);
+
+/// Variables of the executor's environment a worker never inherits: the daemons'
+/// credentials.
+pub const WITHHELD_ENV: [&str; 4] = [
+    ember_proto::auth::SECRET_ENV,
+    ember_proto::auth::SECRET_FILE_ENV,
+    ember_proto::auth::EXECUTOR_SECRET_FILE_ENV,
+    "EMBER_OPERATOR_SECRET_FILE",
+];
 
 /// What to start.
 pub struct WorkerSpec<'a> {
@@ -151,10 +165,9 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         .env("EMBER_BINARY_SHA256", spec.sha)
         .stdin(Stdio::null())
         .kill_on_drop(true);
-    match &spec.config.secret {
-        Some(s) => cmd.env(ember_proto::auth::SECRET_ENV, s),
-        None => cmd.env_remove(ember_proto::auth::SECRET_ENV),
-    };
+    for name in WITHHELD_ENV {
+        cmd.env_remove(name);
+    }
     let child = spawn(&mut cmd).await.map_err(|e| {
         format!(
             "cannot start worker process for binary {sha16} ({}): {e}",

@@ -41,7 +41,7 @@ const OUTBOUND_QUEUE: usize = 1024;
 /// Why [`run`] gave up.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistrationError {
-    #[error("driver refused registration: wrong or missing cluster secret ({0})")]
+    #[error("driver refused registration: wrong or missing executor secret ({0})")]
     Unauthenticated(String),
 }
 
@@ -151,7 +151,10 @@ impl From<String> for Failed {
 
 /// `Fatal` for a refused secret, else `Retry` with `what` and the status.
 fn failed(what: String, status: Status) -> Failed {
-    if status.code() == Code::Unauthenticated {
+    if matches!(
+        status.code(),
+        Code::Unauthenticated | Code::PermissionDenied
+    ) {
         Failed::Fatal(RegistrationError::Unauthenticated(
             status.message().to_string(),
         ))
@@ -167,7 +170,7 @@ async fn register(reg: &Registration) -> Result<Connected, Failed> {
         .connect()
         .await
         .map_err(|e| format!("cannot connect to the driver at {url}: {e}"))?;
-    let mut client = driver_client(channel, reg.config.secret.as_deref())?;
+    let mut client = driver_client(channel, reg.config.executor_secret.as_deref())?;
     let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
     let register = RegisterExecutor {
         cores: reg.config.cores,

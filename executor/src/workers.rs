@@ -1,11 +1,15 @@
-//! Routing the driver's task commands to the workers of job binaries, one per binary, for one
-//! registration with the driver; and the set of tasks this executor is running.
+//! Routing the driver's task commands to the workers of job binaries, one per (binary,
+//! client session), for one registration with the driver; and the set of tasks this
+//! executor is running.
 //!
 //! Invariants:
 //! * Every task accepted is in the running set of the [`WorkerEnv`] until its one
 //!   status went to the driver (see [`crate::worker_env`]).
-//! * One [`crate::binary_worker`] per binary hash; it lives as long as this
-//!   registration, its worker process only as long as it works.
+//! * One [`crate::binary_worker`] per binary hash and session (the [`IdRange`] owning
+//!   the task's plan): a worker process runs job code, so it holds only its own
+//!   session's tasks, plans, broadcasts and shuffle key, never another session's. It
+//!   lives until its session is cleaned up or this registration ends, its worker
+//!   process only as long as it works.
 //! * The stage plans held here are the ones the driver sent and did not say to forget
 //!   (bounded by `ember_proto::held_plans`, enforced here too); each binary's worker
 //!   holds a subset of them, and a plan dropped here is dropped there.
@@ -17,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ember_proto::held_plans::HeldPlans;
+use ember_proto::IdRange;
 use ember_proto::{CleanupSession, ExecutorMessage, KillTask, LaunchTask, Plan, StagePlan};
 use prost::Message;
 use tokio::sync::mpsc;
@@ -33,10 +38,18 @@ struct WorkerHandle {
     task: JoinHandle<()>,
 }
 
-/// The per-binary workers of one registration.
+/// Which worker runs a task: its binary's hash and its session's id range.
+type WorkerKey = (String, IdRange);
+
+/// The worker of `plan`'s binary and session.
+fn key_of(plan: &Plan) -> WorkerKey {
+    (plan.binary_hash.clone(), IdRange::of_id(plan.final_rdd))
+}
+
+/// The per-(binary, session) workers of one registration.
 pub struct Workers {
     env: Arc<WorkerEnv>,
-    by_binary: HashMap<String, WorkerHandle>,
+    by_binary: HashMap<WorkerKey, WorkerHandle>,
     /// Stage plans the driver sent, by plan id, until it says to forget them.
     plans: HashMap<u64, Arc<Plan>>,
     held: HeldPlans,
@@ -113,12 +126,13 @@ impl Workers {
             Some(_) => None,
             None => self.plans.get(&task.plan_id).cloned(),
         };
-        let sha = task
+        let key = task
             .plan
             .as_ref()
             .or(held.as_deref())
-            .map(|p| p.binary_hash.clone())
-            .unwrap_or_default();
+            .map(key_of)
+            .unwrap_or_else(|| (String::new(), IdRange::of_id(0)));
+        let sha = key.0.clone();
         {
             let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
             if running.contains_key(&task_id) {
@@ -151,7 +165,7 @@ impl Workers {
         tracing::debug!(task_id, binary = &sha[..16], "launching task");
         let plan = held.map(|p| (task.plan_id, p));
         self.send(
-            &sha,
+            &key,
             WorkerCmd::Launch {
                 task: Box::new(task),
                 plan,
@@ -182,7 +196,7 @@ impl Workers {
         self.plans.insert(id, Arc::new(plan));
     }
 
-    /// Drops stage plan `id` here and in its binary's worker.
+    /// Drops stage plan `id` here and in its binary's and session's worker.
     fn forget_plan(&mut self, id: u64) {
         if self.held.forget(id) {
             self.drop_plan(id);
@@ -191,50 +205,88 @@ impl Workers {
 
     fn drop_plan(&mut self, id: u64) {
         if let Some(plan) = self.plans.remove(&id) {
-            if self.by_binary.contains_key(&plan.binary_hash) {
-                self.send(&plan.binary_hash, WorkerCmd::ForgetPlans(vec![id]));
+            let key = key_of(&plan);
+            if self.by_binary.contains_key(&key) {
+                self.send(&key, WorkerCmd::ForgetPlans(vec![id]));
             }
         }
     }
 
-    /// Forwards a kill to the worker running the task (if any).
+    /// Forwards a kill to the workers of the task's binary (the one running it acts).
     pub fn kill(&mut self, kill: KillTask) {
         let sha = {
             let running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
             running.get(&kill.task_id).cloned()
         };
-        match sha {
-            Some(sha) if self.by_binary.contains_key(&sha) => {
-                self.send(&sha, WorkerCmd::Kill(kill))
-            }
-            _ => tracing::debug!(task_id = kill.task_id, "kill for a task not running here"),
+        let keys: Vec<WorkerKey> = match sha {
+            Some(sha) => self
+                .by_binary
+                .keys()
+                .filter(|(s, _)| *s == sha)
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        if keys.is_empty() {
+            tracing::debug!(task_id = kill.task_id, "kill for a task not running here");
+        }
+        for key in keys {
+            self.send(&key, WorkerCmd::Kill(kill.clone()));
         }
     }
 
-    /// Forwards a session cleanup to every binary's worker.
+    /// A session ended: its workers clean up; a worker of a binary with no task running
+    /// here is also stopped (its process killed once the cleanup is sent), so nothing
+    /// of the session stays in a process. Others stop when idle.
     pub fn cleanup(&mut self, cleanup: CleanupSession) {
-        let shas: Vec<String> = self.by_binary.keys().cloned().collect();
-        for sha in shas {
-            self.send(&sha, WorkerCmd::Cleanup(cleanup));
+        let session = IdRange::of_id(cleanup.id_lo);
+        let keys: Vec<WorkerKey> = self
+            .by_binary
+            .keys()
+            .filter(|(_, range)| *range == session)
+            .cloned()
+            .collect();
+        for key in keys {
+            self.send(&key, WorkerCmd::Cleanup(cleanup));
+            let busy = {
+                let running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
+                running.values().any(|sha| *sha == key.0)
+            };
+            if busy {
+                continue;
+            }
+            if let Some(h) = self.by_binary.remove(&key) {
+                // Closing its channel ends the actor after the cleanup, which kills
+                // the process; the actor's task finishes on its own.
+                drop(h.tx);
+                drop(h.task);
+            }
         }
     }
 
-    /// Forwards an unpersist to every binary's worker.
+    /// Forwards an unpersist to the workers of the session owning the RDD.
     pub fn unpersist(&mut self, unpersist: ember_proto::UnpersistRdd) {
-        let shas: Vec<String> = self.by_binary.keys().cloned().collect();
-        for sha in shas {
-            self.send(&sha, WorkerCmd::Unpersist(unpersist));
+        let session = IdRange::of_id(unpersist.rdd_id);
+        let keys: Vec<WorkerKey> = self
+            .by_binary
+            .keys()
+            .filter(|(_, range)| *range == session)
+            .cloned()
+            .collect();
+        for key in keys {
+            self.send(&key, WorkerCmd::Unpersist(unpersist));
         }
     }
 
-    /// Sends `cmd` to `sha`'s worker actor, creating it (again, if it ended) as needed.
-    fn send(&mut self, sha: &str, cmd: WorkerCmd) {
-        let cmd = match self.by_binary.get(sha) {
+    /// Sends `cmd` to `key`'s worker actor, creating it (again, if it ended) as needed.
+    fn send(&mut self, key: &WorkerKey, cmd: WorkerCmd) {
+        let cmd = match self.by_binary.get(key) {
             Some(h) => match h.tx.send(cmd) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(cmd)) => {
                     tracing::error!(
-                        binary = sha,
+                        binary = key.0,
+                        session_range = key.1.index(),
                         "binary worker ended unexpectedly; restarting it"
                     );
                     cmd
@@ -242,11 +294,11 @@ impl Workers {
             },
             None => cmd,
         };
-        let (tx, task) = binary_worker::spawn(sha.to_string(), self.env.clone());
+        let (tx, task) = binary_worker::spawn(key.0.clone(), self.env.clone());
         // A new worker actor's receiver is alive, so this send cannot fail.
         let _ = tx.send(cmd);
         self.by_binary
-            .insert(sha.to_string(), WorkerHandle { tx, task });
+            .insert(key.clone(), WorkerHandle { tx, task });
     }
 
     /// Kills every worker process and waits (briefly) for them to be gone.

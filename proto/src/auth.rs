@@ -1,13 +1,21 @@
-//! The cluster's shared secret on the wire: every gRPC call carries it as
+//! The cluster's secrets on the wire: every gRPC call carries one as
 //! `authorization: Bearer <secret>` metadata, and every server checks it before doing
 //! anything else.
+//!
+//! Two secrets reach the driver's gRPC port: the **cluster secret** (clients' calls:
+//! sessions, jobs, binary uploads, status) and the **executor secret** (executors'
+//! calls: `ExecutorChannel`, `FetchBinary`). [`RequireSecrets`] says which one a call
+//! carried ([`Caller`]); each method then asks for its own ([`require`]). Secret files
+//! are read by [`load_secret_file`], and [`check_strength`] refuses short secrets off
+//! loopback.
 //!
 //! Session-scoped calls also carry their session's token as [`SESSION_TOKEN_METADATA`]
 //! (see [`session_token`]); the driver compares it with [`constant_time_eq`].
 //!
 //! Invariants: a server configured with a secret refuses any call whose metadata does
-//! not carry exactly that secret (compared in constant time); a server without a secret
-//! accepts every call, which the daemons allow only on loopback addresses. Secrets,
+//! not carry exactly that secret (compared in constant time); on the driver, a call
+//! carrying one role's secret never passes another role's [`require`]; a role without a
+//! secret is open, which the daemons allow only on loopback addresses. Secrets,
 //! session tokens and shuffle keys never appear in a log line or an error message.
 
 use std::path::Path;
@@ -29,6 +37,13 @@ pub const SECRET_ENV: &str = "EMBER_SECRET";
 /// secret mount), used when no secret file is given on the command line; it wins over
 /// [`SECRET_ENV`].
 pub const SECRET_FILE_ENV: &str = "EMBER_SECRET_FILE";
+
+/// Environment variable naming the executor secret's file, used when
+/// `--executor-secret-file` is not given.
+pub const EXECUTOR_SECRET_FILE_ENV: &str = "EMBER_EXECUTOR_SECRET_FILE";
+
+/// Fewest characters a secret must have on a daemon bound to a non-loopback address.
+pub const MIN_SECRET_CHARS: usize = 32;
 
 /// Largest message any ember endpoint decodes (plans, task results, chunks).
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
@@ -55,6 +70,42 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<String>, String> {
         }),
         other => Ok(other),
     }
+}
+
+/// A secret from `flag`'s file `file` if given, else from the file environment variable
+/// `env` names, else none; trimmed. An empty secret is an error naming the file.
+/// `flag` (e.g. `--executor-secret-file`) only names the source in errors.
+pub fn load_secret_file(
+    file: Option<&Path>,
+    env: &str,
+    flag: &str,
+) -> Result<Option<String>, String> {
+    let from_env = std::env::var_os(env).map(std::path::PathBuf::from);
+    let Some(file) = file.or(from_env.as_deref()) else {
+        return Ok(None);
+    };
+    let secret = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {flag} {}: {e}", file.display()))?
+        .trim()
+        .to_string();
+    if secret.is_empty() {
+        return Err(format!("{flag} {} is empty", file.display()));
+    }
+    Ok(Some(secret))
+}
+
+/// Refuses a secret shorter than [`MIN_SECRET_CHARS`] on a daemon bound to `host` when
+/// `host` is not loopback; `source` names where the secret came from (flag and file)
+/// for the error. The secret itself is never quoted.
+pub fn check_strength(secret: &str, host: &str, source: &str) -> Result<(), String> {
+    let chars = secret.chars().count();
+    if chars < MIN_SECRET_CHARS && !is_loopback_host(host) {
+        return Err(format!(
+            "{source} holds a secret of {chars} characters; on a non-loopback address \
+             ({host}) a secret needs at least {MIN_SECRET_CHARS} (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `host` (an IP address or name) is a loopback address.
@@ -154,6 +205,117 @@ impl Interceptor for RequireSecret {
     }
 }
 
+/// Which credentials a call to the driver carried, as [`RequireSecrets`] found them:
+/// each flag is true if that role's secret was given (or that role needs none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// May make clients' calls (carried the cluster secret, or there is none).
+    pub client: bool,
+    /// May make executors' calls (carried the executor secret, or there is none).
+    pub executor: bool,
+}
+
+/// The roles a driver call can require.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A job client: needs the cluster secret.
+    Client,
+    /// An executor: needs the executor secret.
+    Executor,
+}
+
+/// `Ok` if the call `req` (seen by [`RequireSecrets`]) may use `endpoint`, which is for
+/// `role`; else PERMISSION_DENIED (a valid secret of the other role) or UNAUTHENTICATED,
+/// logged at warn with the endpoint and the peer, never the secret.
+#[cfg(feature = "server")]
+pub fn require<T>(req: &Request<T>, role: Role, endpoint: &'static str) -> Result<(), Status> {
+    // No interceptor ran (a service built without one): nothing is configured.
+    let caller = req.extensions().get::<Caller>().copied().unwrap_or(Caller {
+        client: true,
+        executor: true,
+    });
+    let status = match role {
+        Role::Executor if caller.executor => return Ok(()),
+        Role::Client if caller.client => return Ok(()),
+        Role::Executor if caller.client => Status::permission_denied(format!(
+            "{endpoint} is for executors: it needs the executor secret \
+             (--executor-secret-file), and the cluster secret is not it"
+        )),
+        Role::Client if caller.executor => Status::permission_denied(format!(
+            "{endpoint} is for job clients: it needs the cluster secret, not the executor secret"
+        )),
+        Role::Executor => Status::unauthenticated(format!(
+            "missing executor secret (authorization metadata): {endpoint} is for executors"
+        )),
+        Role::Client => Status::unauthenticated(format!(
+            "missing cluster secret (authorization metadata) for {endpoint}"
+        )),
+    };
+    let peer = req
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "unknown peer".into());
+    tracing::warn!(endpoint, %peer, reason = status.message(), "refused a call");
+    Err(status)
+}
+
+/// The driver's server-side interceptor: refuses a call whose secret matches neither
+/// the cluster secret nor the executor secret, and records in a [`Caller`] extension
+/// which roles the call may act in (checked per method by [`require`]).
+#[cfg(feature = "server")]
+#[derive(Clone)]
+pub struct RequireSecrets {
+    cluster: Option<std::sync::Arc<str>>,
+    executor: Option<std::sync::Arc<str>>,
+    endpoint: &'static str,
+}
+
+#[cfg(feature = "server")]
+impl RequireSecrets {
+    pub fn new(cluster: Option<&str>, executor: Option<&str>, endpoint: &'static str) -> Self {
+        RequireSecrets {
+            cluster: cluster.map(std::sync::Arc::from),
+            executor: executor.map(std::sync::Arc::from),
+            endpoint,
+        }
+    }
+}
+
+#[cfg(feature = "server")]
+impl Interceptor for RequireSecrets {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        let given = req
+            .metadata()
+            .get(AUTH_METADATA)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_string);
+        let matches = |s: &Option<std::sync::Arc<str>>| match (s, &given) {
+            (None, _) => true,
+            (Some(s), Some(g)) => constant_time_eq(g.as_bytes(), s.as_bytes()),
+            (Some(_), None) => false,
+        };
+        let caller = Caller {
+            client: matches(&self.cluster),
+            executor: matches(&self.executor),
+        };
+        let any_secret = self.cluster.is_some() || self.executor.is_some();
+        if given.is_some() && any_secret && !caller.client && !caller.executor {
+            let peer = req
+                .remote_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| "unknown peer".into());
+            let status = Status::unauthenticated(
+                "wrong secret: neither the cluster secret nor the executor secret",
+            );
+            tracing::warn!(endpoint = self.endpoint, %peer, reason = status.message(), "refused a call");
+            return Err(status);
+        }
+        req.extensions_mut().insert(caller);
+        Ok(req)
+    }
+}
+
 /// A client-side interceptor that adds the secret to every call.
 #[derive(Clone)]
 pub struct AddSecret {
@@ -213,6 +375,43 @@ mod tests {
         let req = with_session_token(Request::new(()), &a).unwrap();
         assert_eq!(session_token(&req), Some(a.as_str()));
         assert_eq!(session_token(&Request::new(())), None);
+    }
+
+    #[cfg(feature = "server")]
+    #[test]
+    fn each_secret_opens_only_its_role() {
+        let mut both = RequireSecrets::new(Some("client"), Some("executor"), "driver");
+        let as_client = both.call(with(Some("client"))).unwrap();
+        assert!(require(&as_client, Role::Client, "SubmitJob").is_ok());
+        let refused = require(&as_client, Role::Executor, "ExecutorChannel").unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        assert!(refused
+            .message()
+            .contains("ExecutorChannel is for executors"));
+        let as_executor = both.call(with(Some("executor"))).unwrap();
+        assert!(require(&as_executor, Role::Executor, "FetchBinary").is_ok());
+        let refused = require(&as_executor, Role::Client, "SubmitJob").unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+        let none = both.call(with(None)).unwrap();
+        let refused = require(&none, Role::Executor, "ExecutorChannel").unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        let wrong = both.call(with(Some("nope"))).unwrap_err();
+        assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
+        let mut open = RequireSecrets::new(None, None, "driver");
+        let anyone = open.call(with(None)).unwrap();
+        assert!(require(&anyone, Role::Executor, "ExecutorChannel").is_ok());
+    }
+
+    #[test]
+    fn short_secrets_are_refused_off_loopback_only() {
+        assert!(check_strength("short", "127.0.0.1", "--secret-file f").is_ok());
+        let err = check_strength("short", "0.0.0.0", "--secret-file f").unwrap_err();
+        assert!(
+            err.contains("--secret-file f") && err.contains("at least 32"),
+            "{err}"
+        );
+        assert!(!err.contains("short"), "{err}");
+        assert!(check_strength(&"x".repeat(32), "10.0.0.1", "f").is_ok());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! statuses, and of a job's events to its client, are bounded in count and bytes
 //! ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`], [`MAX_EVENT_BATCH`], [`BATCH_BYTES`]),
 //! and so are the stage plans an executor holds for the driver ([`MAX_HELD_PLANS`],
-//! [`MAX_HELD_PLAN_BYTES`]).
+//! [`MAX_HELD_PLAN_BYTES`]). One `FetchBlocks` request asks for at most
+//! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block.
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -41,6 +42,12 @@ pub const MAX_HELD_PLANS: usize = 64;
 /// Most bytes of stage plans (encoded) held as [`MAX_HELD_PLANS`] says; the newest
 /// plan is held whatever its size.
 pub const MAX_HELD_PLAN_BYTES: usize = 64 << 20;
+
+/// Most bytes of blocks (the sum of the index lengths of the blocks asked) one
+/// `FetchBlocks` request may ask for, unless it asks for one block only (a block is
+/// always served whole, whatever its size). Reducers split their fetches from one
+/// executor into requests under it by the block sizes their task carries.
+pub const MAX_FETCH_REQUEST_BYTES: u64 = 1 << 30;
 
 /// Longest failure message sent, in bytes (plus the truncation suffix).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;

@@ -9,15 +9,14 @@
 //! scheduler reruns exactly that map output. Bytes in flight per stream are bounded by
 //! the server's chunk queue and HTTP/2 flow control, not by the block count. Every
 //! request carries the shuffle key of the session owning the shuffle (learned from
-//! that session's tasks, see [`RemoteShuffle::learn_key`]): executors serve a
-//! session's blocks only to it.
+//! that session's tasks, see [`RemoteShuffle::learn_key`]) and no other credential:
+//! executors serve a session's blocks only to it, and workers hold no cluster secret.
 
 use dashmap::DashMap;
-use ember_proto::auth::{AddSecret, MAX_MESSAGE_BYTES};
+use ember_proto::auth::MAX_MESSAGE_BYTES;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::IdRange;
 use ember_proto::{BlockChunk, FetchBlocksRequest};
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
@@ -26,7 +25,7 @@ use super::runtime;
 use crate::error::Result;
 use crate::shuffle::{BlockId, RemoteBlockSource, RemoteBlockStream};
 
-type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
+type Client = ShuffleClient<Channel>;
 
 /// Longest wait for the next piece of a block stream (or for the stream to open)
 /// before the fetch counts as failed: an executor that stopped answering without
@@ -60,19 +59,17 @@ async fn timed<T>(
 
 /// Connections to other executors' shuffle services, shared by a worker's tasks.
 pub(crate) struct RemoteShuffle {
-    secret: AddSecret,
     clients: DashMap<String, Client>,
     /// Session id range -> that session's shuffle key.
     keys: DashMap<IdRange, String>,
 }
 
 impl RemoteShuffle {
-    pub(crate) fn new(secret: Option<&str>) -> std::result::Result<Self, String> {
-        Ok(RemoteShuffle {
-            secret: AddSecret::new(secret)?,
+    pub(crate) fn new() -> Self {
+        RemoteShuffle {
             clients: DashMap::new(),
             keys: DashMap::new(),
-        })
+        }
     }
 
     /// Remembers the shuffle key of the session owning RDD id `owned_id` (a task's
@@ -103,8 +100,7 @@ impl RemoteShuffle {
             return Ok(c.clone());
         }
         let channel = connect_channel(address).await?;
-        let client = ShuffleClient::with_interceptor(channel, self.secret.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let client = ShuffleClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         self.clients.insert(address.to_string(), client.clone());
         Ok(client)
     }

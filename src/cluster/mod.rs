@@ -14,7 +14,8 @@
 //! - [`runtime`]: the one tokio runtime the library starts for all of this.
 //!
 //! Invariants: nothing here runs in local mode (which needs no runtime and no network);
-//! every call to a daemon carries the cluster secret when one is configured.
+//! every call of the client to the driver carries the cluster secret when one is
+//! configured; a worker's shuffle fetches carry only its session's shuffle key.
 
 pub(crate) mod binary;
 pub(crate) mod client;
@@ -22,7 +23,7 @@ pub(crate) mod fetch;
 pub(crate) mod runtime;
 pub(crate) mod worker;
 
-/// The cluster secret the client and workers use: `EMBER_SECRET_FILE`, else
+/// The cluster secret the client uses: `EMBER_SECRET_FILE`, else
 /// `EMBER_SECRET`, else none.
 pub(crate) fn client_secret() -> crate::Result<Option<String>> {
     ember_proto::auth::load_secret(None).map_err(crate::EmberError::Config)

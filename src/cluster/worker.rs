@@ -75,8 +75,8 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     let memory = crate::memory::parse_memory_size(&var(vars::MEMORY)?)?;
     let shuffle_dir = PathBuf::from(var(vars::SHUFFLE_DIR)?);
     let work_dir = PathBuf::from(var(vars::WORK_DIR)?);
-    let secret = super::client_secret().map_err(|e| e.to_string())?;
-    let remote = Arc::new(super::fetch::RemoteShuffle::new(secret.as_deref())?);
+    // Fetches carry only the session's shuffle key: workers hold no cluster secret.
+    let remote = Arc::new(super::fetch::RemoteShuffle::new());
     let env = Arc::new(
         ExecutorEnv::with_dirs(
             executor_id.clone(),

@@ -3,7 +3,9 @@
 //!
 //! Blocks held by this executor are read from its shuffle directory; blocks held by
 //! other executors (cluster mode) are fetched over their shuffle service, one stream
-//! per executor carrying all of that executor's blocks. Empty blocks (size 0 in the map
+//! per executor carrying all of that executor's blocks, split into several requests
+//! where the blocks' sizes add up to more than one request may ask for
+//! (`ember_proto::limits::MAX_FETCH_REQUEST_BYTES`, 1 GiB). Empty blocks (size 0 in the map
 //! status) are skipped without a read.
 //!
 //! Invariants: blocks are consumed in map-partition order wherever they live, so a
@@ -14,6 +16,7 @@
 
 use std::rc::Rc;
 
+use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 
@@ -57,6 +60,38 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
     read_dependency_blocks(tc, &dep, reduce)
 }
 
+/// One fetch request: executor id, shuffle address, the maps asked, their bytes.
+type FetchRequest = (String, String, Vec<u32>, u64);
+
+/// Adds map `m` (its block of `size` bytes) to the latest request to `executor_id`, or
+/// to a new one if that would take the request over `max_bytes` (the executor refuses
+/// more than one block over it); returns the request's index. So one executor's blocks
+/// go out in as few requests as the bound allows, each under it or of one block.
+fn add_to_request(
+    requests: &mut Vec<FetchRequest>,
+    executor_id: &str,
+    address: &str,
+    m: u32,
+    size: u64,
+    max_bytes: u64,
+) -> usize {
+    let latest = requests
+        .iter()
+        .rposition(|(e, _, _, _)| e == executor_id)
+        .filter(|&i| requests[i].3.saturating_add(size) <= max_bytes);
+    match latest {
+        Some(i) => {
+            requests[i].2.push(m);
+            requests[i].3 += size;
+            i
+        }
+        None => {
+            requests.push((executor_id.to_string(), address.to_string(), vec![m], size));
+            requests.len() - 1
+        }
+    }
+}
+
 /// [`read_indexed_blocks`] of any shuffle dependency of a node (a cogroup reads several).
 pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
     tc: &Rc<TaskContext>,
@@ -75,7 +110,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         }
     }
     let mut sources = Vec::new();
-    let mut remote: Vec<(String, String, Vec<u32>)> = Vec::new();
+    let mut remote: Vec<FetchRequest> = Vec::new();
     for m in 0..num_maps {
         let id = |executor_id: &str| BlockId {
             executor_id: executor_id.to_string(),
@@ -110,23 +145,18 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 ))
                 .into());
         }
-        match remote.iter().position(|(e, _, _)| *e == loc.executor_id) {
-            Some(i) => {
-                remote[i].2.push(m);
-                sources.push(Source::Remote(i, m));
-            }
-            None => {
-                remote.push((
-                    loc.executor_id.clone(),
-                    loc.shuffle_address.clone(),
-                    vec![m],
-                ));
-                sources.push(Source::Remote(remote.len() - 1, m));
-            }
-        }
+        let i = add_to_request(
+            &mut remote,
+            &loc.executor_id,
+            &loc.shuffle_address,
+            m,
+            size,
+            MAX_FETCH_REQUEST_BYTES,
+        );
+        sources.push(Source::Remote(i, m));
     }
     let dir = tc.env.shuffle_dir();
-    // One stream per executor, opened when its first block is needed.
+    // One stream per request, opened when its first block is needed.
     let mut streams: Vec<Option<RemoteBlockStream>> = remote.iter().map(|_| None).collect();
     let env = tc.env.clone();
     let mut sources = sources.into_iter();
@@ -147,7 +177,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             },
             Source::Remote(i, m) => {
                 let stream = streams[i].get_or_insert_with(|| {
-                    let (executor_id, address, maps) = &remote[i];
+                    let (executor_id, address, maps, _) = &remote[i];
                     let fetcher = env.remote.clone().expect("checked above");
                     fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
                 });
@@ -159,7 +189,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                     None => {
                         // The executor closed the stream before this block: it is
                         // unreadable there, a fetch failure the scheduler acts on.
-                        let (executor_id, _, _) = &remote[i];
+                        let (executor_id, _, _, _) = &remote[i];
                         let id = BlockId {
                             executor_id: executor_id.clone(),
                             shuffle_id,
@@ -182,4 +212,45 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             })
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reducer's requests to one executor stay under the bound the executor enforces
+    /// (or hold one block), keep map order, and other executors' blocks do not split them.
+    #[test]
+    fn requests_to_one_executor_split_at_the_byte_bound() {
+        let mut requests = Vec::new();
+        let blocks = [
+            ("a", 0, 40),
+            ("b", 1, 90),
+            ("a", 2, 50),
+            ("a", 3, 20),
+            ("a", 4, 150),
+            ("a", 5, 0),
+            ("b", 6, 10),
+        ];
+        for (e, m, size) in blocks {
+            add_to_request(&mut requests, e, "addr", m, size, 100);
+        }
+        let got: Vec<(&str, Vec<u32>, u64)> = requests
+            .iter()
+            .map(|(e, _, maps, bytes)| (e.as_str(), maps.clone(), *bytes))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", vec![0, 2], 90),
+                ("b", vec![1, 6], 100),
+                ("a", vec![3], 20),
+                ("a", vec![4], 150),
+                ("a", vec![5], 0),
+            ]
+        );
+        for (_, maps, bytes) in &got {
+            assert!(*bytes <= 100 || maps.len() == 1, "{maps:?} {bytes}");
+        }
+    }
 }

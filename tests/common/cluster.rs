@@ -129,7 +129,7 @@ impl Cluster {
             .arg("--binary-dir")
             .arg(dir.path().join("driver-binaries"))
             .args(driver_args);
-        Self::secret_env(&mut cmd, secret);
+        Self::secret_env(&mut cmd, dir.path(), secret, true);
         let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
         let mut cluster = Cluster {
             url: address_of(&line),
@@ -151,14 +151,30 @@ impl Cluster {
         cluster
     }
 
-    fn secret_env(cmd: &mut Command, secret: Option<&str>) {
+    /// The daemons' secrets: with a cluster secret, the executor secret (in
+    /// `executor-secret` of the cluster's dir, named by `EMBER_EXECUTOR_SECRET_FILE`),
+    /// which no client is given; the driver also gets the cluster secret
+    /// (`EMBER_SECRET`), executors do not (they need none).
+    fn secret_env(cmd: &mut Command, dir: &Path, secret: Option<&str>, driver: bool) {
         cmd.env_remove("EMBER_SECRET")
             .env_remove("EMBER_SECRET_FILE")
-            .env_remove("EMBER_SECRET_FILE");
+            .env_remove("EMBER_EXECUTOR_SECRET_FILE");
         if let Some(s) = secret {
-            cmd.env("EMBER_SECRET", s);
+            let file = dir.join("executor-secret");
+            if !file.exists() {
+                fs::write(&file, format!("{s}-executor-only")).unwrap();
+            }
+            cmd.env("EMBER_EXECUTOR_SECRET_FILE", file);
+            if driver {
+                cmd.env("EMBER_SECRET", s);
+            }
         }
         cmd.env("EMBER_LOG", "info");
+    }
+
+    /// The executor secret of a cluster started with a cluster secret.
+    pub fn executor_secret(&self) -> Option<String> {
+        fs::read_to_string(self.dir.path().join("executor-secret")).ok()
     }
 
     /// Starts one more executor (not waiting for it to register); returns its index.
@@ -177,7 +193,7 @@ impl Cluster {
         .args(["--cores", &self.cores.to_string(), "--memory", "512m"])
         .arg("--work-dir")
         .arg(&work);
-        Self::secret_env(&mut cmd, self.secret.as_deref());
+        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), false);
         cmd.args(&self.executor_args);
         cmd.envs(self.executor_env.iter().map(|(k, v)| (k, v)));
         let log = self.dir.path().join(format!("executor-{i}.log"));
@@ -234,7 +250,7 @@ impl Cluster {
         cmd.args(["--host", "127.0.0.1", "--port", &port])
             .arg("--binary-dir")
             .arg(self.dir.path().join("driver-2-binaries"));
-        Self::secret_env(&mut cmd, self.secret.as_deref());
+        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
         assert_eq!(
             address_of(&line),

@@ -26,7 +26,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use ember_proto::auth::{self, RequireSecret};
+use ember_proto::auth::{self, RequireSecrets};
 use ember_proto::driver_server::DriverServer;
 use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::ClusterStatus;
@@ -67,12 +67,15 @@ pub struct DriverConfig {
     pub scheduler: SchedulerConfig,
     /// Where uploaded binaries are kept.
     pub binary_dir: PathBuf,
-    /// The cluster secret every call must carry (none: open, loopback only).
+    /// The cluster secret clients' calls must carry (none: open, loopback only).
     pub secret: Option<String>,
     /// The operator secret (`--operator-secret-file`): the web UI, REST API and
     /// `/metrics` across all applications. Without it but with a cluster secret, the
     /// UI serves session tokens only; with neither, it is open (loopback only).
     pub operator_secret: Option<String>,
+    /// The executor secret `ExecutorChannel` and `FetchBinary` must carry; required
+    /// with a cluster secret, and different from it.
+    pub executor_secret: Option<String>,
     /// Bounds on what clients may store in the driver (plan bounds are in
     /// `scheduler.limits`).
     pub limits: ServerLimits,
@@ -108,6 +111,8 @@ pub struct ServerLimits {
     /// A binary no session uses is deleted once unused this long
     /// (`--binary-max-age-secs`).
     pub binary_max_age: Duration,
+    /// Sessions one client connection may hold (`--max-sessions-per-connection`).
+    pub max_sessions_per_connection: u32,
 }
 
 impl Default for ServerLimits {
@@ -122,6 +127,7 @@ impl Default for ServerLimits {
             max_binary_bytes: 2 << 30,
             max_binary_store_bytes: 8 << 30,
             binary_max_age: Duration::from_secs(3600),
+            max_sessions_per_connection: 8,
         }
     }
 }
@@ -140,6 +146,25 @@ pub enum ServerError {
     Ui(std::io::Error),
     #[error("event log: {0}")]
     EventLog(#[from] ember_ui::LogError),
+    #[error("{0}")]
+    Secrets(&'static str),
+}
+
+/// The credential model's start-up rules: a cluster secret needs an executor secret
+/// (else every client could pose as an executor), and the two differ.
+fn check_secrets(config: &DriverConfig) -> Result<(), ServerError> {
+    match (&config.secret, &config.executor_secret) {
+        (Some(_), None) => Err(ServerError::Secrets(
+            "a driver with a cluster secret needs an executor secret too \
+             (--executor-secret-file or EMBER_EXECUTOR_SECRET_FILE): clients hold the \
+             cluster secret and must not be able to act as executors",
+        )),
+        (Some(c), Some(e)) if c == e => Err(ServerError::Secrets(
+            "the executor secret must differ from the cluster secret \
+             (--executor-secret-file and --secret-file hold the same secret)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// State shared by every call.
@@ -199,6 +224,7 @@ pub struct DriverDaemon {
     status: ember_ui::SharedStatus,
     secret: Option<String>,
     operator_secret: Option<String>,
+    executor_secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
     binary_gc: tokio::task::JoinHandle<()>,
     /// Set to the reason if the scheduler thread panics.
@@ -208,6 +234,7 @@ pub struct DriverDaemon {
 impl DriverDaemon {
     /// Starts the scheduler and the heartbeat monitor; must run inside a tokio runtime.
     pub fn start(config: DriverConfig) -> Result<Self, ServerError> {
+        check_secrets(&config)?;
         let binaries = BinaryStore::new(
             &config.binary_dir,
             config.limits.max_binary_bytes,
@@ -275,6 +302,7 @@ impl DriverDaemon {
             status,
             secret: config.secret,
             operator_secret: config.operator_secret,
+            executor_secret: config.executor_secret,
             monitor,
             binary_gc,
             failed,
@@ -302,12 +330,20 @@ impl DriverDaemon {
         }
     }
 
-    /// The `Driver` gRPC service, with message size limits and the secret check.
-    pub fn service(&self) -> InterceptedService<DriverServer<DriverService>, RequireSecret> {
+    /// The `Driver` gRPC service, with message size limits and the secret checks (each
+    /// method asks for its role's secret, see [`auth::require`]).
+    pub fn service(&self) -> InterceptedService<DriverServer<DriverService>, RequireSecrets> {
         let svc = DriverServer::new(DriverService::new(self.state.clone()))
             .max_decoding_message_size(auth::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(auth::MAX_MESSAGE_BYTES);
-        InterceptedService::new(svc, RequireSecret::new(self.secret.as_deref(), "driver"))
+        InterceptedService::new(
+            svc,
+            RequireSecrets::new(
+                self.secret.as_deref(),
+                self.executor_secret.as_deref(),
+                "driver",
+            ),
+        )
     }
 
     /// Serves the `Driver` service on `listener` until `shutdown` resolves; then ends

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use ember_proto::auth::{require, Role};
 use ember_proto::driver_server::Driver;
 use ember_proto::{
     BinaryChunk, BinaryRef, ClusterStatus, Empty, ExecutorMessage, HasBinaryResponse,
@@ -39,6 +40,7 @@ impl Driver for DriverService {
         &self,
         request: Request<Streaming<ExecutorMessage>>,
     ) -> Result<Response<Self::ExecutorChannelStream>, Status> {
+        require(&request, Role::Executor, "ExecutorChannel")?;
         let stream = executors::open_channel(self.state.clone(), request.into_inner()).await?;
         Ok(Response::new(stream))
     }
@@ -47,6 +49,7 @@ impl Driver for DriverService {
         &self,
         request: Request<BinaryRef>,
     ) -> Result<Response<HasBinaryResponse>, Status> {
+        require(&request, Role::Client, "HasBinary")?;
         let sha = request.into_inner().sha256;
         super::binaries::check_sha256(&sha)?;
         Ok(Response::new(HasBinaryResponse {
@@ -58,6 +61,7 @@ impl Driver for DriverService {
         &self,
         request: Request<Streaming<BinaryChunk>>,
     ) -> Result<Response<BinaryRef>, Status> {
+        require(&request, Role::Client, "UploadBinary")?;
         let r = self.state.binaries.upload(request.into_inner()).await?;
         Ok(Response::new(r))
     }
@@ -66,6 +70,7 @@ impl Driver for DriverService {
         &self,
         request: Request<BinaryRef>,
     ) -> Result<Response<Self::FetchBinaryStream>, Status> {
+        require(&request, Role::Executor, "FetchBinary")?;
         let sha = request.into_inner().sha256;
         let stream = self.state.binaries.fetch(&sha).await?;
         Ok(Response::new(stream))
@@ -75,7 +80,9 @@ impl Driver for DriverService {
         &self,
         request: Request<OpenSessionRequest>,
     ) -> Result<Response<Self::OpenSessionStream>, Status> {
-        let stream = sessions::open(&self.state, request.into_inner())?;
+        require(&request, Role::Client, "OpenSession")?;
+        let connection = request.remote_addr();
+        let stream = sessions::open(&self.state, request.into_inner(), connection)?;
         Ok(Response::new(stream))
     }
 
@@ -83,6 +90,7 @@ impl Driver for DriverService {
         &self,
         request: Request<SubmitJobRequest>,
     ) -> Result<Response<Self::SubmitJobStream>, Status> {
+        require(&request, Role::Client, "SubmitJob")?;
         let token = ember_proto::auth::session_token(&request).map(str::to_string);
         let stream = jobs::submit(&self.state, request.into_inner(), token.as_deref())?;
         Ok(Response::new(stream))
@@ -92,6 +100,7 @@ impl Driver for DriverService {
         &self,
         request: Request<UnpersistRequest>,
     ) -> Result<Response<Empty>, Status> {
+        require(&request, Role::Client, "Unpersist")?;
         let token = ember_proto::auth::session_token(&request).map(str::to_string);
         let req = request.into_inner();
         let token = token.as_deref();
@@ -119,6 +128,7 @@ impl Driver for DriverService {
         &self,
         request: Request<ReleaseShufflesRequest>,
     ) -> Result<Response<Empty>, Status> {
+        require(&request, Role::Client, "ReleaseShuffles")?;
         let token = ember_proto::auth::session_token(&request).map(str::to_string);
         let req = request.into_inner();
         let shuffle_ids = super::release::check_release(&self.state, &req, token.as_deref())?;
@@ -132,7 +142,8 @@ impl Driver for DriverService {
         Ok(Response::new(Empty {}))
     }
 
-    async fn status(&self, _request: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
+    async fn status(&self, request: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
+        require(&request, Role::Client, "Status")?;
         Ok(Response::new(self.state.status()))
     }
 }

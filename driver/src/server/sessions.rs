@@ -22,6 +22,9 @@
 //!   ([`SessionRegistry::with_session`], [`SessionRegistry::submit_job`] compare it in
 //!   constant time, refusing with `PERMISSION_DENIED`). Tokens and shuffle keys are
 //!   never logged, shown on the status page or echoed in an error.
+//! - One client connection (its `ip:port`, tonic's `remote_addr`) holds at most
+//!   `ServerLimits::max_sessions_per_connection` sessions, counted from `OpenSession`
+//!   until the session's id range is freed, so one client cannot take every range.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
@@ -72,6 +75,8 @@ pub(crate) struct Session {
     waiting: WaitingJobs<PendingJob>,
     /// The client has gone; the session ends when its last job has.
     closing: bool,
+    /// The client connection that opened it (counted in `Inner::per_connection`).
+    connection: Option<std::net::SocketAddr>,
     /// Keeps the client's session stream open.
     events: Option<Events>,
 }
@@ -89,6 +94,8 @@ struct Inner {
     running_jobs: u32,
     used_ranges: BTreeSet<IdRange>,
     sessions: BTreeMap<u64, Session>,
+    /// Sessions (with their id ranges) held per client connection.
+    per_connection: HashMap<Option<std::net::SocketAddr>, u32>,
 }
 
 /// The driver's sessions.
@@ -305,6 +312,7 @@ fn check_token(session: &Session, token: Option<&str>) -> Result<(), Status> {
 pub(crate) fn open(
     state: &Arc<DriverState>,
     req: OpenSessionRequest,
+    connection: Option<std::net::SocketAddr>,
 ) -> Result<SessionStream, Status> {
     super::binaries::check_sha256(&req.binary_sha256)?;
     if !state.binaries.contains(&req.binary_sha256) {
@@ -320,6 +328,16 @@ pub(crate) fn open(
     let app_name = super::names::app_name(&req.app_name);
     let (id, range) = {
         let mut inner = state.sessions.inner.lock();
+        let limit = state.limits.max_sessions_per_connection;
+        let held = inner.per_connection.get(&connection).copied().unwrap_or(0);
+        if held >= limit {
+            let peer = connection.map_or_else(|| "unknown peer".to_string(), |a| a.to_string());
+            warn!(%peer, held, "refused a session: too many on one connection");
+            return Err(Status::resource_exhausted(format!(
+                "this connection ({peer}) already holds {held} sessions, the most one \
+                 connection may open (--max-sessions-per-connection {limit}); close one first"
+            )));
+        }
         let range = (1..=IdRange::MAX_INDEX)
             .filter_map(IdRange::new)
             .find(|r| !inner.used_ranges.contains(r))
@@ -330,6 +348,7 @@ pub(crate) fn open(
                 ))
             })?;
         inner.used_ranges.insert(range);
+        *inner.per_connection.entry(connection).or_insert(0) += 1;
         inner.next_session += 1;
         let id = inner.next_session;
         let session = Session {
@@ -344,6 +363,7 @@ pub(crate) fn open(
             running: 0,
             waiting: WaitingJobs::new(state.limits.max_queued_jobs_per_session as usize),
             closing: false,
+            connection,
             events: Some(tx.clone()),
         };
         let (total_cores, executors) = state.executors.totals();
@@ -469,6 +489,12 @@ fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
     let Some(session) = inner.sessions.remove(&id) else {
         return;
     };
+    if let Some(held) = inner.per_connection.get_mut(&session.connection) {
+        *held -= 1;
+        if *held == 0 {
+            inner.per_connection.remove(&session.connection);
+        }
+    }
     let (ids, broadcasts) = (session.range.ids(), session.range.broadcasts());
     let _ = state.to_scheduler.send(SchedulerEvent::ForgetIds {
         id_lo: ids.start,

@@ -62,10 +62,15 @@ impl TestDriver {
     }
 }
 
+/// The executor secret a test driver with a cluster secret gets unless told otherwise.
+pub const EXECUTOR_SECRET: &str = "executor-s3cret";
+
 pub struct Options {
     pub secret: Option<&'static str>,
     /// The operator secret (the web UI's credential).
     pub operator_secret: Option<&'static str>,
+    /// Defaults to [`EXECUTOR_SECRET`] when `secret` is set.
+    pub executor_secret: Option<&'static str>,
     pub heartbeat_timeout: Duration,
     pub max_task_attempts: u32,
     pub plan_limits: ember_scheduler::PlanLimits,
@@ -77,6 +82,7 @@ impl Default for Options {
         Options {
             secret: None,
             operator_secret: None,
+            executor_secret: None,
             heartbeat_timeout: Duration::from_secs(30),
             max_task_attempts: 4,
             plan_limits: Default::default(),
@@ -99,6 +105,10 @@ pub async fn start(opts: Options) -> TestDriver {
             binary_dir: binary_dir.clone(),
             secret: opts.secret.map(str::to_string),
             operator_secret: opts.operator_secret.map(str::to_string),
+            executor_secret: opts
+                .executor_secret
+                .or(opts.secret.map(|_| EXECUTOR_SECRET))
+                .map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
         })

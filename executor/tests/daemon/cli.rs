@@ -14,6 +14,7 @@ fn executor(args: &[&str]) -> Command {
     cmd.args(args)
         .env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
+        .env_remove("EMBER_EXECUTOR_SECRET_FILE")
         .env_remove("EMBER_LOG")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -57,7 +58,42 @@ async fn refused(args: &[&str], why: &str) {
 async fn refuses_a_public_host_without_a_secret() {
     refused(
         &["--driver", "http://127.0.0.1:1", "--host", "10.1.2.3"],
-        "without a cluster secret",
+        "without an executor secret: the driver accepts executors only with it; give \
+         --executor-secret-file",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_short_secrets_off_loopback_and_a_cluster_secret_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "tiny\n").unwrap();
+    let strong = dir.path().join("strong");
+    std::fs::write(&strong, "s".repeat(32)).unwrap();
+    let (short, strong) = (short.to_str().unwrap(), strong.to_str().unwrap());
+    let public = ["--driver", "http://127.0.0.1:1", "--host", "10.1.2.3"];
+    let args = [&public[..], &["--executor-secret-file", short]].concat();
+    refused(
+        &args,
+        "--executor-secret-file holds a secret of 4 characters; on a non-loopback address \
+         (10.1.2.3) a secret needs at least 32",
+    )
+    .await;
+    let args = [
+        &public[..],
+        &["--executor-secret-file", strong, "--secret-file", short],
+    ]
+    .concat();
+    refused(
+        &args,
+        &format!("--secret-file {short} holds a secret of 4 characters"),
+    )
+    .await;
+    // On loopback, a cluster secret without the executor secret cannot register.
+    refused(
+        &["--driver", "http://127.0.0.1:1", "--secret-file", strong],
+        "a cluster secret is given but no executor secret",
     )
     .await;
 }
@@ -65,8 +101,11 @@ async fn refuses_a_public_host_without_a_secret() {
 #[tokio::test]
 async fn exits_1_when_the_driver_refuses_its_secret() {
     let driver = start_driver(HashMap::new(), Some("right")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("executor-secret");
+    std::fs::write(&wrong, "wrong").unwrap();
     let mut child = executor(&["--driver", &driver.url])
-        .env("EMBER_SECRET", "wrong")
+        .env("EMBER_EXECUTOR_SECRET_FILE", &wrong)
         .spawn()
         .unwrap();
     let stderr = started(&mut child).await;
@@ -74,7 +113,7 @@ async fn exits_1_when_the_driver_refuses_its_secret() {
     assert_eq!(status.code(), Some(1));
     let stderr = stderr.await.unwrap();
     assert!(
-        stderr.contains("driver refused registration: wrong or missing cluster secret"),
+        stderr.contains("driver refused registration: wrong or missing executor secret"),
         "{stderr}"
     );
 }

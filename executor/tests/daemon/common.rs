@@ -31,7 +31,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-/// A config for a work dir under `root`, prepared.
+/// A config for a work dir under `root`, prepared; `secret` is both the cluster secret
+/// and the executor secret (what the fake driver checks).
 pub fn config(root: &Path, secret: Option<&str>) -> Config {
     let config = Config {
         driver: "http://127.0.0.1:1".into(),
@@ -39,6 +40,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         memory_bytes: 123 << 20,
         work_dir: root.join("work"),
         secret: secret.map(str::to_string),
+        executor_secret: secret.map(str::to_string),
         host: "127.0.0.1".into(),
         advertise_host: "127.0.0.1".into(),
         worker_idle: std::time::Duration::from_secs(60),

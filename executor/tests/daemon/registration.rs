@@ -168,7 +168,7 @@ async fn a_refused_secret_stops_the_loop() {
     assert!(matches!(err, RegistrationError::Unauthenticated(_)));
     assert!(
         err.to_string()
-            .starts_with("driver refused registration: wrong or missing cluster secret"),
+            .starts_with("driver refused registration: wrong or missing executor secret"),
         "{err}"
     );
 }

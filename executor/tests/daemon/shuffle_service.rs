@@ -14,6 +14,7 @@ use tonic::Code;
 
 use crate::common::within;
 
+/// A cluster secret a client may send; the service ignores it.
 const SECRET: &str = "shuffle-secret";
 const SHUFFLE: u32 = 7;
 /// The session key of id range 1's session.
@@ -63,6 +64,11 @@ impl Drop for Server {
 }
 
 async fn start() -> Server {
+    start_with(blocks::MAX_FETCH_REQUEST_BYTES).await
+}
+
+/// [`start`] with a bound of `max_request_bytes` on one request's blocks.
+async fn start_with(max_request_bytes: u64) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let shuffle_dir = dir.path().join("shuffle");
     std::fs::create_dir_all(&shuffle_dir).unwrap();
@@ -72,7 +78,7 @@ async fn start() -> Server {
     let port = listener.local_addr().unwrap().port();
     let id = blocks::SharedExecutorId::default();
     *id.lock().unwrap() = "exec-7".into();
-    let service = ShuffleService::new(&shuffle_dir, id);
+    let service = ShuffleService::new(&shuffle_dir, id).with_max_request_bytes(max_request_bytes);
     service.session_keys().learn(SHUFFLE, KEY);
     service.session_keys().learn(1 << 20, OTHER_KEY);
     let stop = CancellationToken::new();
@@ -81,7 +87,6 @@ async fn start() -> Server {
         blocks::serve(
             listener,
             service,
-            Some(SECRET),
             tokio::sync::watch::channel(true).1,
             s.cancelled_owned(),
         )
@@ -217,17 +222,18 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     let server = start().await;
     let mut c = client(&server.url, Some(SECRET)).await;
 
-    // Map 0 arrives whole, then the missing map 5 ends the stream.
+    // A map output this executor does not hold: the request is refused before any
+    // block goes out.
     let (chunks, err) = fetch(&mut c, 2, vec![0, 5]).await;
     let err = err.expect("missing map output must fail");
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(
         err.message().contains("shuffle_7_5.data"),
         "{}",
         err.message()
     );
-    assert!(err.message().contains("map 5"), "{}", err.message());
-    assert_eq!(blocks_of(&chunks).len(), 1);
+    assert!(err.message().contains("map id 5"), "{}", err.message());
+    assert!(chunks.is_empty());
 
     // A reducer the index does not have.
     let (_, err) = fetch(&mut c, 9, vec![0]).await;
@@ -261,7 +267,7 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     std::fs::remove_file(&data).unwrap();
     let (_, err) = fetch(&mut c, 0, vec![1]).await;
     let err = err.unwrap();
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(
         err.message().contains("shuffle_7_1.data"),
         "{}",
@@ -269,14 +275,25 @@ async fn missing_or_broken_map_output_ends_the_stream_naming_the_file() {
     );
 }
 
+/// The shuffle key is the only credential: a fetch with a wrong key is refused whatever
+/// secret it carries, and one with its session's key is served without any secret
+/// (workers hold none).
 #[tokio::test]
-async fn wrong_or_missing_secret_is_unauthenticated() {
+async fn the_session_key_alone_decides_whatever_secret_is_sent() {
     let server = start().await;
-    for secret in [Some("not-it"), None] {
+    for secret in [Some(SECRET), Some("not-it"), None] {
         let mut c = client(&server.url, secret).await;
-        let (chunks, err) = fetch(&mut c, 0, vec![0]).await;
-        assert!(chunks.is_empty());
-        assert_eq!(err.unwrap().code(), Code::Unauthenticated);
+        for key in ["", OTHER_KEY, &KEY[..63]] {
+            let (chunks, err) = fetch_of(&mut c, SHUFFLE, key, 2, vec![0]).await;
+            assert!(chunks.is_empty(), "{secret:?} {key:?}");
+            let err = err.expect("a wrong key must be refused");
+            assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+            assert!(!err.message().contains(KEY), "{err:?}");
+        }
+        let (chunks, err) = fetch(&mut c, 2, vec![0]).await;
+        assert!(err.is_none(), "{secret:?}: {err:?}");
+        let (want, _) = block_on_disk(&server.shuffle_dir, 0, 2);
+        assert_eq!(blocks_of(&chunks)[0].3, want);
     }
 }
 
@@ -301,4 +318,64 @@ async fn a_fetch_for_another_sessions_shuffle_is_permission_denied() {
             "{err:?}"
         );
     }
+}
+
+/// A shuffle key holder cannot make a small request stream much: a map id asked twice,
+/// one the executor does not hold, or blocks adding up to more than one request may ask
+/// for are refused before any block goes out; one block is served whatever its size.
+#[tokio::test]
+async fn duplicate_unknown_or_too_many_bytes_of_map_ids_are_refused() {
+    // Reducer 0's blocks are ~2.5 MB each; a request may ask for 1 MiB.
+    let server = start_with(1 << 20).await;
+    let mut c = client(&server.url, Some(SECRET)).await;
+
+    let (chunks, err) = fetch(&mut c, 2, vec![0, 1, 0]).await;
+    let err = err.expect("a map id asked twice must be refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("map id 0 appears more than once in the fetch of shuffle 7 reduce 2"),
+        "{err:?}"
+    );
+    assert!(chunks.is_empty());
+
+    for unknown in [2, u32::MAX] {
+        let (chunks, err) = fetch(&mut c, 2, vec![1, unknown]).await;
+        let err = err.expect("a map id not held here must be refused");
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(
+            err.message().starts_with(&format!(
+                "map id {unknown} is not a map output executor exec-7 holds for shuffle 7"
+            )),
+            "{err:?}"
+        );
+        assert!(chunks.is_empty());
+    }
+
+    let (want0, _) = block_on_disk(&server.shuffle_dir, 0, 0);
+    let (want1, _) = block_on_disk(&server.shuffle_dir, 1, 0);
+    let total = want0.len() + want1.len();
+    let (chunks, err) = fetch(&mut c, 0, vec![0, 1]).await;
+    let err = err.expect("blocks over the request bound must be refused");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(
+        err.message(),
+        format!(
+            "the fetch of shuffle 7 reduce 0 asks for 2 blocks of {total} bytes in all, over \
+             the 1048576 bytes one request may ask for; split it"
+        )
+    );
+    assert!(chunks.is_empty());
+
+    // Each block alone is served whole, though over the bound; small blocks together too.
+    for (map, want) in [(0, &want0), (1, &want1)] {
+        let (chunks, err) = fetch(&mut c, 0, vec![map]).await;
+        assert!(err.is_none(), "{err:?}");
+        assert!(want.len() > 1 << 20);
+        assert_eq!(&blocks_of(&chunks)[0].3, want);
+    }
+    let (chunks, err) = fetch(&mut c, 2, vec![1, 0]).await;
+    assert!(err.is_none(), "{err:?}");
+    let got: Vec<u32> = blocks_of(&chunks).iter().map(|b| b.0).collect();
+    assert_eq!(got, [1, 0]);
 }

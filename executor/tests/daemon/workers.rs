@@ -158,7 +158,19 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
     assert_eq!(env["EMBER_WORKER_CORES"], "3");
     assert_eq!(env["EMBER_EXECUTOR_MEMORY"], (123u64 << 20).to_string());
     assert_eq!(env["EMBER_BINARY_SHA256"], sha);
-    assert_eq!(env["EMBER_SECRET"], "cluster-secret");
+    // Workers run job code: neither the cluster secret nor the executor secret (the
+    // config holds both as "cluster-secret") reaches them, by any variable.
+    for name in [
+        "EMBER_SECRET",
+        "EMBER_SECRET_FILE",
+        "EMBER_EXECUTOR_SECRET_FILE",
+    ] {
+        assert!(!env.contains_key(name), "{name} reached the worker");
+    }
+    assert!(
+        !env.values().any(|v| v.contains("cluster-secret")),
+        "a secret reached the worker: {env:?}"
+    );
     assert_eq!(
         Path::new(&env["EMBER_WORKER_SHUFFLE_DIR"]),
         cfg.shuffle_dir()
@@ -422,4 +434,102 @@ async fn a_stage_plan_goes_to_the_worker_once_and_is_forgotten_when_the_driver_s
     assert_eq!(s.task_id, 5);
     assert!(user_error(&s).contains("names stage plan 7, which this executor does not hold"));
     within("shutdown", workers.shutdown()).await;
+}
+
+/// A task of the session owning ids from `id_base`.
+fn launch_in(task_id: u64, sha: &str, id_base: u32) -> LaunchTask {
+    let mut l = launch(task_id, sha, &[]);
+    if let Some(plan) = l.task.as_mut().and_then(|t| t.plan.as_mut()) {
+        plan.final_rdd = id_base;
+        plan.shuffle_key = format!("key-of-{id_base}");
+    }
+    l
+}
+
+/// Two sessions of one binary get two worker processes, each sent only its own
+/// session's tasks (and so shuffle keys); a session's cleanup stops its idle worker.
+#[tokio::test]
+async fn each_session_of_a_binary_gets_its_own_worker() {
+    let (_root, cfg, probe, sha) = recording_setup(Some("cluster-secret"));
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    let mut seen = Vec::new();
+    let (a, b) = (1u32 << 20, 2u32 << 20);
+
+    workers.launch(launch_in(1, &sha, a)).await;
+    let (pid_a, env_a) = next_worker(&probe, &mut seen).await;
+    let mut wa = connect(&env_a, pid_a, &sha).await;
+    assert!(
+        matches!(recv(&mut wa).await, to_worker::Msg::Run(t) if t.task_id == 1 && t.plan.as_ref().unwrap().shuffle_key == format!("key-of-{a}"))
+    );
+    workers.launch(launch_in(2, &sha, b)).await;
+    let (pid_b, env_b) = next_worker(&probe, &mut seen).await;
+    assert_ne!(pid_a, pid_b);
+    let mut wb = connect(&env_b, pid_b, &sha).await;
+    assert!(
+        matches!(recv(&mut wb).await, to_worker::Msg::Run(t) if t.task_id == 2 && t.plan.as_ref().unwrap().shuffle_key == format!("key-of-{b}"))
+    );
+    // Session a's next task goes to a's worker, not b's.
+    workers.launch(launch_in(3, &sha, a + 7)).await;
+    assert!(matches!(recv(&mut wa).await, to_worker::Msg::Run(t) if t.task_id == 3));
+    send_status(&mut wa, 1).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 1);
+    send_status(&mut wb, 2).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 2);
+    send_status(&mut wa, 3).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 3);
+    assert!(workers.running_tasks().is_empty());
+
+    // Session a ends: its worker gets the cleanup and is stopped; b's lives on.
+    let cleanup = CleanupSession {
+        id_lo: a,
+        id_hi: b,
+        broadcast_lo: 1 << 40,
+        broadcast_hi: 2 << 40,
+    };
+    workers.cleanup(cleanup);
+    assert!(matches!(recv(&mut wa).await, to_worker::Msg::Cleanup(c) if c == cleanup));
+    within("session a's worker to stop", async {
+        while alive(pid_a) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(alive(pid_b));
+    within("shutdown", workers.shutdown()).await;
+    assert!(!alive(pid_b));
+}
+
+/// A worker with no task for `worker_idle` is stopped; the next task of its session
+/// starts a new one.
+#[tokio::test]
+async fn an_idle_worker_is_stopped_and_the_next_task_starts_another() {
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = config(root.path(), None);
+    cfg.worker_idle = Duration::from_millis(300);
+    let cfg = Arc::new(cfg);
+    let probe = root.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    let sha = install_binary(&cfg, recording_script(&probe).as_bytes());
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    let mut seen = Vec::new();
+    workers.launch(launch(1, &sha, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut seen).await;
+    let mut w = connect(&env, pid, &sha).await;
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
+    send_status(&mut w, 1).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 1);
+    within("the idle worker to stop", async {
+        while alive(pid) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    workers.launch(launch(2, &sha, &[])).await;
+    let (pid2, env2) = next_worker(&probe, &mut seen).await;
+    assert_ne!(pid, pid2);
+    let mut w2 = connect(&env2, pid2, &sha).await;
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Run(t) if t.task_id == 2));
+    workers.shutdown().await;
 }
