@@ -422,27 +422,37 @@ fn health(addr: &str, timeout_ms: u64) -> ExitCode {
 }
 
 /// The secret `--metrics-port` scrapes need: the operator secret; none only when the
-/// cluster has no secret either (loopback). The cluster secret never opens metrics:
-/// every client holds it.
-fn metrics_secret(cli: &Cli, cluster: Option<&str>) -> Result<Option<Arc<str>>, String> {
+/// executor has no secret at all (loopback). Neither the cluster secret (every client
+/// holds it) nor the executor secret (it registers executors) opens metrics.
+fn metrics_secret(
+    cli: &Cli,
+    cluster: Option<&str>,
+    executor: Option<&str>,
+) -> Result<Option<Arc<str>>, String> {
     use ember_proto::operator_secret;
     let operator = operator_secret::load(cli.operator_secret_file.as_deref(), &cli.host)?;
-    match (&operator, cluster) {
-        (Some(op), Some(c)) if ember_proto::auth::constant_time_eq(op.as_bytes(), c.as_bytes()) => {
-            Err(format!(
-                "the operator secret ({}) must differ from the cluster secret: every client \
-                 holds the cluster secret",
-                operator_secret::FLAG
-            ))
+    if let Some(op) = &operator {
+        for (other, what) in [(cluster, "cluster"), (executor, "executor")] {
+            if other
+                .is_some_and(|o| ember_proto::auth::constant_time_eq(op.as_bytes(), o.as_bytes()))
+            {
+                return Err(format!(
+                    "the operator secret ({}) must differ from the {what} secret",
+                    operator_secret::FLAG
+                ));
+            }
         }
-        (None, Some(_)) if cli.metrics_port.is_some() => Err(format!(
-            "--metrics-port with a cluster secret needs {} (or {}): metrics are the \
-             operator's, and every client holds the cluster secret",
+    }
+    let secured = cluster.is_some() || executor.is_some();
+    if operator.is_none() && secured && cli.metrics_port.is_some() {
+        return Err(format!(
+            "--metrics-port on an executor with a secret needs {} (or {}): metrics are the \
+             operator's, and neither the cluster secret nor the executor secret opens them",
             operator_secret::FLAG,
             operator_secret::FILE_ENV
-        )),
-        _ => Ok(operator.map(Arc::from)),
+        ));
     }
+    Ok(operator.map(Arc::from))
 }
 
 fn main() -> ExitCode {
@@ -466,7 +476,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let metrics_secret = match metrics_secret(&cli, config.secret.as_deref()) {
+    let metrics_secret = match metrics_secret(
+        &cli,
+        config.secret.as_deref(),
+        config.executor_secret.as_deref(),
+    ) {
         Ok(s) => s,
         Err(msg) => {
             eprintln!("ember-executor: {msg}");

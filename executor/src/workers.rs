@@ -240,12 +240,7 @@ impl Workers {
     /// of the session stays in a process. Others stop when idle.
     pub fn cleanup(&mut self, cleanup: CleanupSession) {
         let session = IdRange::of_id(cleanup.id_lo);
-        let keys: Vec<WorkerKey> = self
-            .by_binary
-            .keys()
-            .filter(|(_, range)| *range == session)
-            .cloned()
-            .collect();
+        let keys = self.session_workers(session);
         for key in keys {
             self.send(&key, WorkerCmd::Cleanup(cleanup));
             let busy = {
@@ -267,15 +262,19 @@ impl Workers {
     /// Forwards an unpersist to the workers of the session owning the RDD.
     pub fn unpersist(&mut self, unpersist: ember_proto::UnpersistRdd) {
         let session = IdRange::of_id(unpersist.rdd_id);
-        let keys: Vec<WorkerKey> = self
-            .by_binary
-            .keys()
-            .filter(|(_, range)| *range == session)
-            .cloned()
-            .collect();
+        let keys = self.session_workers(session);
         for key in keys {
             self.send(&key, WorkerCmd::Unpersist(unpersist));
         }
+    }
+
+    /// The workers (one per binary) of `session`.
+    fn session_workers(&self, session: IdRange) -> Vec<WorkerKey> {
+        self.by_binary
+            .keys()
+            .filter(|(_, range)| *range == session)
+            .cloned()
+            .collect()
     }
 
     /// Sends `cmd` to `key`'s worker actor, creating it (again, if it ended) as needed.

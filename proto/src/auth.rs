@@ -101,8 +101,9 @@ pub fn check_strength(secret: &str, host: &str, source: &str) -> Result<(), Stri
     let chars = secret.chars().count();
     if chars < MIN_SECRET_CHARS && !is_loopback_host(host) {
         return Err(format!(
-            "{source} holds a secret of {chars} characters; on a non-loopback address \
-             ({host}) a secret needs at least {MIN_SECRET_CHARS} (e.g. `openssl rand -hex 32`)"
+            "{source} holds a secret of {chars} character{}; on a non-loopback address \
+             ({host}) a secret needs at least {MIN_SECRET_CHARS} (e.g. `openssl rand -hex 32`)",
+            if chars == 1 { "" } else { "s" }
         ));
     }
     Ok(())

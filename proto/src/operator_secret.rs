@@ -4,9 +4,10 @@
 //!
 //! Invariants: the secret is the file's contents trimmed, never empty; off loopback it
 //! has at least [`MIN_CHARS`] characters; it never appears in a log line or an error.
-//! (The generic loader and strength check of `auth` will replace this at merge.)
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::auth;
 
 /// Environment variable naming the operator secret's file, used when the command line
 /// gives none (a compose or Kubernetes secret mount).
@@ -16,33 +17,18 @@ pub const FILE_ENV: &str = "EMBER_OPERATOR_SECRET_FILE";
 pub const FLAG: &str = "--operator-secret-file";
 
 /// Fewest characters of a secret a daemon bound to a non-loopback address accepts.
-pub const MIN_CHARS: usize = 32;
+pub const MIN_CHARS: usize = auth::MIN_SECRET_CHARS;
 
 /// The operator secret: the trimmed contents of `file` if given, else of the file
 /// [`FILE_ENV`] names, else none. Errors (naming the file and the flag) if the file
 /// cannot be read, is empty, or, when `host` is not loopback, holds fewer than
-/// [`MIN_CHARS`] characters.
+/// [`MIN_CHARS`] characters ([`auth::load_secret_file`], [`auth::check_strength`]).
 pub fn load(file: Option<&Path>, host: &str) -> Result<Option<String>, String> {
-    let from_env = std::env::var_os(FILE_ENV).map(PathBuf::from);
-    let Some(file) = file.or(from_env.as_deref()) else {
-        return Ok(None);
-    };
-    let secret = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {FLAG} {}: {e}", file.display()))?
-        .trim()
-        .to_string();
-    if secret.is_empty() {
-        return Err(format!("{FLAG} {} is empty", file.display()));
+    let secret = auth::load_secret_file(file, FILE_ENV, FLAG)?;
+    if let Some(s) = &secret {
+        auth::check_strength(s, host, FLAG)?;
     }
-    let chars = secret.chars().count();
-    if chars < MIN_CHARS && !crate::auth::is_loopback_host(host) {
-        return Err(format!(
-            "{FLAG} {}: the operator secret has {chars} characters; at least {MIN_CHARS} \
-             are required off loopback (listening on {host})",
-            file.display()
-        ));
-    }
-    Ok(Some(secret))
+    Ok(secret)
 }
 
 #[cfg(test)]

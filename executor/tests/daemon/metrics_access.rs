@@ -1,6 +1,7 @@
 //! `--metrics-port` under the credential model: the operator secret opens `/metrics`,
 //! the cluster secret (which every client holds) gets 401, logged with the peer and
-//! path and never the credential; with a cluster secret, metrics need an operator secret.
+//! path and never the credential, and so does the executor secret; with either secret,
+//! metrics need an operator secret.
 
 use std::io::{Read, Write};
 use std::process::Stdio;
@@ -70,6 +71,22 @@ async fn metrics_need_the_operator_secret_and_refusals_are_logged() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--operator-secret-file"), "{stderr}");
 
+    // The executor secret alone (an executor needs no cluster secret) does not leave
+    // metrics open either.
+    let out = within(
+        "exit",
+        executor()
+            .env_remove("EMBER_SECRET")
+            .args(["--driver", NO_DRIVER, "--metrics-port", "0"])
+            .env("EMBER_EXECUTOR_SECRET_FILE", &executor_secret)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--operator-secret-file"), "{stderr}");
+
     // The work dir inside the test's: a SIGKILLed executor leaves nothing in /tmp.
     let mut child = executor()
         .args(["--driver", NO_DRIVER, "--metrics-port", "0", "--work-dir"])
@@ -98,6 +115,10 @@ async fn metrics_need_the_operator_secret_and_refusals_are_logged() {
     }
     let addr = metrics.unwrap();
     assert_eq!(scrape(&addr, CLUSTER), 401);
+    assert_eq!(
+        scrape(&addr, "executor-secret-neither-clients-nor-ops-hold"),
+        401
+    );
     assert_eq!(scrape(&addr, OPERATOR), 200);
 
     child.start_kill().unwrap();
