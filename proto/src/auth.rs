@@ -260,9 +260,10 @@ pub fn require<T>(req: &Request<T>, role: Role, endpoint: &'static str) -> Resul
     Err(status)
 }
 
-/// The driver's server-side interceptor: refuses a call whose secret matches neither
-/// the cluster secret nor the executor secret, and records in a [`Caller`] extension
-/// which roles the call may act in (checked per method by [`require`]).
+/// The driver's server-side interceptor: when the driver has any secret, refuses a call
+/// that carries neither the cluster secret nor the executor secret (a missing secret
+/// included, so no body is decoded for it), and records in a [`Caller`] extension which
+/// roles the call may act in (checked per method by [`require`]).
 #[cfg(feature = "server")]
 #[derive(Clone)]
 pub struct RequireSecrets {
@@ -301,14 +302,19 @@ impl Interceptor for RequireSecrets {
             executor: matches(&self.executor),
         };
         let any_secret = self.cluster.is_some() || self.executor.is_some();
-        if given.is_some() && any_secret && !caller.client && !caller.executor {
+        // Refused here, before tonic decodes a body, whether the secret is wrong or
+        // missing; `require` only tells the roles apart afterwards.
+        if any_secret && !caller.client && !caller.executor {
             let peer = req
                 .remote_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_else(|| "unknown peer".into());
-            let status = Status::unauthenticated(
-                "wrong secret: neither the cluster secret nor the executor secret",
-            );
+            let status = Status::unauthenticated(if given.is_some() {
+                "wrong secret: neither the cluster secret nor the executor secret"
+            } else {
+                "missing cluster secret (authorization metadata): every call to this \
+                 driver needs the cluster secret (executors: the executor secret)"
+            });
             tracing::warn!(endpoint = self.endpoint, %peer, reason = status.message(), "refused a call");
             return Err(status);
         }
@@ -393,9 +399,17 @@ mod tests {
         assert!(require(&as_executor, Role::Executor, "FetchBinary").is_ok());
         let refused = require(&as_executor, Role::Client, "SubmitJob").unwrap_err();
         assert_eq!(refused.code(), tonic::Code::PermissionDenied);
-        let none = both.call(with(None)).unwrap();
-        let refused = require(&none, Role::Executor, "ExecutorChannel").unwrap_err();
-        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        let none = both.call(with(None)).unwrap_err();
+        assert_eq!(none.code(), tonic::Code::Unauthenticated);
+        assert!(
+            none.message().contains("missing cluster secret"),
+            "{none:?}"
+        );
+        let mut executor_only = RequireSecrets::new(None, Some("executor"), "driver");
+        let open_client = executor_only.call(with(None)).unwrap();
+        assert!(require(&open_client, Role::Client, "SubmitJob").is_ok());
+        let refused = require(&open_client, Role::Executor, "ExecutorChannel").unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
         let wrong = both.call(with(Some("nope"))).unwrap_err();
         assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
         let mut open = RequireSecrets::new(None, None, "driver");
