@@ -236,3 +236,66 @@ async fn a_job_whose_tasks_would_pass_the_queued_task_bound_is_refused() {
     let events = job_events(&mut big).await;
     assert!(matches!(events.last(), Some(JobEvent::JobSucceeded { .. })));
 }
+
+#[tokio::test]
+async fn a_freed_slot_goes_to_the_oldest_waiting_job_not_to_the_session_that_freed_it() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            max_running_jobs: 2,
+            max_running_jobs_per_session: 1,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 4).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (a, _sa) = open_session(&mut c, &sha).await;
+    let (b, _sb) = open_session(&mut c, &sha).await;
+    let (cc, _sc) = open_session(&mut c, &sha).await;
+    let mut a1 = submit_ok(&mut c, &a, tiny_plan(a.id_base, 1, &sha)).await;
+    let mut b1 = submit_ok(&mut c, &b, tiny_plan(b.id_base, 1, &sha)).await;
+    // The driver is full: these wait, in this order.
+    let mut c1 = submit_ok(&mut c, &cc, tiny_plan(cc.id_base, 1, &sha)).await;
+    let mut a2 = submit_ok(&mut c, &a, tiny_plan(a.id_base, 1, &sha)).await;
+    let mut b2 = submit_ok(&mut c, &b, tiny_plan(b.id_base, 1, &sha)).await;
+    running_jobs_become(&driver, 2).await;
+    let mut launched = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let launch = exec.launched().await;
+        launched.insert(node_of(&launch), launch.task.expect("task"));
+    }
+    let (a1_task, b1_task) = (&launched[&a.id_base], &launched[&b.id_base]);
+    // A's first job ends: the slot goes to C's job (submitted before A's second).
+    exec.succeed(a1_task, vec![1]).await;
+    assert!(matches!(
+        job_events(&mut a1).await.last(),
+        Some(JobEvent::JobSucceeded { .. })
+    ));
+    let launch = exec.launched().await;
+    assert_eq!(node_of(&launch), cc.id_base, "C's waiting job starts first");
+    let c1_task = launch.task.expect("task");
+    // B's first job ends: A's second job (submitted before B's second) starts.
+    exec.succeed(b1_task, vec![2]).await;
+    assert!(matches!(
+        job_events(&mut b1).await.last(),
+        Some(JobEvent::JobSucceeded { .. })
+    ));
+    let launch = exec.launched().await;
+    assert_eq!(node_of(&launch), a.id_base, "then A's second job");
+    exec.succeed(&launch.task.expect("task"), vec![4]).await;
+    finish_launched(&mut a2).await;
+    exec.succeed(&c1_task, vec![3]).await;
+    finish_launched(&mut c1).await;
+    finish_next(&mut exec, &mut b2, 5).await;
+}
+
+/// Waits for `job`'s events and checks it succeeded.
+async fn finish_launched(job: &mut Streaming<JobEvents>) {
+    let events = job_events(job).await;
+    assert!(
+        matches!(events.last(), Some(JobEvent::JobSucceeded { .. })),
+        "{events:?}"
+    );
+}

@@ -7,6 +7,11 @@
 //! - Jobs leave in the order they came (FIFO). This is the one place that decides which
 //!   waiting job of a session goes next, so a fair scheduler (Spark's FAIR pools and
 //!   weights) can later order the waiting work here without touching submission.
+//! - Across sessions, a freed running-job slot goes to the oldest waiting job (lowest
+//!   submission number) among the sessions under their own running-jobs bound: one
+//!   driver-wide FIFO, so no session that keeps its queue full can starve another's
+//!   job, whichever session's job ended ([`oldest_startable`]). A later fair scheduler
+//!   replaces this order.
 
 use std::collections::VecDeque;
 
@@ -44,6 +49,11 @@ impl<T> WaitingJobs<T> {
         Ok(())
     }
 
+    /// The job that starts next, left on the queue.
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.jobs.front()
+    }
+
     /// The job to start next, taken off the queue.
     pub(crate) fn next(&mut self) -> Option<T> {
         let job = self.jobs.pop_front();
@@ -74,6 +84,21 @@ impl<T> WaitingJobs<T> {
     pub(crate) fn take_all(&mut self) -> VecDeque<T> {
         std::mem::take(&mut self.jobs)
     }
+}
+
+/// Of `queues` (each a key and whether its session is under its own running-jobs
+/// bound, with its waiting jobs), the key of the one whose next job came first by
+/// `order` (its submission number): the queue a freed driver-wide slot goes to.
+pub(crate) fn oldest_startable<'a, K: Copy, T: 'a>(
+    queues: impl IntoIterator<Item = (K, bool, &'a WaitingJobs<T>)>,
+    order: impl Fn(&T) -> u64,
+) -> Option<K> {
+    queues
+        .into_iter()
+        .filter(|(_, under_bound, _)| *under_bound)
+        .filter_map(|(key, _, q)| q.front().map(|job| (order(job), key)))
+        .min_by_key(|(n, _)| *n)
+        .map(|(_, key)| key)
 }
 
 #[cfg(test)]

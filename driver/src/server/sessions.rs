@@ -16,7 +16,7 @@
 //! - At most `--max-running-jobs-per-session` jobs of a session and
 //!   `--max-running-jobs` of the driver are with the scheduler at once; the others wait
 //!   in their session's [`WaitingJobs`] (at most `--max-queued-jobs-per-session`) and
-//!   start, in order, as running jobs end.
+//!   start as running jobs end, oldest submission first over all sessions.
 //! - A session is usable only by the client that opened it: `OpenSession` hands that
 //!   client a random 256-bit token, and every session-scoped call must carry it
 //!   ([`SessionRegistry::with_session`], [`SessionRegistry::submit_job`] compare it in
@@ -41,7 +41,7 @@ use tokio_stream::Stream;
 use tonic::Status;
 use tracing::{info, warn};
 
-use super::job_queue::WaitingJobs;
+use super::job_queue::{oldest_startable, WaitingJobs};
 use super::jobs::{self, PendingJob, WireEvents};
 use super::DriverState;
 use ember_proto::Plan;
@@ -419,8 +419,8 @@ fn close(state: &DriverState, id: u64) {
 }
 
 /// A running job of session `session_id` has ended: starts the waiting jobs the
-/// running-jobs bounds now allow (this session's first, then the others' in session
-/// order after it) and finishes a closing session's cleanup.
+/// running-jobs bounds now allow (oldest submission first over all sessions) and
+/// finishes a closing session's cleanup.
 pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u64) {
     let mut guard = state.sessions.inner.lock();
     let inner = &mut *guard;
@@ -430,7 +430,7 @@ pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u
             inner.running_jobs = inner.running_jobs.saturating_sub(1);
         }
     }
-    start_waiting(state, inner, session_id);
+    start_waiting(state, inner);
     let done = inner
         .sessions
         .get(&session_id)
@@ -443,36 +443,34 @@ pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u
     }
 }
 
-/// Starts waiting jobs while the running-jobs bounds allow, `first`'s session first.
-fn start_waiting(state: &Arc<DriverState>, inner: &mut Inner, first: u64) {
+/// Starts waiting jobs while the running-jobs bounds allow, oldest submission first
+/// among the sessions under their own bound (one driver-wide FIFO, see `job_queue`), so
+/// the session whose job just ended gets no head start over the others.
+fn start_waiting(state: &Arc<DriverState>, inner: &mut Inner) {
     let limits = &state.limits;
-    let order: Vec<u64> = std::iter::once(first)
-        .chain(inner.sessions.range(first + 1..).map(|(id, _)| *id))
-        .chain(inner.sessions.range(..first).map(|(id, _)| *id))
-        .collect();
-    for id in order {
-        let Some(session) = inner.sessions.get_mut(&id) else {
-            continue;
-        };
-        while inner.running_jobs < limits.max_running_jobs
-            && session.running < limits.max_running_jobs_per_session
-        {
-            let Some(job) = session.waiting.next() else {
-                break;
-            };
-            if job.track.cancel_requested() {
-                // Its client left while it waited.
-                session.jobs.remove(&job.submission);
-                job.drop_unstarted("client disconnected");
-                continue;
-            }
-            session.running += 1;
-            inner.running_jobs += 1;
-            super::jobs::start(state, job);
-        }
-        if inner.running_jobs >= limits.max_running_jobs {
+    while inner.running_jobs < limits.max_running_jobs {
+        let queues = inner.sessions.values().map(|s| {
+            let under_bound = s.running < limits.max_running_jobs_per_session;
+            (s.id, under_bound, &s.waiting)
+        });
+        let Some(id) = oldest_startable(queues, |job: &PendingJob| job.submission) else {
             return;
+        };
+        let Some(session) = inner.sessions.get_mut(&id) else {
+            return;
+        };
+        let Some(job) = session.waiting.next() else {
+            return;
+        };
+        if job.track.cancel_requested() {
+            // Its client left while it waited.
+            session.jobs.remove(&job.submission);
+            job.drop_unstarted("client disconnected");
+            continue;
         }
+        session.running += 1;
+        inner.running_jobs += 1;
+        super::jobs::start(state, job);
     }
 }
 
