@@ -16,6 +16,9 @@
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
 //!   before any file is touched. The key is the only credential asked for (workers
 //!   hold no cluster secret). Keys are never logged or echoed.
+//! * A request is decoded only up to [`MAX_FETCH_REQUEST_MESSAGE_BYTES`] and names at
+//!   most [`MAX_FETCH_MAP_IDS`] map ids (else `INVALID_ARGUMENT`, checked before
+//!   anything is allocated for them); idle connections are dropped by HTTP/2 keepalive.
 //! * A request is checked whole before any block goes out: a map id asked twice, or
 //!   one whose output this executor does not hold for the shuffle, is
 //!   `INVALID_ARGUMENT` naming the id; more than one block adding up to over
@@ -47,6 +50,20 @@ use tonic::{Request, Response, Status};
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 /// Chunks buffered per request between the file reads and the network.
 pub const CHANNEL_CHUNKS: usize = 4;
+/// Most map ids one fetch may name: the default of the driver's
+/// `--max-partitions-per-node` (100,000), so no map stage a default driver accepts
+/// needs more ids from one executor in one request.
+pub const MAX_FETCH_MAP_IDS: usize = 100_000;
+/// Largest `FetchBlocksRequest` this service decodes. The request is a list of map ids:
+/// [`MAX_FETCH_MAP_IDS`] ids are at most 500 kB as packed varints (5 bytes each), plus
+/// a 64-character session key and two ids; 2 MiB leaves ample headroom while keeping
+/// anyone who can reach the port from making the daemon buffer a 256 MiB body.
+pub const MAX_FETCH_REQUEST_MESSAGE_BYTES: usize = 2 << 20;
+/// HTTP/2 keepalive ping interval of the shuffle server (as the driver's): a dead
+/// reducer's connection is dropped within interval + timeout, freeing its slot.
+pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a keepalive ping may go unanswered before the connection is dropped.
+pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The executor id of the current registration (empty before the first), for messages.
 pub type SharedExecutorId = Arc<Mutex<String>>;
@@ -146,6 +163,21 @@ impl Shuffle for ShuffleService {
         request: Request<FetchBlocksRequest>,
     ) -> Result<Response<Self::FetchBlocksStream>, Status> {
         let req = request.into_inner();
+        if req.map_partitions.len() > MAX_FETCH_MAP_IDS {
+            let status = Status::invalid_argument(format!(
+                "the fetch of shuffle {} reduce {} names {} map ids, over the \
+                 {MAX_FETCH_MAP_IDS} one request may name",
+                req.shuffle_id,
+                req.reduce_partition,
+                req.map_partitions.len()
+            ));
+            tracing::warn!(
+                shuffle_id = req.shuffle_id,
+                "refused a shuffle fetch: {}",
+                status.message()
+            );
+            return Err(status);
+        }
         if let Err(status) = self.keys.check(req.shuffle_id, &req.session_key) {
             tracing::warn!(
                 shuffle_id = req.shuffle_id,
@@ -204,7 +236,8 @@ fn check_request(
     req: &FetchBlocksRequest,
     max_bytes: u64,
 ) -> Result<(), Status> {
-    let mut seen = std::collections::HashSet::with_capacity(req.map_partitions.len());
+    // Grows with the ids actually checked, never sized from the wire count.
+    let mut seen = std::collections::HashSet::new();
     let mut total = 0u64;
     for &map_partition in &req.map_partitions {
         if !seen.insert(map_partition) {
@@ -390,9 +423,11 @@ pub async fn serve_bounded(
         }
     });
     let svc = ShuffleServer::new(service)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_decoding_message_size(MAX_FETCH_REQUEST_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .add_service(health)
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown)

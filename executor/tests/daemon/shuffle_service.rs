@@ -379,3 +379,37 @@ async fn duplicate_unknown_or_too_many_bytes_of_map_ids_are_refused() {
     let got: Vec<u32> = blocks_of(&chunks).iter().map(|b| b.0).collect();
     assert_eq!(got, [1, 0]);
 }
+
+/// A fetch naming more map ids than any stage has, or a body over the request's decoding
+/// bound, is refused before the service allocates for it.
+#[tokio::test]
+async fn over_many_map_ids_or_an_over_size_body_are_refused() {
+    let server = start().await;
+    let mut c = client(&server.url, Some(SECRET)).await;
+    let ids: Vec<u32> = (0..=blocks::MAX_FETCH_MAP_IDS as u32).collect();
+    let (chunks, err) = fetch(&mut c, 2, ids).await;
+    let err = err.expect("too many map ids must be refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert_eq!(
+        err.message(),
+        "the fetch of shuffle 7 reduce 2 names 100001 map ids, over the 100000 one request \
+         may name"
+    );
+    assert!(chunks.is_empty());
+
+    // A body over the decoding bound (here a huge session key) is refused unread.
+    let huge = "k".repeat(blocks::MAX_FETCH_REQUEST_MESSAGE_BYTES + 1);
+    let (chunks, err) = fetch_of(&mut c, SHUFFLE, &huge, 2, vec![0]).await;
+    let err = err.expect("an over-size body must be refused");
+    assert!(
+        matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted),
+        "{err:?}"
+    );
+    assert!(err.message().contains("too large"), "{err:?}");
+    assert!(chunks.is_empty());
+
+    // The same connection's service still serves a right request.
+    let (chunks, err) = fetch(&mut c, 2, vec![0]).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(blocks_of(&chunks).len(), 1);
+}
