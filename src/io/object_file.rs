@@ -21,10 +21,16 @@
 //! frame, a chunk holding more or fewer records than its count, a file ending anywhere
 //! before its footer (truncation), or bytes after the footer. It never panics on bad
 //! input. Every length read from the file (the type name's, a chunk's frame) is checked
-//! against the bytes the file has left before anything is allocated, and a chunk's
-//! buffers (its frame and the records it decompresses to) are charged to the reader's
-//! memory reservation first: a 70-byte file claiming a 1 GiB frame is an error naming
-//! the claim and the file's length, not a 1 GiB buffer.
+//! against the bytes the file has left before anything is allocated: a 70-byte file
+//! claiming a 1 GiB frame is an error naming the claim and the file's length, not a
+//! 1 GiB buffer. A chunk's buffers (its frame and the records it decompresses to) are
+//! checked against the memory pool's *limit*: a chunk needing more than the whole pool
+//! could ever grant is an out-of-memory error ([`io::ErrorKind::OutOfMemory`]) naming
+//! what it needs and the limit. Within the limit, the buffers are charged to the
+//! reader's reservation as far as the pool grants right now; the pool never waits nor
+//! makes others spill, so a refusal only means other tasks hold the memory at this
+//! moment, and the chunk is then read without the extra charge (as before the charge
+//! existed) rather than failing a valid file under load.
 
 use std::any::type_name;
 use std::io::{self, Read, Write};
@@ -281,16 +287,28 @@ impl<R: Read> ObjectReader<R> {
         // The frame and the records it decompresses to (at most `raw` bytes).
         let needed = (FRAME_HEADER_BYTES + comp) as u64 + u64::from(raw);
         if let Some(memory) = &mut self.memory {
-            memory.resize(needed).map_err(|e| {
-                corrupt(
+            let limit = memory.pool().limit();
+            if needed > limit {
+                return Err(EmberError::io(
                     &self.path,
-                    format!(
-                        "the chunk at byte {at} needs {needed} bytes of buffers \
-                         ({comp} compressed, {raw} decompressed), more than the memory pool \
-                         grants: {e}"
+                    io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        format!(
+                            "the chunk at byte {at} needs {needed} bytes of buffers \
+                             ({comp} compressed, {raw} decompressed), more than the memory \
+                             pool grants: its limit is {limit} bytes"
+                        ),
                     ),
-                )
-            })?;
+                ));
+            }
+            // Within the limit: charged as far as the pool grants now (see the module doc).
+            if memory.resize(needed).is_err() {
+                tracing::debug!(
+                    consumer = memory.consumer(),
+                    needed,
+                    "object file chunk read without its full memory charge: the pool is busy"
+                );
+            }
         }
         let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + comp);
         frame.extend_from_slice(&head[4..]);
@@ -391,6 +409,7 @@ impl<R: Read> ObjectReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::MemoryPool;
 
     fn write<T: Serialize>(records: &[T]) -> Vec<u8> {
         let mut w = ObjectWriter::new::<T>(Vec::new(), Path::new("mem")).unwrap();
@@ -422,6 +441,55 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    /// A reader charging `pool`, over a file of `records`.
+    fn read_charged(bytes: &[u8], pool: &std::sync::Arc<MemoryPool>) -> Result<Vec<Vec<u8>>> {
+        let memory = Some(pool.reservation("reader"));
+        let mut r =
+            ObjectReader::new::<Vec<u8>>(bytes, Path::new("mem"), bytes.len() as u64, memory)?;
+        let mut out = Vec::new();
+        while let Some(x) = r.next_record()? {
+            out.push(x);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_busy_pool_does_not_fail_a_valid_file_but_a_chunk_over_its_limit_is_refused() {
+        let records: Vec<Vec<u8>> = (0..4u32)
+            .map(|i| {
+                (0..300_000u32)
+                    .map(|j| (j.wrapping_mul(2_654_435_761) >> (i + 7)) as u8)
+                    .collect()
+            })
+            .collect();
+        let bytes = write(&records);
+        let pool = MemoryPool::new(8 << 20);
+        let mut sorter = pool.reservation("sorter");
+        sorter.try_grow((8 << 20) - (64 << 10)).unwrap();
+        assert_eq!(read_charged(&bytes, &pool).unwrap(), records);
+        assert!(pool.used() <= pool.limit());
+        drop(sorter);
+
+        let small = MemoryPool::new(100_000);
+        match read_charged(&bytes, &small) {
+            Err(EmberError::Io { path, source }) => {
+                assert_eq!(path, Path::new("mem"));
+                assert_eq!(source.kind(), io::ErrorKind::OutOfMemory);
+                let message = source.to_string();
+                assert!(
+                    message.contains("the chunk at byte 45 needs")
+                        && message.contains("its limit is 100000 bytes"),
+                    "{message}"
+                );
+            }
+            other => panic!(
+                "expected an out-of-memory error, got {:?}",
+                other.map(|v| v.len())
+            ),
+        }
+        assert_eq!(small.used(), 0);
     }
 
     #[test]
