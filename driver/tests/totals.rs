@@ -225,8 +225,8 @@ async fn a_job_whose_tasks_would_pass_the_queued_task_bound_is_refused() {
     assert_eq!(err.code(), Code::ResourceExhausted);
     assert_eq!(
         err.message(),
-        "the driver has 9 tasks waiting for a slot; this job's 1 more would pass the limit of \
-         5 (--max-queued-tasks)"
+        "the driver has 9 tasks waiting (9 for a slot, 0 in jobs waiting to start); this job's \
+         1 more would pass the limit of 5 (--max-queued-tasks)"
     );
     exec.succeed(&first, vec![0]).await;
     for _ in 1..10 {
@@ -298,4 +298,61 @@ async fn finish_launched(job: &mut Streaming<JobEvents>) {
         matches!(events.last(), Some(JobEvent::JobSucceeded { .. })),
         "{events:?}"
     );
+}
+
+#[tokio::test]
+async fn tasks_of_jobs_waiting_in_session_queues_count_against_the_queued_task_bound() {
+    let driver = start(Options {
+        limits: ServerLimits {
+            max_queued_tasks: 5,
+            max_running_jobs_per_session: 1,
+            ..ServerLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let mut exec = FakeExecutor::register(&mut c, 1).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _session) = open_session(&mut c, &sha).await;
+    let plan = |tasks| tiny_plan(opened.id_base, tasks, &sha);
+    let mut running = submit_ok(&mut c, &opened, plan(1)).await;
+    let first = exec.launched().await.task.expect("task");
+    // Waits in the session's queue: its 4 tasks are not with the scheduler yet.
+    let mut waiting = submit_ok(&mut c, &opened, plan(4)).await;
+    let err = c.submit_job(submit(&opened, plan(2))).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.message(),
+        "the driver has 4 tasks waiting (0 for a slot, 4 in jobs waiting to start); this \
+         job's 2 more would pass the limit of 5 (--max-queued-tasks)"
+    );
+    // Once the waiting job starts, its tasks leave the queue's count: 3 wait for the
+    // slot, and a job of 2 more fits.
+    exec.succeed(&first, vec![0]).await;
+    finish_launched(&mut running).await;
+    let second = exec.launched().await.task.expect("task");
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut last = loop {
+        match c.submit_job(submit(&opened, plan(2))).await {
+            Ok(job) => break job.into_inner(),
+            // Until the scheduler has counted the started job's tasks as queued.
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                assert!(std::time::Instant::now() < deadline, "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    exec.succeed(&second, vec![0]).await;
+    for _ in 1..4 {
+        let task = exec.launched().await.task.expect("task");
+        exec.succeed(&task, vec![0]).await;
+    }
+    finish_launched(&mut waiting).await;
+    for _ in 0..2 {
+        let task = exec.launched().await.task.expect("task");
+        exec.succeed(&task, vec![0]).await;
+    }
+    finish_launched(&mut last).await;
 }

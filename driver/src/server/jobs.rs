@@ -110,17 +110,24 @@ fn check_broadcast_limits(
     Ok(())
 }
 
-/// `Err(RESOURCE_EXHAUSTED)` if a job of `tasks` tasks would take the tasks waiting for
-/// a slot past `--max-queued-tasks` (as the scheduler last counted them). A job alone
-/// is always let in when nothing waits, whatever its size (`--max-tasks-per-job` bounds
-/// it).
-fn check_queued_tasks(state: &DriverState, tasks: u64) -> Result<(), Status> {
-    let queued = state.scheduler.queued_tasks() as u64;
+/// `Err(RESOURCE_EXHAUSTED)` if a job of `tasks` tasks would take the tasks waiting to
+/// run past `--max-queued-tasks`: those waiting for a slot (as the scheduler last
+/// counted them) and `in_waiting_jobs`, the tasks of jobs waiting in session queues.
+/// A job alone is always let in when nothing waits, whatever its size
+/// (`--max-tasks-per-job` bounds it).
+pub(crate) fn check_queued_tasks(
+    state: &DriverState,
+    tasks: u64,
+    in_waiting_jobs: u64,
+) -> Result<(), Status> {
+    let for_slot = state.scheduler.queued_tasks() as u64;
+    let queued = for_slot.saturating_add(in_waiting_jobs);
     let limit = state.limits.max_queued_tasks;
     if queued > 0 && queued.saturating_add(tasks) > limit {
         return Err(Status::resource_exhausted(format!(
-            "the driver has {queued} tasks waiting for a slot; this job's {tasks} more \
-             would pass the limit of {limit} (--max-queued-tasks)"
+            "the driver has {queued} tasks waiting ({for_slot} for a slot, \
+             {in_waiting_jobs} in jobs waiting to start); this job's {tasks} more would \
+             pass the limit of {limit} (--max-queued-tasks)"
         )));
     }
     Ok(())
@@ -133,6 +140,8 @@ fn check_queued_tasks(state: &DriverState, tasks: u64) -> Result<(), Status> {
 pub(crate) struct PendingJob {
     pub session_id: u64,
     pub submission: u64,
+    /// Its tasks over all stages (counted against `--max-queued-tasks` while it waits).
+    pub tasks: u64,
     pub plan: Plan,
     /// The session's broadcasts as of the submission: shared, not copied.
     pub broadcasts: Broadcasts,
@@ -168,7 +177,6 @@ pub(crate) fn submit(
     // Sizes before anything else looks at the plan (the scheduler checks them again).
     let tasks = ember_scheduler::limits::check_plan_tasks(&plan, &state.plan_limits)
         .map_err(|e| Status::resource_exhausted(e.to_string()))?;
-    check_queued_tasks(state, tasks)?;
     if !state.binaries.contains(&plan.binary_hash) {
         return Err(Status::invalid_argument(format!(
             "the plan's binary {:?} is not on this driver; upload it first",
@@ -210,7 +218,7 @@ pub(crate) fn submit(
     };
     let track = state
         .sessions
-        .submit_job(state, session_id, token, accept, tx)?;
+        .submit_job(state, session_id, token, tasks, accept, tx)?;
     debug!(session = session_id, "job submitted: {description}");
     Ok(JobStream {
         inner: UnboundedReceiverStream::new(rx),

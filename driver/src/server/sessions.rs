@@ -92,6 +92,9 @@ struct Inner {
     next_submission: u64,
     /// Jobs handed to the scheduler and not yet ended, over all sessions.
     running_jobs: u32,
+    /// Tasks of the jobs waiting in session queues (added when a job is queued, taken
+    /// off when it starts or is dropped unstarted), counted against `--max-queued-tasks`.
+    waiting_tasks: u64,
     used_ranges: BTreeSet<IdRange>,
     sessions: BTreeMap<u64, Session>,
     /// Sessions (with their id ranges) held per client connection.
@@ -139,6 +142,7 @@ impl SessionRegistry {
         state: &Arc<DriverState>,
         session_id: u64,
         token: Option<&str>,
+        tasks: u64,
         accept: impl FnOnce(&mut Session) -> Result<(Plan, Broadcasts), Status>,
         tx: mpsc::UnboundedSender<WireEvents>,
     ) -> Result<Arc<JobTrack>, Status> {
@@ -153,11 +157,14 @@ impl SessionRegistry {
                 Status::not_found(format!("no open session {session_id} on this driver"))
             })?;
         check_token(session, token)?;
+        // After the token: only the session's client learns the driver's queued tasks.
+        jobs::check_queued_tasks(state, tasks, inner.waiting_tasks)?;
         let start_now = session.running < limits.max_running_jobs_per_session
             && inner.running_jobs < limits.max_running_jobs;
         if !start_now && !session.waiting.has_room() {
             // Jobs whose clients left while they waited make room first.
             for job in session.waiting.take_where(|j| j.track.cancel_requested()) {
+                inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
                 session.jobs.remove(&job.submission);
                 job.drop_unstarted("client disconnected");
             }
@@ -190,6 +197,7 @@ impl SessionRegistry {
         let job = PendingJob {
             session_id,
             submission,
+            tasks,
             plan,
             broadcasts,
             track: track.clone(),
@@ -202,9 +210,12 @@ impl SessionRegistry {
         } else {
             let waiting = session.waiting.len() + 1;
             // Room was checked above under the same lock; were it gone, the job ends.
-            if let Err(job) = session.waiting.push(job) {
-                session.jobs.remove(&submission);
-                job.drop_unstarted("the session's queue of waiting jobs is full");
+            match session.waiting.push(job) {
+                Ok(()) => inner.waiting_tasks = inner.waiting_tasks.saturating_add(tasks),
+                Err(job) => {
+                    session.jobs.remove(&submission);
+                    job.drop_unstarted("the session's queue of waiting jobs is full");
+                }
             }
             info!(
                 session = session_id,
@@ -394,7 +405,8 @@ pub(crate) fn open(
 /// The client has gone: cancels the session's jobs and, once none is left, forgets
 /// the session.
 fn close(state: &DriverState, id: u64) {
-    let mut inner = state.sessions.inner.lock();
+    let mut guard = state.sessions.inner.lock();
+    let inner = &mut *guard;
     let Some(session) = inner.sessions.get_mut(&id) else {
         return;
     };
@@ -402,6 +414,7 @@ fn close(state: &DriverState, id: u64) {
     session.events = None;
     let reason = format!("client session {id} disconnected");
     for job in session.waiting.take_all() {
+        inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
         session.jobs.remove(&job.submission);
         job.drop_unstarted(&reason);
     }
@@ -414,7 +427,7 @@ fn close(state: &DriverState, id: u64) {
         "client session disconnected"
     );
     if session.jobs.is_empty() {
-        finalize(state, &mut inner, id);
+        finalize(state, inner, id);
     }
 }
 
@@ -462,6 +475,7 @@ fn start_waiting(state: &Arc<DriverState>, inner: &mut Inner) {
         let Some(job) = session.waiting.next() else {
             return;
         };
+        inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
         if job.track.cancel_requested() {
             // Its client left while it waited.
             session.jobs.remove(&job.submission);
