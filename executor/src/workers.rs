@@ -9,7 +9,10 @@
 //!   the task's plan): a worker process runs job code, so it holds only its own
 //!   session's tasks, plans, broadcasts and shuffle key, never another session's. It
 //!   lives until its session is cleaned up or this registration ends, its worker
-//!   process only as long as it works.
+//!   process only as long as it works. On cleanup the session's workers leave the map
+//!   at once (whatever else runs), so a task of the next session given the same id
+//!   range starts a fresh worker process; the old actor ends after its queued commands
+//!   (its process killed) and any task of it still unreported is failed.
 //! * The stage plans held here are the ones the driver sent and did not say to forget
 //!   (bounded by `ember_proto::held_plans`, enforced here too); each binary's worker
 //!   holds a subset of them, and a plan dropped here is dropped there.
@@ -50,6 +53,9 @@ fn key_of(plan: &Plan) -> WorkerKey {
 pub struct Workers {
     env: Arc<WorkerEnv>,
     by_binary: HashMap<WorkerKey, WorkerHandle>,
+    /// The worker each task went to, while the task may still be running (pruned to
+    /// the running set as it grows).
+    task_workers: HashMap<u64, WorkerKey>,
     /// Stage plans the driver sent, by plan id, until it says to forget them.
     plans: HashMap<u64, Arc<Plan>>,
     held: HeldPlans,
@@ -76,6 +82,7 @@ impl Workers {
         Workers {
             env: Arc::new(env),
             by_binary: HashMap::new(),
+            task_workers: HashMap::new(),
             plans: HashMap::new(),
             held: HeldPlans::receiver(),
         }
@@ -164,6 +171,7 @@ impl Workers {
         }
         tracing::debug!(task_id, binary = &sha[..16], "launching task");
         let plan = held.map(|p| (task.plan_id, p));
+        self.remember_worker(task_id, key.clone());
         self.send(
             &key,
             WorkerCmd::Launch {
@@ -235,27 +243,55 @@ impl Workers {
         }
     }
 
-    /// A session ended: its workers clean up; a worker of a binary with no task running
-    /// here is also stopped (its process killed once the cleanup is sent), so nothing
-    /// of the session stays in a process. Others stop when idle.
+    /// Records that task `task_id` went to `key`'s worker; forgets the tasks no longer
+    /// running once the record has grown past twice the running set.
+    fn remember_worker(&mut self, task_id: u64, key: WorkerKey) {
+        self.task_workers.insert(task_id, key);
+        let running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
+        if self.task_workers.len() > 2 * running.len() + 64 {
+            self.task_workers.retain(|id, _| running.contains_key(id));
+        }
+    }
+
+    /// A session ended: each of its workers is sent the cleanup and removed from the
+    /// map, so the next session given the same id range gets fresh worker processes
+    /// (never this session's, even while other tasks of the binary run). The old actor
+    /// ends once its queued commands are done and kills its process; then any task it
+    /// was still running is failed (each task reports once, so a finished one is not).
     pub fn cleanup(&mut self, cleanup: CleanupSession) {
         let session = IdRange::of_id(cleanup.id_lo);
         let keys = self.session_workers(session);
         for key in keys {
             self.send(&key, WorkerCmd::Cleanup(cleanup));
-            let busy = {
-                let running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
-                running.values().any(|sha| *sha == key.0)
-            };
-            if busy {
+            let Some(h) = self.by_binary.remove(&key) else {
                 continue;
-            }
-            if let Some(h) = self.by_binary.remove(&key) {
-                // Closing its channel ends the actor after the cleanup, which kills
-                // the process; the actor's task finishes on its own.
-                drop(h.tx);
-                drop(h.task);
-            }
+            };
+            let tasks: Vec<u64> = self
+                .task_workers
+                .iter()
+                .filter(|(_, k)| **k == key)
+                .map(|(id, _)| *id)
+                .collect();
+            self.task_workers.retain(|_, k| *k != key);
+            // Closing its channel ends the actor after the cleanup.
+            drop(h.tx);
+            let env = self.env.clone();
+            tokio::spawn(async move {
+                let _ = h.task.await;
+                for task_id in tasks {
+                    let known = env
+                        .running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&task_id);
+                    if known {
+                        let msg = format!(
+                            "task {task_id}'s session ended; its worker process was stopped"
+                        );
+                        env.fail(task_id, msg).await;
+                    }
+                }
+            });
         }
     }
 

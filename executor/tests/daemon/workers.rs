@@ -209,14 +209,6 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
         reason: "test".into(),
     });
     assert!(matches!(recv(&mut w).await, to_worker::Msg::Kill(k) if k.task_id == 2));
-    let cleanup = CleanupSession {
-        id_lo: 0,
-        id_hi: 0,
-        broadcast_lo: 6,
-        broadcast_hi: 7,
-    };
-    workers.cleanup(cleanup);
-    assert!(matches!(recv(&mut w).await, to_worker::Msg::Cleanup(c) if c == cleanup));
     assert_eq!(workers.running_tasks(), [2, 3]);
 
     // The worker dies: both its tasks fail, saying how.
@@ -242,12 +234,36 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
     assert_ne!(env2["EMBER_WORKER_SOCKET"], env["EMBER_WORKER_SOCKET"]);
     let mut w2 = connect(&env2, pid2, &sha).await;
     assert!(matches!(recv(&mut w2).await, to_worker::Msg::Broadcast(b) if b.id == 5));
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Broadcast(b) if b.id == 6));
     assert!(matches!(recv(&mut w2).await, to_worker::Msg::Run(t) if t.task_id == 4));
 
-    // Losing the driver kills every worker.
-    within("shutdown", workers.shutdown()).await;
+    // The session ends while task 4 runs: the worker gets the cleanup, is stopped, and
+    // the task fails saying why.
+    let cleanup = CleanupSession {
+        id_lo: 0,
+        id_hi: 1 << 20,
+        broadcast_lo: 0,
+        broadcast_hi: 1 << 40,
+    };
+    workers.cleanup(cleanup);
+    assert!(matches!(recv(&mut w2).await, to_worker::Msg::Cleanup(c) if c == cleanup));
+    let s = next_status(&mut rx).await;
+    assert_eq!(s.task_id, 4);
+    assert_eq!(
+        user_error(&s),
+        "task 4's session ended; its worker process was stopped"
+    );
+    assert!(workers.running_tasks().is_empty());
     assert!(!alive(pid2), "worker {pid2} still running");
     gone(PathBuf::from(&env2["EMBER_WORKER_DIR"])).await;
+
+    // Losing the driver kills every worker (here a fresh one).
+    workers.launch(launch(5, &sha, &[])).await;
+    let (pid3, env3) = next_worker(&probe, &mut seen).await;
+    let _w3 = connect(&env3, pid3, &sha).await;
+    within("shutdown", workers.shutdown()).await;
+    assert!(!alive(pid3), "worker {pid3} still running");
+    gone(PathBuf::from(&env3["EMBER_WORKER_DIR"])).await;
 }
 
 #[tokio::test]
@@ -532,4 +548,60 @@ async fn an_idle_worker_is_stopped_and_the_next_task_starts_another() {
     let mut w2 = connect(&env2, pid2, &sha).await;
     assert!(matches!(recv(&mut w2).await, to_worker::Msg::Run(t) if t.task_id == 2));
     workers.shutdown().await;
+}
+
+/// After a session's cleanup, the next session given the same id range gets a new
+/// worker process, even while another session's task of the same binary runs: the
+/// ended session's process never serves the next client.
+#[tokio::test]
+async fn a_reused_id_range_gets_a_new_worker_while_the_binary_is_busy() {
+    let (_root, cfg, probe, sha) = recording_setup(Some("cluster-secret"));
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    let mut seen = Vec::new();
+    let (a, b) = (1u32 << 20, 2u32 << 20);
+
+    workers.launch(launch_in(1, &sha, a)).await;
+    let (pid_a, env_a) = next_worker(&probe, &mut seen).await;
+    let mut wa = connect(&env_a, pid_a, &sha).await;
+    assert!(matches!(recv(&mut wa).await, to_worker::Msg::Run(t) if t.task_id == 1));
+    workers.launch(launch_in(2, &sha, b)).await;
+    let (pid_b, env_b) = next_worker(&probe, &mut seen).await;
+    let mut wb = connect(&env_b, pid_b, &sha).await;
+    assert!(matches!(recv(&mut wb).await, to_worker::Msg::Run(t) if t.task_id == 2));
+    send_status(&mut wa, 1).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 1);
+
+    // Session a ends while session b's task of the same binary is still running.
+    let cleanup = CleanupSession {
+        id_lo: a,
+        id_hi: b,
+        broadcast_lo: 1 << 40,
+        broadcast_hi: 2 << 40,
+    };
+    workers.cleanup(cleanup);
+    assert!(matches!(recv(&mut wa).await, to_worker::Msg::Cleanup(c) if c == cleanup));
+    assert_eq!(workers.running_tasks(), [2]);
+
+    // The next session gets range a: its task runs in a new process, not a's or b's.
+    workers.launch(launch_in(3, &sha, a)).await;
+    let (pid_c, env_c) = next_worker(&probe, &mut seen).await;
+    assert_ne!(pid_c, pid_a);
+    assert_ne!(pid_c, pid_b);
+    let mut wc = connect(&env_c, pid_c, &sha).await;
+    assert!(
+        matches!(recv(&mut wc).await, to_worker::Msg::Run(t) if t.task_id == 3 && t.plan.as_ref().unwrap().shuffle_key == format!("key-of-{a}"))
+    );
+    within("session a's old worker to stop", async {
+        while alive(pid_a) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    send_status(&mut wb, 2).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 2);
+    send_status(&mut wc, 3).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 3);
+    within("shutdown", workers.shutdown()).await;
+    assert!(!alive(pid_b) && !alive(pid_c));
 }
