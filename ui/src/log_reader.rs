@@ -191,7 +191,9 @@ fn cut_str(s: &str, chars: usize) -> &str {
 }
 
 /// Reads one line into `line` (without buffering more than [`MAX_LINE_BYTES`] + 1 of
-/// it): (bytes consumed, whether it ended with a newline, whether it was too long).
+/// it): (bytes consumed, whether it ended with a newline, whether it was too long). A
+/// line is too long when it has more than [`MAX_LINE_BYTES`] bytes before its newline,
+/// the bound the writer keeps to.
 fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<(u64, bool, bool)> {
     let mut consumed = 0u64;
     let mut too_long = false;
@@ -220,7 +222,8 @@ fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<(
         reader.consume(take);
         consumed += take as u64;
         if done {
-            if line.len() > MAX_LINE_BYTES {
+            // The bound is the writer's: the line's bytes without its newline.
+            if line.len() > MAX_LINE_BYTES + 1 {
                 too_long = true;
                 line.clear();
             }

@@ -308,6 +308,48 @@ fn the_writer_cuts_an_event_too_long_for_the_reader() {
     );
 }
 
+/// A `job_submitted` line of exactly `bytes` bytes before its newline.
+fn job_of_len(job_id: u64, bytes: usize) -> String {
+    let base = job(job_id, "a", "").len() - 1;
+    let l = job(job_id, "a", &"d".repeat(bytes - base));
+    assert_eq!(l.len(), bytes + 1);
+    l
+}
+
+#[test]
+fn a_line_of_exactly_the_bound_is_read_and_one_byte_over_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    // The writer writes an event of exactly the bound whole, and the reader reads it.
+    let exact = job_of_len(0, MAX_LINE_BYTES);
+    let mut w = EventLogWriter::create(dir.path(), "w", 1).unwrap();
+    w.write(&serde_json::from_str(exact.trim_end()).unwrap())
+        .unwrap();
+    w.flush().unwrap();
+    let path = w.path().to_path_buf();
+    drop(w);
+    assert!(std::fs::read_to_string(&path).unwrap().ends_with(&exact));
+    let status = replay(&path).unwrap();
+    let read: Vec<_> = jobs(&status)
+        .into_iter()
+        .map(|(id, d, _)| (id, d.len()))
+        .collect();
+    let base = job(0, "a", "").len() - 1;
+    assert_eq!(read, vec![(0, MAX_LINE_BYTES - base)]);
+
+    // A first line of exactly the bound starts the log; one byte over is skipped.
+    let base = started("").len() - 1;
+    let first = started(&"n".repeat(MAX_LINE_BYTES - base));
+    assert_eq!(first.len(), MAX_LINE_BYTES + 1);
+    let path = dir.path().join("exact-1-2.jsonl");
+    let text = first + &job_of_len(1, MAX_LINE_BYTES + 1) + &job(2, "a", "ok") + &job_ended(2);
+    std::fs::write(&path, text).unwrap();
+    let mut status = AppStatus::default();
+    let read = LogReader::new(&path).read_new(&mut status).unwrap();
+    assert_eq!((read.events, read.skipped.len()), (3, 1));
+    let ids: Vec<u64> = jobs(&status).into_iter().map(|(id, _, _)| id).collect();
+    assert_eq!(ids, vec![2]);
+}
+
 /// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
 fn serve(
     source: Source,
