@@ -22,7 +22,11 @@
 //! session ([`crate::workers`]).
 //!
 //! The worker must connect and send `FromWorker{ready{pid, binary_sha256}}` within
-//! [`READY_TIMEOUT`], naming its own hash.
+//! [`READY_TIMEOUT`], naming its own hash. Only a connection whose peer credentials
+//! (`SO_PEERCRED`) show the child's pid is taken: another process of the same user
+//! racing to connect first is dropped (logged at warn) and the executor keeps waiting
+//! for the child until the deadline. The executor's own pid is also accepted: it runs
+//! no job code (the daemon tests play the worker from it).
 //!
 //! The socket is bound inside the 0700 workers dir and chmod-ed to 0600, the scratch
 //! dir created 0700, whatever the umask.
@@ -211,6 +215,12 @@ async fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
     }
 }
 
+/// The pid of the process at the other end of `stream`, from its peer credentials.
+fn peer_pid(stream: &tokio::net::UnixStream) -> std::io::Result<Option<u32>> {
+    let cred = stream.peer_cred()?;
+    Ok(cred.pid().and_then(|p| u32::try_from(p).ok()))
+}
+
 async fn handshake(
     proc: &mut WorkerProcess,
     listener: UnixListener,
@@ -231,14 +241,32 @@ async fn handshake(
             READY_TIMEOUT.as_secs()
         )
     };
-    let stream = tokio::select! {
-        biased;
-        accepted = listener.accept() => match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => return Err(format!("cannot accept the worker's connection: {e}")),
-        },
-        status = proc.child.wait() => return Err(exited(describe_exit(&status))),
-        _ = sleep_until(deadline) => return Err(silent("did not connect to the executor")),
+    let stream = loop {
+        let stream = tokio::select! {
+            biased;
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => return Err(format!("cannot accept the worker's connection: {e}")),
+            },
+            status = proc.child.wait() => return Err(exited(describe_exit(&status))),
+            _ = sleep_until(deadline) => return Err(silent("did not connect to the executor")),
+        };
+        match peer_pid(&stream) {
+            Ok(Some(peer)) if peer == proc.pid || peer == std::process::id() => break stream,
+            other => {
+                let peer = match other {
+                    Ok(Some(pid)) => format!("pid {pid}"),
+                    Ok(None) => "an unknown pid".to_string(),
+                    Err(e) => format!("unreadable credentials ({e})"),
+                };
+                tracing::warn!(
+                    worker = %proc.name,
+                    pid = proc.pid,
+                    "dropped a connection to the worker socket from {peer}, not the \
+                     worker process; still waiting for the worker"
+                );
+            }
+        }
     };
     drop(listener);
     let _ = std::fs::remove_file(&proc.files.socket);

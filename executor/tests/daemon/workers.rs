@@ -605,3 +605,66 @@ async fn a_reused_id_range_gets_a_new_worker_while_the_binary_is_busy() {
     within("shutdown", workers.shutdown()).await;
     assert!(!alive(pid_b) && !alive(pid_c));
 }
+
+/// Environment variable that makes [`intruder_helper`] act: the worker socket to race to.
+const INTRUDER_SOCKET_ENV: &str = "EMBER_TEST_INTRUDER_SOCKET";
+
+/// A helper, not a check of its own: re-run by
+/// [`a_connection_from_another_process_is_dropped_and_the_worker_still_accepted`] in a
+/// separate process with [`INTRUDER_SOCKET_ENV`] set, it connects to that worker socket
+/// first, claims to be the worker and prints whether the executor served or closed it.
+#[tokio::test]
+async fn intruder_helper() {
+    let Ok(socket) = std::env::var(INTRUDER_SOCKET_ENV) else {
+        return;
+    };
+    let sha = std::env::var("EMBER_TEST_INTRUDER_SHA").unwrap();
+    let stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    let mut w = protocol::framed(stream);
+    let ready = FromWorker {
+        msg: Some(from_worker::Msg::Ready(WorkerReady {
+            pid: std::process::id(),
+            binary_sha256: sha,
+        })),
+    };
+    let _ = w.send(protocol::encode_from_worker(&ready)).await;
+    match tokio::time::timeout(Duration::from_secs(20), w.next()).await {
+        Ok(Some(Ok(_))) => println!("INTRUDER-SERVED"),
+        Ok(_) => println!("INTRUDER-CLOSED"),
+        Err(_) => println!("INTRUDER-WAITED"),
+    }
+}
+
+/// Another process of the same user connecting first to a new worker's socket is
+/// dropped (its peer pid is not the worker's), and the executor still takes the real
+/// connection and sends it the task.
+#[tokio::test]
+async fn a_connection_from_another_process_is_dropped_and_the_worker_still_accepted() {
+    let (_root, cfg, probe, sha) = recording_setup(None);
+    let (tx, mut rx) = mpsc::channel(64);
+    let mut workers = workers(&cfg, tx);
+    workers.launch(launch(1, &sha, &[])).await;
+    let (pid, env) = next_worker(&probe, &mut Vec::new()).await;
+
+    let intruder = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "workers::intruder_helper", "--nocapture"])
+        .env(INTRUDER_SOCKET_ENV, &env["EMBER_WORKER_SOCKET"])
+        .env("EMBER_TEST_INTRUDER_SHA", &sha)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let out = within("the intruder to finish", intruder.wait_with_output())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("INTRUDER-CLOSED"), "{stdout}");
+
+    // The worker (played by this process, which the executor trusts) is still taken.
+    let mut w = connect(&env, pid, &sha).await;
+    assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
+    send_status(&mut w, 1).await;
+    assert_eq!(next_status(&mut rx).await.task_id, 1);
+    within("shutdown", workers.shutdown()).await;
+    assert!(!alive(pid));
+}
