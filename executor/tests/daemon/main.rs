@@ -11,4 +11,5 @@ mod modes;
 mod protocol;
 mod registration;
 mod shuffle_service;
+mod worker_isolation;
 mod workers;
