@@ -20,8 +20,11 @@
 //!
 //! The executor empties `shuffle/` and `workers/` at start, so it only works in a
 //! directory that is its own ([`claim_work_dir`]): one it creates, an empty one it
-//! adopts, or one holding its marker from an earlier run. A non-empty directory without
-//! the marker is refused and left untouched; a directory ember did not create (adopted)
+//! adopts, one holding its marker from an earlier run, or one an executor from before
+//! the marker existed left (its only entries are ember's `binaries/`, `shuffle/` and
+//! `workers/` directories, or some of them: marked "created", since ember made them, so
+//! docker-compose's anonymous volumes survive the upgrade). Any other non-empty
+//! directory without the marker is refused and left untouched; a directory ember did not create (adopted)
 //! keeps its mode (say a shared 1777 one), since only its subdirectories need to be
 //! private.
 
@@ -71,6 +74,8 @@ fn io_error(dir: &Path) -> impl FnOnce(std::io::Error) -> WorkDirError + '_ {
 /// - missing: created (parents too) with mode 0700, marked "created";
 /// - holding the marker: an earlier run's; re-chmodded to 0700 only if ember created it;
 /// - empty, no marker: adopted as it is (its mode untouched), marked "adopted";
+/// - no marker, only (some of) ember's `binaries/`, `shuffle/`, `workers/` directories
+///   in it: an earlier ember executor's, marked "created" and re-chmodded to 0700;
 /// - anything else: [`WorkDirError::Foreign`], and nothing in it is changed.
 pub fn claim_work_dir(dir: &Path) -> Result<PathBuf, WorkDirError> {
     match std::fs::metadata(dir) {
@@ -91,9 +96,18 @@ pub fn claim_work_dir(dir: &Path) -> Result<PathBuf, WorkDirError> {
                 }
                 Ok(_) => return Err(WorkDirError::Foreign(dir.to_path_buf())),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
-                    if entries.next().is_some() {
-                        return Err(WorkDirError::Foreign(dir.to_path_buf()));
+                    let (empty, ours) = unmarked_contents(dir)?;
+                    if !empty {
+                        if !ours {
+                            return Err(WorkDirError::Foreign(dir.to_path_buf()));
+                        }
+                        private_dir(dir).map_err(io_error(dir))?;
+                        write_marker(dir, CREATED)?;
+                        tracing::info!(
+                            work_dir = %dir.display(),
+                            "took back a work dir an earlier ember executor made (no marker yet)"
+                        );
+                        return dir.canonicalize().map_err(io_error(dir));
                     }
                     write_marker(dir, ADOPTED)?;
                     tracing::info!(
@@ -106,6 +120,27 @@ pub fn claim_work_dir(dir: &Path) -> Result<PathBuf, WorkDirError> {
         }
     }
     dir.canonicalize().map_err(io_error(dir))
+}
+
+/// The subdirectories an ember executor makes in its work dir.
+const OWN_SUBDIRS: [&str; 3] = ["binaries", "shuffle", "workers"];
+
+/// Whether the unmarked `dir` is empty, and whether its every entry is one of
+/// [`OWN_SUBDIRS`] as a real directory (not a link): the layout of an executor from
+/// before the marker.
+fn unmarked_contents(dir: &Path) -> Result<(bool, bool), WorkDirError> {
+    let (mut empty, mut ours) = (true, true);
+    for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry = entry.map_err(io_error(dir))?;
+        empty = false;
+        let own_name = OWN_SUBDIRS.iter().any(|n| entry.file_name() == *n);
+        let is_dir = entry.file_type().map_err(io_error(dir))?.is_dir();
+        if !(own_name && is_dir) {
+            ours = false;
+            break;
+        }
+    }
+    Ok((empty, ours))
 }
 
 fn write_marker(dir: &Path, content: &str) -> Result<(), WorkDirError> {

@@ -394,3 +394,63 @@ async fn work_dir_adopts_an_empty_directory_and_reuses_its_own() {
     assert!(!fresh.join("shuffle/stale.data").exists());
     assert_eq!(mode(&fresh), 0o700);
 }
+
+#[tokio::test]
+async fn work_dir_of_an_executor_from_before_the_marker_is_taken_back() {
+    use std::os::unix::fs::PermissionsExt;
+    let driver = start_driver(HashMap::new(), None).await;
+    let root = tempfile::tempdir().unwrap();
+
+    // What an earlier ember executor left (a docker volume kept across recreation).
+    let old = root.path().join("old");
+    std::fs::create_dir_all(old.join("binaries")).unwrap();
+    std::fs::create_dir_all(old.join("shuffle")).unwrap();
+    std::fs::create_dir_all(old.join("workers")).unwrap();
+    std::fs::write(old.join("binaries/abc"), "binary").unwrap();
+    std::fs::write(old.join("shuffle/stale.data"), "old").unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    runs_on(&driver.url, &old).await;
+    assert_eq!(
+        std::fs::read_to_string(old.join(".ember-executor")).unwrap(),
+        "created\n"
+    );
+    assert_eq!(mode(&old), 0o700);
+    assert!(!old.join("shuffle/stale.data").exists());
+    assert_eq!(
+        std::fs::read_to_string(old.join("binaries/abc")).unwrap(),
+        "binary"
+    );
+
+    // Some of them only: taken back too.
+    let part = root.path().join("part");
+    std::fs::create_dir_all(part.join("shuffle")).unwrap();
+    runs_on(&driver.url, &part).await;
+    assert_eq!(
+        std::fs::read_to_string(part.join(".ember-executor")).unwrap(),
+        "created\n"
+    );
+
+    // ember's names, but a file where a directory should be: someone else's.
+    let file = root.path().join("file");
+    std::fs::create_dir_all(file.join("binaries")).unwrap();
+    std::fs::write(file.join("shuffle"), "not a directory").unwrap();
+    let why = format!(
+        "work dir {} is not empty and was not made by ember-executor",
+        file.display()
+    );
+    refused(
+        &[
+            "--driver",
+            &driver.url,
+            "--work-dir",
+            file.to_str().unwrap(),
+        ],
+        &why,
+    )
+    .await;
+    assert!(!file.join(".ember-executor").exists());
+    assert_eq!(
+        std::fs::read_to_string(file.join("shuffle")).unwrap(),
+        "not a directory"
+    );
+}
