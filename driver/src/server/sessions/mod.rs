@@ -4,6 +4,7 @@
 //! A session owns an [`IdRange`] (index `1..=IdRange::MAX_INDEX`; 0 is local mode's): its
 //! RDD, shuffle and broadcast ids, so clients never touch each other's shuffles,
 //! cached blocks or broadcasts. Each of its submitted jobs has a [`JobTrack`] here.
+//! Starting jobs and their waiting for the running-jobs bounds is `starting`'s.
 //!
 //! Invariants:
 //! - An id range is used by at most one session, and is freed only after the
@@ -41,11 +42,14 @@ use tokio_stream::Stream;
 use tonic::Status;
 use tracing::{info, warn};
 
-use super::job_queue::{oldest_startable, WaitingJobs};
-use super::jobs::{self, PendingJob, WireEvents};
+use super::job_queue::WaitingJobs;
+use super::jobs::PendingJob;
 use super::DriverState;
-use ember_proto::Plan;
 use ember_scheduler::events::{Broadcasts, SchedulerEvent};
+
+mod starting;
+
+pub(crate) use starting::job_ended;
 
 type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
 
@@ -131,100 +135,6 @@ impl SessionRegistry {
             .values()
             .flat_map(|s| s.binaries.iter().cloned())
             .collect()
-    }
-
-    /// Accepts a job into the open session `session_id` (`accept` validates it and
-    /// returns its plan and broadcasts, under the registry's lock) and starts it now if
-    /// the session and the driver are under their running-jobs bounds; else it waits in
-    /// the session's queue, or is refused if that is full. Returns the job's tracker.
-    pub(crate) fn submit_job(
-        &self,
-        state: &Arc<DriverState>,
-        session_id: u64,
-        token: Option<&str>,
-        tasks: u64,
-        accept: impl FnOnce(&mut Session) -> Result<(Plan, Broadcasts), Status>,
-        tx: mpsc::UnboundedSender<WireEvents>,
-    ) -> Result<Arc<JobTrack>, Status> {
-        let limits = &state.limits;
-        let mut guard = self.inner.lock();
-        let inner = &mut *guard;
-        let session = inner
-            .sessions
-            .get_mut(&session_id)
-            .filter(|s| !s.closing)
-            .ok_or_else(|| {
-                Status::not_found(format!("no open session {session_id} on this driver"))
-            })?;
-        check_token(session, token)?;
-        // After the token: only the session's client learns the driver's queued tasks.
-        jobs::check_queued_tasks(state, tasks, inner.waiting_tasks)?;
-        let start_now = session.running < limits.max_running_jobs_per_session
-            && inner.running_jobs < limits.max_running_jobs;
-        if !start_now && !session.waiting.has_room() {
-            // Jobs whose clients left while they waited make room first.
-            for job in session.waiting.take_where(|j| j.track.cancel_requested()) {
-                inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
-                session.jobs.remove(&job.submission);
-                job.drop_unstarted("client disconnected");
-            }
-        }
-        // Refused before `accept` keeps anything of the job (its broadcasts).
-        if !start_now && !session.waiting.has_room() {
-            warn!(
-                session = session_id,
-                running = session.running,
-                waiting = session.waiting.len(),
-                "refused a job: the session's queue of waiting jobs is full"
-            );
-            return Err(Status::resource_exhausted(format!(
-                "session {session_id} has {} jobs running and {} waiting to start, the limit \
-                 of waiting jobs (--max-queued-jobs-per-session {}); jobs start as running \
-                 ones end (at most {} per session, --max-running-jobs-per-session, and {} on \
-                 the driver, --max-running-jobs)",
-                session.running,
-                session.waiting.len(),
-                limits.max_queued_jobs_per_session,
-                limits.max_running_jobs_per_session,
-                limits.max_running_jobs,
-            )));
-        }
-        let (plan, broadcasts) = accept(session)?;
-        inner.next_submission += 1;
-        let submission = inner.next_submission;
-        let track = Arc::new(JobTrack::default());
-        session.jobs.insert(submission, track.clone());
-        let job = PendingJob {
-            session_id,
-            submission,
-            tasks,
-            plan,
-            broadcasts,
-            track: track.clone(),
-            tx,
-        };
-        if start_now {
-            session.running += 1;
-            inner.running_jobs += 1;
-            jobs::start(state, job);
-        } else {
-            let waiting = session.waiting.len() + 1;
-            // Room was checked above under the same lock; were it gone, the job ends.
-            match session.waiting.push(job) {
-                Ok(()) => inner.waiting_tasks = inner.waiting_tasks.saturating_add(tasks),
-                Err(job) => {
-                    session.jobs.remove(&submission);
-                    job.drop_unstarted("the session's queue of waiting jobs is full");
-                }
-            }
-            info!(
-                session = session_id,
-                running = session.running,
-                waiting,
-                "job waits for a running-jobs bound"
-            );
-        }
-        Ok(track)
     }
 
     /// Runs `f` on the open session `session_id` if `token` is its token.
@@ -428,70 +338,6 @@ fn close(state: &DriverState, id: u64) {
     );
     if session.jobs.is_empty() {
         finalize(state, inner, id);
-    }
-}
-
-/// A running job of session `session_id` has ended: starts the waiting jobs the
-/// running-jobs bounds now allow (oldest submission first over all sessions) and
-/// finishes a closing session's cleanup.
-pub(crate) fn job_ended(state: &Arc<DriverState>, session_id: u64, submission: u64) {
-    let mut guard = state.sessions.inner.lock();
-    let inner = &mut *guard;
-    if let Some(session) = inner.sessions.get_mut(&session_id) {
-        if session.jobs.remove(&submission).is_some() {
-            session.running = session.running.saturating_sub(1);
-            inner.running_jobs = inner.running_jobs.saturating_sub(1);
-        }
-    }
-    start_waiting(state, inner);
-    let done = inner
-        .sessions
-        .get(&session_id)
-        .is_some_and(|s| s.closing && s.jobs.is_empty());
-    if done {
-        finalize(state, inner, session_id);
-    }
-    if inner.running_jobs == 0 {
-        shrink_when_idle(inner);
-    }
-}
-
-/// Starts waiting jobs while the running-jobs bounds allow, oldest submission first
-/// among the sessions under their own bound (one driver-wide FIFO, see `job_queue`), so
-/// the session whose job just ended gets no head start over the others.
-fn start_waiting(state: &Arc<DriverState>, inner: &mut Inner) {
-    let limits = &state.limits;
-    while inner.running_jobs < limits.max_running_jobs {
-        let queues = inner.sessions.values().map(|s| {
-            let under_bound = s.running < limits.max_running_jobs_per_session;
-            (s.id, under_bound, &s.waiting)
-        });
-        let Some(id) = oldest_startable(queues, |job: &PendingJob| job.submission) else {
-            return;
-        };
-        let Some(session) = inner.sessions.get_mut(&id) else {
-            return;
-        };
-        let Some(job) = session.waiting.next() else {
-            return;
-        };
-        inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
-        if job.track.cancel_requested() {
-            // Its client left while it waited.
-            session.jobs.remove(&job.submission);
-            job.drop_unstarted("client disconnected");
-            continue;
-        }
-        session.running += 1;
-        inner.running_jobs += 1;
-        super::jobs::start(state, job);
-    }
-}
-
-/// No job is running: gives back the memory the sessions' job maps grew to.
-fn shrink_when_idle(inner: &mut Inner) {
-    for s in inner.sessions.values_mut() {
-        s.jobs.shrink_to_fit();
     }
 }
 
