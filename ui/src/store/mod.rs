@@ -1,6 +1,6 @@
 //! The status store: jobs, stages, tasks and executors of one application, built by
 //! applying [`AppEvent`]s in order (live from the listener bus, or replayed from an
-//! event log), as Spark's `AppStatusStore`.
+//! event log), as Spark's `AppStatusStore`. What pages read of it is `queries`'s.
 //!
 //! Invariants: applying the same events gives the same store, live or replayed; counts
 //! (tasks done, failed, metrics) cover every task even when old task entries were let
@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::Serialize;
 
 use crate::event::{AppEvent, Metrics, StageRef};
+
+mod queries;
 
 /// Jobs kept (Spark's `spark.ui.retainedJobs` default).
 pub const MAX_JOBS: usize = 1000;
@@ -512,97 +514,6 @@ impl AppStatus {
                 oldest.remove();
             }
         }
-    }
-
-    /// The part of the store application `application` may see: its jobs, the stages
-    /// they list and those stages' tasks; no executors, no totals of the driver.
-    pub fn scoped(&self, application: &str) -> AppStatus {
-        let jobs: BTreeMap<u64, JobInfo> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.application == application)
-            .map(|(id, j)| (*id, j.clone()))
-            .collect();
-        let stage_ids: BTreeSet<u32> = jobs
-            .values()
-            .flat_map(|j| j.stage_ids.iter().copied())
-            .collect();
-        let pick = |id: &u32| stage_ids.contains(id);
-        AppStatus {
-            name: application.to_string(),
-            started_ms: self.started_ms,
-            stages: (self.stages.iter())
-                .filter(|(id, _)| pick(id))
-                .map(|(id, s)| (*id, s.clone()))
-                .collect(),
-            tasks: (self.tasks.iter())
-                .filter(|(id, _)| pick(id))
-                .map(|(id, t)| (*id, t.clone()))
-                .collect(),
-            jobs,
-            ..Default::default()
-        }
-    }
-
-    /// Jobs, newest first.
-    pub fn jobs(&self) -> Vec<JobInfo> {
-        self.jobs.values().rev().cloned().collect()
-    }
-
-    pub fn job(&self, job_id: u64) -> Option<&JobInfo> {
-        self.jobs.get(&job_id)
-    }
-
-    /// A job's stages, as the job lists them, with their status in it (skipped where
-    /// an earlier job had written their output).
-    pub fn job_stages(&self, job_id: u64) -> Option<Vec<StageInfo>> {
-        let job = self.jobs.get(&job_id)?;
-        Some(
-            job.stage_ids
-                .iter()
-                .filter_map(|id| self.stages.get(id))
-                .map(|s| {
-                    let mut s = s.clone();
-                    if job.skipped_stage_ids.contains(&s.stage_id) {
-                        s.status = Status::Skipped;
-                    }
-                    s
-                })
-                .collect(),
-        )
-    }
-
-    pub fn stage(&self, stage_id: u32) -> Option<&StageInfo> {
-        self.stages.get(&stage_id)
-    }
-
-    /// The jobs that list this stage.
-    pub fn stage_jobs(&self, stage_id: u32) -> Vec<&JobInfo> {
-        self.jobs
-            .values()
-            .filter(|j| j.stage_ids.contains(&stage_id))
-            .collect()
-    }
-
-    /// The task attempts of a stage kept, in launch order.
-    pub fn stage_tasks(&self, stage_id: u32) -> Option<Vec<TaskInfo>> {
-        self.stages.get(&stage_id)?;
-        Some(
-            self.tasks
-                .get(&stage_id)
-                .map(|l| l.iter().cloned().collect())
-                .unwrap_or_default(),
-        )
-    }
-
-    /// Executors, live and lost, by id.
-    pub fn executors(&self) -> Vec<ExecutorInfo> {
-        self.executors.values().cloned().collect()
-    }
-
-    /// Whether any job is running (pages refresh themselves then).
-    pub fn busy(&self) -> bool {
-        self.jobs.values().any(|j| j.status == Status::Running)
     }
 }
 
