@@ -6,6 +6,9 @@
 //! to stderr. Exits 2 on a configuration error, such as a non-loopback `--host`
 //! without a cluster secret.
 
+mod credentials;
+mod signals;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +24,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
+
+use signals::ShutdownSignals;
 
 /// The driver's allocator. Its scheduler thread takes in a map status (a vector of
 /// block sizes a network thread decoded) and frees it per task; with glibc malloc that
@@ -285,12 +290,6 @@ fn history(
         );
         return ExitCode::from(2);
     }
-    if let Some(s) = &secret {
-        if let Err(e) = auth::check_strength(s, host, "the history server's --secret-file") {
-            eprintln!("ember-driver history: {e}");
-            return ExitCode::from(2);
-        }
-    }
     if let Err(e) = ember_ui::server::check_history_dir(&dir) {
         eprintln!("ember-driver history: cannot read {}: {e}", dir.display());
         return ExitCode::from(2);
@@ -382,25 +381,18 @@ fn main() -> ExitCode {
     init_logging();
 
     raise_open_files_limit();
-    let secret = match auth::load_secret(args.secret_file.as_deref()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("ember-driver: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if secret.is_none() && !auth::is_loopback_host(&args.host) {
-        eprintln!(
-            "ember-driver: refusing to listen on {} without a cluster secret: executors run \
-             uploaded code, so an open driver is remote code execution for anyone who \
-             reaches it. Give --secret-file or set {}, or listen on a loopback address.",
-            args.host,
-            auth::SECRET_ENV
-        );
-        return ExitCode::from(2);
-    }
-    let executor_secret = match load_executor_secret(&args, secret.as_deref()) {
-        Ok(s) => s,
+    let creds = credentials::load(&credentials::Sources {
+        host: &args.host,
+        secret_file: args.secret_file.as_deref(),
+        executor_secret_file: args.executor_secret_file.as_deref(),
+        operator_secret_file: args.operator_secret_file.as_deref(),
+    });
+    let credentials::Credentials {
+        cluster: secret,
+        executor: executor_secret,
+        operator,
+    } = match creds {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("ember-driver: {e}");
             return ExitCode::from(2);
@@ -408,23 +400,6 @@ fn main() -> ExitCode {
     };
     if secret.is_none() {
         warn!("no cluster secret: accepting unauthenticated calls (loopback only)");
-    }
-    let operator = match operator_secret::load(args.operator_secret_file.as_deref(), &args.host) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("ember-driver: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let (Some(op), Some(cluster)) = (&operator, &secret) {
-        if auth::constant_time_eq(op.as_bytes(), cluster.as_bytes()) {
-            eprintln!(
-                "ember-driver: the operator secret ({}) must differ from the cluster secret: \
-                 every client holds the cluster secret",
-                operator_secret::FLAG
-            );
-            return ExitCode::from(2);
-        }
     }
     if args.ui_port.is_some() {
         match (&operator, &secret) {
@@ -458,39 +433,6 @@ fn main() -> ExitCode {
             eprintln!("ember-driver: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The executor secret, after the credential rules: required with a cluster secret,
-/// different from it, and (like the cluster secret) at least
-/// [`auth::MIN_SECRET_CHARS`] characters off loopback.
-fn load_executor_secret(args: &Args, secret: Option<&str>) -> Result<Option<String>, String> {
-    const FLAG: &str = "--executor-secret-file";
-    if let Some(s) = secret {
-        let source = match &args.secret_file {
-            Some(f) => format!("--secret-file {}", f.display()),
-            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
-        };
-        auth::check_strength(s, &args.host, &source)?;
-    }
-    let executor = auth::load_secret_file(
-        args.executor_secret_file.as_deref(),
-        auth::EXECUTOR_SECRET_FILE_ENV,
-        FLAG,
-    )?;
-    if let Some(e) = &executor {
-        auth::check_strength(e, &args.host, FLAG)?;
-    }
-    match (secret, &executor) {
-        (Some(_), None) => Err(format!(
-            "a cluster secret needs an executor secret too ({FLAG} or {}): clients hold \
-             the cluster secret and must not be able to act as executors",
-            auth::EXECUTOR_SECRET_FILE_ENV
-        )),
-        (Some(c), Some(e)) if c == e => Err(format!(
-            "{FLAG} holds the cluster secret: the executor secret must differ from it"
-        )),
-        _ => Ok(executor),
     }
 }
 
@@ -626,58 +568,4 @@ async fn run(
     info!("driver stopped");
     drop(temp_dir);
     Ok(())
-}
-
-/// SIGINT and SIGTERM handlers, registered when installed.
-struct ShutdownSignals {
-    #[cfg(unix)]
-    term: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    int: Option<tokio::signal::unix::Signal>,
-}
-
-impl ShutdownSignals {
-    fn install() -> Self {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let watch = |kind: SignalKind, name: &str| match signal(kind) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    warn!("cannot watch {name}: {e}");
-                    None
-                }
-            };
-            ShutdownSignals {
-                term: watch(SignalKind::terminate(), "SIGTERM"),
-                int: watch(SignalKind::interrupt(), "SIGINT"),
-            }
-        }
-        #[cfg(not(unix))]
-        ShutdownSignals {}
-    }
-
-    /// Resolves on the first SIGINT or SIGTERM.
-    async fn wait(mut self) {
-        #[cfg(unix)]
-        {
-            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
-                match s {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            }
-            tokio::select! {
-                _ = recv(&mut self.term) => {}
-                _ = recv(&mut self.int) => {}
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-        info!("shutdown signal received");
-    }
 }

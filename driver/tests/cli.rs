@@ -13,6 +13,7 @@ fn driver() -> Command {
     cmd.env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_EXECUTOR_SECRET_FILE")
+        .env_remove("EMBER_OPERATOR_SECRET_FILE")
         .env("EMBER_LOG", "warn");
     cmd
 }
@@ -328,6 +329,23 @@ fn the_credential_rules_are_checked_at_start_up() {
         err.contains("--executor-secret-file") && err.contains("needs at least 32"),
         "{err}"
     );
+    // An operator secret equal to the executor secret (every executor holds it).
+    let dir = tempfile::tempdir().unwrap();
+    let operator = dir.path().join("operator");
+    std::fs::write(&operator, &other).unwrap();
+    let operator = operator.to_str().unwrap();
+    let err = refused(
+        &["--operator-secret-file", operator],
+        Some(&strong),
+        Some(&other),
+    );
+    assert!(
+        err.contains(
+            "the operator secret (--operator-secret-file) must differ from the executor secret"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains(&other), "{err}");
 }
 
 /// Runs `cmd` expecting it to exit within 10 s (a daemon that started instead is killed
