@@ -201,7 +201,9 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
         assert_eq!(http(&ui, "GET", path, Some(&a_auth), &[]).0, 403, "{path}");
         assert_eq!(http(&ui, "GET", path, Some(&op), &[]).0, 200, "{path}");
     }
-    // The cluster secret alone, or nothing, is refused.
+    // The cluster secret alone, or nothing, is refused (after the refusal log's
+    // interval, so this refusal gets its own line).
+    std::thread::sleep(ember_proto::refusal_log::INTERVAL + Duration::from_millis(200));
     let (code, body) = http(&ui, "GET", "/api/v1/jobs", Some(&bearer(CLUSTER)), &[]);
     assert_eq!(code, 401, "{body}");
     assert_eq!(http(&ui, "GET", "/jobs", None, &[]).0, 401);
@@ -217,6 +219,7 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
     );
     assert_eq!(http(&ui, "GET", &kill_a, Some(&a_auth), &[]).0, 405);
     let evil = ["Origin: http://evil.example"];
+    std::thread::sleep(ember_proto::refusal_log::INTERVAL + Duration::from_millis(200));
     assert_eq!(http(&ui, "POST", &kill_a, Some(&a_auth), &evil).0, 403);
     let cross = ["Sec-Fetch-Site: cross-site"];
     assert_eq!(http(&ui, "POST", &kill_a, Some(&op), &cross).0, 403);
@@ -257,6 +260,16 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
             && l.contains("status=401")),
         "{logged}"
     );
+    // So were the 403s: a session's token asking a cluster-wide page, a cross-site kill.
+    for path in ["/api/v1/executors", kill_a.as_str()] {
+        assert!(
+            logged.lines().any(|l| l.contains("refused a request")
+                && l.contains("peer=127.0.0.1:")
+                && l.contains(&format!("path=\"{path}\""))
+                && l.contains("status=403")),
+            "{path}: {logged}"
+        );
+    }
     for secret in [CLUSTER, OPERATOR, &a.session_token, &b.session_token] {
         assert!(
             !logged.contains(secret),

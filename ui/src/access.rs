@@ -7,7 +7,9 @@
 //! viewer scoped to one application is answered from [`AppStatus::scoped`], a copy
 //! holding nothing of any other application, so another application's job or stage
 //! is a 404 for it (ids do not leak); a state-changing request from another site (by
-//! `Sec-Fetch-Site` or `Origin`) is refused.
+//! `Sec-Fetch-Site` or `Origin`) is refused. Every refusal, 401 (no valid credential)
+//! and 403 (a session's token on a cluster-wide page, a cross-site kill), is logged
+//! through the port's bounded `RefusalLog` (see `server.rs`).
 
 use std::sync::Arc;
 

@@ -3,7 +3,8 @@
 //! its tasks are killed and its client's action fails with [`KILLED_REASON`].
 //!
 //! Invariants: only `POST` reaches here, and never one another site sent
-//! ([`access::same_site`]); a viewer may kill only a job it can see (the operator any,
+//! ([`access::same_site`]: a 403, which the server's refusal log records as it does a
+//! 401); a viewer may kill only a job it can see (the operator any,
 //! a session token its own application's): any other job is a 404, as if it did not
 //! exist; a job that is not running is a 409 and nothing is cancelled.
 

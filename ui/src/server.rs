@@ -199,7 +199,19 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
                 match access::viewer(&s.auth, sessions, req.headers()) {
                     Some(v) => {
                         req.extensions_mut().insert(v);
-                        next.run(req).await
+                        let peer = req
+                            .extensions()
+                            .get::<ConnectInfo<std::net::SocketAddr>>()
+                            .map(|c| c.0);
+                        let path = req.uri().path().to_string();
+                        let response = next.run(req).await;
+                        // A 403 (a session's token asking a cluster-wide page, a
+                        // cross-site kill) is logged like a 401.
+                        if response.status() == StatusCode::FORBIDDEN {
+                            s.refusals
+                                .refused(peer, &path, StatusCode::FORBIDDEN.as_u16());
+                        }
+                        response
                     }
                     None => {
                         refused(&s, &req, StatusCode::UNAUTHORIZED);
