@@ -183,6 +183,22 @@ async fn a_wrong_or_missing_secret_is_unauthenticated() {
             .unwrap_err();
         assert_eq!(err.code(), Code::Unauthenticated);
     }
+    // Without a secret even a large body is refused by the interceptor, before any
+    // method (which would decode the body first) runs.
+    let mut c = client(driver.addr, None).await;
+    let err = c
+        .has_binary(BinaryRef {
+            sha256: "x".repeat(32 << 20),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    assert!(
+        err.message()
+            .contains("every call to this driver needs the cluster secret"),
+        "{}",
+        err.message()
+    );
     let mut c = client(driver.addr, Some("s3cret")).await;
     assert!(c.status(Empty {}).await.is_ok());
 }
