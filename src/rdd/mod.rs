@@ -125,6 +125,28 @@ impl<T: Data> Rdd<T> {
         &self.node.name
     }
 
+    /// A partition-wise step over this RDD alone that keeps each record in its
+    /// partition (`filter`, `sample`, an aggregation or sort within partitions): one
+    /// partition per parent partition, and the parent's partitioner kept.
+    pub(crate) fn within_partitions<U: Data>(
+        &self,
+        op: &str,
+        at: &Location<'_>,
+        compute: ComputeFn,
+        payload: Vec<u8>,
+    ) -> Rdd<U> {
+        self.narrow_child(
+            op,
+            at,
+            vec![self.node.clone()],
+            true,
+            self.node.num_partitions,
+            compute,
+            payload,
+        )
+        .with_partitioner(self.node.partitioner.clone())
+    }
+
     /// Creates a child node with narrow dependencies on `parents`; `one_to_one` when
     /// its partition p reads exactly partition p of its parent (map-like operators).
     #[allow(clippy::too_many_arguments)]

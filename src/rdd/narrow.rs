@@ -56,16 +56,12 @@ impl<T: Data> Rdd<T> {
     pub fn filter_with<S: State, F: Fn(&S, &T) -> bool + 'static>(&self, state: S, f: F) -> Rdd<T> {
         let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<FilterOp<S, T, F>>;
-        self.narrow_child(
+        self.within_partitions(
             "filter",
             Location::caller(),
-            vec![self.node.clone()],
-            true,
-            self.node.num_partitions,
             compute,
             encode("filter", &state),
         )
-        .with_partitioner(self.partitioner())
     }
 
     /// Maps every record to zero or more records.
@@ -230,17 +226,12 @@ impl<T: Data> Rdd<T> {
             fraction,
             seed,
         };
-        let rdd = self
-            .narrow_child(
-                "sample",
-                Location::caller(),
-                vec![self.node.clone()],
-                true,
-                self.node.num_partitions,
-                compute,
-                encode("sample", &spec),
-            )
-            .with_partitioner(self.partitioner());
+        let rdd = self.within_partitions(
+            "sample",
+            Location::caller(),
+            compute,
+            encode("sample", &spec),
+        );
         if !(fraction >= 0.0 && fraction.is_finite()) {
             return rdd.invalid(format!(
                 "sample fraction must be a finite number >= 0, got {fraction}"

@@ -204,16 +204,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         state: &G::S,
     ) -> Rdd<(K, G::C)> {
         let compute: ComputeFn = combine_in_partition::<K, G>;
-        self.narrow_child(
-            op,
-            at,
-            vec![self.node.clone()],
-            true,
-            self.node.num_partitions,
-            compute,
-            encode(op, state),
-        )
-        .with_partitioner(self.node.partitioner.clone())
+        self.within_partitions(op, at, compute, encode(op, state))
     }
 
     /// Spark's `lookup`: with a known partitioner only the partition that can hold
@@ -310,16 +301,7 @@ impl<T: Key> Rdd<T> {
     /// partitioner is kept. No shuffle.
     pub(crate) fn distinct_in_place(&self, at: &Location<'_>) -> Rdd<T> {
         let compute: ComputeFn = distinct_in_partition::<T>;
-        self.narrow_child(
-            "distinct",
-            at,
-            vec![self.node.clone()],
-            true,
-            self.node.num_partitions,
-            compute,
-            Vec::new(),
-        )
-        .with_partitioner(self.node.partitioner.clone())
+        self.within_partitions("distinct", at, compute, Vec::new())
     }
 }
 

@@ -162,17 +162,7 @@ impl<K: Key + Ord, V: Data> Rdd<(K, V)> {
         let op = "repartition_and_sort_within_partitions";
         if self.node.partitioner.as_ref() == Some(p) {
             let compute: ComputeFn = sort_within_partition::<K, V>;
-            return self
-                .narrow_child(
-                    op,
-                    at,
-                    vec![self.node.clone()],
-                    true,
-                    self.node.num_partitions,
-                    compute,
-                    Vec::new(),
-                )
-                .with_partitioner(Some(p.clone()));
+            return self.within_partitions(op, at, compute, Vec::new());
         }
         let (write, payload) = plain_write::<K, V>(op, p);
         let read: ComputeFn = read_sorted::<K, V, false>;
