@@ -8,7 +8,7 @@
 //! Spark SQL's `spark.sql.shuffle.partitions` (200), P is a count of its own, not the
 //! cores: with 64 reducers each one's table of a 5 M-key input holds 78,000 keys and stays
 //! in cache; with 2 (the default parallelism of `local[2]`) the same job took 4.8 s
-//! instead of 2.9 s (`bench/results/2026-12-01-round2.md`). A `value` that is NaN or negative is dropped; a file whose columns
+//! instead of 2.9 s (`bench/results/2026-12-01-9f183b9-round2.md`). A `value` that is NaN or negative is dropped; a file whose columns
 //! do not fit fails the job before any task, naming the file and the column.
 
 #[path = "support/args.rs"]

@@ -17,7 +17,7 @@
 //! never touched: a process whose live data is over the budget (the pool lets a consumer go
 //! past its share below the spill floor; fixed buffers are not charged) stays over it until
 //! it frees. Pages freed and unused for [`IDLE_PURGE_MS`] go back even under the budget.
-//! Measured on the sort of the kv set (`bench/results/2026-12-02-memory.md`): peak RSS
+//! Measured on the sort of the kv set (`bench/results/2026-12-02-e66c136-memory.md`): peak RSS
 //! 94 / 164 / 554 MiB at 64m / 128m / 512m, at the speed of keeping everything.
 
 use std::time::Duration;
