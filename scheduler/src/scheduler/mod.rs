@@ -41,10 +41,12 @@ use crate::map_output::MapOutputTracker;
 pub use config::SchedulerConfig;
 use stage::{Stage, StageKind, StageState};
 
-mod completion; // task outcomes, lost executors, failing and finishing jobs
+mod completion; // task statuses taken in, successful attempts
 mod config; // the scheduler's settings
 mod dispatch; // placing queued tasks on free slots
+mod failure; // failed attempts, fetch failures, lost executors
 mod idle; // giving memory back once no job is left
+mod job_end; // stages and jobs finishing or failing
 mod speculation; // second copies of slow tasks
 mod stage; // a stage and its lifecycle state
 mod stages; // plans into stages and queued tasks
