@@ -82,10 +82,7 @@ pub fn bound_message(msg: &mut String) {
     if msg.len() <= MAX_ERROR_MESSAGE_BYTES + SUFFIX_ROOM {
         return;
     }
-    let mut cut = MAX_ERROR_MESSAGE_BYTES;
-    while !msg.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = msg.floor_char_boundary(MAX_ERROR_MESSAGE_BYTES);
     let more = msg.len() - cut;
     msg.truncate(cut);
     msg.push_str(&format!("… ({more} bytes more)"));

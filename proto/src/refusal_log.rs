@@ -63,14 +63,7 @@ impl RefusalLog {
 
 /// At most [`MAX_PATH_CHARS`] bytes of `path`, cut at a character boundary.
 fn bounded(path: &str) -> &str {
-    if path.len() <= MAX_PATH_CHARS {
-        return path;
-    }
-    let mut end = MAX_PATH_CHARS;
-    while !path.is_char_boundary(end) {
-        end -= 1;
-    }
-    &path[..end]
+    &path[..path.floor_char_boundary(MAX_PATH_CHARS)]
 }
 
 #[cfg(test)]

@@ -80,10 +80,7 @@ pub const MAX_LOGGED_BYTES: usize = 256;
 /// line or a terminal escape) and cut to `max` bytes of the original at a character
 /// boundary, the cut marked `… (N bytes more; WHAT are cut at MAX bytes)`.
 pub fn escaped_prefix(text: &str, max: usize, what: &str) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(max);
     let mut out = String::with_capacity(end + 48);
     for c in text[..end].chars() {
         if c.is_control() {

@@ -366,11 +366,6 @@ fn cut_text(s: &mut String, max: usize) {
     if s.len() <= max {
         return;
     }
-    let keep = max.saturating_sub('…'.len_utf8());
-    let mut end = keep;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
+    s.truncate(s.floor_char_boundary(max.saturating_sub('…'.len_utf8())));
     s.push('…');
 }
