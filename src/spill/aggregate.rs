@@ -12,19 +12,15 @@
 //! * Keys in the table are unique. A spill writes every entry as `(K, C)` in ascending hash
 //!   order, so within a run keys are unique and sorted by hash. Hashes are not stored on
 //!   disk: they are recomputed with the same hasher when a run is read.
-//! * Reading back k-way merges the runs and the hash-sorted in-memory table by hash. It
-//!   takes every entry with the smallest hash from all sources, groups them by key
-//!   equality (hash collisions are handled, not assumed away), merges the combiners, and
-//!   yields each key exactly once. Without spills the table is drained directly and not
-//!   sorted.
+//! * Reading back k-way merges the runs and the hash-sorted in-memory table by hash and
+//!   yields each key exactly once; [`merge`] owns that merge and its invariants. Without
+//!   spills the table is drained directly and not sorted.
 //! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
 //!   A spill briefly needs about twice the table's memory (the table plus the hash-sorted
 //!   vector it is drained into); that transient is not charged to the pool.
 //!   After any `Err` the aggregator must be dropped: a failed spill loses the table.
 
-use std::cmp::Ordering;
 use std::hash::{BuildHasher, Hash};
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,11 +28,13 @@ use foldhash::fast::FixedState;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::run::RunFile;
 use super::table::{AggTable, Pending};
-use super::{KMerge, Reserved, Source, SpillLimits, SpillMetrics, Spiller};
+use super::{Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
 use crate::memory::Reservation;
+use merge::{merge_runs, sorted_by_hash};
+
+mod merge;
 
 /// How values of type `V` combine into combiners of type `C` per key `K`
 /// (Spark's `createCombiner` / `mergeValue` / `mergeCombiners`).
@@ -48,9 +46,6 @@ pub trait Aggregate<K, V, C>: Send + Sync + 'static {
     /// Folds another combiner for the same key into a combiner.
     fn merge_combiners(&self, c: &mut C, other: C);
 }
-
-type Entry<K, C> = (u64, K, C);
-type HashCmp<K, C> = fn(&Entry<K, C>, &Entry<K, C>) -> Ordering;
 
 /// A hash aggregation map that spills to disk under memory pressure.
 pub struct ExternalAggregator<K, V, C, A, S = FixedState> {
@@ -229,84 +224,16 @@ where
             }));
         }
         let agg = Arc::new(agg);
-        let merge_runs = |runs: Vec<RunFile>,
-                          first: Option<Source<Entry<K, C>>>|
-         -> Result<AggMerge<K, V, C, A>> {
-            let mut sources: Vec<Source<Entry<K, C>>> = first.into_iter().collect();
-            for run in runs {
-                let h = hasher.clone();
-                let reader = run.reader::<(K, C)>()?;
-                sources.push(Box::new(
-                    reader.map(move |r| r.map(|(k, c)| (h.hash_one(&k), k, c))),
-                ));
-            }
-            Ok(AggMerge::<K, V, C, A> {
-                merge: KMerge::new(sources, by_hash::<K, C> as HashCmp<K, C>)?,
-                agg: Arc::clone(&agg),
-                group: Vec::new(),
-                _values: PhantomData,
-            })
-        };
-        spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, C)>))?;
+        spiller.merge_down(|runs| {
+            Ok(Box::new(merge_runs::<K, V, C, A, S>(runs, None, &hasher, &agg)?) as Source<(K, C)>)
+        })?;
         let mem = sorted_by_hash(entries, &hasher);
         let runs = std::mem::take(&mut spiller.runs);
-        let merged = merge_runs(runs, Some(Box::new(mem.into_iter().map(Ok))))?;
+        let merged = merge_runs(runs, Some(Box::new(mem.into_iter().map(Ok))), &hasher, &agg)?;
         Ok(Box::new(Reserved {
             inner: merged,
             _reservation: spiller.reservation,
         }))
-    }
-}
-
-/// Collects `entries` into a vector of `(hash, key, combiner)` sorted by hash.
-fn sorted_by_hash<K: Hash, C, S: BuildHasher>(
-    entries: impl Iterator<Item = (K, C)>,
-    hasher: &S,
-) -> Vec<Entry<K, C>> {
-    let mut entries: Vec<Entry<K, C>> = entries.map(|(k, c)| (hasher.hash_one(&k), k, c)).collect();
-    entries.sort_unstable_by_key(|e| e.0);
-    entries
-}
-
-fn by_hash<K, C>(a: &Entry<K, C>, b: &Entry<K, C>) -> Ordering {
-    a.0.cmp(&b.0)
-}
-
-/// Merges hash-sorted sources, combining entries whose keys are equal.
-struct AggMerge<K, V, C, A> {
-    merge: KMerge<Entry<K, C>, HashCmp<K, C>>,
-    agg: Arc<A>,
-    /// Distinct keys sharing the current hash, fully merged, waiting to be yielded.
-    group: Vec<(K, C)>,
-    _values: PhantomData<fn(V)>,
-}
-
-impl<K: Eq + 'static, V, C: 'static, A: Aggregate<K, V, C>> Iterator for AggMerge<K, V, C, A> {
-    type Item = Result<(K, C)>;
-
-    fn next(&mut self) -> Option<Result<(K, C)>> {
-        if let Some(kc) = self.group.pop() {
-            return Some(Ok(kc));
-        }
-        let (hash, k, c) = match self.merge.next()? {
-            Ok(e) => e,
-            Err(e) => return Some(Err(e)),
-        };
-        self.group.push((k, c));
-        while self.merge.peek().is_some_and(|e| e.0 == hash) {
-            let (_, k, c) = match self.merge.next()? {
-                Ok(e) => e,
-                Err(e) => {
-                    self.group.clear();
-                    return Some(Err(e));
-                }
-            };
-            match self.group.iter_mut().find(|g| g.0 == k) {
-                Some(g) => self.agg.merge_combiners(&mut g.1, c),
-                None => self.group.push((k, c)),
-            }
-        }
-        self.group.pop().map(Ok)
     }
 }
 
