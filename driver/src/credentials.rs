@@ -38,7 +38,7 @@ pub struct Sources<'a> {
 
 /// Loads the three secrets and checks every rule; the error is one line for stderr.
 pub fn load(src: &Sources<'_>) -> Result<Credentials, String> {
-    let cluster = auth::load_secret(src.secret_file)?;
+    let cluster = auth::load_cluster_secret(src.secret_file, src.host)?;
     if cluster.is_none() && !auth::is_loopback_host(src.host) {
         return Err(format!(
             "refusing to listen on {} without a cluster secret: executors run uploaded \
@@ -79,25 +79,11 @@ pub fn load(src: &Sources<'_>) -> Result<Credentials, String> {
 }
 
 /// The executor secret, after the credential rules: required with a cluster secret,
-/// different from it, and (like the cluster secret) at least
+/// different from it, and (like the cluster secret, which [`load`] checked) at least
 /// [`auth::MIN_SECRET_CHARS`] characters off loopback.
 fn load_executor_secret(src: &Sources<'_>, secret: Option<&str>) -> Result<Option<String>, String> {
-    const FLAG: &str = "--executor-secret-file";
-    if let Some(s) = secret {
-        let source = match src.secret_file {
-            Some(f) => format!("--secret-file {}", f.display()),
-            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
-        };
-        auth::check_strength(s, src.host, &source)?;
-    }
-    let executor = auth::load_secret_file(
-        src.executor_secret_file,
-        auth::EXECUTOR_SECRET_FILE_ENV,
-        FLAG,
-    )?;
-    if let Some(e) = &executor {
-        auth::check_strength(e, src.host, FLAG)?;
-    }
+    const FLAG: &str = auth::EXECUTOR_SECRET_FLAG;
+    let executor = auth::load_executor_secret(src.executor_secret_file, src.host)?;
     match (secret, &executor) {
         (Some(_), None) => Err(format!(
             "a cluster secret needs an executor secret too ({FLAG} or {}): clients hold \

@@ -94,6 +94,33 @@ pub fn load_secret_file(
     Ok(Some(secret))
 }
 
+/// The command-line flag naming the executor secret's file, as errors name it.
+pub const EXECUTOR_SECRET_FLAG: &str = "--executor-secret-file";
+
+/// The cluster secret ([`load_secret`]) of a daemon bound to `host`, checked for
+/// strength ([`check_strength`]); `file` is `--secret-file`'s value, named in errors.
+pub fn load_cluster_secret(file: Option<&Path>, host: &str) -> Result<Option<String>, String> {
+    let secret = load_secret(file)?;
+    if let Some(s) = &secret {
+        let source = match file {
+            Some(f) => format!("--secret-file {}", f.display()),
+            None => "the cluster secret (EMBER_SECRET_FILE or EMBER_SECRET)".to_string(),
+        };
+        check_strength(s, host, &source)?;
+    }
+    Ok(secret)
+}
+
+/// The executor secret of a daemon bound to `host`: `file` (`--executor-secret-file`),
+/// else the file [`EXECUTOR_SECRET_FILE_ENV`] names, else none; checked for strength.
+pub fn load_executor_secret(file: Option<&Path>, host: &str) -> Result<Option<String>, String> {
+    let secret = load_secret_file(file, EXECUTOR_SECRET_FILE_ENV, EXECUTOR_SECRET_FLAG)?;
+    if let Some(s) = &secret {
+        check_strength(s, host, EXECUTOR_SECRET_FLAG)?;
+    }
+    Ok(secret)
+}
+
 /// Refuses a secret shorter than [`MIN_SECRET_CHARS`] on a daemon bound to `host` when
 /// `host` is not loopback; `source` names where the secret came from (flag and file)
 /// for the error. The secret itself is never quoted.
