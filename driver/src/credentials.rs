@@ -49,28 +49,14 @@ pub fn load(src: &Sources<'_>) -> Result<Credentials, String> {
         ));
     }
     let executor = load_executor_secret(src, cluster.as_deref())?;
-    let operator = operator_secret::load(src.operator_secret_file, src.host)?;
-    if let Some(op) = &operator {
-        let same = |other: &Option<String>| {
-            other
-                .as_deref()
-                .is_some_and(|o| auth::constant_time_eq(op.as_bytes(), o.as_bytes()))
-        };
-        if same(&cluster) {
-            return Err(format!(
-                "the operator secret ({}) must differ from the cluster secret: every client \
-                 holds the cluster secret",
-                operator_secret::FLAG
-            ));
-        }
-        if same(&executor) {
-            return Err(format!(
-                "the operator secret ({}) must differ from the executor secret \
-                 (--executor-secret-file): every executor holds the executor secret",
-                operator_secret::FLAG
-            ));
-        }
-    }
+    let operator = operator_secret::load_distinct(
+        src.operator_secret_file,
+        src.host,
+        &[
+            ("cluster", cluster.as_deref()),
+            ("executor", executor.as_deref()),
+        ],
+    )?;
     Ok(Credentials {
         cluster,
         executor,

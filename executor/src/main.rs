@@ -420,19 +420,11 @@ fn metrics_secret(
     executor: Option<&str>,
 ) -> Result<Option<Arc<str>>, String> {
     use ember_proto::operator_secret;
-    let operator = operator_secret::load(cli.operator_secret_file.as_deref(), &cli.host)?;
-    if let Some(op) = &operator {
-        for (other, what) in [(cluster, "cluster"), (executor, "executor")] {
-            if other
-                .is_some_and(|o| ember_proto::auth::constant_time_eq(op.as_bytes(), o.as_bytes()))
-            {
-                return Err(format!(
-                    "the operator secret ({}) must differ from the {what} secret",
-                    operator_secret::FLAG
-                ));
-            }
-        }
-    }
+    let operator = operator_secret::load_distinct(
+        cli.operator_secret_file.as_deref(),
+        &cli.host,
+        &[("cluster", cluster), ("executor", executor)],
+    )?;
     let secured = cluster.is_some() || executor.is_some();
     if operator.is_none() && secured && cli.metrics_port.is_some() {
         return Err(format!(

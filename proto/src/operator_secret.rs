@@ -31,6 +31,28 @@ pub fn load(file: Option<&Path>, host: &str) -> Result<Option<String>, String> {
     Ok(secret)
 }
 
+/// [`load`], refusing an operator secret equal to any of `others` (the secret's name,
+/// as in "cluster", and the secret, if the daemon has it): whoever holds one of those
+/// must not hold the operator's credential too. Compared in constant time.
+pub fn load_distinct(
+    file: Option<&Path>,
+    host: &str,
+    others: &[(&str, Option<&str>)],
+) -> Result<Option<String>, String> {
+    let secret = load(file, host)?;
+    if let Some(op) = &secret {
+        for (name, other) in others {
+            if other.is_some_and(|o| auth::constant_time_eq(op.as_bytes(), o.as_bytes())) {
+                return Err(format!(
+                    "the operator secret ({FLAG}) must differ from the {name} secret: \
+                     whoever holds the {name} secret must not hold the operator's"
+                ));
+            }
+        }
+    }
+    Ok(secret)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
