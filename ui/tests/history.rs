@@ -2,9 +2,12 @@
 //! event kinds, junk, lines over the reader's limit), torn last lines, logs that grow
 //! or appear between listings, and a writer given events too long for one line.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use std::io::Write;
 use std::path::Path;
+
+use common::{get, json, serve};
 
 use ember_ui::event::StageRef;
 use ember_ui::event_log::{replay, CUT_TEXT_BYTES, MAX_LINE_BYTES};
@@ -103,7 +106,7 @@ fn a_log_with_bad_lines_in_the_middle_keeps_every_other_event() {
         ]
     );
 
-    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()));
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
     let apps = json(&addr, "/api/v1/applications");
     assert_eq!(apps.as_array().unwrap().len(), 1, "{apps}");
     assert_eq!(apps[0]["id"], "bad-1-2");
@@ -219,7 +222,7 @@ fn the_listing_reads_logs_that_grew_or_appeared_since_the_last_one() {
     let gone = dir.path().join("gone-3-3.jsonl");
     std::fs::write(&gone, started("removed later")).unwrap();
 
-    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()));
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
     let apps = json(&addr, "/api/v1/applications");
     let ids: Vec<&str> = apps
         .as_array()
@@ -348,60 +351,4 @@ fn a_line_of_exactly_the_bound_is_read_and_one_byte_over_is_skipped() {
     assert_eq!((read.events, read.skipped.len()), (3, 1));
     let ids: Vec<u64> = jobs(&status).into_iter().map(|(id, _, _)| id).collect();
     assert_eq!(ids, vec![2]);
-}
-
-/// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
-fn serve(
-    source: Source,
-) -> (
-    String,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx
-                .send(listener.local_addr().unwrap().to_string())
-                .unwrap();
-            ember_ui::serve(listener, source, Auth::Open, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    (addr_rx.recv().unwrap(), stop_tx, thread)
-}
-
-/// `GET path`: (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-fn json(addr: &str, path: &str) -> serde_json::Value {
-    let (code, body) = get(addr, path);
-    assert_eq!(code, 200, "{path}: {body}");
-    serde_json::from_str(&body).unwrap()
 }

@@ -1,9 +1,11 @@
 //! Who sees what in the UI and what an address may name: stage ids in addresses are
 //! full 64-bit numbers (2^32 + 1 is no stage, not stage 1).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::sync::Arc;
+
+use common::{get, request, serve};
 
 use ember_ui::event::StageRef;
 use ember_ui::{AppEvent, AppStatus, Auth, Source};
@@ -42,62 +44,6 @@ fn store(events: &[AppEvent]) -> Arc<RwLock<AppStatus>> {
         s.apply(e);
     }
     Arc::new(RwLock::new(s))
-}
-
-/// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
-fn serve(
-    source: Source,
-    auth: Auth,
-) -> (
-    String,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx
-                .send(listener.local_addr().unwrap().to_string())
-                .unwrap();
-            ember_ui::serve(listener, source, auth, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    (addr_rx.recv().unwrap(), stop_tx, thread)
-}
-
-/// `METHOD path` with extra header lines: (status, body).
-fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-fn get(addr: &str, path: &str) -> (u16, String) {
-    request(addr, "GET", path, &[])
 }
 
 #[test]

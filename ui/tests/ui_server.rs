@@ -3,9 +3,12 @@
 //! job, an executor lost. Checked through the REST API, the pages and a history server
 //! reading the event log back.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use std::io::Write;
 use std::sync::Arc;
+
+use common::{json, request, serve};
 
 use ember_ui::event::StageRef;
 use ember_ui::{AppEvent, AppStatus, Auth, EventLogWriter, Metrics, Source};
@@ -221,64 +224,11 @@ fn the_store_counts_jobs_stages_tasks_and_executors() {
     assert!(!s.busy());
 }
 
-/// Serves `source` on an ephemeral loopback port; returns its address and a stopper.
-fn serve(
-    source: Source,
-    auth: Auth,
-) -> (
-    String,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx
-                .send(listener.local_addr().unwrap().to_string())
-                .unwrap();
-            ember_ui::serve(listener, source, auth, async {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    (addr_rx.recv().unwrap(), stop_tx, thread)
-}
-
 /// `GET path` with an optional Authorization header: (status, body).
 fn get(addr: &str, path: &str, auth: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let auth = auth
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
-
-fn json(addr: &str, path: &str) -> serde_json::Value {
-    let (code, body) = get(addr, path, None);
-    assert_eq!(code, 200, "{path}: {body}");
-    serde_json::from_str(&body).unwrap()
+    let auth = auth.map(|a| format!("Authorization: {a}"));
+    let headers: Vec<&str> = auth.iter().map(String::as_str).collect();
+    request(addr, "GET", path, &headers)
 }
 
 #[test]
