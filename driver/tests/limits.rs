@@ -28,10 +28,7 @@ fn submit(
 
 #[tokio::test]
 async fn huge_plans_are_refused_and_a_normal_job_runs_afterwards() {
-    let driver = start(Options::default()).await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 2).await;
-    let sha = upload(&mut c, b"bin").await;
+    let (_driver, mut c, mut exec, sha) = ready(ServerLimits::default(), 2).await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     for parts in [u32::MAX, 1 << 25] {
         let err = c
@@ -114,18 +111,15 @@ async fn a_job_over_an_rdd_of_no_partitions_succeeds_with_no_results() {
 
 #[tokio::test]
 async fn broadcasts_per_session_are_bounded_in_count_and_bytes() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (_driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_broadcasts_per_session: 2,
             max_broadcast_bytes_per_session: 8,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        1,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 1).await;
-    let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let b = |i: u64, len: usize| BroadcastValue {
         id: opened.broadcast_base + i,

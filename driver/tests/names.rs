@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use ember_proto::{OpenSessionRequest, SubmitJobRequest};
+use ember_proto::SubmitJobRequest;
 
 /// Log lines written by the driver under test.
 #[derive(Clone, Default)]
@@ -30,33 +30,6 @@ impl Captured {
             .lines()
             .map(str::to_string)
             .collect()
-    }
-}
-
-async fn open_named(
-    c: &mut Client,
-    sha: &str,
-    app_name: String,
-) -> (
-    ember_proto::SessionOpened,
-    tonic::Streaming<ember_proto::SessionEvent>,
-) {
-    let mut stream = c
-        .open_session(OpenSessionRequest {
-            app_name,
-            binary_sha256: sha.into(),
-        })
-        .await
-        .expect("open session")
-        .into_inner();
-    let ev = tokio::time::timeout(WAIT, stream.message())
-        .await
-        .expect("session event in time")
-        .expect("session event")
-        .expect("stream open");
-    match ev.event {
-        Some(ember_proto::session_event::Event::Opened(o)) => (o, stream),
-        other => panic!("expected SessionOpened, got {other:?}"),
     }
 }
 

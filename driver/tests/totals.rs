@@ -55,18 +55,15 @@ async fn running_jobs_become(driver: &TestDriver, n: u32) {
 
 #[tokio::test]
 async fn a_job_over_its_sessions_running_bound_waits_and_past_the_queue_is_refused() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_running_jobs_per_session: 1,
             max_queued_jobs_per_session: 1,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        4,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 4).await;
-    let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let plan = || tiny_plan(opened.id_base, 1, &sha);
 
@@ -111,17 +108,14 @@ async fn a_job_over_its_sessions_running_bound_waits_and_past_the_queue_is_refus
 
 #[tokio::test]
 async fn a_job_over_the_drivers_running_bound_waits_for_another_sessions_job() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_running_jobs: 1,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        4,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 4).await;
-    let sha = upload(&mut c, b"bin").await;
     let (one, _s1) = open_session(&mut c, &sha).await;
     let (two, _s2) = open_session(&mut c, &sha).await;
     let mut first = submit_ok(&mut c, &one, tiny_plan(one.id_base, 1, &sha)).await;
@@ -159,10 +153,7 @@ fn node_of(launch: &ember_proto::LaunchTask) -> u32 {
 
 #[tokio::test]
 async fn descriptions_and_names_over_their_bounds_are_refused_before_the_driver_keeps_them() {
-    let driver = start(Options::default()).await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 1).await;
-    let sha = upload(&mut c, b"bin").await;
+    let (driver, mut c, mut exec, sha) = ready(ServerLimits::default(), 1).await;
     let (opened, _session) = open_session(&mut c, &sha).await;
 
     let mut long_description = tiny_plan(opened.id_base, 1, &sha);
@@ -203,17 +194,14 @@ async fn descriptions_and_names_over_their_bounds_are_refused_before_the_driver_
 
 #[tokio::test]
 async fn a_job_whose_tasks_would_pass_the_queued_task_bound_is_refused() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (_driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_queued_tasks: 5,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        1,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 1).await;
-    let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     // Alone, a job of 10 tasks goes in: one runs, nine wait for the slot.
     let mut big = submit_ok(&mut c, &opened, tiny_plan(opened.id_base, 10, &sha)).await;
@@ -239,18 +227,15 @@ async fn a_job_whose_tasks_would_pass_the_queued_task_bound_is_refused() {
 
 #[tokio::test]
 async fn a_freed_slot_goes_to_the_oldest_waiting_job_not_to_the_session_that_freed_it() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_running_jobs: 2,
             max_running_jobs_per_session: 1,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        4,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 4).await;
-    let sha = upload(&mut c, b"bin").await;
     let (a, _sa) = open_session(&mut c, &sha).await;
     let (b, _sb) = open_session(&mut c, &sha).await;
     let (cc, _sc) = open_session(&mut c, &sha).await;
@@ -302,18 +287,15 @@ async fn finish_launched(job: &mut Streaming<JobEvents>) {
 
 #[tokio::test]
 async fn tasks_of_jobs_waiting_in_session_queues_count_against_the_queued_task_bound() {
-    let driver = start(Options {
-        limits: ServerLimits {
+    let (_driver, mut c, mut exec, sha) = ready(
+        ServerLimits {
             max_queued_tasks: 5,
             max_running_jobs_per_session: 1,
             ..ServerLimits::default()
         },
-        ..Options::default()
-    })
+        1,
+    )
     .await;
-    let mut c = client(driver.addr, None).await;
-    let mut exec = FakeExecutor::register(&mut c, 1).await;
-    let sha = upload(&mut c, b"bin").await;
     let (opened, _session) = open_session(&mut c, &sha).await;
     let plan = |tasks| tiny_plan(opened.id_base, tasks, &sha);
     let mut running = submit_ok(&mut c, &opened, plan(1)).await;

@@ -135,6 +135,23 @@ pub async fn start(opts: Options) -> TestDriver {
     }
 }
 
+/// A driver with `limits`, a client without a secret, a fake executor with `cores`
+/// cores and the binary `b"bin"` uploaded: (driver, client, executor, the binary's sha).
+pub async fn ready(
+    limits: ember_driver::server::ServerLimits,
+    cores: u32,
+) -> (TestDriver, Client, FakeExecutor, String) {
+    let driver = start(Options {
+        limits,
+        ..Options::default()
+    })
+    .await;
+    let mut c = client(driver.addr, None).await;
+    let exec = FakeExecutor::register(&mut c, cores).await;
+    let sha = upload(&mut c, b"bin").await;
+    (driver, c, exec, sha)
+}
+
 pub async fn client(addr: SocketAddr, secret: Option<&str>) -> Client {
     let channel = Endpoint::from_shared(format!("http://{addr}"))
         .expect("endpoint")
@@ -187,9 +204,19 @@ pub async fn open_session(
     client: &mut Client,
     sha: &str,
 ) -> (SessionOpened, Streaming<SessionEvent>) {
+    open_named(client, sha, "test".into()).await
+}
+
+/// Opens a session named `app_name`; returns what the driver said and the stream that
+/// keeps it open.
+pub async fn open_named(
+    client: &mut Client,
+    sha: &str,
+    app_name: String,
+) -> (SessionOpened, Streaming<SessionEvent>) {
     let mut stream = client
         .open_session(OpenSessionRequest {
-            app_name: "test".into(),
+            app_name,
             binary_sha256: sha.into(),
         })
         .await
