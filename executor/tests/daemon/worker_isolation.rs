@@ -7,11 +7,11 @@ use std::time::Duration;
 use ember_executor::protocol;
 use ember_proto::*;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
 
 use crate::common::*;
 use crate::workers::{
-    alive, connect, launch, launch_in, next_worker, recording_setup, recv, send_status, workers,
+    alive, connect, launch, launch_in, launch_new_worker, next_worker, recording_workers, recv,
+    send_status,
 };
 
 /// After a session's cleanup, the next session given the same id range gets a new
@@ -19,19 +19,15 @@ use crate::workers::{
 /// ended session's process never serves the next client.
 #[tokio::test]
 async fn a_reused_id_range_gets_a_new_worker_while_the_binary_is_busy() {
-    let (_root, cfg, probe, sha) = recording_setup(Some("cluster-secret"));
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
+    let (_root, _cfg, probe, sha, mut rx, mut workers) = recording_workers(Some("cluster-secret"));
     let mut seen = Vec::new();
     let (a, b) = (1u32 << 20, 2u32 << 20);
 
-    workers.launch(launch_in(1, &sha, a)).await;
-    let (pid_a, env_a) = next_worker(&probe, &mut seen).await;
-    let mut wa = connect(&env_a, pid_a, &sha).await;
+    let (pid_a, _, mut wa) =
+        launch_new_worker(&mut workers, launch_in(1, &sha, a), &probe, &mut seen, &sha).await;
     assert!(matches!(recv(&mut wa).await, to_worker::Msg::Run(t) if t.task_id == 1));
-    workers.launch(launch_in(2, &sha, b)).await;
-    let (pid_b, env_b) = next_worker(&probe, &mut seen).await;
-    let mut wb = connect(&env_b, pid_b, &sha).await;
+    let (pid_b, _, mut wb) =
+        launch_new_worker(&mut workers, launch_in(2, &sha, b), &probe, &mut seen, &sha).await;
     assert!(matches!(recv(&mut wb).await, to_worker::Msg::Run(t) if t.task_id == 2));
     send_status(&mut wa, 1).await;
     assert_eq!(next_status(&mut rx).await.task_id, 1);
@@ -104,9 +100,7 @@ async fn intruder_helper() {
 /// connection and sends it the task.
 #[tokio::test]
 async fn a_connection_from_another_process_is_dropped_and_the_worker_still_accepted() {
-    let (_root, cfg, probe, sha) = recording_setup(None);
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
+    let (_root, _cfg, probe, sha, mut rx, mut workers) = recording_workers(None);
     workers.launch(launch(1, &sha, &[])).await;
     let (pid, env) = next_worker(&probe, &mut Vec::new()).await;
 

@@ -55,6 +55,24 @@ pub(crate) fn recording_setup(
     (root, cfg, probe, sha)
 }
 
+/// A [`recording_setup`] with `secret` and its workers, which report to the returned
+/// receiver: (root, config, probe, sha, receiver, workers).
+pub(crate) fn recording_workers(
+    secret: Option<&str>,
+) -> (
+    tempfile::TempDir,
+    Arc<Config>,
+    PathBuf,
+    String,
+    mpsc::Receiver<ExecutorMessage>,
+    Workers,
+) {
+    let (root, cfg, probe, sha) = recording_setup(secret);
+    let (tx, rx) = mpsc::channel(64);
+    let workers = workers(&cfg, tx);
+    (root, cfg, probe, sha, rx, workers)
+}
+
 /// A script that writes its environment to `<probe>/env-<pid>` and sleeps.
 fn recording_script(probe: &Path) -> String {
     let p = probe.display();
@@ -90,6 +108,21 @@ pub(crate) async fn next_worker(
         }
     })
     .await
+}
+
+/// Launches `task`, waits for the new worker process it starts (one not in `seen`) and
+/// connects in its place: (its pid, its environment, the connection).
+pub(crate) async fn launch_new_worker(
+    workers: &mut Workers,
+    task: LaunchTask,
+    probe: &Path,
+    seen: &mut Vec<u32>,
+    sha: &str,
+) -> (u32, HashMap<String, String>, WorkerFramed) {
+    workers.launch(task).await;
+    let (pid, env) = next_worker(probe, seen).await;
+    let w = connect(&env, pid, sha).await;
+    (pid, env, w)
 }
 
 pub(crate) async fn connect(env: &HashMap<String, String>, pid: u32, sha: &str) -> WorkerFramed {
@@ -263,9 +296,8 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
     gone(PathBuf::from(&env2["EMBER_WORKER_DIR"])).await;
 
     // Losing the driver kills every worker (here a fresh one).
-    workers.launch(launch(5, &sha, &[])).await;
-    let (pid3, env3) = next_worker(&probe, &mut seen).await;
-    let _w3 = connect(&env3, pid3, &sha).await;
+    let (pid3, env3, _w3) =
+        launch_new_worker(&mut workers, launch(5, &sha, &[]), &probe, &mut seen, &sha).await;
     within("shutdown", workers.shutdown()).await;
     assert!(!alive(pid3), "worker {pid3} still running");
     gone(PathBuf::from(&env3["EMBER_WORKER_DIR"])).await;
@@ -305,9 +337,7 @@ async fn a_worker_that_exits_before_ready_fails_every_waiting_task_with_a_hint()
 
 #[tokio::test]
 async fn a_worker_of_another_binary_or_a_bad_hash_is_refused() {
-    let (_root, cfg, probe, sha) = recording_setup(None);
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
+    let (_root, _cfg, probe, sha, mut rx, mut workers) = recording_workers(None);
 
     workers.launch(launch(1, "not-a-hash", &[])).await;
     let s = next_status(&mut rx).await;
@@ -415,9 +445,7 @@ fn launch_of_plan(task_id: u64, sha: &str, plan_id: u64, send: bool, forget: &[u
 /// plan is forgotten by the worker too; a task naming a plan never sent fails, saying so.
 #[tokio::test]
 async fn a_stage_plan_goes_to_the_worker_once_and_is_forgotten_when_the_driver_says() {
-    let (_root, cfg, probe, sha) = recording_setup(None);
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
+    let (_root, _cfg, probe, sha, mut rx, mut workers) = recording_workers(None);
 
     workers.launch(launch_of_plan(1, &sha, 7, true, &[])).await;
     workers.launch(launch_of_plan(2, &sha, 7, false, &[])).await;
@@ -471,15 +499,12 @@ pub(crate) fn launch_in(task_id: u64, sha: &str, id_base: u32) -> LaunchTask {
 /// session's tasks (and so shuffle keys); a session's cleanup stops its idle worker.
 #[tokio::test]
 async fn each_session_of_a_binary_gets_its_own_worker() {
-    let (_root, cfg, probe, sha) = recording_setup(Some("cluster-secret"));
-    let (tx, mut rx) = mpsc::channel(64);
-    let mut workers = workers(&cfg, tx);
+    let (_root, _cfg, probe, sha, mut rx, mut workers) = recording_workers(Some("cluster-secret"));
     let mut seen = Vec::new();
     let (a, b) = (1u32 << 20, 2u32 << 20);
 
-    workers.launch(launch_in(1, &sha, a)).await;
-    let (pid_a, env_a) = next_worker(&probe, &mut seen).await;
-    let mut wa = connect(&env_a, pid_a, &sha).await;
+    let (pid_a, _, mut wa) =
+        launch_new_worker(&mut workers, launch_in(1, &sha, a), &probe, &mut seen, &sha).await;
     assert!(
         matches!(recv(&mut wa).await, to_worker::Msg::Run(t) if t.task_id == 1 && t.plan.as_ref().unwrap().shuffle_key == format!("key-of-{a}"))
     );
@@ -535,9 +560,8 @@ async fn an_idle_worker_is_stopped_and_the_next_task_starts_another() {
     let (tx, mut rx) = mpsc::channel(64);
     let mut workers = workers(&cfg, tx);
     let mut seen = Vec::new();
-    workers.launch(launch(1, &sha, &[])).await;
-    let (pid, env) = next_worker(&probe, &mut seen).await;
-    let mut w = connect(&env, pid, &sha).await;
+    let (pid, _, mut w) =
+        launch_new_worker(&mut workers, launch(1, &sha, &[]), &probe, &mut seen, &sha).await;
     assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 1));
     send_status(&mut w, 1).await;
     assert_eq!(next_status(&mut rx).await.task_id, 1);
