@@ -1,7 +1,9 @@
 //! The output commit protocol of `save_as_text_file`, `save_as_object_file`,
 //! `save_as_parquet` and `save_as_csv`.
 //!
-//! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>`. After the
+//! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>` (under a
+//! setgid parent directory, `OUT` and the temporaries are made mode 2770 so that tasks
+//! running as other users of the group can write there: see `share_with_group`). After the
 //! job succeeds, exactly one attempt per partition (the one whose result the scheduler
 //! delivered) is renamed to `OUT/part-NNNNN<suffix>` (the suffix names the format, e.g.
 //! `.parquet`), `_temporary` is removed, and `_SUCCESS` is written last. A directory
@@ -102,10 +104,30 @@ pub(crate) fn save_files<T: Data>(
         rand::random::<u32>()
     ));
     std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
+    share_with_group(out, &tmp)?;
     let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts, suffix));
     if let Err(e) = committed {
         let _ = std::fs::remove_dir_all(out);
         return Err(e);
+    }
+    Ok(())
+}
+
+/// Under a setgid parent directory (`chmod g+s`), makes `out`, `out/_temporary` and the
+/// job's `tmp` dir group-writable and setgid (mode 2770): executors started with
+/// `--worker-uids` run tasks as other users of one group, who must be able to write
+/// their attempts there. Elsewhere the modes are left to the umask.
+fn share_with_group(out: &Path, tmp: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    const SETGID: u32 = 0o2000;
+    let parent = out.parent().unwrap_or(Path::new("/"));
+    let setgid = std::fs::metadata(parent).is_ok_and(|m| m.permissions().mode() & SETGID != 0);
+    if !setgid {
+        return Ok(());
+    }
+    for dir in [out, &out.join("_temporary"), tmp] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o2770))
+            .map_err(|e| EmberError::io(dir, e))?;
     }
     Ok(())
 }

@@ -79,6 +79,8 @@ pub struct BinaryStore {
     dir: PathBuf,
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     usage: Mutex<HashMap<String, Usage>>,
+    /// The mode a stored binary gets (0700; 0755 when worker uids run it).
+    file_mode: u32,
 }
 
 /// Live workers of one binary and when it was last used.
@@ -110,7 +112,14 @@ impl BinaryStore {
             dir: dir.into(),
             fetching: Mutex::new(HashMap::new()),
             usage: Mutex::new(HashMap::new()),
+            file_mode: 0o700,
         }
+    }
+
+    /// The same store giving stored binaries `mode` (see `Config::binary_mode`).
+    pub fn with_mode(mut self, mode: u32) -> Self {
+        self.file_mode = mode;
+        self
     }
 
     fn usage(&self) -> std::sync::MutexGuard<'_, HashMap<String, Usage>> {
@@ -343,7 +352,7 @@ impl BinaryStore {
         if actual != sha || written != total {
             return Err(self.mismatch(sha, actual, written, total));
         }
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700))
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(self.file_mode))
             .map_err(io_err)?;
         let path = self.path_of(sha);
         tmp.persist(&path).map_err(|e| io_err(e.error))?;

@@ -38,6 +38,8 @@ use crate::binaries::BinaryLease;
 use crate::process::{self, describe_exit, WorkerProcess, WorkerSpec};
 use crate::protocol::{decode_from_worker, encode_to_worker, WorkerFramed};
 use crate::worker_env::WorkerEnv;
+use crate::worker_users::UidLease;
+use ember_proto::IdRange;
 
 /// What a binary's worker is asked to do.
 #[derive(Debug)]
@@ -57,15 +59,20 @@ pub enum WorkerCmd {
     Unpersist(ember_proto::UnpersistRdd),
 }
 
-/// Starts the worker actor for binary `sha`.
+/// Starts the worker actor for binary `sha` and session `session`, its processes
+/// running as `user` if given (the lease is held until the actor ends).
 pub fn spawn(
     sha: String,
+    session: IdRange,
+    user: Option<Arc<UidLease>>,
     env: Arc<WorkerEnv>,
 ) -> (mpsc::UnboundedSender<WorkerCmd>, JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let worker = BinaryWorker {
         sha16: sha[..16.min(sha.len())].to_string(),
         sha,
+        session,
+        user,
         env,
         broadcasts: BTreeMap::new(),
         worker: None,
@@ -76,9 +83,12 @@ pub fn spawn(
 struct BinaryWorker {
     sha: String,
     sha16: String,
+    session: IdRange,
     env: Arc<WorkerEnv>,
     broadcasts: BTreeMap<u64, Bytes>,
     worker: Option<Live>,
+    /// Declared last, so dropped after the worker process (killed on drop).
+    user: Option<Arc<UidLease>>,
 }
 
 /// A worker that said Ready.
@@ -269,6 +279,8 @@ impl BinaryWorker {
             binary: &binary,
             sha: &self.sha,
             executor_id: &env.executor_id,
+            session: self.session,
+            user: self.user.as_deref(),
         };
         let (proc, framed) = process::start(&spec).await?;
         let (mut sink, input) = framed.split();

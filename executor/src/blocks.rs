@@ -1,5 +1,6 @@
 //! The Shuffle gRPC service: streams blocks of the shuffle files in this executor's
-//! shuffle directory to reducers on any executor.
+//! shuffle directory (`shuffle/session-<i>/` of the session owning the shuffle id) to
+//! reducers on any executor.
 //!
 //! Invariants:
 //! * Blocks go out in the order of the request's `map_partitions`, each as chunks of at
@@ -186,7 +187,8 @@ impl Shuffle for ShuffleService {
             );
             return Err(status);
         }
-        let dir = self.dir.clone();
+        // The shuffle's session's directory: an id alone names it, never a path.
+        let dir = crate::config::session_shuffle_dir(&self.dir, IdRange::of_id(req.shuffle_id));
         let executor_id = self
             .executor_id
             .lock()

@@ -1,15 +1,23 @@
 //! Deleting shuffle files from the shuffle directory: those of one ended client session
-//! (by shuffle id range), those of shuffles a client released (by id), or all of them
-//! when the driver is lost.
+//! (its `session-<i>/` directory, by shuffle id range), those of shuffles a client
+//! released (by id), or all of them when the driver is lost.
 //!
-//! Invariants: a session cleanup or a release deletes only files whose name parses as
-//! a shuffle file (`ember_shuffle::parse_file_name`, including the writers'
-//! dot-prefixed temporaries) with a shuffle id in `[id_lo, id_hi)`, or in the released
-//! set; nothing from the wire becomes a path (ids are numbers, matched against the names
-//! found in the one shuffle directory); nothing here fails the caller: errors are
-//! logged and the rest is still deleted. These functions do blocking file I/O.
+//! Invariants: a session cleanup deletes only the session directories whose index lies
+//! in the id range's sessions, and files directly in the shuffle directory whose name
+//! parses as a shuffle file (`ember_shuffle::parse_file_name`, including the writers'
+//! dot-prefixed temporaries) with a shuffle id in `[id_lo, id_hi)`; a release deletes
+//! only shuffle files of the released ids in their sessions' directories; nothing from
+//! the wire becomes a path (ids are numbers, matched against the names found in the
+//! shuffle directory or turned into a session directory's number); nothing here fails
+//! the caller: errors are logged and the rest is still deleted. These functions do
+//! blocking file I/O.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+
+use ember_proto::IdRange;
+
+use crate::config::{session_of_dir, session_shuffle_dir};
 
 /// The shuffle id a file in the shuffle directory belongs to, if it is a shuffle file
 /// (`shuffle_S_M.data`, an earlier format's `.index`, or a temporary of either, possibly
@@ -18,10 +26,20 @@ pub fn shuffle_id_of(name: &str) -> Option<u32> {
     ember_shuffle::shuffle_id_of_file(name)
 }
 
-/// Deletes the shuffle files of shuffles `[id_lo, id_hi)` in `dir`; returns how many.
+/// Deletes the shuffle files of shuffles `[id_lo, id_hi)` in shuffle directory `dir`:
+/// the directories of their sessions, and any such file directly in `dir`; returns how
+/// many entries.
 pub fn delete_shuffle_range(dir: &Path, id_lo: u32, id_hi: u32) -> usize {
-    delete_where(dir, |name| {
-        shuffle_id_of(name).is_some_and(|id| id >= id_lo && id < id_hi)
+    if id_hi <= id_lo {
+        return 0;
+    }
+    let (first, last) = (
+        IdRange::of_id(id_lo).index(),
+        IdRange::of_id(id_hi - 1).index(),
+    );
+    delete_where(dir, |name| match session_of_dir(name) {
+        Some(index) => index >= first && index <= last,
+        None => shuffle_id_of(name).is_some_and(|id| id >= id_lo && id < id_hi),
     })
 }
 
@@ -37,7 +55,16 @@ pub fn delete_shuffles(dir: &Path, shuffle_ids: &[u32]) -> usize {
         );
     }
     let ids = &shuffle_ids[..shuffle_ids.len().min(max)];
-    ember_shuffle::remove_shuffle_files(dir, ids)
+    let mut by_session: BTreeMap<IdRange, Vec<u32>> = BTreeMap::new();
+    for &id in ids {
+        by_session.entry(IdRange::of_id(id)).or_default().push(id);
+    }
+    by_session
+        .into_iter()
+        .map(|(session, ids)| {
+            ember_shuffle::remove_shuffle_files(&session_shuffle_dir(dir, session), &ids)
+        })
+        .sum()
 }
 
 /// Deletes everything in `dir` (the shuffle directory: its output belonged to a
@@ -81,6 +108,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn session_cleanup_removes_its_sessions_directories_and_releases_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let per = ember_proto::id_range::IDS_PER_SESSION;
+        for session in [1u32, 2, 3] {
+            let sub = session_shuffle_dir(dir.path(), IdRange::new(session).unwrap());
+            std::fs::create_dir(&sub).unwrap();
+            for id in [session * per, session * per + 1] {
+                std::fs::write(sub.join(format!("shuffle_{id}_0.data")), b"x").unwrap();
+            }
+        }
+        std::fs::write(dir.path().join("session-x"), b"not a session dir").unwrap();
+        // Released shuffles are found in their session's directory.
+        assert_eq!(delete_shuffles(dir.path(), &[per + 1, 3 * per, 7]), 2);
+        let s1 = session_shuffle_dir(dir.path(), IdRange::new(1).unwrap());
+        assert!(s1.join(format!("shuffle_{per}_0.data")).exists());
+        assert!(!s1.join(format!("shuffle_{}_0.data", per + 1)).exists());
+        // Session 2's range only: its directory goes, 1 and 3 stay.
+        assert_eq!(delete_shuffle_range(dir.path(), 2 * per, 3 * per), 1);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["session-1", "session-3", "session-x"]);
+        assert_eq!(delete_shuffle_range(dir.path(), 5, 5), 0);
+    }
+
+    #[test]
     fn range_cleanup_removes_only_that_range() {
         let dir = tempfile::tempdir().unwrap();
         let names = [
@@ -111,8 +166,7 @@ mod tests {
                 "unrelated.txt"
             ]
         );
-        assert_eq!(delete_shuffles(dir.path(), &[20, 1048576, 5]), 2);
-        assert_eq!(delete_all(dir.path()), 2);
+        assert_eq!(delete_all(dir.path()), 4);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert_eq!(delete_all(&dir.path().join("missing")), 0);
     }

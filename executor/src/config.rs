@@ -6,8 +6,10 @@
 //! <work_dir>/.ember-executor          the marker: "created" or "adopted"
 //! <work_dir>/binaries/<sha256>        verified job binaries (mode 0700), kept across
 //!                                     registrations
-//! <work_dir>/shuffle/                 shuffle files of every worker, served by this
-//!                                     executor; emptied when the driver is lost
+//! <work_dir>/shuffle/session-<i>/     shuffle files of the workers of the session
+//!                                     owning id range i, served by this executor;
+//!                                     removed when the session ends, all emptied when
+//!                                     the driver is lost
 //! <work_dir>/workers/<sha16>-<n>.sock a worker's Unix socket, mode 0600 (removed once
 //!                                     connected)
 //! <work_dir>/workers/<sha16>-<n>/     a worker's scratch dir, removed when it exits
@@ -30,6 +32,8 @@
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use ember_proto::IdRange;
 
 /// The file that marks a directory as an ember executor's work dir.
 pub const WORK_DIR_MARKER: &str = ".ember-executor";
@@ -158,6 +162,42 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// Creates `dir` (and missing parents) with `mode` and sets `mode` on `dir` itself even
+/// if it existed.
+pub fn dir_with_mode(dir: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)?;
+    set_mode(dir, mode)
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// `shuffle/session-<index>/` of `shuffle_dir`: the shuffle files of the session owning
+/// id range `session`.
+pub fn session_shuffle_dir(shuffle_dir: &Path, session: IdRange) -> PathBuf {
+    shuffle_dir.join(format!("{SESSION_DIR_PREFIX}{}", session.index()))
+}
+
+/// Names of per-session shuffle directories start with this.
+pub const SESSION_DIR_PREFIX: &str = "session-";
+
+/// The session index a shuffle subdirectory named `name` belongs to.
+pub fn session_of_dir(name: &str) -> Option<u32> {
+    name.strip_prefix(SESSION_DIR_PREFIX)?.parse().ok()
+}
+
+/// At most 64 characters of `s`, for quoting user input in messages.
+pub fn bounded(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 /// Settings shared by every part of the daemon.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -186,6 +226,9 @@ pub struct Config {
     pub worker_idle: std::time::Duration,
     /// A stored binary no worker runs is deleted once unused for this long.
     pub binary_max_age: std::time::Duration,
+    /// The uids worker processes run as, one per session (`--worker-uids`); `None`:
+    /// workers run as the executor's own user.
+    pub worker_users: Option<crate::worker_users::WorkerUsers>,
 }
 
 impl Config {
@@ -194,9 +237,16 @@ impl Config {
         self.work_dir.join("binaries")
     }
 
-    /// The shuffle directory shared by all workers and served by [`crate::blocks`].
+    /// The shuffle directory served by [`crate::blocks`]: one subdirectory per session
+    /// ([`Config::session_shuffle_dir`]).
     pub fn shuffle_dir(&self) -> PathBuf {
         self.work_dir.join("shuffle")
+    }
+
+    /// Where the workers of the session owning id range `session` write their shuffle
+    /// files: `shuffle/session-<index>/`.
+    pub fn session_shuffle_dir(&self, session: IdRange) -> PathBuf {
+        session_shuffle_dir(&self.shuffle_dir(), session)
     }
 
     /// Where worker sockets and scratch dirs live.
@@ -208,16 +258,51 @@ impl Config {
     /// creates its subdirectories (mode 0700), and empties `shuffle/` and `workers/` of
     /// anything a previous run left (its shuffle output belonged to an executor id that
     /// is gone).
+    ///
+    /// With worker uids ([`crate::worker_users`]) the work dir (if ember created it) and
+    /// its subdirectories get mode 0711 instead: worker uids may enter them (to run a
+    /// binary, reach their socket, scratch and shuffle dirs) but not list them; the
+    /// binaries in `binaries/` are 0755 then.
     pub fn prepare_work_dir(&self) -> Result<(), WorkDirError> {
         claim_work_dir(&self.work_dir)?;
+        let mode = self.dir_mode();
+        let marker = std::fs::read_to_string(self.work_dir.join(WORK_DIR_MARKER)).ok();
+        if marker.as_deref() == Some(CREATED) {
+            set_mode(&self.work_dir, mode).map_err(io_error(&self.work_dir))?;
+        }
         let binaries = self.binaries_dir();
-        private_dir(&binaries).map_err(io_error(&binaries))?;
+        dir_with_mode(&binaries, mode).map_err(io_error(&binaries))?;
+        for entry in std::fs::read_dir(&binaries).map_err(io_error(&binaries))? {
+            let path = entry.map_err(io_error(&binaries))?.path();
+            if path.is_file() {
+                set_mode(&path, self.binary_mode()).map_err(io_error(&path))?;
+            }
+        }
         for dir in [self.shuffle_dir(), self.workers_dir()] {
             if dir.exists() {
                 std::fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
             }
-            private_dir(&dir).map_err(io_error(&dir))?;
+            dir_with_mode(&dir, mode).map_err(io_error(&dir))?;
         }
         Ok(())
+    }
+
+    /// The mode of the work dir and its subdirectories: 0711 with worker uids, else
+    /// 0700.
+    pub fn dir_mode(&self) -> u32 {
+        if self.worker_users.is_some() {
+            0o711
+        } else {
+            0o700
+        }
+    }
+
+    /// The mode of a stored binary: 0755 with worker uids (they run it), else 0700.
+    pub fn binary_mode(&self) -> u32 {
+        if self.worker_users.is_some() {
+            0o755
+        } else {
+            0o700
+        }
     }
 }

@@ -32,4 +32,5 @@ pub mod process;
 pub mod protocol;
 pub mod registration;
 pub mod worker_env;
+pub mod worker_users;
 pub mod workers;

@@ -23,6 +23,7 @@ use ember_executor::blocks::{self, ShuffleService};
 use ember_executor::config::Config;
 use ember_executor::driver_conn;
 use ember_executor::registration::{self, Registration};
+use ember_executor::worker_users::WorkerUsers;
 use ember_proto::listener::ConnectionLimits;
 use tokio_util::sync::CancellationToken;
 
@@ -106,6 +107,15 @@ struct Cli {
     /// is deleted.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     binary_max_age_secs: u64,
+    /// Run each client session's worker processes as a uid of its own from this range,
+    /// e.g. 20000-20999 (the executor must run as root): job code then cannot read the
+    /// daemons' secret files nor another session's shuffle files. Needs --worker-gid.
+    #[arg(long, requires = "worker_gid")]
+    worker_uids: Option<String>,
+    /// The group worker processes run with under --worker-uids (not 0): files jobs
+    /// write (their output) are group-owned by it.
+    #[arg(long, requires = "worker_uids")]
+    worker_gid: Option<u32>,
 }
 
 fn init_logging() {
@@ -144,6 +154,23 @@ fn advertise_host(cli: &Cli) -> Result<String, String> {
                 cli.host
             )
         })
+}
+
+/// The secret files this daemon reads, from flags or their environment variables.
+fn secret_files(cli: &Cli) -> Vec<PathBuf> {
+    use ember_proto::auth;
+    let pick = |flag: &Option<PathBuf>, env: &str| {
+        flag.clone()
+            .or_else(|| std::env::var_os(env).map(PathBuf::from))
+    };
+    [
+        pick(&cli.secret_file, auth::SECRET_FILE_ENV),
+        pick(&cli.executor_secret_file, auth::EXECUTOR_SECRET_FILE_ENV),
+        pick(&cli.operator_secret_file, "EMBER_OPERATOR_SECRET_FILE"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Checks the settings; the error is the message for a refusal to start.
@@ -189,6 +216,17 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
     if cli.memory == 0 {
         return Err("--memory must be more than 0 bytes".into());
     }
+    let worker_users = match (&cli.worker_uids, cli.worker_gid) {
+        (Some(range), Some(gid)) => {
+            let users = WorkerUsers::parse(range, gid).map_err(|e| e.to_string())?;
+            users.check_privileges().map_err(|e| e.to_string())?;
+            for file in secret_files(cli) {
+                users.check_secret_file(&file).map_err(|e| e.to_string())?;
+            }
+            Some(users)
+        }
+        _ => None,
+    };
     let (work_dir, temp) = match &cli.work_dir {
         Some(dir) => (
             ember_executor::config::claim_work_dir(dir).map_err(|e| e.to_string())?,
@@ -213,8 +251,19 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         advertise_host: advertise_host(cli)?,
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
+        worker_users,
     };
     config.prepare_work_dir().map_err(|e| e.to_string())?;
+    if let Some(users) = &config.worker_users {
+        users
+            .check_reachable(&config.work_dir)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            uids = users.describe(),
+            gid = users.gid(),
+            "worker processes run as a uid of their session's own"
+        );
+    }
     Ok((config, temp))
 }
 
@@ -315,7 +364,7 @@ async fn run(
         true
     });
 
-    let binaries = Arc::new(BinaryStore::new(config.binaries_dir()));
+    let binaries = Arc::new(BinaryStore::new(config.binaries_dir()).with_mode(config.binary_mode()));
     tokio::spawn(collect_binaries(
         binaries.clone(),
         config.binary_max_age,

@@ -11,7 +11,7 @@
 //! | `EMBER_EXECUTOR_ID`        | this executor's id from the driver's `Registered`    |
 //! | `EMBER_WORKER_CORES`       | the executor's cores                                 |
 //! | `EMBER_EXECUTOR_MEMORY`    | the executor's memory in bytes (plain integer)       |
-//! | `EMBER_WORKER_SHUFFLE_DIR` | `<work_dir>/shuffle`, shared by all workers          |
+//! | `EMBER_WORKER_SHUFFLE_DIR` | `<work_dir>/shuffle/session-<i>`, the session's      |
 //! | `EMBER_WORKER_DIR`         | `<work_dir>/workers/<sha16>-<n>/`, private scratch   |
 //! | `EMBER_BINARY_SHA256`      | the binary's hash                                    |
 //!
@@ -29,7 +29,12 @@
 //! no job code (the daemon tests play the worker from it).
 //!
 //! The socket is bound inside the 0700 workers dir and chmod-ed to 0600, the scratch
-//! dir created 0700, whatever the umask.
+//! dir and the session's shuffle dir created 0700, whatever the umask.
+//!
+//! With worker uids ([`crate::worker_users`]) the worker runs as its session's uid and
+//! the worker group (no supplementary groups), in its scratch dir, with `HOME` and
+//! `TMPDIR` set to it; its socket, scratch dir and the session's shuffle dir belong to
+//! that uid, in directories of mode 0711 it may enter but not list.
 //!
 //! Invariants: a [`WorkerProcess`] owns its child (killed when dropped) and its socket
 //! and scratch dir (removed when dropped); a failed start leaves no process or file
@@ -48,6 +53,8 @@ use tokio::process::{Child, Command};
 use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::config::Config;
+use crate::worker_users::UidLease;
+use ember_proto::IdRange;
 use crate::protocol::{decode_from_worker, framed, WorkerFramed};
 
 /// How long a new worker has to connect and say `Ready`.
@@ -74,6 +81,11 @@ pub struct WorkerSpec<'a> {
     pub binary: &'a Path,
     pub sha: &'a str,
     pub executor_id: &'a str,
+    /// The session (id range) the worker serves: its shuffle files go to
+    /// [`Config::session_shuffle_dir`].
+    pub session: IdRange,
+    /// The uid the session's workers run as, with worker uids.
+    pub user: Option<&'a UidLease>,
 }
 
 /// The socket path and scratch dir of one worker, removed on drop.
@@ -143,9 +155,25 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         scratch: dir.join(&name),
     };
     let _ = std::fs::remove_file(&files.socket);
-    // Both live in the 0700 workers dir; their own modes are set explicitly too.
-    crate::config::private_dir(&files.scratch)
-        .map_err(|e| format!("cannot create worker dir {}: {e}", files.scratch.display()))?;
+    let owned = |path: &Path| match spec.user {
+        Some(user) => user.chown(path),
+        None => Ok(()),
+    };
+    // Both live in the workers dir (0700, or 0711 with worker uids); their own modes
+    // are set explicitly too, and with worker uids they belong to the session's uid.
+    let scratch_err =
+        |e: std::io::Error| format!("cannot create worker dir {}: {e}", files.scratch.display());
+    crate::config::private_dir(&files.scratch).map_err(scratch_err)?;
+    owned(&files.scratch).map_err(scratch_err)?;
+    let shuffle_dir = spec.config.session_shuffle_dir(spec.session);
+    let shuffle_err = |e: std::io::Error| {
+        format!(
+            "cannot create the session's shuffle dir {}: {e}",
+            shuffle_dir.display()
+        )
+    };
+    crate::config::private_dir(&shuffle_dir).map_err(shuffle_err)?;
+    owned(&shuffle_dir).map_err(shuffle_err)?;
     let socket_err = |e: std::io::Error| {
         format!(
             "cannot create worker socket {}: {e}",
@@ -155,7 +183,16 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
     let listener = UnixListener::bind(&files.socket).map_err(socket_err)?;
     std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600))
         .map_err(socket_err)?;
+    owned(&files.socket).map_err(socket_err)?;
     let mut cmd = Command::new(spec.binary);
+    if let Some(user) = spec.user {
+        // std drops the supplementary groups (setgroups(0)) before setuid.
+        cmd.uid(user.uid())
+            .gid(user.gid())
+            .current_dir(&files.scratch)
+            .env("HOME", &files.scratch)
+            .env("TMPDIR", &files.scratch);
+    }
     cmd.env_remove("EMBER_MASTER")
         .env("EMBER_WORKER_SOCKET", &files.socket)
         .env("EMBER_EXECUTOR_ID", spec.executor_id)
@@ -164,7 +201,7 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
             "EMBER_EXECUTOR_MEMORY",
             spec.config.memory_bytes.to_string(),
         )
-        .env("EMBER_WORKER_SHUFFLE_DIR", spec.config.shuffle_dir())
+        .env("EMBER_WORKER_SHUFFLE_DIR", &shuffle_dir)
         .env("EMBER_WORKER_DIR", &files.scratch)
         .env("EMBER_BINARY_SHA256", spec.sha)
         .stdin(Stdio::null())

@@ -16,6 +16,10 @@
 //! * The stage plans held here are the ones the driver sent and did not say to forget
 //!   (bounded by `ember_proto::held_plans`, enforced here too); each binary's worker
 //!   holds a subset of them, and a plan dropped here is dropped there.
+//! * With worker uids, a session's workers run as one uid leased for the session
+//!   ([`crate::worker_users`]); the lease leaves the map at the session's cleanup and
+//!   goes back to the pool once its last actor ended, so a new session given the same
+//!   id range gets another uid's (or a freshly cleaned) lease, never a live one.
 //! * [`Workers::shutdown`] kills every worker: the driver has lost this executor, so
 //!   their tasks are void and no status is sent for them.
 
@@ -34,6 +38,7 @@ use crate::binaries::{is_valid_sha, BinaryStore};
 use crate::binary_worker::{self, WorkerCmd};
 use crate::config::Config;
 use crate::driver_conn::DriverConn;
+use crate::worker_users::UidLease;
 pub use crate::worker_env::{failed_status, RunningTasks, WorkerEnv};
 
 struct WorkerHandle {
@@ -59,6 +64,9 @@ pub struct Workers {
     /// Stage plans the driver sent, by plan id, until it says to forget them.
     plans: HashMap<u64, Arc<Plan>>,
     held: HeldPlans,
+    /// With worker uids: the uid of each session that has workers here, held until
+    /// the session is cleaned up (its actors hold it too, until they end).
+    session_users: HashMap<IdRange, Arc<UidLease>>,
 }
 
 impl Workers {
@@ -85,6 +93,7 @@ impl Workers {
             task_workers: HashMap::new(),
             plans: HashMap::new(),
             held: HeldPlans::receiver(),
+            session_users: HashMap::new(),
         }
     }
 
@@ -166,6 +175,11 @@ impl Workers {
                 "task {task_id} names binary {sha:?}, which is not a SHA-256 (64 lower-case \
                  hex digits); refusing to run it"
             );
+            self.env.fail(task_id, msg).await;
+            return;
+        }
+        if let Err(msg) = self.session_user(key.1) {
+            let msg = format!("task {task_id} cannot start: {msg}");
             self.env.fail(task_id, msg).await;
             return;
         }
@@ -260,6 +274,8 @@ impl Workers {
     /// was still running is failed (each task reports once, so a finished one is not).
     pub fn cleanup(&mut self, cleanup: CleanupSession) {
         let session = IdRange::of_id(cleanup.id_lo);
+        // Its uid goes back to the pool once the actors below have ended.
+        self.session_users.remove(&session);
         let keys = self.session_workers(session);
         for key in keys {
             self.send(&key, WorkerCmd::Cleanup(cleanup));
@@ -329,11 +345,39 @@ impl Workers {
             },
             None => cmd,
         };
-        let (tx, task) = binary_worker::spawn(key.0.clone(), self.env.clone());
+        let user = match self.session_user(key.1) {
+            Ok(user) => user,
+            Err(msg) => {
+                tracing::warn!(session_range = key.1.index(), "{msg}; command dropped");
+                return;
+            }
+        };
+        let (tx, task) = binary_worker::spawn(key.0.clone(), key.1, user, self.env.clone());
         // A new worker actor's receiver is alive, so this send cannot fail.
         let _ = tx.send(cmd);
         self.by_binary
             .insert(key.clone(), WorkerHandle { tx, task });
+    }
+
+    /// The uid `session`'s workers run as: none without worker uids; else the
+    /// session's lease, taken from the pool the first time. `Err` when every uid
+    /// serves another session.
+    fn session_user(&mut self, session: IdRange) -> Result<Option<Arc<UidLease>>, String> {
+        let Some(users) = &self.env.config.worker_users else {
+            return Ok(None);
+        };
+        if let Some(lease) = self.session_users.get(&session) {
+            return Ok(Some(lease.clone()));
+        }
+        let lease = users.lease().ok_or_else(|| {
+            format!(
+                "every worker uid of --worker-uids {} serves another session on this \
+                 executor",
+                users.describe()
+            )
+        })?;
+        self.session_users.insert(session, lease.clone());
+        Ok(Some(lease))
     }
 
     /// Kills every worker process and waits (briefly) for them to be gone.

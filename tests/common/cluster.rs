@@ -123,6 +123,11 @@ impl Cluster {
             .prefix("ember-cluster-")
             .tempdir()
             .unwrap();
+        if executor_args.contains(&"--worker-uids") {
+            // Worker uids must pass through it to the executors' work dirs.
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o711)).unwrap();
+        }
         let mut cmd = Command::new(daemon_bin("ember-driver"));
         // Binaries inside the cluster's dir: a SIGKILLed driver leaves nothing in /tmp.
         cmd.args(["--host", "127.0.0.1", "--port", "0"])
@@ -162,7 +167,15 @@ impl Cluster {
         if let Some(s) = secret {
             let file = dir.join("executor-secret");
             if !file.exists() {
-                fs::write(&file, format!("{s}-executor-only")).unwrap();
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut f = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&file)
+                    .unwrap();
+                std::io::Write::write_all(&mut f, format!("{s}-executor-only").as_bytes())
+                    .unwrap();
             }
             cmd.env("EMBER_EXECUTOR_SECRET_FILE", file);
             if driver {

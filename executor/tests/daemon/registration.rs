@@ -51,14 +51,20 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
     let root = tempfile::tempdir().unwrap();
     let mut cfg = config(root.path(), Some("s"));
     cfg.driver = driver.url.clone();
-    let shuffle = cfg.shuffle_dir();
+    // Session 0's shuffle 10, and session 1's shuffles S+30, S+31 and S+310.
+    const S: u32 = ember_proto::IDS_PER_SESSION;
+    let session0 = cfg.session_shuffle_dir(ember_proto::IdRange::of_id(0));
+    let shuffle = cfg.session_shuffle_dir(ember_proto::IdRange::of_id(S));
+    std::fs::create_dir_all(&session0).unwrap();
+    std::fs::create_dir_all(&shuffle).unwrap();
+    for name in ["shuffle_10_0.data", "shuffle_10_0.index"] {
+        std::fs::write(session0.join(name), b"x").unwrap();
+    }
     for name in [
-        "shuffle_10_0.data",
-        "shuffle_10_0.index",
-        "shuffle_30_1.data",
-        "shuffle_31_0.data",
-        ".shuffle_31_1.index.x.tmp",
-        "shuffle_310_0.data",
+        format!("shuffle_{}_1.data", S + 30),
+        format!("shuffle_{}_0.data", S + 31),
+        format!(".shuffle_{}_1.index.x.tmp", S + 31),
+        format!("shuffle_{}_0.data", S + 310),
     ] {
         std::fs::write(shuffle.join(name), b"x").unwrap();
     }
@@ -108,38 +114,36 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
         )
     );
 
-    // A session cleanup deletes that session's shuffle files only.
+    // A session cleanup deletes that session's shuffle directory only.
     conn.send(driver_message::Msg::Cleanup(CleanupSession {
         id_lo: 0,
-        id_hi: 20,
+        id_hi: S,
         broadcast_lo: 0,
         broadcast_hi: 0,
     }))
     .await;
-    eventually("session cleanup", || {
-        !shuffle.join("shuffle_10_0.index").exists()
-    })
-    .await;
-    assert!(!shuffle.join("shuffle_10_0.data").exists());
-    assert!(shuffle.join("shuffle_30_1.data").exists());
+    eventually("session cleanup", || !session0.exists()).await;
+    assert!(shuffle.join(format!("shuffle_{}_1.data", S + 30)).exists());
 
     // Released shuffles: exactly their files go (temporaries too), nothing else.
     conn.send(driver_message::Msg::RemoveShuffles(RemoveShuffles {
-        shuffle_ids: vec![31, 99],
+        shuffle_ids: vec![S + 31, S + 99],
     }))
     .await;
     eventually("shuffle release", || {
-        !shuffle.join("shuffle_31_0.data").exists()
+        !shuffle.join(format!("shuffle_{}_0.data", S + 31)).exists()
     })
     .await;
-    assert!(!shuffle.join(".shuffle_31_1.index.x.tmp").exists());
-    assert!(shuffle.join("shuffle_310_0.data").exists());
-    assert!(shuffle.join("shuffle_30_1.data").exists());
+    assert!(!shuffle
+        .join(format!(".shuffle_{}_1.index.x.tmp", S + 31))
+        .exists());
+    assert!(shuffle.join(format!("shuffle_{}_0.data", S + 310)).exists());
+    assert!(shuffle.join(format!("shuffle_{}_1.data", S + 30)).exists());
 
     // The driver restarts: the executor drops its shuffle files and registers again.
     drop(conn);
     let mut conn = driver.accept_register("re-registration").await;
-    assert!(!shuffle.join("shuffle_30_1.data").exists());
+    assert!(!shuffle.exists());
     conn.send(driver_message::Msg::Registered(Registered {
         executor_id: "exec-B".into(),
         heartbeat_interval_ms: 50,

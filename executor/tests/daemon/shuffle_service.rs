@@ -70,7 +70,13 @@ async fn start() -> Server {
 /// [`start`] with a bound of `max_request_bytes` on one request's blocks.
 async fn start_with(max_request_bytes: u64) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let shuffle_dir = dir.path().join("shuffle");
+    // The service serves `shuffle/`; the session owning SHUFFLE keeps its files in
+    // its own subdirectory.
+    let shuffle_root = dir.path().join("shuffle");
+    let shuffle_dir = ember_executor::config::session_shuffle_dir(
+        &shuffle_root,
+        ember_proto::IdRange::of_id(SHUFFLE),
+    );
     std::fs::create_dir_all(&shuffle_dir).unwrap();
     write_map_output(&shuffle_dir, 0);
     write_map_output(&shuffle_dir, 1);
@@ -78,7 +84,7 @@ async fn start_with(max_request_bytes: u64) -> Server {
     let port = listener.local_addr().unwrap().port();
     let id = blocks::SharedExecutorId::default();
     *id.lock().unwrap() = "exec-7".into();
-    let service = ShuffleService::new(&shuffle_dir, id).with_max_request_bytes(max_request_bytes);
+    let service = ShuffleService::new(&shuffle_root, id).with_max_request_bytes(max_request_bytes);
     service.session_keys().learn(SHUFFLE, KEY);
     service.session_keys().learn(1 << 20, OTHER_KEY);
     let stop = CancellationToken::new();

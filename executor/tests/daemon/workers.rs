@@ -209,10 +209,19 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
         !env.values().any(|v| v.contains("cluster-secret")),
         "a secret reached the worker: {env:?}"
     );
-    assert_eq!(
-        Path::new(&env["EMBER_WORKER_SHUFFLE_DIR"]),
-        cfg.shuffle_dir()
-    );
+    // The session's own shuffle directory, made for it (0700).
+    let shuffle_dir = Path::new(&env["EMBER_WORKER_SHUFFLE_DIR"]);
+    assert_eq!(shuffle_dir.parent(), Some(cfg.shuffle_dir().as_path()));
+    assert!(shuffle_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(ember_executor::config::session_of_dir)
+        .is_some());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(shuffle_dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
     let scratch = PathBuf::from(&env["EMBER_WORKER_DIR"]);
     assert!(scratch.is_dir() && scratch.starts_with(cfg.workers_dir()));
     let socket = &env["EMBER_WORKER_SOCKET"];
