@@ -32,7 +32,10 @@ rm -rf "$ctx"
 trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/bin" "$ctx/rootfs/etc" "$ctx/rootfs/tmp" "$ctx/state/work" "$ctx/state/binaries"
 chmod 1777 "$ctx/rootfs/tmp"
-chmod 0700 "$ctx/state/work" "$ctx/state/binaries"
+# The executor's work dir: 0711, since its workers run as other uids (--worker-uids) that
+# must pass through it (not list it); the driver's binaries stay private.
+chmod 0711 "$ctx/state/work"
+chmod 0700 "$ctx/state/binaries"
 for b in ember-driver ember-executor; do
   cp "$out/$b" "$ctx/bin/$b"
   strip "$ctx/bin/$b"

@@ -4,7 +4,9 @@
 #   1. builds the images (deploy/build-images.sh) and brings up a driver and 3 executors,
 #      waiting until all are healthy;
 #   2. runs wordcount and sort on generated data through the cluster (from a container
-#      and from the host) and checks the output against local mode;
+#      and from the host) and checks the output against local mode; a job reading the
+#      executor secret through the cluster fails with a permission error (the executors
+#      run job code as worker uids);
 #   3. runs a gated faultjob and `docker kill`s an executor while its reducers wait: the
 #      job finishes with local mode's exact output;
 #   4. `docker network disconnect`s an executor during a gated job: the job finishes
@@ -29,6 +31,12 @@ elif command -v docker-compose >/dev/null 2>&1; then
   compose_cmd=(docker-compose)
 else
   echo "test-compose: neither 'docker compose' nor 'docker-compose' is installed; the compose test did not run"
+  exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+  echo "test-compose: needs root (to give the secret files and the data dir to uid 10001, as the"
+  echo "  executors, which run job code as other uids, require); the compose test did not run"
   exit 0
 fi
 
@@ -152,22 +160,16 @@ for f in range(4):
 PY
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_SECRET_FILE"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_EXECUTOR_SECRET_FILE"
-# The images run as uid 10001: it must read the secrets and write the shared data dir.
-if [ "$(id -u)" = 0 ]; then
-  chown 10001 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE" "$EMBER_DATA_DIR"
-  chmod 0400 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
-else  # cannot give files away: open them up instead (throwaway test secrets and dir)
-  chmod 0444 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
-  chmod 0777 "$EMBER_DATA_DIR"
-fi
+# The driver and clients run as uid 10001: it (alone) must read the secrets. Tasks run
+# as worker uids of group 10001: the shared data dir is the group's and setgid.
+chown 10001 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
+chmod 0400 "$EMBER_SECRET_FILE" "$EMBER_EXECUTOR_SECRET_FILE"
+chown 10001:10001 "$EMBER_DATA_DIR"
+chmod 2775 "$EMBER_DATA_DIR"
 chmod 0755 "$scratch"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$EMBER_OPERATOR_SECRET_FILE"
-if [ "$(id -u)" = 0 ]; then
-  chown 10001 "$EMBER_OPERATOR_SECRET_FILE"
-  chmod 0400 "$EMBER_OPERATOR_SECRET_FILE"
-else
-  chmod 0444 "$EMBER_OPERATOR_SECRET_FILE"
-fi
+chown 10001 "$EMBER_OPERATOR_SECRET_FILE"
+chmod 0400 "$EMBER_OPERATOR_SECRET_FILE"
 du -sh "$EMBER_DATA_DIR" | sed 's/^/   /'
 done_step
 
@@ -197,16 +199,29 @@ cmp -s <(parts "$D/sort-cluster") <(parts "$scratch/sort-local") \
   || fail "sort on the cluster differs from local mode (keys are unique: order must match)"
 echo "   sort: $(parts "$D/sort-cluster" | wc -l) lines in the same global order as local mode"
 # A client on the host (as uid 10001, the owner of the shared data dir) works too.
-if [ "$(id -u)" != 0 ]; then
-  echo "   (not root: the host-client check, which runs the client as uid 10001, is skipped)"
-else
-  EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 setpriv --reuid=10001 --regid=10001 --clear-groups \
-    "$EMBER_JOBS_DIR/wordcount" --master "http://127.0.0.1:$driver_port" --partitions 6 "$D/text" "$D/wc-host" \
-    2>/dev/null || fail "wordcount from a host client failed"
-  [ "$(parts "$D/wc-host" | sort | md5sum)" = "$(parts "$scratch/wc-local" | sort | md5sum)" ] \
-    || fail "wordcount from the host differs from local mode"
-  echo "   wordcount from a host client: identical"
-fi
+EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 setpriv --reuid=10001 --regid=10001 --clear-groups \
+  "$EMBER_JOBS_DIR/wordcount" --master "http://127.0.0.1:$driver_port" --partitions 6 "$D/text" "$D/wc-host" \
+  2>/dev/null || fail "wordcount from a host client failed"
+[ "$(parts "$D/wc-host" | sort | md5sum)" = "$(parts "$scratch/wc-local" | sort | md5sum)" ] \
+  || fail "wordcount from the host differs from local mode"
+echo "   wordcount from a host client: identical"
+done_step
+
+step "job code cannot read the executor secret (tasks run as their session's worker uid)"
+# The client plans splits from the input's size, so it gets a stand-in of the same size at
+# the path; the executors' tasks then open the real secret there.
+printf '%064d' 0 > "$scratch/decoy"
+chmod 0444 "$scratch/decoy"
+leak=$(compose run -d -v "$scratch/decoy:/run/secrets/ember_executor_secret:ro" job \
+  /jobs/wordcount --master http://driver:7077 /run/secrets/ember_executor_secret "$D/leak")
+rc=$(timeout -k 5 180 docker wait "$leak" || echo 124)
+leak_err=$(docker logs "$leak" 2>&1)
+docker rm -f "$leak" >/dev/null 2>&1
+[ "$rc" != 0 ] || fail "a job read the executor secret through the cluster"
+grep -q 'Permission denied' <<<"$leak_err" \
+  || { echo "$leak_err" | tail -5; fail "the job reading the executor secret failed, but not with a permission error"; }
+[ ! -e "$D/leak/_SUCCESS" ] || fail "the job reading the executor secret wrote an output"
+echo "   refused: $(grep -o 'I/O error on /run/secrets/ember_executor_secret: Permission denied' <<<"$leak_err" | head -1)"
 done_step
 
 local_job faultjob --partitions 6 "$D/kv" "$scratch/fault-local" > "$scratch/fault-local.out" 2>/dev/null
@@ -214,8 +229,9 @@ local_job faultjob --partitions 6 "$D/kv" "$scratch/fault-local" > "$scratch/fau
 start_gated() {
   local name=$1
   mkdir -p "$D/gate-$name"
-  # the executors' tasks (uid 10001) write their waiting-* files here
-  if [ "$(id -u)" = 0 ]; then chown 10001 "$D/gate-$name"; else chmod 0777 "$D/gate-$name"; fi
+  # the executors' tasks (worker uids of group 10001) write their waiting-* files here
+  chown 10001:10001 "$D/gate-$name"
+  chmod 2775 "$D/gate-$name"
   (job faultjob --partitions 6 --gate "$D/gate-$name" "$D/kv" "$D/fault-$name" \
      > "$scratch/fault-$name.out" 2> "$scratch/fault-$name.err"; echo $? > "$scratch/fault-$name.rc") &
   wait_for "faultjob's reducers at the gate" 120 "ls '$D/gate-$name' | grep -q waiting"

@@ -49,7 +49,12 @@ fn lines(dir: &Path) -> Vec<String> {
     for entry in fs::read_dir(dir).unwrap().flatten() {
         let name = entry.file_name().into_string().unwrap();
         if name.starts_with("part-") {
-            out.extend(fs::read_to_string(entry.path()).unwrap().lines().map(String::from));
+            out.extend(
+                fs::read_to_string(entry.path())
+                    .unwrap()
+                    .lines()
+                    .map(String::from),
+            );
         }
     }
     out.sort();
@@ -84,7 +89,10 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains("needs the executor to run as root"), "{stderr}");
+        assert!(
+            stderr.contains("needs the executor to run as root"),
+            "{stderr}"
+        );
         eprintln!("not root: only checked that --worker-uids is refused");
         return;
     }
@@ -129,11 +137,18 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
     eventually("session A to reach its gate", &cluster, || marker.exists());
     let work = cluster.executor_dir(0);
     let a_files = shuffle_files(&work);
-    assert!(!a_files.is_empty(), "no shuffle files under {}", work.display());
+    assert!(
+        !a_files.is_empty(),
+        "no shuffle files under {}",
+        work.display()
+    );
     // A's job code ran as a worker uid with the worker group, and its shuffle directory
     // is that uid's alone.
     let a_uid = fs::metadata(&marker).unwrap().uid();
-    assert!(worker_uid(a_uid), "the gate marker was written by uid {a_uid}");
+    assert!(
+        worker_uid(a_uid),
+        "the gate marker was written by uid {a_uid}"
+    );
     assert_eq!(fs::metadata(&marker).unwrap().gid().to_string(), GID);
     let a_dir = a_files[0].parent().unwrap().to_path_buf();
     let meta = fs::metadata(&a_dir).unwrap();
@@ -158,7 +173,8 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
             target.display()
         );
         assert!(
-            run.stderr.contains("Permission denied") && run.stderr.contains(&*target.to_string_lossy()),
+            run.stderr.contains("Permission denied")
+                && run.stderr.contains(&*target.to_string_lossy()),
             "expected a permission error naming {}: {run:?}",
             target.display()
         );
@@ -176,7 +192,12 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
     assert!(run.success, "{run:?}\n{}", cluster.logs());
     let local = run_example(
         "wordcount",
-        &["--master", "local[2]", sample.to_str().unwrap(), local_out.to_str().unwrap()],
+        &[
+            "--master",
+            "local[2]",
+            sample.to_str().unwrap(),
+            local_out.to_str().unwrap(),
+        ],
         s,
     );
     assert!(local.success, "{local:?}");
@@ -189,7 +210,10 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
         .unwrap()
         .path();
     let c_uid = fs::metadata(&part).unwrap().uid();
-    assert!(worker_uid(c_uid) && c_uid != a_uid, "C wrote as uid {c_uid}, A runs as {a_uid}");
+    assert!(
+        worker_uid(c_uid) && c_uid != a_uid,
+        "C wrote as uid {c_uid}, A runs as {a_uid}"
+    );
 
     // A goes on and finishes with local mode's result; its session's shuffle directory
     // is gone once it ended.
@@ -203,7 +227,9 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
     let local = run_example("faultjob", &refs, s);
     assert!(local.success, "{local:?}");
     assert_eq!(lines(&a_out), lines(&a_local));
-    eventually("session A's shuffle directory to be removed", &cluster, || {
-        !a_dir.exists()
-    });
+    eventually(
+        "session A's shuffle directory to be removed",
+        &cluster,
+        || !a_dir.exists(),
+    );
 }

@@ -16,9 +16,11 @@
 //! ```
 //!
 //! Invariants: the work dir and its three subdirectories exist once
-//! [`Config::prepare_work_dir`] returned, the subdirectories with mode 0700; modes are
-//! set explicitly ([`private_dir`]), never left to the umask, so no other local user can
-//! plant a binary, read shuffle data or connect to (or impersonate) a worker socket.
+//! [`Config::prepare_work_dir`] returned, the subdirectories with mode 0700 (0711 with
+//! worker uids, which must enter but not list them; see [`crate::worker_users`]);
+//! modes are set explicitly ([`private_dir`], [`dir_with_mode`]), never left to the
+//! umask, so no other local user can plant a binary, read shuffle data or connect to
+//! (or impersonate) a worker socket.
 //!
 //! The executor empties `shuffle/` and `workers/` at start, so it only works in a
 //! directory that is its own ([`claim_work_dir`]): one it creates, an empty one it

@@ -364,7 +364,8 @@ async fn run(
         true
     });
 
-    let binaries = Arc::new(BinaryStore::new(config.binaries_dir()).with_mode(config.binary_mode()));
+    let binaries =
+        Arc::new(BinaryStore::new(config.binaries_dir()).with_mode(config.binary_mode()));
     tokio::spawn(collect_binaries(
         binaries.clone(),
         config.binary_max_age,

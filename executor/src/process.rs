@@ -53,9 +53,9 @@ use tokio::process::{Child, Command};
 use tokio::time::{sleep_until, timeout, Instant};
 
 use crate::config::Config;
+use crate::protocol::{decode_from_worker, framed, WorkerFramed};
 use crate::worker_users::UidLease;
 use ember_proto::IdRange;
-use crate::protocol::{decode_from_worker, framed, WorkerFramed};
 
 /// How long a new worker has to connect and say `Ready`.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -321,7 +321,9 @@ mod tests {
             WorkerUsers::parse("20000-20001", 0),
             Err(WorkerUsersError::RootGroup)
         ));
-        let err = WorkerUsers::parse(&"9".repeat(10_000), 1).unwrap_err().to_string();
+        let err = WorkerUsers::parse(&"9".repeat(10_000), 1)
+            .unwrap_err()
+            .to_string();
         assert!(err.len() < 400, "{err}");
     }
 

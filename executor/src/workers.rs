@@ -38,8 +38,8 @@ use crate::binaries::{is_valid_sha, BinaryStore};
 use crate::binary_worker::{self, WorkerCmd};
 use crate::config::Config;
 use crate::driver_conn::DriverConn;
-use crate::worker_users::UidLease;
 pub use crate::worker_env::{failed_status, RunningTasks, WorkerEnv};
+use crate::worker_users::UidLease;
 
 struct WorkerHandle {
     tx: mpsc::UnboundedSender<WorkerCmd>,

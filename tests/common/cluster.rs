@@ -174,8 +174,7 @@ impl Cluster {
                     .mode(0o600)
                     .open(&file)
                     .unwrap();
-                std::io::Write::write_all(&mut f, format!("{s}-executor-only").as_bytes())
-                    .unwrap();
+                std::io::Write::write_all(&mut f, format!("{s}-executor-only").as_bytes()).unwrap();
             }
             cmd.env("EMBER_EXECUTOR_SECRET_FILE", file);
             if driver {
