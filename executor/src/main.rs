@@ -258,6 +258,13 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         users
             .check_reachable(&config.work_dir)
             .map_err(|e| e.to_string())?;
+        let killed = users.kill_leftovers();
+        if killed > 0 {
+            tracing::warn!(
+                killed,
+                "killed processes an earlier run left running as worker uids"
+            );
+        }
         tracing::info!(
             uids = users.describe(),
             gid = users.gid(),

@@ -20,7 +20,8 @@
 //!   session's workers have ended.
 //! * Before a uid returns to the pool, every process still running as it (a job could
 //!   have forked one that outlived its worker) is killed with SIGKILL, so nothing of
-//!   one session survives into the next session given that uid.
+//!   one session survives into the next session given that uid; at start, the processes
+//!   of every uid of the range (an earlier run's) are killed too.
 //! * The pool hands out the uid given back longest ago first, then ones never used.
 //! * Only the executor's own process changes owners and modes; nothing from the wire
 //!   becomes a uid (uids come from the pool only).
@@ -209,6 +210,14 @@ impl WorkerUsers {
         Ok(())
     }
 
+    /// Kills every process running as a uid of the range (left by an earlier run of
+    /// this executor, which leased uids from a pool this run knows nothing of); returns
+    /// how many. Called once at start, before any uid is leased.
+    pub fn kill_leftovers(&self) -> usize {
+        let (first, last) = (self.first, self.last);
+        kill_processes_where(|uid| (first..=last).contains(&uid))
+    }
+
     /// The group worker processes run with.
     pub fn gid(&self) -> u32 {
         self.gid
@@ -243,9 +252,14 @@ impl WorkerUsers {
 /// `/proc/<pid>/status`), repeating while new ones appear (a process forking as it
 /// dies), at most 10 rounds; returns how many were signalled.
 pub fn kill_processes_of(uid: u32) -> usize {
+    kill_processes_where(|id| id == uid)
+}
+
+/// [`kill_processes_of`] for every uid `runs_as` accepts.
+fn kill_processes_where(runs_as: impl Fn(u32) -> bool) -> usize {
     let mut killed = 0;
     for _ in 0..10 {
-        let pids = processes_of(uid);
+        let pids = processes_where(&runs_as);
         if pids.is_empty() {
             break;
         }
@@ -260,8 +274,8 @@ pub fn kill_processes_of(uid: u32) -> usize {
     killed
 }
 
-/// The pids of the live processes running as `uid`.
-fn processes_of(uid: u32) -> Vec<i32> {
+/// The pids of the live processes whose real, effective or saved uid `runs_as` accepts.
+fn processes_where(runs_as: &impl Fn(u32) -> bool) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -280,15 +294,15 @@ fn processes_of(uid: u32) -> Vec<i32> {
         let zombie = status
             .lines()
             .any(|l| l.starts_with("State:") && l.contains('Z'));
-        let runs_as = status
+        let matches = status
             .lines()
             .find_map(|l| l.strip_prefix("Uid:"))
             .is_some_and(|ids| {
                 ids.split_whitespace()
                     .take(3)
-                    .any(|id| id.parse::<u32>() == Ok(uid))
+                    .any(|id| id.parse::<u32>().is_ok_and(runs_as))
             });
-        if runs_as && !zombie {
+        if matches && !zombie {
             pids.push(pid);
         }
     }
