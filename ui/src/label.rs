@@ -17,7 +17,7 @@ pub(crate) fn wrap(text: &str, width: usize, max_lines: usize) -> Vec<String> {
     let mut line = String::new();
     let mut words = text.split_whitespace().peekable();
     let mut cut = false;
-    while let Some(word) = words.next() {
+    for word in words.by_ref() {
         let len = line.chars().count();
         let wlen = word.chars().count();
         if len > 0 && len + 1 + wlen <= width {

@@ -30,7 +30,7 @@ const AXIS: u32 = 40;
 fn ms_label(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms} ms")
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{:.1} s", ms as f64 / 1000.0)
@@ -129,12 +129,20 @@ pub(crate) fn stage_timeline(tasks: &[TaskInfo]) -> String {
             }
             let _ = write!(
                 svg,
-                "<text class=\"lane\" x=\"2\" y=\"{}\" font-size=\"11\">executor {}</text>",
+                "<text class=\"lane\" x=\"2\" y=\"{}\" font-size=\"11\"><title>executor {id}</title>{short}</text>",
                 y + 12,
-                esc(&t.executor_id)
+                id = esc(&t.executor_id),
+                short = crate::label::tspans(&t.executor_id, 20, 1, 2, 0),
             );
             last_executor = Some(t.executor_id.as_str());
         }
+        let _ = write!(
+            svg,
+            "<text x=\"{x}\" y=\"{ty}\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">task {id}</text>",
+            x = LABEL - 6.0,
+            ty = y + 12,
+            id = t.task_id,
+        );
         let until = t.finished_ms.unwrap_or(end);
         let x = LABEL + (t.launched_ms - start) as f64 * scale;
         let w = ((until - t.launched_ms) as f64 * scale).max(3.0);
