@@ -434,10 +434,16 @@ impl Scheduler {
         };
         let attempt = st.start_attempt(partitions.iter().copied());
         let info = stage_info(st, partitions.len() as u32);
+        // The shuffle a map stage writes (its name no longer carries it).
+        let shuffle = match st.kind {
+            StageKind::ShuffleMap(sid) => Some(sid),
+            StageKind::Result(_) => None,
+        };
         if partitions.len() as u32 == st.num_partitions {
             info!(
                 stage = st.number,
                 stage_id,
+                shuffle,
                 attempt,
                 "submitting stage {}: all {} partitions",
                 for_log(&st.name),
@@ -447,6 +453,7 @@ impl Scheduler {
             info!(
                 stage = st.number,
                 stage_id,
+                shuffle,
                 attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
                 for_log(&st.name),
