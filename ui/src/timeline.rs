@@ -5,8 +5,10 @@
 //!   jobs from submission to end.
 //!
 //! Both have a time axis with labelled ticks. Invariants: every task attempt kept (up to
-//! [`MAX_TASK_BARS`]) and every job (up to [`MAX_JOB_BARS`]) has exactly one bar of its
-//! own row, so bars never hide each other; every text is HTML-escaped.
+//! [`MAX_TASK_BARS`]), every job (the newest [`MAX_JOB_BARS`]) and every executor (the
+//! latest [`MAX_EXECUTOR_ROWS`] added) has exactly one row of its own, so bars never
+//! hide each other, and a page says when some were left out; every text is
+//! HTML-escaped.
 
 use std::fmt::Write as _;
 
@@ -16,8 +18,11 @@ use crate::store::{AppStatus, Status, TaskInfo};
 
 /// Task attempts drawn at most (Spark's `spark.ui.timeline.tasks.maximum`).
 pub(crate) const MAX_TASK_BARS: usize = 1000;
-/// Jobs drawn at most, the newest (Spark's `spark.ui.timeline.jobs.maximum` is 500).
-pub(crate) const MAX_JOB_BARS: usize = 500;
+/// Jobs drawn at most, the newest (as Spark's `spark.ui.timeline.jobs.maximum`, lower:
+/// a row each, above the jobs' tables).
+pub(crate) const MAX_JOB_BARS: usize = 100;
+/// Executors drawn at most, the latest added (as `spark.ui.timeline.executors.maximum`).
+pub(crate) const MAX_EXECUTOR_ROWS: usize = 100;
 
 /// Left margin for row labels, width of the time scale and height of a row.
 const LABEL: f64 = 170.0;
@@ -189,7 +194,10 @@ fn clock(ms: u64) -> String {
 /// The jobs page's event timeline: a row per executor (added, and lost with its
 /// reason) and a row per job (a bar from submission to end, linked to its page).
 pub(crate) fn event_timeline(app: &AppStatus, base: &str) -> String {
-    let executors = app.executors();
+    let mut executors = app.executors();
+    executors.sort_by_key(|x| (x.added_ms, x.executor_id.clone()));
+    let skipped_executors = executors.len().saturating_sub(MAX_EXECUTOR_ROWS);
+    executors.drain(..skipped_executors);
     let mut jobs: Vec<_> = app.jobs_iter().collect();
     let skipped_jobs = jobs.len().saturating_sub(MAX_JOB_BARS);
     jobs.drain(..skipped_jobs);
@@ -274,8 +282,15 @@ pub(crate) fn event_timeline(app: &AppStatus, base: &str) -> String {
         &format!("time since {} UTC", clock(start)),
     );
     svg.push_str("</svg>");
-    if skipped_jobs > 0 {
-        let _ = write!(svg, "<p>The newest {MAX_JOB_BARS} jobs are drawn.</p>");
+    if skipped_jobs + skipped_executors > 0 {
+        let _ = write!(
+            svg,
+            "<p>Drawn: the newest {} of {} jobs, the latest {} of {} executors added.</p>",
+            jobs.len(),
+            jobs.len() + skipped_jobs,
+            executors.len(),
+            executors.len() + skipped_executors
+        );
     }
     svg
 }
@@ -293,5 +308,35 @@ mod tests {
         assert_eq!(ms_label(1500), "1.5 s");
         assert_eq!(ms_label(2000), "2 s");
         assert_eq!(clock(3_723_000), "01:02:03");
+    }
+
+    #[test]
+    fn the_event_timeline_draws_the_newest_jobs_and_says_so() {
+        use crate::event::AppEvent;
+        let mut app = AppStatus::new("app", 1);
+        app.apply(&AppEvent::ExecutorAdded {
+            executor_id: "e<1>".into(),
+            slots: 1,
+            time_ms: 2,
+        });
+        let n = MAX_JOB_BARS as u64 + 20;
+        for job_id in 0..n {
+            app.apply(&AppEvent::JobSubmitted {
+                job_id,
+                application: String::new(),
+                number: Some(job_id),
+                description: "count at a.rs:1".into(),
+                stages: vec![],
+                time_ms: 10 + job_id,
+            });
+        }
+        let svg = event_timeline(&app, "");
+        assert_eq!(svg.matches("<g class=\"job ").count(), MAX_JOB_BARS);
+        assert!(svg.contains(">job 119</text>") && !svg.contains(">job 19</text>"));
+        assert!(
+            svg.contains(&format!("the newest {MAX_JOB_BARS} of {n} jobs")),
+            "{svg}"
+        );
+        assert!(svg.contains(">executor e&lt;1&gt; added</text>"), "{svg}");
     }
 }
