@@ -2,8 +2,8 @@
 //! `/apps/{app}/jobs`, `/apps/{app}/jobs/{n}`, `/apps/{app}/stages/{n}` and under
 //! `/api/v1/apps/{app}/` the same nouns as `/api/v1/` (`jobs`, `jobs/{n}`,
 //! `jobs/{n}/stages`, `stages/{n}`, `stages/{n}/tasks`), with `{n}` the application's
-//! own job or stage number. A history server serves them under `/history/{log}/` and
-//! `/api/v1/applications/{log}/`.
+//! own job or stage number; `/api/v1/apps` lists the applications' ids. A history
+//! server serves them under `/history/{log}/` and `/api/v1/applications/{log}/`.
 //!
 //! Invariants: an address is resolved against the store the viewer may see (scoped to a
 //! session's application), so another application's job or stage is a 404 exactly as
@@ -17,6 +17,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use serde::Serialize;
 
 use crate::api::{answer, Query};
 use crate::html;
@@ -67,9 +68,48 @@ pub(crate) fn parse_query(rest: &str) -> Option<AppQuery> {
     }
 }
 
-/// The live routes under `/apps/{app}/` and `/api/v1/apps/{app}/`.
+/// An application in `/api/v1/apps`: its id in addresses and its jobs kept.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub(crate) struct AppRef {
+    pub id: String,
+    pub jobs: usize,
+}
+
+/// The applications of `store`'s jobs, in the order of their first job.
+pub(crate) fn apps(store: &AppStatus) -> Vec<AppRef> {
+    let mut out: Vec<AppRef> = Vec::new();
+    for j in store.jobs_iter() {
+        let id = nav::app_id(store, &j.application);
+        match out.iter_mut().find(|a| a.id == id) {
+            Some(a) => a.jobs += 1,
+            None => out.push(AppRef {
+                id: id.to_string(),
+                jobs: 1,
+            }),
+        }
+    }
+    out
+}
+
+/// `/api/v1/apps` (or a history log's `.../apps`): [`apps`] as JSON.
+pub(crate) fn apps_json(store: &AppStatus) -> Response {
+    serde_json::to_string(&apps(store)).map_or_else(|_| not_found(), json_ok)
+}
+
+/// The live routes under `/apps/{app}/` and `/api/v1/apps/{app}/`, and `/api/v1/apps`.
 pub(crate) fn live_routes() -> Router<Arc<Shared>> {
     Router::new()
+        .route(
+            "/api/v1/apps",
+            get(|s: St, v: Seen| async move {
+                let Some(st) = live_status(&s) else {
+                    return not_found();
+                };
+                let all = st.read();
+                let scoped = v.view(&all);
+                apps_json(scoped.as_ref().unwrap_or(&all))
+            }),
+        )
         .route(
             "/apps/{app}/{*rest}",
             get(

@@ -527,6 +527,7 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
         ["stages", n] => stage_num(n).map(Query::Stage),
         ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
         ["executors"] => Some(Query::Executors),
+        ["apps"] => return crate::app_pages::apps_json(&app.read()),
         _ => None,
     };
     let Some(q) = q else {

@@ -142,6 +142,7 @@ def main():
         # Addresses carry the application (its id, one path segment) and its own
         # numbers: the number a link shows is the number in the address it leads to.
         app = f"/apps/{urllib.parse.quote(job['application'], safe='')}"
+        assert api(ui, "/api/v1/apps") == [{"id": job["application"], "jobs": 1}]
         assert job["application"] in browser.find_element(By.TAG_NAME, "body").text
         browser.find_element(By.CSS_SELECTOR, "table").find_element(By.LINK_TEXT, str(job["number"])).click()
         assert browser.current_url.endswith(f"{app}/jobs/{job['number']}"), browser.current_url

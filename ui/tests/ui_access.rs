@@ -159,6 +159,8 @@ fn a_session_token_sees_only_its_own_application() {
             "{path}: {body}"
         );
     }
+    let (code, apps) = get_as("/api/v1/apps", &a);
+    assert_eq!((code, apps.as_str()), (200, r#"[{"id":"a #1","jobs":1}]"#));
     let (code, own) = get_as("/apps/a%20%231/jobs/10", &a);
     assert!(code == 200 && own.contains("Job 10 of a #1"), "{own}");
     let (code, stage) = get_as("/api/v1/apps/a%20%231/stages/1", &a);

@@ -378,6 +378,10 @@ fn the_api_and_pages_show_the_application() {
     }
     assert!(stage.contains("time since the stage&#39;s first task launched"));
     // The same by application in the JSON, which keeps the driver's ids.
+    assert_eq!(
+        json(&addr, "/api/v1/apps"),
+        serde_json::json!([{"id": "wordcount", "jobs": 2}])
+    );
     assert_eq!(json(&addr, "/api/v1/apps/wordcount/jobs/1")["job_id"], 1);
     assert_eq!(
         json(&addr, "/api/v1/apps/wordcount/jobs")
@@ -532,6 +536,10 @@ fn a_history_server_replays_event_logs() {
     let (code, page) = get(&addr, &format!("{app}/jobs/0"), None);
     assert_eq!(code, 200);
     assert!(page.contains(&format!("href=\"{app}/stages/1\"")), "{page}");
+    assert_eq!(
+        json(&addr, &format!("/api/v1/applications/{id}/apps")),
+        serde_json::json!([{"id": "word count!", "jobs": 2}])
+    );
     let (code, jobs_page) = get(&addr, &format!("{app}/jobs"), None);
     assert!(
         code == 200 && jobs_page.contains("executor e1 added"),
@@ -638,6 +646,14 @@ fn a_driver_of_several_applications_shows_each_ones_numbers() {
     assert_eq!(
         json(&addr, "/api/v1/apps/report%20%3C2%3E/stages/0")["stage_id"],
         8
+    );
+    assert_eq!(
+        json(&addr, "/api/v1/apps"),
+        serde_json::json!([
+            {"id": "etl #1", "jobs": 1},
+            {"id": "report <2>", "jobs": 1},
+            {"id": "local", "jobs": 1}
+        ])
     );
     stop.send(()).unwrap();
     thread.join().unwrap();
