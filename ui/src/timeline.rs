@@ -226,16 +226,22 @@ pub(crate) fn event_timeline(app: &AppStatus, base: &str) -> String {
     svg.push_str(&open_svg("events", rows * ROW + AXIS + 6));
     for (r, x) in executors.iter().enumerate() {
         let y = r as u32 * ROW;
+        // The event's text on the side of its mark with more room.
+        let cx = at(x.added_ms);
+        let (tx, anchor) = if cx < LABEL + WIDTH / 2.0 {
+            (cx + 8.0, "start")
+        } else {
+            (cx - 8.0, "end")
+        };
         let _ = write!(
             svg,
-            "<text class=\"lane\" x=\"2\" y=\"{ty}\" font-size=\"11\">executor {id}</text>\
+            "<text class=\"lane\" x=\"2\" y=\"{ty}\" font-size=\"11\">executor {short}</text>\
              <g class=\"executor-added\"><circle cx=\"{cx:.1}\" cy=\"{cy}\" r=\"5\" fill=\"#2e7d32\"/>\
-             <text x=\"{tx:.1}\" y=\"{ty}\" font-size=\"10\">executor {id} added</text></g>",
+             <text x=\"{tx:.1}\" y=\"{ty}\" font-size=\"10\" text-anchor=\"{anchor}\">executor {id} added</text></g>",
             ty = y + 12,
             id = esc(&x.executor_id),
-            cx = at(x.added_ms),
+            short = esc(&crate::label::wrap(&x.executor_id, 17, 1).concat()),
             cy = y + ROW / 2,
-            tx = at(x.added_ms) + 8.0,
         );
         if let Some(lost) = x.lost_ms {
             let _ = write!(
@@ -263,11 +269,12 @@ pub(crate) fn event_timeline(app: &AppStatus, base: &str) -> String {
         let _ = write!(
             svg,
             "<a href=\"{href}\"><g class=\"job {st}\"><title>{l}: {st}, {desc}</title>\
-             <text x=\"2\" y=\"{ty}\" font-size=\"11\">{l}</text>\
+             <text x=\"2\" y=\"{ty}\" font-size=\"11\">{short}</text>\
              <rect x=\"{from:.1}\" y=\"{ry}\" width=\"{w:.1}\" height=\"{h}\" fill=\"{c}\" stroke=\"#555\" stroke-width=\"0.5\"/></g></a>",
             href = esc(&nav::job_href(base, app, j)),
             st = j.status.as_str(),
             l = esc(&label),
+            short = esc(&crate::label::wrap(&label, 26, 1).concat()),
             desc = esc(&j.description),
             ty = y + 12,
             ry = y + 3,
