@@ -1,7 +1,9 @@
 //! The UI's HTTP server (axum): the pages and the REST API of a live application
 //! ([`Source::Live`], at `/`), or of every application whose event log is in a
 //! directory ([`Source::History`], each under `/history/{app}/` and
-//! `/api/v1/applications/{app}/`).
+//! `/api/v1/applications/{app}/`). A job's and a stage's pages are addressed by their
+//! application and its own numbers ([`crate::nav`], [`crate::app_pages`]); the
+//! driver's ids redirect there.
 //!
 //! Invariants: unless the UI is open ([`Auth::Open`]), every request needs a
 //! credential (see [`crate::access`]): the operator secret sees everything, a driver's
