@@ -296,13 +296,13 @@ mod tests {
     fn a_stage_failure_is_its_own_error_naming_no_partition_or_executor() {
         let err = failure_to_error(JobFailure::StageFailed {
             stage_id: 3,
-            stage_name: "reduceByKey (shuffle 1)".into(),
+            stage_name: "map at src/main.rs:12".into(),
             message: "stage failed 4 consecutive attempts".into(),
         });
         assert!(matches!(err, EmberError::StageFailed { stage_id: 3, .. }));
         assert_eq!(
             err.to_string(),
-            "job aborted: stage 3 (reduceByKey (shuffle 1)) failed: stage failed 4 consecutive attempts"
+            "job aborted: stage 3 (map at src/main.rs:12) failed: stage failed 4 consecutive attempts"
         );
     }
 }

@@ -32,6 +32,18 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     )
 }
 
+/// `s` as one path segment: every byte but `A-Za-z0-9-._~` percent-encoded.
+fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn json(addr: &str, path: &str) -> serde_json::Value {
     let (code, body) = get(addr, path);
     assert_eq!(code, 200, "{path}: {body}");
@@ -153,10 +165,20 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
         .sum();
     let all = map["num_tasks"].as_u64().unwrap() + result["num_tasks"].as_u64().unwrap();
     assert_eq!(done, all, "every task ran on some executor");
-    let (code, page) = get(&ui, &format!("/jobs/{id}"));
+    // Pages are addressed by application and its own numbers (the driver's ids
+    // redirect there).
+    let application = job["application"].as_str().unwrap().to_string();
+    let app = segment(&application);
+    let map_number = map["number"].as_u64().unwrap();
+    let job_number = job["number"].as_u64().unwrap();
+    assert_eq!(get(&ui, &format!("/jobs/{id}")).0, 303);
+    let (code, page) = get(&ui, &format!("/apps/{app}/jobs/{job_number}"));
     assert_eq!(code, 200);
     assert!(
-        page.contains("<svg") && page.contains(&format!("/stages/{map_id}")),
+        page.contains("<svg")
+            && page.contains(&format!(
+                "<a href=\"/apps/{app}/stages/{map_number}\">{map_number}</a>"
+            )),
         "{page}"
     );
     let (_, page) = get(&ui, "/jobs");
@@ -330,7 +352,17 @@ fn the_web_ui_shows_a_wordcount_and_the_history_server_replays_it() {
         replayed, jobs,
         "the history server shows the jobs the live UI showed"
     );
-    let (code, page) = get(&addr, &format!("/history/{app}/stages/{map_id}"));
+    assert_eq!(
+        get(&addr, &format!("/history/{app}/stages/{map_id}")).0,
+        303
+    );
+    let (code, page) = get(
+        &addr,
+        &format!(
+            "/history/{app}/apps/{}/stages/{map_number}",
+            segment(&application)
+        ),
+    );
     assert_eq!(code, 200);
     assert!(page.contains("Timeline"), "{page}");
     drop(history);

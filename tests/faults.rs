@@ -149,15 +149,15 @@ fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 /// The driver's submissions of the map stage writing `shuffle_id`: the number of
-/// partitions of each ("submitting stage NAME (shuffle S): all N partitions" or
-/// "...: K of N partitions [..]").
+/// partitions of each ("submitting stage NAME: all N partitions ... shuffle=S ..." or
+/// "...: K of N partitions [..] ...").
 fn submissions(driver_log: &str, shuffle_id: u32) -> Vec<usize> {
-    let tag = format!("(shuffle {shuffle_id}): ");
+    let tag = format!("shuffle={shuffle_id}");
     driver_log
         .lines()
-        .filter(|l| l.contains("submitting stage"))
+        .filter(|l| l.contains("submitting stage") && l.split_whitespace().any(|w| w == tag))
         .filter_map(|l| {
-            let (_, rest) = l.split_once(&tag)?;
+            let (_, rest) = l.split_once("submitting stage ")?.1.split_once(": ")?;
             let mut words = rest.split_whitespace();
             match words.next()? {
                 "all" => words.next()?.parse().ok(),

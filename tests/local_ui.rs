@@ -63,6 +63,43 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
         serde_json::from_str(&get(&addr, "/api/v1/jobs/0/stages").unwrap().1).unwrap();
     assert_eq!(stages[0]["metrics"]["records_in"], 1000);
     assert_eq!(stages[1]["metrics"]["records_out"], 10);
+    // The pages are addressed by the application (local mode: the context's name,
+    // the program's file name) and its own numbers, as on a cluster.
+    let app = std::env::args()
+        .next()
+        .and_then(|a| Some(std::path::Path::new(&a).file_name()?.to_str()?.to_string()))
+        .unwrap();
+    assert!(
+        app.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+        "{app} is its own path segment"
+    );
+    let (_, page) = get(&addr, "/jobs").unwrap();
+    assert!(
+        page.contains(&format!("<a href=\"/apps/{app}/jobs/0\">0</a>")),
+        "{page}"
+    );
+    assert!(
+        page.contains(">executor local added</text>"),
+        "the event timeline: {page}"
+    );
+    let (code, job) = get(&addr, &format!("/apps/{app}/jobs/0")).unwrap();
+    assert!(code == 200 && job.contains("<h1>Job 0</h1>"), "{job}");
+    let map = &stages[0]["number"];
+    assert!(
+        job.contains(&format!("<a href=\"/apps/{app}/stages/{map}\">{map}</a>")),
+        "{job}"
+    );
+    let (code, stage) = get(&addr, &format!("/apps/{app}/stages/{map}")).unwrap();
+    assert!(
+        code == 200 && stage.contains(&format!("<h1>Stage {map}</h1>")),
+        "{stage}"
+    );
+    assert_eq!(
+        stage.matches("<rect class=\"task ").count() as u64,
+        stages[0]["num_tasks"].as_u64().unwrap(),
+        "a bar per task: {stage}"
+    );
     drop(ctx);
     assert!(
         get(&addr, "/api/v1/jobs").is_none(),

@@ -189,8 +189,23 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
     ] {
         assert_eq!(http(&ui, "GET", &path, Some(&a_auth), &[]).0, 404, "{path}");
     }
-    let (code, page) = http(&ui, "GET", &format!("/jobs/{ja}"), Some(&a_auth), &[]);
-    assert_eq!(code, 200);
+    // The driver's id redirects to the application's own address, which the jobs
+    // page links to.
+    let (code, _) = http(&ui, "GET", &format!("/jobs/{ja}"), Some(&a_auth), &[]);
+    assert_eq!(code, 303);
+    let (_, jobs_page) = http(&ui, "GET", "/jobs", Some(&a_auth), &[]);
+    let job_href = (jobs_page.split("<a href=\"").skip(1))
+        .filter_map(|r| r.split('"').next())
+        .find(|h| h.starts_with("/apps/") && h.contains("/jobs/"))
+        .unwrap_or_else(|| panic!("no job link in {jobs_page}"))
+        .to_string();
+    let (code, page) = http(&ui, "GET", &job_href, Some(&a_auth), &[]);
+    assert_eq!(code, 200, "{job_href}");
+    assert_eq!(
+        http(&ui, "GET", &job_href, Some(&b_auth), &[]).0,
+        404,
+        "{job_href}"
+    );
     assert!(
         page.contains(&format!("action=\"/jobs/{ja}/kill\"")),
         "{page}"

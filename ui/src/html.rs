@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::nav;
 use crate::store::{AppStatus, ExecutorInfo, JobInfo, StageInfo, Status, TaskInfo};
 
 /// `s` with `& < > " '` escaped.
@@ -74,7 +75,7 @@ fn bytes(n: u64) -> String {
 
 pub(crate) fn jobs_page(app: &AppStatus, base: &str) -> String {
     let jobs = app.jobs();
-    let mut body = String::new();
+    let mut body = crate::timeline::event_timeline(app, base);
     for (label, want) in [
         ("Running", Status::Running),
         ("Succeeded", Status::Succeeded),
@@ -105,9 +106,9 @@ pub(crate) fn jobs_page(app: &AppStatus, base: &str) -> String {
             }
             let _ = write!(
                 body,
-                "<td class=\"n\"><a href=\"{base}/jobs/{id}\">{num}</a></td><td>{d}</td><td>{s}</td>\
+                "<td class=\"n\"><a href=\"{href}\">{num}</a></td><td>{d}</td><td>{s}</td>\
                  <td class=\"n\">{n} ({k} skipped)</td><td class=\"n\">{t}</td><td>{f}</td></tr>",
-                id = j.job_id,
+                href = esc(&nav::job_href(base, app, j)),
                 num = j.number,
                 d = esc(&j.description),
                 s = status(j.status),
@@ -148,10 +149,12 @@ pub(crate) fn job_page(
     if let Some(f) = &job.failure {
         let _ = write!(body, "<pre class=\"failed\">{}</pre>", esc(f));
     }
+    // Stage links carry the application's numbers (see `nav`).
+    let app_base = esc(&nav::app_base(base, app, &job.application));
     body.push_str("<h2>DAG</h2>");
-    body.push_str(&dag_svg(stages, base));
+    body.push_str(&dag_svg(stages, &app_base));
     body.push_str("<h2>Stages</h2>");
-    stage_table(&mut body, base, stages);
+    stage_table(&mut body, &app_base, stages);
     let title = if job.application.is_empty() {
         format!("Job {}", job.number)
     } else {
@@ -168,10 +171,9 @@ fn stage_table(body: &mut String, base: &str, stages: &[StageInfo]) {
     for s in stages {
         let _ = write!(
             body,
-            "<tr><td class=\"n\"><a href=\"{base}/stages/{id}\">{num}</a></td><td>{name}</td><td>{st}</td>\
+            "<tr><td class=\"n\"><a href=\"{base}/stages/{num}\">{num}</a></td><td>{name}</td><td>{st}</td>\
              <td class=\"n\">{ok} / {run} / {fail} of {all}</td><td class=\"n\">{ri}</td><td class=\"n\">{ro}</td>\
              <td class=\"n\">{sr}</td><td class=\"n\">{sw}</td><td class=\"n\">{sp}</td><td class=\"n\">{t}</td></tr>",
-            id = s.stage_id,
             num = s.number,
             name = esc(&s.name),
             st = status(s.status),
@@ -207,7 +209,7 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             .map_or(0, |d| d + 1);
         depth.push(d);
     }
-    let (w, h, gap_x, gap_y) = (190u32, 46u32, 60u32, 18u32);
+    let (w, h, gap_x, gap_y) = (190u32, 56u32, 60u32, 18u32);
     let mut row_of_depth: std::collections::HashMap<u32, u32> = Default::default();
     let mut pos = Vec::with_capacity(stages.len());
     for d in &depth {
@@ -242,19 +244,18 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             Status::Skipped | Status::Pending => "#f5f5f5",
         };
         let (x, y) = pos[i];
-        let name: String = s.name.chars().take(26).collect();
         let _ = write!(
             svg,
-            "<a href=\"{base}/stages/{id}\"><g class=\"stage {st}\"><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" rx=\"5\" \
+            "<a href=\"{base}/stages/{num}\"><g class=\"stage {st}\"><title>{full}</title><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" rx=\"5\" \
              fill=\"{fill}\" stroke=\"#888\"/><text x=\"{tx}\" y=\"{ty1}\" font-size=\"12\">Stage {num} ({st})</text>\
              <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text></g></a>",
-            id = s.stage_id,
             num = s.number,
             st = s.status.as_str(),
             tx = x + 8,
             ty1 = y + 18,
-            ty2 = y + 36,
-            name = esc(&name),
+            ty2 = y + 33,
+            full = esc(&s.name),
+            name = crate::label::tspans(&s.name, 30, 2, x + 8, 13),
         );
     }
     svg.push_str("</svg>");
@@ -272,8 +273,8 @@ pub(crate) fn stage_page(
     for j in jobs {
         let _ = write!(
             body,
-            " <a href=\"{base}/jobs/{id}\">job {n}</a>",
-            id = j.job_id,
+            " <a href=\"{href}\">job {n}</a>",
+            href = esc(&nav::job_href(base, app, j)),
             n = j.number
         );
     }
@@ -281,9 +282,11 @@ pub(crate) fn stage_page(
     if let Some(f) = &stage.failure {
         let _ = write!(body, "<pre class=\"failed\">{}</pre>", esc(f));
     }
-    stage_table(&mut body, base, std::slice::from_ref(stage));
+    let application = jobs.first().map_or("", |j| j.application.as_str());
+    let app_base = esc(&nav::app_base(base, app, application));
+    stage_table(&mut body, &app_base, std::slice::from_ref(stage));
     body.push_str("<h2>Timeline</h2>");
-    body.push_str(&timeline_svg(tasks));
+    body.push_str(&crate::timeline::stage_timeline(tasks));
     let _ = write!(body, "<h2>Tasks ({})</h2>", tasks.len());
     body.push_str(
         "<table><tr><th>Task</th><th>Partition</th><th>Attempt</th><th>Executor</th><th>Status</th><th>Duration</th>\
@@ -322,77 +325,6 @@ pub(crate) fn stage_page(
         _ => format!("Stage {}", stage.number),
     };
     page(app, base, &title, &body)
-}
-
-/// One bar per task attempt, from launch to end: a lane per task slot an executor had
-/// busy at once (a task takes the first lane of its executor free at its launch).
-fn timeline_svg(tasks: &[TaskInfo]) -> String {
-    let Some(start) = tasks.iter().map(|t| t.launched_ms).min() else {
-        return "<p>No tasks.</p>".into();
-    };
-    let end = tasks
-        .iter()
-        .map(|t| t.finished_ms.unwrap_or(t.launched_ms))
-        .max()
-        .unwrap_or(start)
-        .max(start + 1);
-    let mut order: Vec<&TaskInfo> = tasks.iter().collect();
-    order.sort_by_key(|t| (t.executor_id.as_str(), t.launched_ms));
-    // (executor, lane) rows, each with the end of its last task.
-    let mut lanes: Vec<(&str, u64)> = Vec::new();
-    let mut placed: Vec<(usize, &TaskInfo)> = Vec::with_capacity(order.len());
-    for t in order {
-        let until = t.finished_ms.unwrap_or(end);
-        let row = match lanes
-            .iter()
-            .position(|(ex, busy)| *ex == t.executor_id && *busy <= t.launched_ms)
-        {
-            Some(r) => {
-                lanes[r].1 = until;
-                r
-            }
-            None => {
-                lanes.push((t.executor_id.as_str(), until));
-                lanes.len() - 1
-            }
-        };
-        placed.push((row, t));
-    }
-    let (label, width, row_h) = (140.0, 700.0, 18u32);
-    let scale = width / (end - start) as f64;
-    let height = lanes.len() as u32 * row_h + 10;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" class=\"timeline\">",
-        label + width + 10.0
-    );
-    for (r, (ex, _)) in lanes.iter().enumerate() {
-        let _ = write!(
-            svg,
-            "<text x=\"2\" y=\"{}\" font-size=\"11\">{}</text>",
-            r as u32 * row_h + 13,
-            esc(ex)
-        );
-    }
-    for (r, t) in placed {
-        let x = label + (t.launched_ms - start) as f64 * scale;
-        let w = ((t.finished_ms.unwrap_or(end) - t.launched_ms) as f64 * scale).max(2.0);
-        let colour = match t.status {
-            Status::Succeeded => "#81c784",
-            Status::Failed => "#e57373",
-            _ => "#64b5f6",
-        };
-        let _ = write!(
-            svg,
-            "<rect x=\"{x:.1}\" y=\"{}\" width=\"{w:.1}\" height=\"{}\" fill=\"{colour}\"><title>task {} partition {} attempt {}</title></rect>",
-            r as u32 * row_h + 3,
-            row_h - 4,
-            t.task_id,
-            t.partition,
-            t.attempt
-        );
-    }
-    svg.push_str("</svg>");
-    svg
 }
 
 pub(crate) fn executors_page(app: &AppStatus, base: &str, executors: &[ExecutorInfo]) -> String {

@@ -11,15 +11,19 @@
 
 mod access;
 mod api;
+mod app_pages;
 pub mod event;
 pub mod event_log;
 mod history;
 mod html;
 mod kill;
+mod label;
 pub mod log_reader;
 mod metrics;
+mod nav;
 pub mod server;
 pub mod store;
+mod timeline;
 
 use std::sync::Arc;
 

@@ -1,7 +1,9 @@
 //! The UI's HTTP server (axum): the pages and the REST API of a live application
 //! ([`Source::Live`], at `/`), or of every application whose event log is in a
 //! directory ([`Source::History`], each under `/history/{app}/` and
-//! `/api/v1/applications/{app}/`).
+//! `/api/v1/applications/{app}/`). A job's and a stage's pages are addressed by their
+//! application and its own numbers ([`crate::nav`], [`crate::app_pages`]); the
+//! driver's ids redirect there.
 //!
 //! Invariants: unless the UI is open ([`Auth::Open`]), every request needs a
 //! credential (see [`crate::access`]): the operator secret sees everything, a driver's
@@ -29,9 +31,11 @@ use ember_proto::refusal_log::RefusalLog;
 use crate::access::{self, Viewer};
 pub use crate::access::{Auth, Sessions};
 use crate::api::{answer, AppSummary, Query};
+use crate::app_pages::AppPage;
 use crate::history::History;
 use crate::html;
-use crate::store::{AppStatus, Status};
+use crate::nav;
+use crate::store::AppStatus;
 use crate::SharedStatus;
 
 /// What the server shows.
@@ -54,7 +58,7 @@ pub use crate::kill::KILLED_REASON;
 /// More metrics a daemon appends to `/metrics` (OpenMetrics text ending in `# EOF`).
 pub type ExtraMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
-struct Shared {
+pub(crate) struct Shared {
     source: Source,
     auth: Auth,
     refusals: RefusalLog,
@@ -63,7 +67,7 @@ struct Shared {
     history: Option<History>,
 }
 
-type St = State<Arc<Shared>>;
+pub(crate) type St = State<Arc<Shared>>;
 
 /// The router of `source` behind `auth`.
 pub fn router(source: Source, auth: Auth) -> Router {
@@ -96,7 +100,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/jobs/{id}",
             get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
-                num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::Job(id)))
+                num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::MovedJob(id)))
             }),
         )
         .route(
@@ -110,7 +114,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/stages/{id}",
             get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
-                stage_num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::Stage(id)))
+                stage_num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::MovedStage(id)))
             }),
         )
         .route(
@@ -160,12 +164,29 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/metrics",
             get(|s: St, v: Seen| async move { live_metrics(&s, &v) }),
-        );
+        )
+        .merge(crate::app_pages::live_routes());
     let history = Router::new()
         .route("/history", get(|s: St| async move { history_index(&s) }))
         .route(
             "/api/v1/applications",
             get(|s: St| async move { history_apps_json(&s) }),
+        )
+        .route(
+            "/history/{app}/apps/{application}/{*rest}",
+            get(
+                |s: St, UrlPath((app, application, rest)): UrlPath<(String, String, String)>| async move {
+                    history_app_page(&s, &app, &application, &rest)
+                },
+            ),
+        )
+        .route(
+            "/api/v1/applications/{app}/apps/{application}/{*rest}",
+            get(
+                |s: St, UrlPath((app, application, rest)): UrlPath<(String, String, String)>| async move {
+                    history_app_api(&s, &app, &application, &rest)
+                },
+            ),
         )
         .route(
             "/history/{app}/{*rest}",
@@ -224,7 +245,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
 }
 
 /// The viewer the access check found.
-type Seen = Extension<Viewer>;
+pub(crate) type Seen = Extension<Viewer>;
 
 /// Logs a refused request (bounded: see [`RefusalLog`]).
 fn refused(s: &Shared, req: &Request, status: StatusCode) {
@@ -289,7 +310,7 @@ fn unauthorized() -> Response {
 }
 
 /// A job id from an address: decimal digits of a u64, else `None` (a 404).
-fn num(s: &str) -> Option<u64> {
+pub(crate) fn num(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -298,7 +319,7 @@ fn num(s: &str) -> Option<u64> {
 
 /// A stage id from an address: the whole number must fit a stage id (u32); one past
 /// it is no stage (a 404), never the stage its low 32 bits name.
-fn stage_num(s: &str) -> Option<u32> {
+pub(crate) fn stage_num(s: &str) -> Option<u32> {
     num(s).and_then(|n| u32::try_from(n).ok())
 }
 
@@ -306,7 +327,7 @@ pub(crate) fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found\n").into_response()
 }
 
-fn html_ok(body: String) -> Response {
+pub(crate) fn html_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
@@ -314,11 +335,16 @@ pub(crate) fn json_ok(body: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-#[derive(Clone, Copy)]
-enum Page {
+#[derive(Clone)]
+pub(crate) enum Page {
+    /// Every application's jobs.
     Jobs,
-    Job(u64),
-    Stage(u32),
+    /// A page of application `.0` by its own numbers ([`crate::nav`]).
+    App(String, AppPage),
+    /// A job by the driver's id: redirects to its application's address.
+    MovedJob(u64),
+    /// A stage by the driver's id: redirects to its application's address.
+    MovedStage(u32),
     Executors,
 }
 
@@ -326,36 +352,28 @@ enum Page {
 fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) -> Response {
     match page {
         Page::Jobs => html_ok(html::jobs_page(app, base)),
-        Page::Job(id) => match (app.job(id), app.job_stages(id)) {
-            (Some(job), Some(stages)) => {
-                let kill = can_kill && job.status == Status::Running;
-                html_ok(html::job_page(app, base, job, &stages, kill))
-            }
-            _ => (
-                StatusCode::NOT_FOUND,
-                html_ok(html::not_found(app, base, &format!("No job {id}."))),
-            )
-                .into_response(),
+        Page::App(id, p) => crate::app_pages::render(app, base, &id, p, can_kill),
+        Page::MovedJob(id) => match app.job(id) {
+            Some(job) => Redirect::to(&nav::job_href(base, app, job)).into_response(),
+            None => moved_not_found(app, base, format!("No job {id}.")),
         },
-        Page::Stage(id) => match (app.stage(id), app.stage_tasks(id)) {
-            (Some(stage), Some(tasks)) => html_ok(html::stage_page(
-                app,
-                base,
-                stage,
-                &app.stage_jobs(id),
-                &tasks,
-            )),
-            _ => (
-                StatusCode::NOT_FOUND,
-                html_ok(html::not_found(app, base, &format!("No stage {id}."))),
-            )
-                .into_response(),
+        Page::MovedStage(id) => match nav::stage_href(base, app, id) {
+            Some(to) => Redirect::to(&to).into_response(),
+            None => moved_not_found(app, base, format!("No stage {id}.")),
         },
         Page::Executors => html_ok(html::executors_page(app, base, &app.executors())),
     }
 }
 
-fn live_status(s: &Shared) -> Option<&SharedStatus> {
+fn moved_not_found(app: &AppStatus, base: &str, what: String) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        html_ok(html::not_found(app, base, &what)),
+    )
+        .into_response()
+}
+
+pub(crate) fn live_status(s: &Shared) -> Option<&SharedStatus> {
     match &s.source {
         Source::Live(st) | Source::Driver { status: st, .. } => Some(st),
         Source::History(_) => None,
@@ -377,7 +395,7 @@ fn operator_only(v: &Viewer) -> Option<Response> {
     }
 }
 
-fn live_page(s: &St, v: &Viewer, page: Page) -> Response {
+pub(crate) fn live_page(s: &St, v: &Viewer, page: Page) -> Response {
     let Some(st) = live_status(s) else {
         return not_found();
     };
@@ -486,11 +504,11 @@ fn history_page(s: &St, id: &str, rest: &str) -> Response {
     let page = match rest.split('/').collect::<Vec<_>>().as_slice() {
         ["jobs"] => Page::Jobs,
         ["jobs", n] => match num(n) {
-            Some(n) => Page::Job(n),
+            Some(n) => Page::MovedJob(n),
             None => return not_found(),
         },
         ["stages", n] => match stage_num(n) {
-            Some(n) => Page::Stage(n),
+            Some(n) => Page::MovedStage(n),
             None => return not_found(),
         },
         ["executors"] => Page::Executors,
@@ -511,6 +529,7 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
         ["stages", n] => stage_num(n).map(Query::Stage),
         ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
         ["executors"] => Some(Query::Executors),
+        ["apps"] => return crate::app_pages::apps_json(&app.read()),
         _ => None,
     };
     let Some(q) = q else {
@@ -518,6 +537,25 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
     };
     let app = app.read();
     answer(&app, q).map_or_else(not_found, json_ok)
+}
+
+/// Page `rest` of application `application` in log `id` (see [`crate::app_pages`]).
+fn history_app_page(s: &St, id: &str, application: &str, rest: &str) -> Response {
+    let (Some(app), Some(p)) = (history_app(s, id), crate::app_pages::parse_page(rest)) else {
+        return not_found();
+    };
+    let app = app.read();
+    let base = format!("/history/{id}");
+    render(&app, &base, Page::App(application.to_string(), p), false)
+}
+
+/// Answer `rest` about application `application` in log `id`.
+fn history_app_api(s: &St, id: &str, application: &str, rest: &str) -> Response {
+    let (Some(app), Some(q)) = (history_app(s, id), crate::app_pages::parse_query(rest)) else {
+        return not_found();
+    };
+    let app = app.read();
+    crate::app_pages::app_answer(&app, application, q)
 }
 
 /// Whether `path` is a directory the history server can read.

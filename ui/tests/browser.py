@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -130,12 +131,35 @@ def main():
         browser.get(f"{ui}/jobs")
         assert "Succeeded jobs (1)" in browser.page_source, browser.page_source
         assert job["description"] in browser.find_element(By.TAG_NAME, "body").text
+        # The event timeline: the executor's registration and the job's bar.
+        executor_id = api(ui, "/api/v1/executors")[0]["executor_id"]
+        added = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "svg.events g.executor-added text")]
+        assert added == [f"executor {executor_id} added"], added
+        assert len(browser.find_elements(By.CSS_SELECTOR, "svg.events g.job rect")) == 1
+        assert browser.find_elements(By.CSS_SELECTOR, "svg.events text.tick"), "a time axis"
         browser.save_screenshot(str(a.out / "1-jobs.png"))
 
+        # Addresses carry the application (its id, one path segment) and its own
+        # numbers: the number a link shows is the number in the address it leads to.
+        app = f"/apps/{urllib.parse.quote(job['application'], safe='')}"
+        assert api(ui, "/api/v1/apps") == [{"id": job["application"], "jobs": 1}]
         assert job["application"] in browser.find_element(By.TAG_NAME, "body").text
-        browser.find_element(By.LINK_TEXT, str(job["number"])).click()
-        assert browser.current_url.endswith(f"/jobs/{job['job_id']}"), browser.current_url
-        assert browser.find_elements(By.CSS_SELECTOR, "svg.dag g.stage"), "a DAG of stages"
+        browser.find_element(By.CSS_SELECTOR, "table").find_element(By.LINK_TEXT, str(job["number"])).click()
+        assert browser.current_url.endswith(f"{app}/jobs/{job['number']}"), browser.current_url
+        heading = browser.find_element(By.TAG_NAME, "h1").text
+        assert heading == f"Job {job['number']} of {job['application']}", heading
+        boxes = browser.find_elements(By.CSS_SELECTOR, "svg.dag g.stage")
+        assert len(boxes) == len(stages), "a DAG of stages"
+        for box, stage in zip(boxes, stages):
+            # Named by operator and call site, wrapped at words (not cut mid-word).
+            assert "(shuffle" not in stage["name"], stage["name"]
+            lines = [t.text for t in box.find_elements(By.TAG_NAME, "tspan")]
+            label = " ".join(lines)
+            if label.endswith("…"):  # too long for the box: two lines, then `…`
+                flat = lambda t: t.replace(" ", "")  # a word wider than a line is cut
+                assert flat(stage["name"]).startswith(flat(label[:-1])) and len(lines) == 2, (lines, stage["name"])
+            else:
+                assert label == stage["name"], (lines, stage["name"])
         rows = browser.find_elements(By.CSS_SELECTOR, "table tr")[1:]
         assert len(rows) == len(stages), (len(rows), len(stages))
         cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
@@ -143,17 +167,26 @@ def main():
         assert cells[3] == want and cells[4] == str(map_stage["metrics"]["records_in"]), (cells, want)
         browser.save_screenshot(str(a.out / "2-job.png"))
 
-        browser.find_element(By.LINK_TEXT, str(map_stage["number"])).click()
-        assert browser.current_url.endswith(f"/stages/{map_stage['stage_id']}"), browser.current_url
+        browser.find_element(By.CSS_SELECTOR, "table").find_element(By.LINK_TEXT, str(map_stage["number"])).click()
+        assert browser.current_url.endswith(f"{app}/stages/{map_stage['number']}"), browser.current_url
+        heading = browser.find_element(By.TAG_NAME, "h1").text
+        assert heading == f"Stage {map_stage['number']} of {job['application']}", heading
         assert f"Tasks ({len(tasks)})" in browser.page_source
-        assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect"), "a task timeline"
+        # One bar per task attempt, over a labelled time axis.
+        bars = browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.task")
+        assert len(bars) == len(tasks) == map_stage["num_tasks"], (len(bars), len(tasks))
+        ticks = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "svg.timeline text.tick")]
+        assert len(ticks) >= 2 and ticks[0] == "0 ms", ticks
         task_rows = browser.find_elements(By.XPATH, "//h2[starts-with(., 'Tasks')]/following-sibling::table[1]//tr")[1:]
         assert len(task_rows) == len(tasks), (len(task_rows), len(tasks))
         browser.save_screenshot(str(a.out / "3-stage.png"))
+        # The driver's ids (the JSON's) still lead to the page, by a redirect.
+        browser.get(f"{ui}/stages/{map_stage['stage_id']}")
+        assert browser.current_url.endswith(f"{app}/stages/{map_stage['number']}"), browser.current_url
+        assert api(ui, f"{app.replace('/apps/', '/api/v1/apps/')}/stages/{map_stage['number']}/tasks") == tasks
 
         browser.find_element(By.LINK_TEXT, "Executors").click()
         body = browser.find_element(By.TAG_NAME, "body").text
-        executor_id = api(ui, "/api/v1/executors")[0]["executor_id"]
         assert executor_id in body and "active" in body, body
         browser.save_screenshot(str(a.out / "4-executors.png"))
         print(f"ui browser test: 4 pages checked, screenshots in {a.out}")

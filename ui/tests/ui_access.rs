@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{get, request, serve};
+use common::{get, location, request, serve};
 
 use ember_ui::event::StageRef;
 use ember_ui::{AppEvent, AppStatus, Auth, Source};
@@ -50,12 +50,21 @@ fn store(events: &[AppEvent]) -> Arc<RwLock<AppStatus>> {
 fn stage_ids_in_addresses_are_not_cut_to_32_bits() {
     let (addr, stop, thread) = serve(Source::Live(store(&job_events(0, 1, ""))), Auth::Open);
     assert_eq!(get(&addr, "/api/v1/stages/1").0, 200);
-    assert_eq!(get(&addr, "/stages/1").0, 200);
+    // The driver's id redirects to the application's number (local mode: the store's
+    // name is the application's id).
+    assert_eq!(
+        location(&addr, "/stages/1", &[]),
+        (303, Some("/apps/ember-driver/stages/1".to_string()))
+    );
+    let (code, page) = get(&addr, "/apps/ember-driver/stages/1");
+    assert!(code == 200 && page.contains("<h1>Stage 1</h1>"), "{page}");
     let wrapped = 4_294_967_297u64; // 2^32 + 1
     for path in [
         format!("/api/v1/stages/{wrapped}"),
         format!("/api/v1/stages/{wrapped}/tasks"),
         format!("/stages/{wrapped}"),
+        format!("/apps/ember-driver/stages/{wrapped}"),
+        format!("/api/v1/apps/ember-driver/stages/{wrapped}/tasks"),
         format!("/api/v1/stages/{}", u64::MAX),
         // Past u64: still 404, never an error page or a panic.
         "/api/v1/stages/18446744073709551617".to_string(),
@@ -135,14 +144,30 @@ fn a_session_token_sees_only_its_own_application() {
         "/api/v1/stages/2",
         "/api/v1/stages/2/tasks",
         "/stages/2",
+        // By application and number: another application's are as unknown.
+        "/apps/b%20%232/jobs",
+        "/apps/b%20%232/jobs/20",
+        "/apps/b%20%232/stages/2",
+        "/api/v1/apps/b%20%232/jobs/20",
+        "/api/v1/apps/b%20%232/stages/2/tasks",
     ] {
         let (code, body) = get_as(path, &a);
         assert_eq!(code, 404, "{path}: {body}");
+        // (A 404 may quote the address's application, never show its jobs.)
         assert!(
-            !body.contains("exec-b") && !body.contains("b #2"),
+            !body.contains("exec-b") && !body.contains("count at b #2"),
             "{path}: {body}"
         );
     }
+    let (code, apps) = get_as("/api/v1/apps", &a);
+    assert_eq!((code, apps.as_str()), (200, r#"[{"id":"a #1","jobs":1}]"#));
+    let (code, own) = get_as("/apps/a%20%231/jobs/10", &a);
+    assert!(code == 200 && own.contains("Job 10 of a #1"), "{own}");
+    let (code, stage) = get_as("/api/v1/apps/a%20%231/stages/1", &a);
+    let stage: serde_json::Value = serde_json::from_str(&stage).unwrap();
+    assert_eq!((code, &stage["stage_id"]), (200, &1.into()), "{stage}");
+    let (code, other) = get_as("/apps/b%20%232/jobs/20", &op);
+    assert!(code == 200 && other.contains("Job 20 of b #2"), "{other}");
     for path in ["/api/v1/executors", "/executors", "/metrics"] {
         assert_eq!(get_as(path, &a).0, 403, "{path}");
         assert_eq!(get_as(path, &op).0, 200, "{path}");
@@ -190,10 +215,17 @@ fn history_addresses_take_whole_stage_ids_too() {
     let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
     let base = format!("/api/v1/applications/{id}");
     assert_eq!(get(&addr, &format!("{base}/stages/1")).0, 200);
+    assert_eq!(get(&addr, &format!("{base}/apps/app/stages/1")).0, 200);
+    assert_eq!(
+        get(&addr, &format!("/history/{id}/apps/app/stages/1")).0,
+        200
+    );
     for path in [
         format!("{base}/stages/4294967297"),
         format!("{base}/stages/4294967297/tasks"),
         format!("/history/{id}/stages/4294967297"),
+        format!("/history/{id}/apps/app/stages/4294967297"),
+        format!("{base}/apps/app/stages/4294967297/tasks"),
     ] {
         assert_eq!(get(&addr, &path).0, 404, "{path}");
     }

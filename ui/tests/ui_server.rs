@@ -231,6 +231,43 @@ fn get(addr: &str, path: &str, auth: Option<&str>) -> (u16, String) {
     request(addr, "GET", path, &headers)
 }
 
+/// The links of `page` to a job or stage page: (address, the number their text shows),
+/// each checked to carry that number as its last segment, under `/apps/`.
+fn numbered_links(page: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for part in page.split("<a href=\"").skip(1) {
+        let (href, rest) = part.split_once('"').unwrap();
+        let text = &rest[rest.find('>').unwrap() + 1..rest.find("</a>").unwrap()];
+        let Some(n) = text
+            .trim_start_matches("job ")
+            .parse::<u64>()
+            .ok()
+            .or_else(|| {
+                // A DAG box (`Stage N (status)`) or a timeline bar (`job N`).
+                let at = text
+                    .find(">Stage ")
+                    .map(|a| a + 7)
+                    .or_else(|| text.find(">job ").map(|a| a + 5))?;
+                let digits: String = text[at..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            })
+        else {
+            continue;
+        };
+        assert!(
+            href.contains("/apps/"),
+            "{href} is not an application's address"
+        );
+        let last = href.rsplit('/').next().unwrap();
+        assert_eq!(last, n.to_string(), "{href} shows {n}");
+        out.push((href.to_string(), n));
+    }
+    out
+}
+
 #[test]
 fn the_api_and_pages_show_the_application() {
     let (addr, stop, thread) = serve(Source::Live(Arc::new(RwLock::new(status()))), Auth::Open);
@@ -271,25 +308,106 @@ fn the_api_and_pages_show_the_application() {
         page.contains("Succeeded jobs (1)") && page.contains("Failed jobs (1)"),
         "{page}"
     );
-    assert!(page.contains("<a href=\"/jobs/0\">0</a>"));
+    // Local mode: the application's id is the store's name; the addresses carry its
+    // own numbers, and the old ones (the driver's ids) redirect there.
+    assert!(
+        page.contains("<a href=\"/apps/wordcount/jobs/0\">0</a>"),
+        "{page}"
+    );
+    assert_eq!(
+        numbered_links(&page).len(),
+        2 + 2,
+        "two jobs in the table, two bars in the timeline: {page}"
+    );
     assert!(
         !page.contains("http-equiv=\"refresh\""),
         "nothing runs: no refresh"
     );
-    let (_, job) = get(&addr, "/jobs/1", None);
+    // The event timeline: executors added and lost, a bar per job, a time axis.
+    let timeline = &page[page.find("<svg").unwrap()..page.find("</svg>").unwrap()];
+    for text in [
+        "executor e1 added",
+        "executor e2 added",
+        "executor e2 lost: heartbeat timed out",
+        ">job 0</text>",
+        ">job 1</text>",
+        "class=\"job failed\"",
+        ">0 ms</text>",
+        "time since 00:00:00 UTC",
+    ] {
+        assert!(timeline.contains(text), "no {text:?} in {timeline}");
+    }
+    assert_eq!(timeline.matches("class=\"executor-added\"").count(), 2);
+    assert_eq!(
+        common::location(&addr, "/jobs/1", &[]),
+        (303, Some("/apps/wordcount/jobs/1".to_string()))
+    );
+    let (_, job) = get(&addr, "/apps/wordcount/jobs/1", None);
     assert!(
         job.contains("<svg")
+            && job.contains("<h1>Job 1</h1>")
             && job.contains("Stage 0 (skipped)")
             && job.contains("Stage 2 (failed)"),
         "{job}"
     );
-    let (_, stage) = get(&addr, "/stages/0", None);
+    let links = numbered_links(&job);
+    assert!(
+        links.contains(&("/apps/wordcount/stages/2".into(), 2)),
+        "{links:?}"
+    );
+    assert_eq!(
+        common::location(&addr, "/stages/0", &[]),
+        (303, Some("/apps/wordcount/stages/0".to_string()))
+    );
+    let (_, stage) = get(&addr, "/apps/wordcount/stages/0", None);
+    assert!(stage.contains("<h1>Stage 0</h1>"), "{stage}");
     assert!(stage.contains("2 / 0 / 1 of 2"), "{stage}");
     assert!(
         stage.contains("&lt;bad&gt; &amp; worse"),
         "escaped error text"
     );
+    // One bar per task attempt, in rows by executor, over a labelled time axis.
     assert!(stage.contains("class=\"timeline\""));
+    assert_eq!(
+        stage.matches("<rect class=\"task ").count(),
+        tasks.as_array().unwrap().len()
+    );
+    assert_eq!(stage.matches("class=\"lane\"").count(), 2, "e1 and e2");
+    for tick in [">0 ms</text>", ">5 ms</text>", ">15 ms</text>"] {
+        assert!(stage.contains(tick), "no tick {tick}: {stage}");
+    }
+    assert!(stage.contains("time since the stage&#39;s first task launched"));
+    // The same by application in the JSON, which keeps the driver's ids.
+    assert_eq!(
+        json(&addr, "/api/v1/apps"),
+        serde_json::json!([{"id": "wordcount", "jobs": 2}])
+    );
+    assert_eq!(json(&addr, "/api/v1/apps/wordcount/jobs/1")["job_id"], 1);
+    assert_eq!(
+        json(&addr, "/api/v1/apps/wordcount/jobs")
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        json(&addr, "/api/v1/apps/wordcount/stages/0/tasks"),
+        json(&addr, "/api/v1/stages/0/tasks")
+    );
+    assert_eq!(
+        json(&addr, "/api/v1/apps/wordcount/jobs/0/stages")[1]["stage_id"],
+        1
+    );
+    for bad in [
+        "/apps/wordcount/jobs/7",
+        "/apps/other/jobs",
+        "/apps/wordcount/stages/x",
+        "/apps/wordcount/nope",
+        "/api/v1/apps/other/jobs/0",
+        "/api/v1/apps/wordcount/stages/9",
+    ] {
+        assert_eq!(get(&addr, bad, None).0, 404, "{bad}");
+    }
     let (_, execs) = get(&addr, "/executors", None);
     assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
     assert!(
@@ -410,11 +528,32 @@ fn a_history_server_replays_event_logs() {
             .len(),
         3
     );
-    let (code, page) = get(&addr, &format!("/history/{id}/jobs/0"), None);
+    let app = format!("/history/{id}/apps/word%20count%21");
+    assert_eq!(
+        common::location(&addr, &format!("/history/{id}/jobs/0"), &[]),
+        (303, Some(format!("{app}/jobs/0")))
+    );
+    let (code, page) = get(&addr, &format!("{app}/jobs/0"), None);
     assert_eq!(code, 200);
+    assert!(page.contains(&format!("href=\"{app}/stages/1\"")), "{page}");
+    assert_eq!(
+        json(&addr, &format!("/api/v1/applications/{id}/apps")),
+        serde_json::json!([{"id": "word count!", "jobs": 2}])
+    );
+    let (code, jobs_page) = get(&addr, &format!("{app}/jobs"), None);
     assert!(
-        page.contains(&format!("href=\"/history/{id}/stages/1\"")),
-        "{page}"
+        code == 200 && jobs_page.contains("executor e1 added"),
+        "{jobs_page}"
+    );
+    assert_eq!(
+        json(
+            &addr,
+            &format!("/api/v1/applications/{id}/apps/word%20count%21/stages/0/tasks")
+        )
+        .as_array()
+        .unwrap()
+        .len(),
+        3
     );
     let (_, index) = get(&addr, "/history", None);
     assert!(index.contains(&id));
@@ -470,19 +609,51 @@ fn a_driver_of_several_applications_shows_each_ones_numbers() {
         page.contains("<td>report &lt;2&gt;</td>"),
         "escaped: {page}"
     );
-    assert!(page.contains("<a href=\"/jobs/4\">0</a>"), "{page}");
-    let (_, job_page) = get(&addr, "/jobs/3", None);
+    // Each application's job 0 at its own address; the old log's job (no
+    // application, a store without a name) under `local`.
+    let links = numbered_links(&page);
+    for want in [
+        "/apps/report%20%3C2%3E/jobs/0",
+        "/apps/etl%20%231/jobs/0",
+        "/apps/local/jobs/5",
+    ] {
+        assert_eq!(
+            links.iter().filter(|(href, _)| href == want).count(),
+            2,
+            "{want} in the table and the timeline: {links:?}"
+        );
+    }
+    assert_eq!(
+        common::location(&addr, "/jobs/3", &[]),
+        (303, Some("/apps/etl%20%231/jobs/0".to_string()))
+    );
+    let (_, job_page) = get(&addr, "/apps/etl%20%231/jobs/0", None);
     assert!(job_page.contains("Job 0 of etl #1"), "{job_page}");
     assert!(job_page.contains("Stage 0 (pending)"), "{job_page}");
-    assert!(job_page.contains("href=\"/stages/7\""), "{job_page}");
-    let (_, stage_page) = get(&addr, "/stages/8", None);
+    assert!(
+        job_page.contains("href=\"/apps/etl%20%231/stages/0\""),
+        "{job_page}"
+    );
+    let (_, stage_page) = get(&addr, "/apps/report%20%3C2%3E/stages/0", None);
     assert!(
         stage_page.contains("Stage 0 of report &lt;2&gt;"),
         "{stage_page}"
     );
     assert!(
-        stage_page.contains("<a href=\"/jobs/4\">job 0</a>"),
+        stage_page.contains("<a href=\"/apps/report%20%3C2%3E/jobs/0\">job 0</a>"),
         "{stage_page}"
+    );
+    assert_eq!(
+        json(&addr, "/api/v1/apps/report%20%3C2%3E/stages/0")["stage_id"],
+        8
+    );
+    assert_eq!(
+        json(&addr, "/api/v1/apps"),
+        serde_json::json!([
+            {"id": "etl #1", "jobs": 1},
+            {"id": "report <2>", "jobs": 1},
+            {"id": "local", "jobs": 1}
+        ])
     );
     stop.send(()).unwrap();
     thread.join().unwrap();

@@ -281,7 +281,7 @@ async fn bridge(
             let last = ev.ends_job();
             if let JobEvent::Started { job_id, .. } = ev {
                 if let Some(reason) = track.started(job_id) {
-                    info!(job = job_id, "cancelling job: {reason}");
+                    info!(job_id, "cancelling job: {reason}");
                     let _ = state
                         .to_scheduler
                         .send(SchedulerEvent::CancelJob { job_id, reason });

@@ -152,7 +152,7 @@ impl Scheduler {
 
     fn task_succeeded(&mut self, run: TaskRun, success: TaskSuccess, metrics: TaskMetrics) {
         if let Err(message) = self.check_success(&run, &success) {
-            warn!(stage_id = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {}", for_log(&message));
+            warn!(stage = self.stage_number(run.stage_id), stage_id = run.stage_id, partition = run.partition, executor = %run.executor_id, "malformed task status: {}", for_log(&message));
             let failure = TaskFailure {
                 reason: Some(task_failure::Reason::UserError(message)),
             };
@@ -260,6 +260,7 @@ impl Scheduler {
             .abandon_running(|r| r.stage_id == winner.stage_id && r.partition == winner.partition);
         for run in abandoned {
             info!(
+                stage = self.stage_number(run.stage_id),
                 stage_id = run.stage_id,
                 partition = run.partition,
                 executor = %run.executor_id,

@@ -41,6 +41,7 @@ impl Scheduler {
     /// attempts.
     fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
         warn!(
+            stage = self.stage_number(run.stage_id),
             stage_id = run.stage_id,
             partition = run.partition,
             shuffle = ff.shuffle_id,
@@ -97,7 +98,8 @@ impl Scheduler {
     /// `max_executor_losses_per_task` executors already (then its jobs fail).
     fn task_lost(&mut self, run: TaskRun, msg: &str) {
         debug!(
-            task_stage = run.stage_id,
+            stage = self.stage_number(run.stage_id),
+            stage_id = run.stage_id,
             "task lost with its executor: {msg}"
         );
         let max = self.config.max_executor_losses_per_task;
@@ -124,6 +126,7 @@ impl Scheduler {
             st.stop();
             st.state = StageState::Failed;
             warn!(
+                stage = st.number,
                 stage_id = run.stage_id,
                 partition = run.partition,
                 "giving up on a task that keeps losing its executor"
@@ -148,6 +151,7 @@ impl Scheduler {
             matches!(st.state, StageState::Running { attempt, .. } if attempt == run.stage_attempt);
         if !current {
             debug!(
+                stage = st.number,
                 stage_id = run.stage_id,
                 partition = run.partition,
                 "ignoring a failure of an older stage attempt: {}",
@@ -164,6 +168,7 @@ impl Scheduler {
             && st.excluded.insert(run.executor_id.clone())
         {
             warn!(
+                stage = st.number,
                 stage_id = run.stage_id,
                 executor = %run.executor_id,
                 "executor excluded from the rest of the stage after {} failed tasks",
@@ -174,6 +179,7 @@ impl Scheduler {
         *n += 1;
         if *n < max {
             warn!(
+                stage = st.number,
                 stage_id = run.stage_id,
                 partition = run.partition,
                 attempt = run.attempt,
@@ -185,6 +191,7 @@ impl Scheduler {
         }
         // The job's error carries this message; logging it too would print it twice.
         debug!(
+            stage = st.number,
             stage_id = run.stage_id,
             partition = run.partition,
             "task failed its last attempt: {}",

@@ -37,7 +37,7 @@ impl Scheduler {
             failure: None,
             time_ms: now_ms(),
         });
-        debug!(job = job_id, "job succeeded");
+        debug!(job_id, "job succeeded");
         self.finish_job(job_id);
     }
 

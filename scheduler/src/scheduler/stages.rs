@@ -126,7 +126,8 @@ impl Scheduler {
             }
         });
         debug!(
-            job = job_id,
+            job = number,
+            job_id,
             stages = num_stages,
             "job submitted: {}",
             plan.description
@@ -197,7 +198,9 @@ impl Scheduler {
                         st.id
                     }
                     None => {
-                        let name = format!("{} (shuffle {sid})", parent.name);
+                        // Named as Spark names a map stage: the operator and call site of
+                        // its last RDD (the shuffle's id is internal).
+                        let name = parent.name.clone();
                         let s = self.new_stage(
                             StageKind::ShuffleMap(sid),
                             parent.id,
@@ -387,7 +390,7 @@ impl Scheduler {
     pub(super) fn submit_tasks(&mut self, job_id: u64, stage_id: u32) {
         let (Some(st), Some(job)) = (self.stages.get(&stage_id), self.jobs.get(&job_id)) else {
             warn!(
-                job = job_id,
+                job_id,
                 stage_id, "cannot submit tasks of an unknown stage or job"
             );
             return;
@@ -431,10 +434,16 @@ impl Scheduler {
         };
         let attempt = st.start_attempt(partitions.iter().copied());
         let info = stage_info(st, partitions.len() as u32);
+        // The shuffle a map stage writes (its name no longer carries it).
+        let shuffle = match st.kind {
+            StageKind::ShuffleMap(sid) => Some(sid),
+            StageKind::Result(_) => None,
+        };
         if partitions.len() as u32 == st.num_partitions {
             info!(
                 stage = st.number,
                 stage_id,
+                shuffle,
                 attempt,
                 "submitting stage {}: all {} partitions",
                 for_log(&st.name),
@@ -444,6 +453,7 @@ impl Scheduler {
             info!(
                 stage = st.number,
                 stage_id,
+                shuffle,
                 attempt,
                 "submitting stage {}: {} of {} partitions {:?}",
                 for_log(&st.name),

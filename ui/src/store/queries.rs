@@ -40,9 +40,20 @@ impl AppStatus {
         }
     }
 
+    /// `self` with `from`'s executors (which a scoped store has none of).
+    pub(crate) fn with_executors_of(mut self, from: &AppStatus) -> AppStatus {
+        self.executors = from.executors.clone();
+        self
+    }
+
     /// Jobs, newest first.
     pub fn jobs(&self) -> Vec<JobInfo> {
         self.jobs.values().rev().cloned().collect()
+    }
+
+    /// Jobs, oldest first, without copying them.
+    pub(crate) fn jobs_iter(&self) -> impl Iterator<Item = &JobInfo> {
+        self.jobs.values()
     }
 
     pub fn job(&self, job_id: u64) -> Option<&JobInfo> {

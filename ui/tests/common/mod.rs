@@ -41,6 +41,23 @@ pub fn serve(
 
 /// `METHOD path` with extra header lines: (status, body).
 pub fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String) {
+    let (code, _, body) = exchange(addr, method, path, headers);
+    (code, body)
+}
+
+/// `GET path`: (status, its `Location` header).
+pub fn location(addr: &str, path: &str, headers: &[&str]) -> (u16, Option<String>) {
+    let (code, head, _) = exchange(addr, "GET", path, headers);
+    let to = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("location")
+            .then(|| v.trim().to_string())
+    });
+    (code, to)
+}
+
+/// `METHOD path` with extra header lines: (status, response head, body).
+fn exchange(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -53,11 +70,8 @@ pub fn request(addr: &str, method: &str, path: &str, headers: &[&str]) -> (u16, 
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (code, head.to_string(), body.to_string())
 }
 
 /// `GET path`: (status, body).

@@ -421,7 +421,7 @@ impl JobTrack {
         }
         match s.job_id {
             Some(job_id) => {
-                info!(job = job_id, "cancelling job: {reason}");
+                info!(job_id, "cancelling job: {reason}");
                 let _ = scheduler.send(SchedulerEvent::CancelJob {
                     job_id,
                     reason: reason.to_string(),
