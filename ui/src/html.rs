@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use crate::pages::{dag_ops, summary};
 use crate::store::{AppStatus, ExecutorInfo, JobInfo, StageInfo, Status, TaskInfo};
 
 /// `s` with `& < > " '` escaped.
@@ -39,7 +40,8 @@ pub(crate) fn page(app: &AppStatus, base: &str, title: &str, body: &str) -> Stri
     format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">{refresh}<title>{t} - ember</title>\
          <style>{STYLE}</style></head><body><nav><b>ember</b> {app_name} \
-         <a href=\"{base}/jobs\">Jobs</a><a href=\"{base}/executors\">Executors</a></nav>\
+         <a href=\"{base}/jobs\">Jobs</a><a href=\"{base}/storage\">Storage</a>\
+         <a href=\"{base}/environment\">Environment</a><a href=\"{base}/executors\">Executors</a></nav>\
          <h1>{t}</h1>{body}</body></html>",
         t = esc(title),
         app_name = esc(&app.name),
@@ -57,7 +59,7 @@ fn duration(from: u64, to: Option<u64>) -> String {
     }
 }
 
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -207,7 +209,8 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             .map_or(0, |d| d + 1);
         depth.push(d);
     }
-    let (w, h, gap_x, gap_y) = (190u32, 46u32, 60u32, 18u32);
+    let ops = stages.iter().map(dag_ops::lines).max().unwrap_or(0);
+    let (w, h, gap_x, gap_y) = (190u32, 46 + ops * dag_ops::LINE_H, 60u32, 18u32);
     let mut row_of_depth: std::collections::HashMap<u32, u32> = Default::default();
     let mut pos = Vec::with_capacity(stages.len());
     for d in &depth {
@@ -247,7 +250,7 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             svg,
             "<a href=\"{base}/stages/{id}\"><g class=\"stage {st}\"><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" rx=\"5\" \
              fill=\"{fill}\" stroke=\"#888\"/><text x=\"{tx}\" y=\"{ty1}\" font-size=\"12\">Stage {num} ({st})</text>\
-             <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text></g></a>",
+             <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text>{ops}</g></a>",
             id = s.stage_id,
             num = s.number,
             st = s.status.as_str(),
@@ -255,6 +258,7 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             ty1 = y + 18,
             ty2 = y + 36,
             name = esc(&name),
+            ops = dag_ops::operator_lines(s, x + 8, y + 52),
         );
     }
     svg.push_str("</svg>");
@@ -282,6 +286,9 @@ pub(crate) fn stage_page(
         let _ = write!(body, "<pre class=\"failed\">{}</pre>", esc(f));
     }
     stage_table(&mut body, base, std::slice::from_ref(stage));
+    if let Some(summary) = app.task_summary(stage.stage_id) {
+        body.push_str(&summary::table(&summary));
+    }
     body.push_str("<h2>Timeline</h2>");
     body.push_str(&timeline_svg(tasks));
     let _ = write!(body, "<h2>Tasks ({})</h2>", tasks.len());

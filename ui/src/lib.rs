@@ -18,6 +18,7 @@ mod html;
 mod kill;
 pub mod log_reader;
 mod metrics;
+mod pages;
 pub mod server;
 pub mod store;
 
