@@ -153,7 +153,7 @@ impl Context {
                 );
                 local.start_workers(&scheduler, threads);
                 #[cfg(feature = "ui")]
-                let ui = crate::local_ui::start(&scheduler, &app_name())?;
+                let ui = crate::local_ui::start(&scheduler, &app_name(), &conf)?;
                 let backend = Backend::Local {
                     scheduler,
                     cluster: Some(local),
