@@ -111,6 +111,7 @@ pub async fn start(opts: Options) -> TestDriver {
                 .map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
+            flags: Vec::new(),
         })
         .expect("start daemon"),
     );
@@ -218,6 +219,7 @@ pub async fn open_named(
         .open_session(OpenSessionRequest {
             app_name,
             binary_sha256: sha.into(),
+            conf: Vec::new(),
         })
         .await
         .expect("open session")
