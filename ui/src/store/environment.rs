@@ -5,7 +5,8 @@
 //! password, token, credential, private or access key) is stored as [`REDACTED`],
 //! whatever the sender did, so neither a page nor the JSON can show it; a section
 //! replaces an earlier one of the same application and title; memory is bounded: at
-//! most [`MAX_SECTIONS`] sections (later new ones are dropped), [`MAX_ENTRIES`] entries
+//! most [`MAX_SECTIONS`] sections (a new one past that replaces the oldest
+//! application's; with none, it is dropped), [`MAX_ENTRIES`] entries
 //! each, names cut to [`MAX_NAME_BYTES`] and values to [`MAX_VALUE_BYTES`].
 
 use serde::Serialize;
@@ -77,8 +78,18 @@ impl Environment {
             .position(|s| s.application == section.application && s.title == section.title);
         match same {
             Some(i) => self.sections[i] = section,
-            None if self.sections.len() < MAX_SECTIONS => self.sections.push(section),
-            None => {}
+            None => {
+                if self.sections.len() >= MAX_SECTIONS {
+                    // The oldest application's section goes (a driver runs many).
+                    match self.sections.iter().position(|s| !s.application.is_empty()) {
+                        Some(i) => {
+                            self.sections.remove(i);
+                        }
+                        None => return,
+                    }
+                }
+                self.sections.push(section);
+            }
         }
     }
 
@@ -133,8 +144,15 @@ mod tests {
             ]
         );
         for i in 0..MAX_SECTIONS + 3 {
-            e.set("", &format!("s{i}"), &[]);
+            e.set(&format!("app #{i}"), "Configuration", &[]);
         }
         assert_eq!(e.sections().len(), MAX_SECTIONS);
+        // The driver's section stays; the oldest applications' went.
+        assert_eq!(e.sections()[0].title, "flags");
+        assert_eq!(e.sections()[1].application, "app #4");
+        assert_eq!(
+            e.sections()[MAX_SECTIONS - 1].application,
+            format!("app #{}", MAX_SECTIONS + 2)
+        );
     }
 }
