@@ -92,9 +92,10 @@ def check_environment(browser, ui, operator_file, holder):
     the operator secret nowhere in the page."""
     browser.find_element(By.LINK_TEXT, "Environment").click()
     rows = {}
-    for tr in browser.find_elements(By.CSS_SELECTOR, "table.environment tr")[1:]:
-        k, v = [c.text for c in tr.find_elements(By.TAG_NAME, "td")]
-        rows.setdefault(k, v)
+    for tr in browser.find_elements(By.CSS_SELECTOR, "table.environment tr"):
+        cells = [c.text for c in tr.find_elements(By.TAG_NAME, "td")]
+        if cells:
+            rows.setdefault(cells[0], cells[1])
     assert rows["--ui-port"] == "0" and rows["--host"] == "127.0.0.1", rows
     assert rows["--operator-secret-file"] == "*********(redacted)", rows
     assert rows["EMBER_MASTER"].startswith("http://127.0.0.1:"), rows
