@@ -120,7 +120,7 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
     let memory = r["memory_bytes"].as_u64().unwrap();
     let vec_header = std::mem::size_of::<Vec<u64>>() as u64;
     assert!(
-        memory >= 1000 * 8 + 4 * vec_header && (memory - 8000) % vec_header == 0,
+        memory >= 1000 * 8 + 4 * vec_header && (memory - 8000).is_multiple_of(vec_header),
         "{rdds}"
     );
     cached.unpersist();

@@ -9,6 +9,9 @@ use std::fmt::Write as _;
 use crate::html::bytes;
 use crate::store::quantiles::{Five, TaskSummary};
 
+/// A metric's name, its quantiles and how to show one.
+type Row<'a> = (&'a str, &'a Five, &'a dyn Fn(u64) -> String);
+
 /// The summary table, or a line saying no task has succeeded yet.
 pub(crate) fn table(s: &TaskSummary) -> String {
     let mut out = format!(
@@ -25,7 +28,7 @@ pub(crate) fn table(s: &TaskSummary) -> String {
     );
     let secs = |ms: u64| format!("{:.3} s", ms as f64 / 1000.0);
     let count = |n: u64| n.to_string();
-    let rows: [(&str, &Five, &dyn Fn(u64) -> String); 9] = [
+    let rows: [Row; 9] = [
         ("Duration", &s.duration_ms, &secs),
         ("Run time", &s.run_time_micros, &|us| {
             format!("{:.3} s", us as f64 / 1e6)
