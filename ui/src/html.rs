@@ -1,5 +1,6 @@
 //! Server-rendered pages: jobs, one job (its stages and an SVG of their DAG), one stage
-//! (its tasks and a timeline) and executors. Plain HTML that works without JavaScript;
+//! (its tasks, summary quantiles and a timeline) and executors; the page frame, with
+//! the navigation to `pages`' Storage and Environment. Plain HTML that works without JavaScript;
 //! a page of a running application refreshes itself every two seconds (`<meta
 //! http-equiv="refresh">`). Everything interpolated is HTML-escaped.
 

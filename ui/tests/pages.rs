@@ -357,3 +357,49 @@ fn the_history_server_reads_the_new_events_back() {
     stop.send(()).unwrap();
     thread.join().unwrap();
 }
+
+/// A log of an older version (no operators, no cached blocks, no configuration) reads
+/// as before: the new pages are there and empty, the stage has no operators listed, and
+/// its summary is computed from its tasks.
+#[test]
+fn an_older_log_shows_empty_new_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        r#"{"event":"app_started","name":"old","time_ms":0}"#,
+        r#"{"event":"job_submitted","job_id":0,"description":"d","stages":[{"stage_id":0,"name":"n","num_tasks":1,"parents":[],"shuffle_id":null}],"time_ms":1}"#,
+        r#"{"event":"task_started","task_id":0,"stage_id":0,"stage_attempt":0,"partition":0,"attempt":0,"executor_id":"e","speculative":false,"time_ms":2}"#,
+        r#"{"event":"task_ended","task_id":0,"stage_id":0,"partition":0,"attempt":0,"executor_id":"e","metrics":{"records_in":7,"records_out":7,"shuffle_bytes_written":0,"shuffle_bytes_read":0,"shuffle_records_written":0,"shuffle_records_read":0,"bytes_spilled":0,"spill_count":0,"run_time_micros":5},"succeeded":true,"failure":null,"time_ms":9}"#,
+    ];
+    std::fs::write(dir.path().join("old.jsonl"), lines.join("\n") + "\n").unwrap();
+    let (addr, stop, thread) = serve(Source::History(dir.path().to_path_buf()), Auth::Open);
+    let api = "/api/v1/applications/old";
+    assert_eq!(
+        json(&addr, &format!("{api}/storage/rdd")),
+        serde_json::json!([])
+    );
+    assert_eq!(
+        json(&addr, &format!("{api}/environment")),
+        serde_json::json!({"sections": []})
+    );
+    assert_eq!(
+        json(&addr, &format!("{api}/stages/0"))["operators"],
+        serde_json::json!([])
+    );
+    let s = json(&addr, &format!("{api}/stages/0/summary"));
+    assert_eq!(
+        (s["tasks"].as_u64(), &s["records_in"]),
+        (Some(1), &serde_json::json!([7, 7, 7, 7, 7]))
+    );
+    assert_eq!(s["duration_ms"], serde_json::json!([7, 7, 7, 7, 7]));
+    for (path, text) in [
+        ("/history/old/storage", "Cached RDDs (0)"),
+        ("/history/old/environment", "No configuration was reported."),
+        ("/history/old/jobs/0", "class=\"dag\""),
+    ] {
+        let (code, page) = get(&addr, path);
+        assert_eq!(code, 200, "{path}");
+        assert!(page.contains(text), "{path}: {page}");
+    }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
