@@ -138,6 +138,31 @@ async fn the_environment_shows_flags_and_configuration_and_never_a_secret() {
     );
     assert!(page.contains(&format!("Configuration of {app}")), "{page}");
 
+    // A client's configuration is bounded: 64 entries, each text cut.
+    let many: Vec<ConfEntry> = (0..100)
+        .map(|i| conf(&format!("K{i}"), &"v".repeat(5000)))
+        .collect();
+    let (big, _big_session) = common::open_with_conf(&mut c, &sha, "big".into(), many).await;
+    let big_token = format!("Bearer {}", big.session_token);
+    let mut kept = serde_json::Value::Null;
+    for _ in 0..250 {
+        let (_, body) = http(&ui, "GET", "/api/v1/environment", Some(&big_token), &[]);
+        kept = serde_json::from_str(&body).unwrap();
+        if !kept["sections"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let entries = kept["sections"][0]["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 64);
+    assert_eq!(entries[63][0], "K63");
+    let value = entries[0][1].as_str().unwrap();
+    assert!(
+        value.len() < 1200 && value.starts_with("vvvv"),
+        "{}",
+        value.len()
+    );
+
     // No secret anywhere: pages, JSON, the event log; nor the secret files' paths.
     let (_, own_page) = http(&ui, "GET", "/environment", Some(&token), &[]);
     let log_dir = std::fs::read_dir(&logs).unwrap();
