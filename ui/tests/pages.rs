@@ -403,3 +403,50 @@ fn an_older_log_shows_empty_new_pages() {
     stop.send(()).unwrap();
     thread.join().unwrap();
 }
+
+/// A session's view holds its own cached RDDs and configuration only.
+#[test]
+fn a_scoped_view_has_only_its_applications_storage_and_environment() {
+    let mut s = AppStatus::default();
+    for (app, rdd) in [("a #1", 1), ("b #2", 2)] {
+        s.apply(&AppEvent::BlockCached {
+            application: app.into(),
+            rdd_id: rdd,
+            rdd_name: format!("cache of {app}"),
+            num_partitions: 1,
+            storage: 2,
+            partition: 0,
+            executor_id: "e1".into(),
+            memory_bytes: 0,
+            disk_bytes: 512,
+            time_ms: 1,
+        });
+        s.apply(&AppEvent::Environment {
+            application: app.into(),
+            section: "Configuration".into(),
+            entries: vec![("EMBER_MASTER".into(), app.into())],
+            time_ms: 1,
+        });
+    }
+    s.apply(&AppEvent::Environment {
+        application: String::new(),
+        section: "Driver flags".into(),
+        entries: vec![("--host".into(), "0.0.0.0".into())],
+        time_ms: 1,
+    });
+    let a = s.scoped("a #1");
+    let rdds = a.storage.rdds();
+    assert_eq!(rdds.len(), 1);
+    assert_eq!(
+        (rdds[0].rdd_id, rdds[0].disk_bytes, rdds[0].storage_level),
+        (1, 512, "disk")
+    );
+    let sections = a.environment.sections();
+    assert_eq!(sections.len(), 1);
+    assert_eq!(
+        sections[0].entries,
+        [("EMBER_MASTER".to_string(), "a #1".to_string())]
+    );
+    assert_eq!(s.storage.rdds().len(), 2, "the operator sees both");
+    assert_eq!(s.environment.sections().len(), 3);
+}
