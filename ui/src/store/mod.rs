@@ -367,31 +367,7 @@ impl AppStatus {
                 }
                 self.storage.executor_lost(executor_id);
             }
-            AppEvent::BlockCached {
-                application,
-                rdd_id,
-                rdd_name,
-                num_partitions,
-                storage,
-                partition,
-                executor_id,
-                memory_bytes,
-                disk_bytes,
-                ..
-            } => self.storage.cached(storage::Cached {
-                application,
-                rdd_id: *rdd_id,
-                rdd_name,
-                num_partitions: *num_partitions,
-                storage: *storage,
-                partition: *partition,
-                executor_id,
-                memory_bytes: *memory_bytes,
-                disk_bytes: *disk_bytes,
-            }),
-            AppEvent::BlocksRemoved { rdd_lo, rdd_hi, .. } => {
-                self.storage.removed(*rdd_lo, *rdd_hi)
-            }
+            AppEvent::BlockCached { .. } | AppEvent::BlocksRemoved { .. } => self.storage.apply(e),
             AppEvent::Environment {
                 application,
                 section,

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::event::AppEvent;
+
 /// RDDs tracked at most.
 pub const MAX_RDDS: usize = 1000;
 /// Blocks (partition, executor) tracked at most over all RDDs.
@@ -85,6 +87,36 @@ fn level_name(storage: i32) -> &'static str {
 }
 
 impl Storage {
+    /// Applies a `block_cached` or `blocks_removed` event (others are not its).
+    pub(crate) fn apply(&mut self, e: &AppEvent) {
+        match e {
+            AppEvent::BlockCached {
+                application,
+                rdd_id,
+                rdd_name,
+                num_partitions,
+                storage,
+                partition,
+                executor_id,
+                memory_bytes,
+                disk_bytes,
+                ..
+            } => self.cached(Cached {
+                application,
+                rdd_id: *rdd_id,
+                rdd_name,
+                num_partitions: *num_partitions,
+                storage: *storage,
+                partition: *partition,
+                executor_id,
+                memory_bytes: *memory_bytes,
+                disk_bytes: *disk_bytes,
+            }),
+            AppEvent::BlocksRemoved { rdd_lo, rdd_hi, .. } => self.removed(*rdd_lo, *rdd_hi),
+            _ => {}
+        }
+    }
+
     pub(crate) fn cached(&mut self, b: Cached<'_>) {
         if b.partition >= b.num_partitions {
             return;
