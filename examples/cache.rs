@@ -6,6 +6,10 @@
 //! twice (the first count fills the cache, the second reads it, and the third must
 //! recompute: unpersist dropped the cached partitions on every executor). OUTPUT gets
 //! one line, `lines<TAB>N<TAB>partitions computed<TAB>C`; the same is printed.
+//!
+//! `--hold-until-stdin-closes 1` keeps the context (and the cached lines) alive after
+//! that until standard input closes, to look at the web UI's Storage page meanwhile
+//! (ui/tests/browser.py does).
 
 #[path = "support/args.rs"]
 mod args;
@@ -19,7 +23,7 @@ use ember::{Accumulator, StorageLevel};
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
     let ctx = ember::Context::from_env()?;
-    let Some(args) = args::Args::parse("cache", &[])? else {
+    let Some(args) = args::Args::parse("cache", &[("--hold-until-stdin-closes", "0|1")])? else {
         return Ok(()); // --help
     };
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
@@ -44,9 +48,14 @@ fn main() -> anyhow::Result<()> {
         "counts differ: {first}, {second}, {third}"
     );
     let report = format!("lines\t{first}\tpartitions computed\t{}", computed.value());
-    println!("{report}");
-    ctx.parallelize(vec![report], 1)
+    ctx.parallelize(vec![report.clone()], 1)
         .save_as_text_file(&args.output)
         .with_context(|| format!("writing {}", args.output))?;
+    println!("{report}");
+    if args.get_or("--hold-until-stdin-closes", 0u8)? == 1 {
+        use std::io::{Read, Write};
+        std::io::stdout().flush()?;
+        std::io::stdin().read_to_end(&mut Vec::new())?;
+    }
     Ok(())
 }

@@ -165,6 +165,45 @@ impl Conf {
     }
 }
 
+impl Conf {
+    /// The settings as `(name, value)` lines for the web UI's Environment page, each
+    /// named by the environment variable that sets it. No credential is among them.
+    pub fn entries(&self) -> Vec<(String, String)> {
+        let master = match &self.master {
+            Master::Local {
+                threads,
+                max_failures,
+            } => format!("local[{threads},{max_failures}]"),
+            Master::Cluster(url) => url.clone(),
+        };
+        [
+            ("EMBER_MASTER", master),
+            ("EMBER_EXECUTOR_MEMORY", self.executor_memory.to_string()),
+            (
+                "EMBER_LOCAL_DIR",
+                self.local_dir.as_ref().map_or_else(
+                    || "(the system temp dir)".into(),
+                    |d| d.display().to_string(),
+                ),
+            ),
+            ("EMBER_PROGRESS", self.progress.to_string()),
+            ("EMBER_FILES_OPEN_COST", self.packing.open_cost.to_string()),
+            (
+                "EMBER_FILES_MAX_PARTITION_BYTES",
+                self.packing.max_partition_bytes.to_string(),
+            ),
+            (
+                "EMBER_DEFAULT_PARALLELISM",
+                self.default_parallelism
+                    .map_or_else(|| "(the task slots)".into(), |n| n.to_string()),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
+
 /// The process's command line (program name first, like [`std::env::args`]) without the
 /// `--master M` / `--master=M` that [`Context::from_env`](crate::Context::from_env)
 /// reads: what a job hands its own argument parser (`clap`'s `parse_from`, say).

@@ -153,7 +153,7 @@ impl Context {
                 );
                 local.start_workers(&scheduler, threads);
                 #[cfg(feature = "ui")]
-                let ui = crate::local_ui::start(&scheduler, &app_name())?;
+                let ui = crate::local_ui::start(&scheduler, &app_name(), &conf)?;
                 let backend = Backend::Local {
                     scheduler,
                     cluster: Some(local),
@@ -166,7 +166,7 @@ impl Context {
                 Ok(ctx)
             }
             Master::Cluster(url) => {
-                let client = ClusterClient::connect(&url, &app_name())?;
+                let client = ClusterClient::connect(&url, &app_name(), conf.entries())?;
                 let binary_id = crate::cluster::binary::current()?.1.clone();
                 let parallelism = (client.session.total_cores as usize).max(2);
                 let (id_base, broadcast_base) =

@@ -33,7 +33,11 @@ impl Drop for LocalUi {
 }
 
 /// Starts what the environment asks for (nothing if neither variable is set).
-pub(crate) fn start(scheduler: &SchedulerHandle, app: &str) -> Result<Option<LocalUi>> {
+pub(crate) fn start(
+    scheduler: &SchedulerHandle,
+    app: &str,
+    conf: &crate::conf::Conf,
+) -> Result<Option<LocalUi>> {
     let port = match std::env::var("EMBER_UI_PORT") {
         Ok(p) if !p.is_empty() => Some(p.trim().parse::<u16>().map_err(|_| {
             EmberError::Config(format!(
@@ -58,9 +62,16 @@ pub(crate) fn start(scheduler: &SchedulerHandle, app: &str) -> Result<Option<Loc
         ),
         None => None,
     };
-    // Local mode adds nothing to the scheduler's events.
-    let (_, nothing) = crossbeam_channel::unbounded();
-    ember_ui::feed(scheduler.listen(), nothing, status.clone(), log);
+    // Local mode adds its configuration (the Environment page) to the scheduler's events.
+    let (configuration, extra) = crossbeam_channel::unbounded();
+    let _ = configuration.send(ember_ui::AppEvent::Environment {
+        application: String::new(),
+        section: "Configuration".into(),
+        entries: conf.entries(),
+        time_ms: started,
+    });
+    drop(configuration);
+    ember_ui::feed(scheduler.listen(), extra, status.clone(), log);
     let Some(port) = port else {
         return Ok(Some(LocalUi {
             addr: None,

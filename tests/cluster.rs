@@ -550,6 +550,7 @@ fn a_second_client_cannot_use_another_clients_session() {
             .open_session(OpenSessionRequest {
                 app_name: "intruder".into(),
                 binary_sha256: sha.clone(),
+                conf: Vec::new(),
             })
             .await
             .unwrap()

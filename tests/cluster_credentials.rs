@@ -165,6 +165,7 @@ fn the_executor_secret_does_not_open_client_calls() {
             .open_session(ember_proto::OpenSessionRequest {
                 app_name: "not-a-client".into(),
                 binary_sha256: "0".repeat(64),
+                conf: Vec::new(),
             })
             .await;
         match opened {

@@ -1,6 +1,7 @@
 //! Local mode's web UI and event log (`EMBER_UI_PORT`, `EMBER_EVENT_LOG_DIR`): a job's
-//! numbers through the REST API while the context lives, the server gone with it, and
-//! the event log replayable. Alone in its binary: it sets process environment variables.
+//! numbers through the REST API while the context lives (its stages' task summaries and
+//! operators, the context's configuration, a cached RDD on the Storage page until it is
+//! unpersisted), the server gone with it, and the event log replayable. Alone in its binary: it sets process environment variables.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -100,6 +101,78 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
         stages[0]["num_tasks"].as_u64().unwrap(),
         "a bar per task: {stage}"
     );
+    let api = |path: &str| -> serde_json::Value {
+        let (code, body) = get(&addr, path).unwrap();
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    // 1000 records in 4 partitions: each map task read 250.
+    let map_stage = stages[0]["stage_id"].as_u64().unwrap();
+    let summary = api(&format!("/api/v1/stages/{map_stage}/summary"));
+    assert_eq!(summary["tasks"], 4);
+    assert_eq!(
+        summary["records_in"],
+        serde_json::json!([250, 250, 250, 250, 250])
+    );
+    // The map stage lists its operators, the source first.
+    let ops = stages[0]["operators"].as_array().unwrap();
+    assert!(
+        ops[0]["name"].as_str().unwrap().starts_with("parallelize"),
+        "{ops:?}"
+    );
+    // The context's configuration, on the Environment page.
+    let env = api("/api/v1/environment");
+    assert_eq!(
+        env["sections"][0]["entries"][0],
+        serde_json::json!(["EMBER_MASTER", "local[2,1]"])
+    );
+    // A cached RDD on the Storage page: every partition, 8 bytes a u64 record in
+    // memory (plus a vector per batch), on disk nothing.
+    let cached = ctx
+        .parallelize((0..1000u64).collect::<Vec<_>>(), 4)
+        .map(|x| x * 2);
+    cached.cache();
+    assert_eq!(cached.count().unwrap(), 1000);
+    let mut rdds = serde_json::Value::Null;
+    for _ in 0..100 {
+        rdds = api("/api/v1/storage/rdd");
+        if rdds[0]["partitions_cached"] == 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = &rdds[0];
+    assert_eq!(
+        (
+            r["partitions_cached"].as_u64(),
+            r["num_partitions"].as_u64()
+        ),
+        (Some(4), Some(4)),
+        "{rdds}"
+    );
+    assert_eq!(
+        (r["storage_level"].as_str(), r["disk_bytes"].as_u64()),
+        (Some("memory"), Some(0))
+    );
+    let memory = r["memory_bytes"].as_u64().unwrap();
+    let vec_header = std::mem::size_of::<Vec<u64>>() as u64;
+    assert!(
+        memory >= 1000 * 8 + 4 * vec_header && (memory - 8000).is_multiple_of(vec_header),
+        "{rdds}"
+    );
+    cached.unpersist();
+    for _ in 0..100 {
+        if api("/api/v1/storage/rdd").as_array().unwrap().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        api("/api/v1/storage/rdd"),
+        serde_json::json!([]),
+        "unpersisted"
+    );
+    drop(cached);
     drop(ctx);
     assert!(
         get(&addr, "/api/v1/jobs").is_none(),
@@ -112,6 +185,18 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
         .unwrap()
         .path();
     let replayed = ember_ui::event_log::replay(&log).unwrap();
-    assert_eq!(replayed.jobs().len(), 1);
+    assert_eq!(replayed.jobs().len(), 2, "the reduce and the cached count");
     assert_eq!(replayed.job_stages(0).unwrap()[0].metrics.records_in, 1000);
+    // The log carries the configuration and the cached RDD's life (gone at the end).
+    assert_eq!(
+        replayed.environment.sections()[0].entries[0],
+        ("EMBER_MASTER".to_string(), "local[2,1]".to_string())
+    );
+    assert!(replayed.storage.rdds().is_empty());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("\"event\":\"block_cached\"").count(),
+        4,
+        "one per partition"
+    );
 }

@@ -7,6 +7,7 @@
 //! without a cluster secret.
 
 mod credentials;
+mod flags;
 mod signals;
 
 use std::io::Write;
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use ember_driver::server::{DriverConfig, DriverDaemon, ServerLimits};
 use ember_proto::listener::ConnectionLimits;
 use ember_proto::{auth, operator_secret};
@@ -350,7 +351,12 @@ fn health(addr: &str, timeout_ms: u64) -> ExitCode {
 
 fn main() -> ExitCode {
     no_transparent_huge_pages();
-    let args = Args::parse();
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    let flags = flags::entries::<Args>(&matches);
     match args.command {
         Some(Command::Health { addr, timeout_ms }) => return health(&addr, timeout_ms),
         Some(Command::History {
@@ -424,7 +430,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, secret, executor_secret, operator));
+    let result = runtime.block_on(run(args, flags, secret, executor_secret, operator));
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -438,6 +444,7 @@ fn main() -> ExitCode {
 
 async fn run(
     args: Args,
+    flags: Vec<(String, String)>,
     secret: Option<String>,
     executor_secret: Option<String>,
     operator: Option<String>,
@@ -511,6 +518,7 @@ async fn run(
             max_sessions_per_connection: args.max_sessions_per_connection,
         },
         event_log_dir: args.event_log_dir.clone(),
+        flags,
     })?;
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -143,6 +143,7 @@ async fn uploads_and_fetches_are_checked() {
         .open_session(ember_proto::OpenSessionRequest {
             app_name: "x".into(),
             binary_sha256: wrong,
+            conf: Vec::new(),
         })
         .await
         .unwrap_err();

@@ -31,6 +31,7 @@ async fn the_sessions_of_one_connection_are_bounded_and_others_still_open() {
         .open_session(OpenSessionRequest {
             app_name: "fourth".into(),
             binary_sha256: sha.clone(),
+            conf: Vec::new(),
         })
         .await
         .map(|_| ())

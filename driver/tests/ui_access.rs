@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use common::process::{http, Driver};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ember_proto::auth::with_session_token;
@@ -19,40 +20,6 @@ const CLUSTER: &str = "cluster-secret-held-by-every-client";
 const OPERATOR: &str = "operator-secret-that-no-client-holds";
 /// The executors' own credential (for a driver that wants one beside the cluster secret).
 const EXECUTOR: &str = "executor-secret-that-only-executors-hold";
-
-/// The driver process, SIGKILLed and reaped however the test ends.
-struct Driver(Child);
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `METHOD path` on `addr` with `auth` (an Authorization value) and extra header lines:
-/// (status, body).
-fn http(addr: &str, method: &str, path: &str, auth: Option<&str>, extra: &[&str]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(common::WAIT)).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(a) = auth {
-        head.push_str(&format!("Authorization: {a}\r\n"));
-    }
-    for h in extra {
-        head.push_str(&format!("{h}\r\n"));
-    }
-    head.push_str("Content-Length: 0\r\n\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
 
 fn bearer(t: &str) -> String {
     format!("Bearer {t}")

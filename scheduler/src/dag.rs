@@ -265,6 +265,17 @@ impl PlanIndex {
         }
     }
 
+    /// The nodes of the stage ending at `rdd_id`, in the plan's order (parents first).
+    pub fn stage_nodes(&self, rdd_id: u32) -> Vec<&RddNode> {
+        let mut out = Vec::new();
+        self.walk_stage(rdd_id, |node| {
+            out.push(node);
+            true
+        });
+        out.sort_by_key(|n| self.position.get(&n.id).copied().unwrap_or(usize::MAX));
+        out
+    }
+
     /// Nodes of the stage ending at `rdd_id` that are persisted (for cache locality).
     pub fn persisted_nodes(&self, rdd_id: u32) -> Vec<&RddNode> {
         let mut out = Vec::new();

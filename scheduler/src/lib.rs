@@ -29,5 +29,5 @@ pub use events::{
     TaskLauncher,
 };
 pub use limits::PlanLimits;
-pub use listener::{ListenerEvent, StageDesc};
+pub use listener::{ListenerEvent, StageDesc, StageOperator, MAX_STAGE_OPERATORS};
 pub use scheduler::{SchedulerConfig, SchedulerHandle};

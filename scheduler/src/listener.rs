@@ -26,6 +26,23 @@ pub struct StageDesc {
     pub parents: Vec<u32>,
     /// The shuffle it writes; `None` for the job's result stage.
     pub shuffle_id: Option<u32>,
+    /// The RDD operators the stage runs, parents first (at most
+    /// [`MAX_STAGE_OPERATORS`]: the first ones, `more_operators` counting the rest).
+    pub operators: Vec<StageOperator>,
+    pub more_operators: u32,
+}
+
+/// Operators a [`StageDesc`] lists at most (the UI draws each in the stage's box).
+pub const MAX_STAGE_OPERATORS: usize = 32;
+
+/// One RDD of a stage, as the DAG shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageOperator {
+    pub rdd_id: u32,
+    /// The node's name (its operator and call site), as the plan gives it.
+    pub name: String,
+    /// Whether it is persisted (its partitions are cached where computed).
+    pub cached: bool,
 }
 
 /// One thing that happened in the scheduler.
@@ -95,6 +112,31 @@ pub enum ListenerEvent {
     ExecutorLost {
         executor_id: String,
         reason: String,
+        time_ms: u64,
+    },
+    /// A task stored a partition of a persisted RDD on its executor (reported once
+    /// per block and executor; only blocks of nodes the stage's plan persists, within
+    /// their partitions). Sizes are the task's own estimate (memory) and file size.
+    BlockCached {
+        /// The application (client session) whose plan persists it; empty in local mode.
+        application: String,
+        rdd_id: u32,
+        /// The RDD's name (operator and call site) and partition count, from the plan.
+        rdd_name: String,
+        num_partitions: u32,
+        /// `ember_proto::StorageLevel` as its number.
+        storage: i32,
+        partition: u32,
+        executor_id: String,
+        memory_bytes: u64,
+        disk_bytes: u64,
+        time_ms: u64,
+    },
+    /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone (an unpersist: one id; an
+    /// ended session: its id range).
+    BlocksRemoved {
+        rdd_lo: u32,
+        rdd_hi: u32,
         time_ms: u64,
     },
 }

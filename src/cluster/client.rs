@@ -94,7 +94,12 @@ pub(crate) fn source_chain(e: &dyn std::error::Error) -> String {
 impl ClusterClient {
     /// Connects to the driver at `url`, makes sure it has this binary, and opens a
     /// session.
-    pub(crate) fn connect(url: &str, app_name: &str) -> Result<ClusterClient> {
+    /// `conf`: the context's settings, shown on the driver's Environment page.
+    pub(crate) fn connect(
+        url: &str,
+        app_name: &str,
+        conf: Vec<(String, String)>,
+    ) -> Result<ClusterClient> {
         let (exe, sha) = super::binary::current()?.clone();
         let secret = super::client_secret()?;
         let add_secret = AddSecret::new(secret.as_deref()).map_err(EmberError::Config)?;
@@ -122,6 +127,9 @@ impl ClusterClient {
                 .open_session(OpenSessionRequest {
                     app_name: app_name.to_string(),
                     binary_sha256: sha.clone(),
+                    conf: (conf.into_iter())
+                        .map(|(name, value)| ember_proto::ConfEntry { name, value })
+                        .collect(),
                 })
                 .await
                 .map_err(|s| cluster_err("opening a session", status_text(&s)))?

@@ -214,10 +214,14 @@ impl TaskContext {
         Ok(())
     }
 
-    pub(crate) fn note_cached(&self, rdd_id: u32, partition: u32) {
-        self.cached
-            .borrow_mut()
-            .push(CachedBlock { rdd_id, partition });
+    /// Reports a block stored: `(memory, disk)` bytes it takes.
+    pub(crate) fn note_cached(&self, rdd_id: u32, partition: u32, (memory, disk): (u64, u64)) {
+        self.cached.borrow_mut().push(CachedBlock {
+            rdd_id,
+            partition,
+            memory_bytes: memory,
+            disk_bytes: disk,
+        });
     }
 
     pub(crate) fn take_cached_blocks(&self) -> Vec<CachedBlock> {

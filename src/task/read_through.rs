@@ -19,6 +19,7 @@ use crate::block_store::Block;
 use crate::data::Data;
 use crate::error::Result;
 use crate::spill::run::{RunReader, RunWriter};
+use crate::spill::size::SizeEstimator;
 
 /// Reads a persisted partition from the block store, or computes and stores it.
 pub(crate) fn compute_cached<T: Data>(
@@ -50,9 +51,10 @@ pub(crate) fn compute_cached<T: Data>(
     }
     let level = node.storage;
     if level == StorageLevel::StorageMemory as i32 {
+        let memory = estimated_bytes(&batches);
         let arc: Arc<Vec<Vec<T>>> = Arc::new(batches);
         store.insert(node.id, part, Block::Memory(arc.clone()));
-        tc.note_cached(node.id, part);
+        tc.note_cached(node.id, part, (memory, 0));
         Ok(replay(arc))
     } else {
         let mut w = RunWriter::<Vec<T>>::create(store.dir())?;
@@ -60,10 +62,24 @@ pub(crate) fn compute_cached<T: Data>(
             w.push(b)?;
         }
         let file = Arc::new(w.finish()?);
+        let disk = file.bytes();
         store.insert(node.id, part, Block::Disk(file));
-        tc.note_cached(node.id, part);
+        tc.note_cached(node.id, part, (0, disk));
         Ok(Box::new(batches.into_iter().map(Ok)))
     }
+}
+
+/// The estimated bytes the batches hold in memory (sampled record sizes, as the
+/// spilling structures estimate theirs), for the web UI's Storage page.
+fn estimated_bytes<T: Data>(batches: &[Vec<T>]) -> u64 {
+    let mut sizes = SizeEstimator::new::<T>(0);
+    let mut n = 0u64;
+    for r in batches.iter().flatten() {
+        sizes.update(r);
+        n += 1;
+    }
+    let vecs = batches.len() as u64 * std::mem::size_of::<Vec<T>>() as u64;
+    sizes.estimate(n).saturating_add(vecs)
 }
 
 fn replay<T: Data>(batches: Arc<Vec<Vec<T>>>) -> Batches<T> {

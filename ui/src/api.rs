@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::store::storage::RddStorageInfo;
 use crate::store::{AppStatus, ExecutorInfo, JobInfo, StageInfo, TaskInfo};
 
 /// What a route asks for.
@@ -13,7 +14,13 @@ pub(crate) enum Query {
     JobStages(u64),
     Stage(u32),
     StageTasks(u32),
+    /// Summary quantiles of a stage's task metrics.
+    StageSummary(u32),
     Executors,
+    /// Cached RDDs, and one of them.
+    Storage,
+    StorageRdd(u32),
+    Environment,
 }
 
 /// A JSON answer, or `None` when the job or stage is unknown.
@@ -27,7 +34,13 @@ pub(crate) fn answer(app: &AppStatus, q: Query) -> Option<String> {
         Query::JobStages(id) => app.job_stages(id).as_deref().and_then(json::<[StageInfo]>),
         Query::Stage(id) => app.stage(id).and_then(json),
         Query::StageTasks(id) => app.stage_tasks(id).as_deref().and_then(json::<[TaskInfo]>),
+        Query::StageSummary(id) => app.task_summary(id).as_ref().and_then(json),
         Query::Executors => json::<[ExecutorInfo]>(&app.executors()),
+        Query::Storage => json::<[RddStorageInfo]>(&app.storage.rdds()),
+        Query::StorageRdd(id) => app.storage.rdd(id).as_ref().and_then(json),
+        Query::Environment => json(&serde_json::json!({
+            "sections": app.environment.sections()
+        })),
     }
 }
 

@@ -71,6 +71,23 @@ pub struct StageRef {
     pub num_tasks: u32,
     pub parents: Vec<u32>,
     pub shuffle_id: Option<u32>,
+    /// The RDD operators it runs, parents first (absent in logs of older versions).
+    #[serde(default)]
+    pub operators: Vec<OperatorRef>,
+    /// Operators beyond those listed (a stage lists at most
+    /// [`ember_scheduler::MAX_STAGE_OPERATORS`]).
+    #[serde(default)]
+    pub more_operators: u32,
+}
+
+/// One RDD operator of a stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorRef {
+    pub rdd_id: u32,
+    pub name: String,
+    /// Persisted (its partitions are cached where computed).
+    #[serde(default)]
+    pub cached: bool,
 }
 
 impl From<&StageDesc> for StageRef {
@@ -82,6 +99,14 @@ impl From<&StageDesc> for StageRef {
             num_tasks: s.num_tasks,
             parents: s.parents.clone(),
             shuffle_id: s.shuffle_id,
+            operators: (s.operators.iter())
+                .map(|o| OperatorRef {
+                    rdd_id: o.rdd_id,
+                    name: o.name.clone(),
+                    cached: o.cached,
+                })
+                .collect(),
+            more_operators: s.more_operators,
         }
     }
 }
@@ -170,6 +195,40 @@ pub enum AppEvent {
         host: String,
         memory_limit_bytes: u64,
         memory_used_bytes: u64,
+        time_ms: u64,
+    },
+    /// A partition of a persisted RDD was stored on an executor (see the scheduler's
+    /// `ListenerEvent::BlockCached`).
+    BlockCached {
+        /// The application whose plan persists it; empty in local mode.
+        #[serde(default)]
+        application: String,
+        rdd_id: u32,
+        rdd_name: String,
+        num_partitions: u32,
+        /// `ember_proto::StorageLevel` as its number (1 memory, 2 disk, 3 both).
+        storage: i32,
+        partition: u32,
+        executor_id: String,
+        memory_bytes: u64,
+        disk_bytes: u64,
+        time_ms: u64,
+    },
+    /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone.
+    BlocksRemoved {
+        rdd_lo: u32,
+        rdd_hi: u32,
+        time_ms: u64,
+    },
+    /// Configuration the Environment page shows: one section (e.g. the driver's flags,
+    /// or an application's configuration) of `(name, value)` entries, secrets already
+    /// redacted by whoever sent it (and again by the store: see `store::environment`).
+    Environment {
+        /// The application it belongs to; empty for the driver's or local mode's.
+        #[serde(default)]
+        application: String,
+        section: String,
+        entries: Vec<(String, String)>,
         time_ms: u64,
     },
 }
@@ -286,6 +345,38 @@ impl From<&ListenerEvent> for AppEvent {
                 reason,
                 time_ms,
             },
+            L::BlockCached {
+                application,
+                rdd_id,
+                rdd_name,
+                num_partitions,
+                storage,
+                partition,
+                executor_id,
+                memory_bytes,
+                disk_bytes,
+                time_ms,
+            } => AppEvent::BlockCached {
+                application,
+                rdd_id,
+                rdd_name,
+                num_partitions,
+                storage,
+                partition,
+                executor_id,
+                memory_bytes,
+                disk_bytes,
+                time_ms,
+            },
+            L::BlocksRemoved {
+                rdd_lo,
+                rdd_hi,
+                time_ms,
+            } => AppEvent::BlocksRemoved {
+                rdd_lo,
+                rdd_hi,
+                time_ms,
+            },
         }
     }
 }
@@ -306,6 +397,9 @@ impl AppEvent {
             AppEvent::ExecutorAdded { .. } => "executor_added",
             AppEvent::ExecutorLost { .. } => "executor_lost",
             AppEvent::ExecutorResources { .. } => "executor_resources",
+            AppEvent::BlockCached { .. } => "block_cached",
+            AppEvent::BlocksRemoved { .. } => "blocks_removed",
+            AppEvent::Environment { .. } => "environment",
         }
     }
 
@@ -323,7 +417,10 @@ impl AppEvent {
             } => {
                 texts.push(application);
                 texts.push(description);
-                texts.extend(stages.iter_mut().map(|s| &mut s.name));
+                for s in stages.iter_mut() {
+                    texts.push(&mut s.name);
+                    texts.extend(s.operators.iter_mut().map(|o| &mut o.name));
+                }
             }
             AppEvent::StageFailed { reason, .. } => texts.push(reason),
             AppEvent::TaskStarted { executor_id, .. } => texts.push(executor_id),
@@ -351,13 +448,63 @@ impl AppEvent {
                 texts.push(executor_id);
                 texts.push(host);
             }
-            AppEvent::StageSkipped { .. }
+            AppEvent::BlockCached {
+                application,
+                rdd_name,
+                executor_id,
+                ..
+            } => {
+                texts.push(application);
+                texts.push(rdd_name);
+                texts.push(executor_id);
+            }
+            AppEvent::Environment {
+                application,
+                section,
+                entries,
+                ..
+            } => {
+                texts.push(application);
+                texts.push(section);
+                for (k, v) in entries.iter_mut() {
+                    texts.push(k);
+                    texts.push(v);
+                }
+            }
+            AppEvent::BlocksRemoved { .. }
+            | AppEvent::StageSkipped { .. }
             | AppEvent::StageSubmitted { .. }
             | AppEvent::StageCompleted { .. } => {}
         }
         for t in texts {
             cut_text(t, max);
         }
+    }
+}
+
+impl AppEvent {
+    /// An `environment` event with every credential's value replaced by
+    /// [`REDACTED`](crate::store::environment::REDACTED) (see
+    /// [`is_secret_name`](crate::store::environment::is_secret_name)); `None` for any
+    /// other event, or one with nothing to redact.
+    pub fn redacted(&self) -> Option<AppEvent> {
+        use crate::store::environment::{is_secret_name, REDACTED};
+        let AppEvent::Environment { entries, .. } = self else {
+            return None;
+        };
+        let secret = |(k, v): &(String, String)| is_secret_name(k) && v != REDACTED;
+        if !entries.iter().any(secret) {
+            return None;
+        }
+        let mut out = self.clone();
+        if let AppEvent::Environment { entries, .. } = &mut out {
+            for (k, v) in entries.iter_mut() {
+                if is_secret_name(k) {
+                    *v = REDACTED.to_string();
+                }
+            }
+        }
+        Some(out)
     }
 }
 

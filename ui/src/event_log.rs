@@ -91,6 +91,9 @@ impl EventLogWriter {
     /// line would be longer than [`MAX_LINE_BYTES`] has its texts cut; if it is still
     /// too long it is left out with a warning.
     pub fn write(&mut self, e: &AppEvent) -> Result<(), LogError> {
+        // Credentials never reach the log, whatever the sender did.
+        let redacted = e.redacted();
+        let e = redacted.as_ref().unwrap_or(e);
         let mut line = self.encode(e)?;
         if line.len() > MAX_LINE_BYTES {
             let mut cut = e.clone();

@@ -1,11 +1,13 @@
 //! Server-rendered pages: jobs, one job (its stages and an SVG of their DAG), one stage
-//! (its tasks and a timeline) and executors. Plain HTML that works without JavaScript;
+//! (its tasks, summary quantiles and a timeline) and executors; the page frame, with
+//! the navigation to `pages`' Storage and Environment. Plain HTML that works without JavaScript;
 //! a page of a running application refreshes itself every two seconds (`<meta
 //! http-equiv="refresh">`). Everything interpolated is HTML-escaped.
 
 use std::fmt::Write as _;
 
 use crate::nav;
+use crate::pages::{dag_ops, summary};
 use crate::store::{AppStatus, ExecutorInfo, JobInfo, StageInfo, Status, TaskInfo};
 
 /// `s` with `& < > " '` escaped.
@@ -40,7 +42,8 @@ pub(crate) fn page(app: &AppStatus, base: &str, title: &str, body: &str) -> Stri
     format!(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\">{refresh}<title>{t} - ember</title>\
          <style>{STYLE}</style></head><body><nav><b>ember</b> {app_name} \
-         <a href=\"{base}/jobs\">Jobs</a><a href=\"{base}/executors\">Executors</a></nav>\
+         <a href=\"{base}/jobs\">Jobs</a><a href=\"{base}/storage\">Storage</a>\
+         <a href=\"{base}/environment\">Environment</a><a href=\"{base}/executors\">Executors</a></nav>\
          <h1>{t}</h1>{body}</body></html>",
         t = esc(title),
         app_name = esc(&app.name),
@@ -58,7 +61,7 @@ fn duration(from: u64, to: Option<u64>) -> String {
     }
 }
 
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -209,7 +212,9 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             .map_or(0, |d| d + 1);
         depth.push(d);
     }
-    let (w, h, gap_x, gap_y) = (190u32, 56u32, 60u32, 18u32);
+    // The heading, a name of up to two lines, then the stage's operators.
+    let ops = stages.iter().map(dag_ops::lines).max().unwrap_or(0);
+    let (w, h, gap_x, gap_y) = (190u32, 56 + ops * dag_ops::LINE_H, 60u32, 18u32);
     let mut row_of_depth: std::collections::HashMap<u32, u32> = Default::default();
     let mut pos = Vec::with_capacity(stages.len());
     for d in &depth {
@@ -248,7 +253,7 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             svg,
             "<a href=\"{base}/stages/{num}\"><g class=\"stage {st}\"><title>{full}</title><rect x=\"{x}\" y=\"{y}\" width=\"{w}\" height=\"{h}\" rx=\"5\" \
              fill=\"{fill}\" stroke=\"#888\"/><text x=\"{tx}\" y=\"{ty1}\" font-size=\"12\">Stage {num} ({st})</text>\
-             <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text></g></a>",
+             <text x=\"{tx}\" y=\"{ty2}\" font-size=\"11\" fill=\"#555\">{name}</text>{ops}</g></a>",
             num = s.number,
             st = s.status.as_str(),
             tx = x + 8,
@@ -256,6 +261,7 @@ pub(crate) fn dag_svg(stages: &[StageInfo], base: &str) -> String {
             ty2 = y + 33,
             full = esc(&s.name),
             name = crate::label::tspans(&s.name, 30, 2, x + 8, 13),
+            ops = dag_ops::operator_lines(s, x + 8, y + 62),
         );
     }
     svg.push_str("</svg>");
@@ -285,6 +291,9 @@ pub(crate) fn stage_page(
     let application = jobs.first().map_or("", |j| j.application.as_str());
     let app_base = esc(&nav::app_base(base, app, application));
     stage_table(&mut body, &app_base, std::slice::from_ref(stage));
+    if let Some(summary) = app.task_summary(stage.stage_id) {
+        body.push_str(&summary::table(&summary));
+    }
     body.push_str("<h2>Timeline</h2>");
     body.push_str(&crate::timeline::stage_timeline(tasks));
     let _ = write!(body, "<h2>Tasks ({})</h2>", tasks.len());

@@ -1,6 +1,7 @@
 //! ember's web UI: a status store of jobs, stages, tasks and executors fed by the
 //! scheduler's listener bus ([`feed`]), an event log of the same events, a REST API
-//! (`/api/v1/...`), Prometheus metrics (`/metrics`), server-rendered HTML pages with an SVG picture of each job's stages,
+//! (`/api/v1/...`), Prometheus metrics (`/metrics`), server-rendered HTML pages with an SVG picture of each job's stages
+//! (and the operators in each), a stage's summary quantiles, cached RDDs (Storage) and configuration (Environment),
 //! and the HTTP server for them (axum). The driver serves it for a cluster; a history
 //! server serves it from event logs of finished applications.
 //!
@@ -21,6 +22,7 @@ mod label;
 pub mod log_reader;
 mod metrics;
 mod nav;
+mod pages;
 pub mod server;
 pub mod store;
 mod timeline;

@@ -131,6 +131,8 @@ mod tests {
                 num_tasks: 1,
                 parents: vec![],
                 shuffle_id: None,
+                operators: vec![],
+                more_operators: 0,
             }],
             time_ms: 1,
         }

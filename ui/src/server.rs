@@ -33,10 +33,10 @@ pub use crate::access::{Auth, Sessions};
 use crate::api::{answer, AppSummary, Query};
 use crate::app_pages::AppPage;
 use crate::history::History;
-use crate::html;
 use crate::nav;
 use crate::store::AppStatus;
 use crate::SharedStatus;
+use crate::{html, pages};
 
 /// What the server shows.
 #[derive(Clone)]
@@ -120,6 +120,41 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         .route(
             "/executors",
             get(|s: St, v: Seen| async move { live_page(&s, &v, Page::Executors) }),
+        )
+        .route(
+            "/storage",
+            get(|s: St, v: Seen| async move { live_page(&s, &v, Page::Storage) }),
+        )
+        .route(
+            "/storage/rdd/{id}",
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id).map_or_else(not_found, |id| live_page(&s, &v, Page::StorageRdd(id)))
+            }),
+        )
+        .route(
+            "/environment",
+            get(|s: St, v: Seen| async move { live_page(&s, &v, Page::Environment) }),
+        )
+        .route(
+            "/api/v1/storage/rdd",
+            get(|s: St, v: Seen| async move { live_api(&s, &v, Query::Storage) }),
+        )
+        .route(
+            "/api/v1/storage/rdd/{id}",
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::StorageRdd(id)))
+            }),
+        )
+        .route(
+            "/api/v1/environment",
+            get(|s: St, v: Seen| async move { live_api(&s, &v, Query::Environment) }),
+        )
+        .route(
+            "/api/v1/stages/{id}/summary",
+            get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
+                stage_num(&id)
+                    .map_or_else(not_found, |id| live_api(&s, &v, Query::StageSummary(id)))
+            }),
         )
         .route(
             "/api/v1/jobs",
@@ -346,6 +381,9 @@ pub(crate) enum Page {
     /// A stage by the driver's id: redirects to its application's address.
     MovedStage(u32),
     Executors,
+    Storage,
+    StorageRdd(u32),
+    Environment,
 }
 
 /// `page` of `app`; `can_kill`: the viewer may kill the app's running jobs.
@@ -362,6 +400,16 @@ fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) -> Response {
             None => moved_not_found(app, base, format!("No stage {id}.")),
         },
         Page::Executors => html_ok(html::executors_page(app, base, &app.executors())),
+        Page::Storage => html_ok(pages::storage::storage_page(app, base)),
+        Page::StorageRdd(id) => match app.storage.rdd(id) {
+            Some(r) => html_ok(pages::storage::rdd_page(app, base, &r)),
+            None => (
+                StatusCode::NOT_FOUND,
+                html_ok(html::not_found(app, base, &format!("No cached RDD {id}."))),
+            )
+                .into_response(),
+        },
+        Page::Environment => html_ok(pages::environment::environment_page(app, base)),
     }
 }
 
@@ -512,6 +560,12 @@ fn history_page(s: &St, id: &str, rest: &str) -> Response {
             None => return not_found(),
         },
         ["executors"] => Page::Executors,
+        ["storage"] => Page::Storage,
+        ["storage", "rdd", n] => match stage_num(n) {
+            Some(n) => Page::StorageRdd(n),
+            None => return not_found(),
+        },
+        ["environment"] => Page::Environment,
         _ => return not_found(),
     };
     render(&app, &base, page, false)
@@ -528,8 +582,12 @@ fn history_api(s: &St, id: &str, rest: &str) -> Response {
         ["jobs", n, "stages"] => num(n).map(Query::JobStages),
         ["stages", n] => stage_num(n).map(Query::Stage),
         ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
+        ["stages", n, "summary"] => stage_num(n).map(Query::StageSummary),
         ["executors"] => Some(Query::Executors),
         ["apps"] => return crate::app_pages::apps_json(&app.read()),
+        ["storage", "rdd"] => Some(Query::Storage),
+        ["storage", "rdd", n] => stage_num(n).map(Query::StorageRdd),
+        ["environment"] => Some(Query::Environment),
         _ => None,
     };
     let Some(q) = q else {

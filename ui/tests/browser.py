@@ -5,12 +5,16 @@ Starts a driver (`--ui-port 0`) and an executor on loopback from the workspace's
 binaries, runs `examples/wordcount` on data/sample-text against them, then opens the
 jobs page, follows the link to the job, from there to its map stage, and opens the
 executors page, checking that each page shows the numbers the REST API gives (which
-tests/cluster_ui.rs checks against the job itself). The driver has an operator secret
+tests/cluster_ui.rs checks against the job itself); the stage's summary quantiles
+against the task list, and the operators in the DAG's stage boxes. Then runs
+`examples/cache` holding its context open and opens the Storage page (its cached RDD,
+every partition) and the Environment page (the driver's flags, the session's
+configuration, no secret). The driver has an operator secret
 (`--operator-secret-file`): the API calls and the browser (every request, through the
 DevTools protocol) carry it as a bearer token, and a request without it must get 401.
 Saves a screenshot of every page in --out. Every process and temporary directory is removed at the end, also on failure.
 
-    cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount
+    cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount --example cache
     python3 ui/tests/browser.py --out target/ui-screenshots
 """
 
@@ -56,15 +60,60 @@ def api(ui, path, secret=OPERATOR):
         return json.load(r)
 
 
+def check_summary(browser, tasks):
+    """The stage page's summary row of records in: the nearest-rank quantiles of the
+    successful tasks' records, computed here from the task list."""
+    done = sorted(t["metrics"]["records_in"] for t in tasks if t["status"] == "succeeded")
+    assert f"Summary metrics for {len(done)} completed tasks" in browser.page_source
+    want = [str(done[min(int(q * len(done)), len(done) - 1)]) for q in (0, 0.25, 0.5, 0.75, 1)]
+    row = browser.find_element(By.XPATH, "//table[@class='summary']//tr[td[1]='Records in']")
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")][1:]
+    assert cells == want, (cells, want)
+
+
+def check_storage(browser, ui):
+    """The Storage page lists the cached RDD with every partition cached, as the API."""
+    deadline = time.monotonic() + 10
+    while True:
+        rdds = api(ui, "/api/v1/storage/rdd")
+        if rdds and rdds[0]["partitions_cached"] == rdds[0]["num_partitions"] == 3:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the cached RDD never showed: {rdds}")
+        time.sleep(0.1)
+    assert rdds[0]["memory_bytes"] > 0 and rdds[0]["storage_level"] == "memory", rdds
+    browser.find_element(By.LINK_TEXT, "Storage").click()
+    row = browser.find_elements(By.CSS_SELECTOR, "table.storage tr")[1]
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[0] == str(rdds[0]["rdd_id"]) and cells[3] == "3 / 3" and cells[4] == "100%", cells
+
+
+def check_environment(browser, ui, operator_file, holder):
+    """The driver's flags (its secret file redacted) and the session's configuration;
+    the operator secret nowhere in the page."""
+    browser.find_element(By.LINK_TEXT, "Environment").click()
+    rows = {}
+    for tr in browser.find_elements(By.CSS_SELECTOR, "table.environment tr"):
+        cells = [c.text for c in tr.find_elements(By.TAG_NAME, "td")]
+        if cells:
+            rows.setdefault(cells[0], cells[1])
+    assert rows["--ui-port"] == "0" and rows["--host"] == "127.0.0.1", rows
+    assert rows["--operator-secret-file"] == "*********(redacted)", rows
+    assert rows["EMBER_MASTER"].startswith("http://127.0.0.1:"), rows
+    assert OPERATOR not in browser.page_source and str(operator_file) not in browser.page_source
+    sections = api(ui, "/api/v1/environment")["sections"]
+    assert [s["title"] for s in sections][:1] == ["Driver flags"], sections
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="directory for the screenshots")
     ap.add_argument("--bin", type=Path, default=REPO / "target/debug")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    for b in ["ember-driver", "ember-executor", "examples/wordcount"]:
+    for b in ["ember-driver", "ember-executor", "examples/wordcount", "examples/cache"]:
         if not (a.bin / b).exists():
-            raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount")
+            raise SystemExit(f"{a.bin / b} is missing: cargo build -p ember-driver -p ember-executor && cargo build -p ember --example wordcount --example cache")
     scratch = Path(tempfile.mkdtemp(prefix="ember-ui-browser-"))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("EMBER_SECRET") and k != "EMBER_OPERATOR_SECRET_FILE"}
@@ -165,6 +214,9 @@ def main():
         cells = [c.text for c in rows[0].find_elements(By.TAG_NAME, "td")]
         want = f"{map_stage['tasks_succeeded']} / 0 / 0 of {map_stage['num_tasks']}"
         assert cells[3] == want and cells[4] == str(map_stage["metrics"]["records_in"]), (cells, want)
+        ops = browser.find_elements(By.CSS_SELECTOR, "svg.dag g.stage text.operator")
+        want_ops = sum(len(s["operators"]) for s in stages)
+        assert want_ops >= 2 and len(ops) == want_ops, (len(ops), want_ops)
         browser.save_screenshot(str(a.out / "2-job.png"))
 
         browser.find_element(By.CSS_SELECTOR, "table").find_element(By.LINK_TEXT, str(map_stage["number"])).click()
@@ -179,6 +231,7 @@ def main():
         assert len(ticks) >= 2 and ticks[0] == "0 ms", ticks
         task_rows = browser.find_elements(By.XPATH, "//h2[starts-with(., 'Tasks')]/following-sibling::table[1]//tr")[1:]
         assert len(task_rows) == len(tasks), (len(task_rows), len(tasks))
+        check_summary(browser, tasks)
         browser.save_screenshot(str(a.out / "3-stage.png"))
         # The driver's ids (the JSON's) still lead to the page, by a redirect.
         browser.get(f"{ui}/stages/{map_stage['stage_id']}")
@@ -189,7 +242,20 @@ def main():
         body = browser.find_element(By.TAG_NAME, "body").text
         assert executor_id in body and "active" in body, body
         browser.save_screenshot(str(a.out / "4-executors.png"))
-        print(f"ui browser test: 4 pages checked, screenshots in {a.out}")
+
+        holder = subprocess.Popen(
+            [str(a.bin / "examples/cache"), "--master", grpc, "--partitions", "3",
+             "--hold-until-stdin-closes", "1", str(REPO / "data/sample-text"), str(scratch / "cached")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        procs.append(holder)
+        first_line(holder, "lines\t", timeout=120)
+        check_storage(browser, ui)
+        browser.save_screenshot(str(a.out / "5-storage.png"))
+        check_environment(browser, ui, operator_file, holder)
+        browser.save_screenshot(str(a.out / "6-environment.png"))
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        print(f"ui browser test: 6 pages checked, screenshots in {a.out}")
         return 0
     finally:
         if browser is not None:

@@ -38,6 +38,8 @@ fn job(job_id: u64, application: &str, description: &str) -> String {
             num_tasks: 1,
             parents: vec![],
             shuffle_id: None,
+            operators: Vec::new(),
+            more_operators: 0,
         }],
         time_ms: 8,
     })

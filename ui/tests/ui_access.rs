@@ -26,6 +26,8 @@ fn job_events(job: u64, stage: u32, app: &str) -> Vec<AppEvent> {
                 num_tasks: 1,
                 parents: vec![],
                 shuffle_id: None,
+                operators: Vec::new(),
+                more_operators: 0,
             }],
             time_ms: 10,
         },

@@ -22,6 +22,8 @@ fn stage(id: u32, parents: Vec<u32>, shuffle: Option<u32>) -> StageRef {
         num_tasks: 2,
         parents,
         shuffle_id: shuffle,
+        operators: Vec::new(),
+        more_operators: 0,
     }
 }
 
@@ -578,6 +580,8 @@ fn a_driver_of_several_applications_shows_each_ones_numbers() {
             num_tasks: 1,
             parents: vec![],
             shuffle_id: None,
+            operators: Vec::new(),
+            more_operators: 0,
         }],
         time_ms: 10,
     };

@@ -176,6 +176,14 @@ impl ExecutorRegistry {
         let _ = self.ui.set(tx);
     }
 
+    /// Sends `event` to the web UI's store (once [`report_to_ui`](Self::report_to_ui)
+    /// gave it a channel).
+    pub(crate) fn send_to_ui(&self, event: ember_ui::AppEvent) {
+        if let Some(ui) = self.ui.get() {
+            let _ = ui.send(event);
+        }
+    }
+
     /// Tells the UI what `id` offers and uses.
     fn resources_to_ui(&self, id: &str, e: &Entry) {
         if let Some(ui) = self.ui.get() {

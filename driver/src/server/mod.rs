@@ -81,6 +81,9 @@ pub struct DriverConfig {
     pub limits: ServerLimits,
     /// Where to write the event log (one JSON line per scheduler event), if anywhere.
     pub event_log_dir: Option<PathBuf>,
+    /// The daemon's flags and their values, for the web UI's Environment page
+    /// (credentials redacted: the UI redacts by name again).
+    pub flags: Vec<(String, String)>,
 }
 
 /// Bounds on what clients may store in the driver: running and waiting jobs, queued
@@ -277,6 +280,12 @@ impl DriverDaemon {
             None => None,
         };
         let (ui_tx, ui_rx) = crossbeam_channel::unbounded();
+        let _ = ui_tx.send(ember_ui::AppEvent::Environment {
+            application: String::new(),
+            section: "Driver flags".into(),
+            entries: config.flags.clone(),
+            time_ms: started,
+        });
         executors.report_to_ui(ui_tx);
         ember_ui::feed(scheduler.listen(), ui_rx, status.clone(), log);
         let state = Arc::new(DriverState {

@@ -18,6 +18,16 @@ pub fn app_name(raw: &str) -> String {
     escaped_prefix(raw, MAX_APP_NAME_BYTES, "app names")
 }
 
+/// Entries of a client's configuration the driver keeps (the rest are left out).
+pub const MAX_CONF_ENTRIES: usize = 64;
+/// Bytes of each configuration name or value the driver keeps.
+pub const MAX_CONF_BYTES: usize = 1024;
+
+/// A configuration name or value of a client, as the Environment page shows it.
+pub fn conf_text(raw: &str) -> String {
+    escaped_prefix(raw, MAX_CONF_BYTES, "configuration entries")
+}
+
 /// A job description or call site as the driver logs it (at most
 /// [`ember_scheduler::limits::MAX_LOGGED_BYTES`]).
 pub fn logged(raw: &str) -> String {

@@ -25,6 +25,8 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Streaming;
 
+pub mod process;
+
 /// Every wait in these tests is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(5);
 
@@ -111,6 +113,7 @@ pub async fn start(opts: Options) -> TestDriver {
                 .map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
+            flags: Vec::new(),
         })
         .expect("start daemon"),
     );
@@ -214,10 +217,21 @@ pub async fn open_named(
     sha: &str,
     app_name: String,
 ) -> (SessionOpened, Streaming<SessionEvent>) {
+    open_with_conf(client, sha, app_name, Vec::new()).await
+}
+
+/// Opens a session named `app_name` whose client reports configuration `conf`.
+pub async fn open_with_conf(
+    client: &mut Client,
+    sha: &str,
+    app_name: String,
+    conf: Vec<ember_proto::ConfEntry>,
+) -> (SessionOpened, Streaming<SessionEvent>) {
     let mut stream = client
         .open_session(OpenSessionRequest {
             app_name,
             binary_sha256: sha.into(),
+            conf,
         })
         .await
         .expect("open session")

@@ -166,18 +166,38 @@ impl Scheduler {
             st.durations.push(run.started.elapsed());
         }
         // Only blocks of persisted nodes of the stage's plan, within their partitions.
+        // One warning per task however many blocks it names (the list is the wire's).
+        let mut ignored = 0usize;
         for b in &success.cached {
             let known = st
                 .index
                 .node(b.rdd_id)
                 .is_some_and(|n| n.storage != 0 && b.partition < n.num_partitions);
             if !known {
-                warn!(executor = %run.executor_id, rdd = b.rdd_id, partition = b.partition, "ignoring a cached block the plan does not persist");
+                if ignored == 0 {
+                    warn!(executor = %run.executor_id, rdd = b.rdd_id, partition = b.partition, "ignoring a cached block the plan does not persist");
+                }
+                ignored += 1;
                 continue;
             }
             let holders = self.cache.entry((b.rdd_id, b.partition)).or_default();
             if !holders.contains(&run.executor_id) {
                 holders.push(run.executor_id.clone());
+                // Once per block and executor: a repeated report adds no event.
+                if let Some(n) = st.index.node(b.rdd_id) {
+                    self.listeners.emit(|| ListenerEvent::BlockCached {
+                        application: st.plan.application.clone(),
+                        rdd_id: b.rdd_id,
+                        rdd_name: n.name.clone(),
+                        num_partitions: n.num_partitions,
+                        storage: n.storage,
+                        partition: b.partition,
+                        executor_id: run.executor_id.clone(),
+                        memory_bytes: b.memory_bytes,
+                        disk_bytes: b.disk_bytes,
+                        time_ms: now_ms(),
+                    });
+                }
             }
         }
         self.report_task_end(&run, metrics, Some(&success), None);

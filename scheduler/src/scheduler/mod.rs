@@ -455,7 +455,14 @@ impl Scheduler {
                 executor_id,
                 reason,
             } => self.executor_lost(&executor_id, &reason),
-            SchedulerEvent::Unpersist { rdd_id } => self.cache.retain(|(r, _), _| *r != rdd_id),
+            SchedulerEvent::Unpersist { rdd_id } => {
+                self.cache.retain(|(r, _), _| *r != rdd_id);
+                self.listeners.emit(|| ListenerEvent::BlocksRemoved {
+                    rdd_lo: rdd_id,
+                    rdd_hi: rdd_id.saturating_add(1),
+                    time_ms: now_ms(),
+                });
+            }
             SchedulerEvent::ForgetIds { id_lo, id_hi } => self.forget_ids(id_lo, id_hi),
             SchedulerEvent::ApplicationEnded { application } => {
                 self.apps.remove(&application);
@@ -488,6 +495,11 @@ impl Scheduler {
             self.tracker.remove_shuffle(shuffle_id);
         }
         self.cache.retain(|(rdd, _), _| !in_range(*rdd));
+        self.listeners.emit(|| ListenerEvent::BlocksRemoved {
+            rdd_lo: lo,
+            rdd_hi: hi,
+            time_ms: now_ms(),
+        });
         self.released.retain(|id| !in_range(*id));
         debug!(lo, hi, "forgot ids of an ended session");
     }

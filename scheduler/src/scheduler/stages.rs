@@ -16,7 +16,7 @@ use super::{Job, Pending, Scheduler, Stage, StageKind, StageState};
 use crate::dag::PlanIndex;
 use crate::events::{Broadcasts, JobEvent, JobEventSender, JobFailure, StageInfo};
 use crate::limits::{check_plan, for_log};
-use crate::listener::{now_ms, ListenerEvent, StageDesc};
+use crate::listener::{now_ms, ListenerEvent, StageDesc, StageOperator, MAX_STAGE_OPERATORS};
 
 impl Scheduler {
     pub(super) fn fully_cached(&self, rdd_id: u32, num_partitions: u32) -> bool {
@@ -512,6 +512,15 @@ impl Scheduler {
             .filter_map(|sid| self.shuffle_stage.get(sid).copied())
             .collect();
         parents.sort_unstable();
+        let nodes = st.index.stage_nodes(st.rdd_id);
+        let more_operators = nodes.len().saturating_sub(MAX_STAGE_OPERATORS) as u32;
+        let operators = (nodes.iter().take(MAX_STAGE_OPERATORS))
+            .map(|n| StageOperator {
+                rdd_id: n.id,
+                name: n.name.clone(),
+                cached: n.storage != 0,
+            })
+            .collect();
         Some(StageDesc {
             stage_id,
             number: st.number,
@@ -522,6 +531,8 @@ impl Scheduler {
                 StageKind::ShuffleMap(sid) => Some(sid),
                 StageKind::Result(_) => None,
             },
+            operators,
+            more_operators,
         })
     }
 }

@@ -12,9 +12,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Serialize;
 
-use crate::event::{AppEvent, Metrics, StageRef};
+use crate::event::{AppEvent, Metrics, OperatorRef, StageRef};
 
+pub mod environment;
+pub mod quantiles;
 mod queries;
+pub mod storage;
 
 /// Jobs kept (Spark's `spark.ui.retainedJobs` default).
 pub const MAX_JOBS: usize = 1000;
@@ -77,6 +80,9 @@ pub struct StageInfo {
     pub num_tasks: u32,
     pub parents: Vec<u32>,
     pub shuffle_id: Option<u32>,
+    /// The RDD operators it runs, parents first, and how many more there are.
+    pub operators: Vec<OperatorRef>,
+    pub more_operators: u32,
     pub status: Status,
     /// Attempts started (0: never ran).
     pub attempts: u32,
@@ -160,6 +166,10 @@ pub struct AppStatus {
     /// Host and memory of executors the scheduler has not added yet (the driver's
     /// resources line comes on another channel and may be first).
     early_resources: BTreeMap<String, (String, u64, u64)>,
+    /// Cached RDDs (the Storage page).
+    pub storage: storage::Storage,
+    /// Configuration sections (the Environment page).
+    pub environment: environment::Environment,
 }
 
 impl AppStatus {
@@ -355,7 +365,15 @@ impl AppStatus {
                     x.lost_reason = Some(reason.clone());
                     x.tasks_running = 0;
                 }
+                self.storage.executor_lost(executor_id);
             }
+            AppEvent::BlockCached { .. } | AppEvent::BlocksRemoved { .. } => self.storage.apply(e),
+            AppEvent::Environment {
+                application,
+                section,
+                entries,
+                ..
+            } => self.environment.set(application, section, entries),
         }
     }
 
@@ -395,6 +413,8 @@ impl AppStatus {
                 num_tasks: s.num_tasks,
                 parents: s.parents.clone(),
                 shuffle_id: s.shuffle_id,
+                operators: s.operators.clone(),
+                more_operators: s.more_operators,
                 status: Status::Pending,
                 attempts: 0,
                 submitted_ms: None,

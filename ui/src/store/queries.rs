@@ -36,6 +36,8 @@ impl AppStatus {
                 .map(|(id, t)| (*id, t.clone()))
                 .collect(),
             jobs,
+            storage: self.storage.scoped(application),
+            environment: self.environment.scoped(application),
             ..Default::default()
         }
     }

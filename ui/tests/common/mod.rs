@@ -79,6 +79,16 @@ pub fn get(addr: &str, path: &str) -> (u16, String) {
     request(addr, "GET", path, &[])
 }
 
+/// `GET path`, following one redirect (an old `/jobs/ID` or `/stages/ID` address
+/// answers 303 to its application's): (status, body).
+#[allow(dead_code)]
+pub fn get_followed(addr: &str, path: &str) -> (u16, String) {
+    match location(addr, path, &[]) {
+        (303, Some(to)) => get(addr, &to),
+        _ => get(addr, path),
+    }
+}
+
 /// `GET path` answered 200, its body parsed as JSON.
 pub fn json(addr: &str, path: &str) -> serde_json::Value {
     let (code, body) = get(addr, path);

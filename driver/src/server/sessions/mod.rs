@@ -44,6 +44,7 @@ use tracing::{info, warn};
 
 use super::job_queue::WaitingJobs;
 use super::jobs::PendingJob;
+use super::names;
 use super::DriverState;
 use ember_scheduler::events::{Broadcasts, SchedulerEvent};
 
@@ -303,6 +304,18 @@ pub(crate) fn open(
         (id, range)
     };
     info!(session = id, id_range = range.index(), app = %app_name, binary = %req.binary_sha256, "session opened");
+    // The client's configuration (none from an older client), bounded here (the
+    // store cuts each text again).
+    if !req.conf.is_empty() {
+        state.executors.send_to_ui(ember_ui::AppEvent::Environment {
+            application: format!("{app_name} #{id}"),
+            section: "Configuration".into(),
+            entries: (req.conf.iter().take(names::MAX_CONF_ENTRIES))
+                .map(|e| (names::conf_text(&e.name), names::conf_text(&e.value)))
+                .collect(),
+            time_ms: ember_scheduler::listener::now_ms(),
+        });
+    }
     Ok(SessionStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: SessionGuard {

@@ -234,6 +234,7 @@ fn tasks_over_a_local_checkpoint_wait_for_the_executor_holding_their_block() {
                 cached: vec![CachedBlock {
                     rdd_id: 0,
                     partition: t.partition,
+                    ..Default::default()
                 }],
                 ..Default::default()
             }),

@@ -138,3 +138,130 @@ fn listeners_see_failures_and_executors() {
         |e| matches!(e, ListenerEvent::ExecutorLost { executor_id, reason, .. } if executor_id == "e2" && reason.contains("heartbeat"))
     ));
 }
+
+/// A stage lists its operators (parents first, persisted ones marked); a cached block
+/// is reported once per block and executor, blocks the plan does not persist or past
+/// the RDD's partitions are not reported, and an unpersist reports the RDD's blocks gone.
+#[test]
+fn listeners_see_stage_operators_and_cached_blocks() {
+    use ember_proto::dependency::Kind;
+    use ember_proto::{
+        task_status, task_success, CachedBlock, Dependency, NarrowDependency, Plan, RddNode,
+        StorageLevel, TaskSuccess,
+    };
+    let narrow = |parent| {
+        vec![Dependency {
+            kind: Some(Kind::Narrow(NarrowDependency {
+                parent,
+                one_to_one: true,
+            })),
+        }]
+    };
+    let node = |id, name: &str, deps, storage| RddNode {
+        id,
+        num_partitions: 2,
+        name: name.into(),
+        deps,
+        storage,
+        ..Default::default()
+    };
+    let plan = Plan {
+        nodes: vec![
+            node(0, "text_file(in)", vec![], 0),
+            node(
+                1,
+                "cache at src/main.rs:3",
+                narrow(0),
+                StorageLevel::StorageMemory as i32,
+            ),
+            node(2, "map at src/main.rs:4", narrow(1), 0),
+        ],
+        final_rdd: 2,
+        ..Default::default()
+    };
+    let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
+    let rx = h.sched.listen();
+    let events = h.sched.submit(plan, HashMap::new());
+    for _ in 0..2 {
+        let (ex, t) = h.next_task();
+        let block = |rdd_id, partition, memory_bytes| CachedBlock {
+            rdd_id,
+            partition,
+            memory_bytes,
+            disk_bytes: 0,
+        };
+        let p = t.partition;
+        h.reply(
+            &ex,
+            &t,
+            task_status::Outcome::Success(TaskSuccess {
+                output: Some(task_success::Output::Result(vec![0])),
+                cached: vec![
+                    block(1, p, 100 * u64::from(p + 1)),
+                    block(1, p, 100 * u64::from(p + 1)),
+                    block(0, p, 1),
+                    block(1, 9, 1),
+                ],
+                ..Default::default()
+            }),
+        );
+    }
+    assert!(drain_until_end(&events).1.is_ok());
+    h.sched.send(SchedulerEvent::Unpersist { rdd_id: 1 });
+    let seen = drain(&rx);
+    let Some(ListenerEvent::JobSubmitted { stages, .. }) = seen
+        .iter()
+        .find(|e| matches!(e, ListenerEvent::JobSubmitted { .. }))
+    else {
+        panic!("no job: {seen:?}");
+    };
+    let ops: Vec<(u32, &str, bool)> = stages[0]
+        .operators
+        .iter()
+        .map(|o| (o.rdd_id, o.name.as_str(), o.cached))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (0, "text_file(in)", false),
+            (1, "cache at src/main.rs:3", true),
+            (2, "map at src/main.rs:4", false)
+        ]
+    );
+    assert_eq!(stages[0].more_operators, 0);
+    let mut blocks: Vec<(u32, u32, u64, u32, String)> = seen
+        .iter()
+        .filter_map(|e| match e {
+            ListenerEvent::BlockCached {
+                rdd_id,
+                partition,
+                memory_bytes,
+                num_partitions,
+                rdd_name,
+                ..
+            } => Some((
+                *rdd_id,
+                *partition,
+                *memory_bytes,
+                *num_partitions,
+                rdd_name.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    blocks.sort();
+    let name = "cache at src/main.rs:3".to_string();
+    assert_eq!(blocks, [(1, 0, 100, 2, name.clone()), (1, 1, 200, 2, name)]);
+    assert!(
+        matches!(
+            seen.last(),
+            Some(ListenerEvent::BlocksRemoved {
+                rdd_lo: 1,
+                rdd_hi: 2,
+                ..
+            })
+        ),
+        "{:?}",
+        seen.last()
+    );
+}
