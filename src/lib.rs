@@ -128,10 +128,10 @@ pub use rdd::{
     Emit, Groups, Groups3, Groups4, LinePosition, OuterPair, PipeOptions, Rdd, SaveOptions,
     StatCounter, StorageLevel, INHERITED_PIPE_ENV,
 };
-pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
-/// The Arrow crates ember's batch API speaks (so a job uses the same versions).
-pub use {arrow_array, arrow_schema};
 /// The serde ember's records are serialised with, derive macros included, so a job
 /// derives `Serialize`/`Deserialize` without depending on serde itself: add
 /// `#[serde(crate = "ember::serde")]` next to the derive.
 pub use serde;
+pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
+/// The Arrow crates ember's batch API speaks (so a job uses the same versions).
+pub use {arrow_array, arrow_schema};
