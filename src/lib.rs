@@ -55,10 +55,11 @@
 //! When a closure that captures is caught: `|x| *x > k` (borrowing `k`) by `cargo
 //! check` (rustc's E0373, whose advice to add `move` leads to the next case); `move |x|
 //! *x > k`, whatever `k`'s type, only by `cargo build`, with ember's message (error
-//! E0080, the closure's `src/main.rs:LINE:COL` on the line after the message): a
-//! closure's size, which tells a closure that captures from one that does not, is
-//! known only once the operator is compiled for it. Mistakes inside `capture!` (a
-//! variable used but not named, a value that is not serialisable) fail `cargo check`.
+//! E0080; the note under it names the closure: `OperatorClosure::<{closure@src/main.rs:
+//! LINE:COL ...}>`): a closure's size, which tells a closure that captures from one
+//! that does not, is known only once the operator is compiled for it. Mistakes inside
+//! `capture!` (a variable used but not named, a value that is not serialisable) fail
+//! `cargo check`.
 //!
 //! ## In your own crate
 //!

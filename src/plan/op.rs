@@ -77,7 +77,7 @@ pub(crate) fn conjure<F>() -> F {
 /// user's closure in its first note (`evaluation of
 /// <OperatorClosure<{closure@src/main.rs:..}>>::CAPTURES_NOTHING failed`); `cargo
 /// check` does not evaluate it (it is evaluated when the operator is instantiated for
-/// that closure, i.e. by `cargo build`), see the crate docs' "Closures" section.
+/// that closure, i.e. by `cargo build`), see the crate docs' "Closures and outer values".
 pub(crate) struct OperatorClosure<F>(std::marker::PhantomData<F>);
 
 impl<F> OperatorClosure<F> {

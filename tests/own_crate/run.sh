@@ -42,6 +42,9 @@ for path in sys.argv[2:]:
         sys.exit(f"own_crate: {path} is not shown verbatim in README.md's own-crate section")
 EOF
 
+# The files are as rustfmt writes them.
+rustfmt --edition 2021 --check "$here/src/main.rs"
+
 # 1. The crate, built and run in local mode.
 job="$tmp/city-temps"
 mkdir -p "$job/src"
@@ -58,7 +61,7 @@ bin="$CARGO_TARGET_DIR/debug/city-temps"
 python3 - "$here/src/main.rs" >"$tmp/expected" <<'EOF'
 import re, sys
 src = open(sys.argv[1]).read()
-lines = re.findall(r'"([A-Za-z]+,[^"]*)"', re.search(r"let lines = vec!\[(.*?)\];", src).group(1))
+lines = re.findall(r'"([A-Za-z]+,[^"]*)"', re.search(r"let lines = vec!\[(.*?)\];", src, re.S).group(1))
 sums = {}
 for l in lines:
     city, t = l.split(",", 1)

@@ -14,13 +14,23 @@ fn main() -> Result<(), ember::EmberError> {
     let args = ember::job_args(); // the command line without --master
     let output = &args[1];
 
-    let lines = vec!["Oslo,3.5", "Lima,19.0", "Oslo,-1.5", "Lima,21.0", "Oslo,bad", "Cairo,30.0"];
+    let lines = vec![
+        "Oslo,3.5",
+        "Lima,19.0",
+        "Oslo,-1.5",
+        "Lima,21.0",
+        "Oslo,bad",
+        "Cairo,30.0",
+    ];
     let readings = ctx
         .parallelize(lines.into_iter().map(String::from).collect(), 2)
         .flat_map(|line: String| {
             let (city, t) = line.split_once(',')?;
             let celsius = t.parse().ok()?;
-            Some(Reading { city: city.to_string(), celsius })
+            Some(Reading {
+                city: city.to_string(),
+                celsius,
+            })
         });
 
     // Closures capture nothing by default; name outer values in capture!.
