@@ -26,6 +26,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# `timeout` sends TERM: exit through the EXIT trap then too.
+trap 'exit 143' TERM INT
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}" CARGO_TERM_COLOR=never
 export EMBER_LOG="${EMBER_LOG:-warn}"
 unset EMBER_MASTER EMBER_SECRET EMBER_SECRET_FILE EMBER_EXECUTOR_SECRET_FILE
