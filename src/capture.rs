@@ -13,7 +13,7 @@
 //!   thread. The user's closure is coerced to a `fn` pointer, so a variable it uses
 //!   without naming it is a type error, at `cargo check` time, pointing at the variable.
 //! - The operator that receives `g` takes the registration (`assert_stateless` returns
-//!   a [`Scope`]) and every lineage node it creates while the scope lives carries it,
+//!   a `Scope`) and every lineage node it creates while the scope lives carries it,
 //!   as do the plans of actions run meanwhile.
 //! - A task rebuilds the values of every node of its plan once (`task/captures.rs`);
 //!   `g`, when called, finds those of the node being computed.

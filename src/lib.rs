@@ -22,8 +22,68 @@
 //! }
 //! ```
 //!
-//! Closures handed to operators must not capture variables (this is checked when the
-//! job compiles); pass state with the `*_with(state, f)` variants or a [`Broadcast`].
+//! ## Closures and outer values
+//!
+//! A closure handed to an operator runs in whatever process runs the task, and a plan
+//! names it by its code alone, so it must capture nothing. Name the outer values it
+//! uses in [`capture!`]: they are serialised with the plan and given back to the closure
+//! in every task (`Copy` values by value, others by reference; the parameters need
+//! their types). An operator's `*_with(state, f)` variant passes one serialisable state
+//! explicitly, and a [`Broadcast`] ships a large value once per executor.
+//!
+//! ```
+//! let ctx = ember::Context::local(2)?;
+//! let nums = ctx.parallelize((1..=10u64).collect(), 2);
+//!
+//! let k: u64 = 3;
+//! let stop = vec![4u64, 5];
+//! // `nums.filter(move |x| *x > k)` does not build: name k (and stop) in capture!.
+//! let kept = nums.filter(ember::capture!(k, stop => |x: &u64| *x > k && !stop.contains(x)));
+//! assert_eq!(kept.collect()?, vec![6, 7, 8, 9, 10]);
+//!
+//! let scaled = nums.map_with(k, |k: &u64, x: u64| x * k); // explicit state
+//! assert_eq!(scaled.take(2)?, vec![3, 6]);
+//!
+//! let names = ctx.broadcast(vec!["zero".to_string(), "one".into(), "two".into()]);
+//! let named = nums
+//!     .filter(|x: &u64| *x < 3)
+//!     .map_with(names, |names: &ember::Broadcast<Vec<String>>, x: u64| names.value()[x as usize].clone());
+//! assert_eq!(named.collect()?, vec!["one", "two"]);
+//! # Ok::<(), ember::EmberError>(())
+//! ```
+//!
+//! When a closure that captures is caught: `|x| *x > k` (borrowing `k`) by `cargo
+//! check` (rustc's E0373, whose advice to add `move` leads to the next case); `move |x|
+//! *x > k`, whatever `k`'s type, only by `cargo build`, with ember's message (error
+//! E0080; the note under it names the closure: `OperatorClosure::<{closure@src/main.rs:
+//! LINE:COL ...}>`): a closure's size, which tells a closure that captures from one
+//! that does not, is known only once the operator is compiled for it. Mistakes inside
+//! `capture!` (a variable used but not named, a value that is not serialisable) fail
+//! `cargo check`.
+//!
+//! ## In your own crate
+//!
+//! ember is not on crates.io: depend on a clone (`ember = { path = "../ember" }` or
+//! `{ git = "..." }`), and copy the `[profile.dev]` settings of the README's section
+//! "Use ember in your own crate" (a crate does not inherit ember's profiles). Records
+//! are serde types: derive with the serde ember re-exports, [`serde`], and
+//! `#[serde(crate = "ember::serde")]`:
+//!
+//! ```
+//! use ember::serde::{Deserialize, Serialize};
+//!
+//! #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+//! #[serde(crate = "ember::serde")]
+//! struct Reading {
+//!     city: String,
+//!     celsius: f64,
+//! }
+//!
+//! let ctx = ember::Context::local(1)?;
+//! let r = Reading { city: "Oslo".into(), celsius: 3.5 };
+//! assert_eq!(ctx.parallelize(vec![r.clone()], 1).collect()?, vec![r]);
+//! # Ok::<(), ember::EmberError>(())
+//! ```
 
 mod accumulator;
 mod block_store;
@@ -69,6 +129,10 @@ pub use rdd::{
     Emit, Groups, Groups3, Groups4, LinePosition, OuterPair, PipeOptions, Rdd, SaveOptions,
     StatCounter, StorageLevel, INHERITED_PIPE_ENV,
 };
+/// The serde ember's records are serialised with, derive macros included, so a job
+/// derives `Serialize`/`Deserialize` without depending on serde itself: add
+/// `#[serde(crate = "ember::serde")]` next to the derive.
+pub use serde;
 pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
 /// The Arrow crates ember's batch API speaks (so a job uses the same versions).
 pub use {arrow_array, arrow_schema};

@@ -72,21 +72,34 @@ pub(crate) fn conjure<F>() -> F {
     unsafe { std::ptr::NonNull::<F>::dangling().as_ptr().read() }
 }
 
+/// The compile-time check that a closure handed to an operator captures nothing: its
+/// one constant fails to evaluate for a closure with captures. The error names the
+/// user's closure in its first note (`evaluation of
+/// <OperatorClosure<{closure@src/main.rs:..}>>::CAPTURES_NOTHING failed`); `cargo
+/// check` does not evaluate it (it is evaluated when the operator is instantiated for
+/// that closure, i.e. by `cargo build`), see the crate docs' "Closures and outer values".
+pub(crate) struct OperatorClosure<F>(std::marker::PhantomData<F>);
+
+impl<F> OperatorClosure<F> {
+    pub(crate) const CAPTURES_NOTHING: () = assert!(
+        std::mem::size_of::<F>() == 0,
+        "ember: a closure handed to an RDD operator captures variables (the closure \
+         named on the next line); it runs in other processes, so it must capture nothing. \
+         Name the outer values it uses in `ember::capture!`, with the parameters' types: \
+         `let k: u64 = 3; rdd.filter(ember::capture!(k => |x: &u64| *x > k))` (the values \
+         are serialised with the plan and given back to the closure in every task), or \
+         pass state with the operator's `*_with(state, f)` variant or a broadcast variable."
+    );
+}
+
 /// Compile-time check, called where the user hands a closure to an operator, so the
-/// error's note names the user's closure (`assert_stateless::<{closure@src/main.rs:..}>`);
-/// the only compile-time check, so it is reported once. Opens the closure's
+/// error names the user's closure ([`OperatorClosure`]); the only compile-time check,
+/// so it is reported once. Opens the closure's
 /// [`capture`](crate::capture) scope: a closure `capture!` made is zero-sized too, and
 /// the values it names travel with the nodes the operator makes while the scope lives.
 #[inline(always)]
 pub(crate) fn assert_stateless<F: 'static>(_f: &F) -> crate::capture::Scope {
-    const {
-        if std::mem::size_of::<F>() != 0 {
-            panic!(
-                "ember: a closure passed to an RDD operator must not capture variables. \
-                 Name them in `ember::capture!(a, b => |x: T| ...)`, or pass state through \
-                 the `*_with(state, f)` variant of the operator or a broadcast variable."
-            )
-        }
-    };
+    #[allow(clippy::let_unit_value)]
+    let () = OperatorClosure::<F>::CAPTURES_NOTHING;
     crate::capture::open_scope::<F>()
 }

@@ -61,6 +61,39 @@ pub(crate) use name::op_name;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and
 /// recomputable from its lineage.
+///
+/// Made by a [`Context`] (`parallelize`, `range`, `text_file`, `read_parquet`, ...).
+/// Transformations (`map`, `filter`, `reduce_by_key`, `join`, ...) return a new RDD and
+/// run nothing; an action (`collect`, `count`, `save_as_text_file`, ...) runs a job:
+/// the lineage is cut into stages at shuffles, with one task per partition. Pair
+/// operators are methods of `Rdd<(K, V)>`; closures capture nothing (outer values go
+/// through [`capture!`](crate::capture!), see the crate docs).
+///
+/// ```
+/// let ctx = ember::Context::local(2)?;
+/// let lines = ctx.parallelize(vec!["a b a".to_string(), "b a c".to_string()], 2);
+///
+/// // Narrow transformations pipeline within a stage; reduce_by_key shuffles.
+/// let counts = lines
+///     .flat_map(|l: String| l.split(' ').map(str::to_string).collect::<Vec<_>>())
+///     .map(|w: String| (w, 1u32))
+///     .reduce_by_key(|a: u32, b: u32| a + b);
+/// let mut got = counts.collect()?;
+/// got.sort();
+/// assert_eq!(got, vec![("a".into(), 3), ("b".into(), 2), ("c".into(), 1)]);
+///
+/// // A join of two pair RDDs (each pair operator is a method of Rdd<(K, V)>).
+/// let vowels = ctx.parallelize(vec![("a".to_string(), true), ("c".to_string(), false)], 1);
+/// let mut joined = counts.join(&vowels).collect()?;
+/// joined.sort();
+/// assert_eq!(joined, vec![("a".into(), (3, true)), ("c".into(), (1, false))]);
+///
+/// // Outer values in a closure: name them in capture!.
+/// let min = 2u32;
+/// let frequent = counts.filter(ember::capture!(min => |(_, n): &(String, u32)| *n >= min));
+/// assert_eq!(frequent.count()?, 2);
+/// # Ok::<(), ember::EmberError>(())
+/// ```
 pub struct Rdd<T> {
     pub(crate) ctx: Context,
     pub(crate) node: Arc<LineageNode>,

@@ -2,7 +2,7 @@
 //! in a hash table and spills it to disk as hash-sorted runs when the memory pool says no.
 //!
 //! Invariants:
-//! * The in-memory table is an [`AggTable`]: one `hashbrown::HashTable<(K, C)>` while
+//! * The in-memory table is an `AggTable`: one `hashbrown::HashTable<(K, C)>` while
 //!   small, radix-partitioned sub-tables with staged inserts once large (its module doc
 //!   has the invariants; a key's records are folded in insert order either way). It is
 //!   hashed with the aggregator's `BuildHasher` (default: foldhash's deterministic
@@ -13,7 +13,7 @@
 //!   order, so within a run keys are unique and sorted by hash. Hashes are not stored on
 //!   disk: they are recomputed with the same hasher when a run is read.
 //! * Reading back k-way merges the runs and the hash-sorted in-memory table by hash and
-//!   yields each key exactly once; [`merge`] owns that merge and its invariants. Without
+//!   yields each key exactly once; `merge` owns that merge and its invariants. Without
 //!   spills the table is drained directly and not sorted.
 //! * Memory accounting, the spill floor and merge fan-in are described in `spill/mod.rs`.
 //!   A spill briefly needs about twice the table's memory (the table plus the hash-sorted
