@@ -76,7 +76,8 @@ impl crate::Context {
     ///
     /// Without `options.multi_line` (the default, as Spark's `multiLine = false`) each
     /// record is one line and a large file is cut into splits at line boundaries, read
-    /// in parallel (splits of at least 1 MiB, aiming at the default parallelism); a quoted field spanning lines is then an error naming the record.
+    /// in parallel (splits of at least 1 MiB, aiming at the default parallelism); a
+    /// quoted field spanning lines is then an error naming the record.
     /// With `multi_line` each file is read whole by one task and quoted fields may hold
     /// newlines.
     #[track_caller]

@@ -43,10 +43,10 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
     /// ```no_run
     /// # let ctx = ember::Context::local(2).unwrap();
     /// let sorted = ctx
-    ///     .parallelize(vec![(3, "c"), (1, "a"), (2, "b")], 2)
+    ///     .parallelize(vec![(3, 'c'), (1, 'a'), (2, 'b')], 2)
     ///     .sort_by_key(true)
     ///     .collect()?;
-    /// assert_eq!(sorted, vec![(1, "a"), (2, "b"), (3, "c")]);
+    /// assert_eq!(sorted, vec![(1, 'a'), (2, 'b'), (3, 'c')]);
     /// # Ok::<(), ember::EmberError>(())
     /// ```
     #[track_caller]
