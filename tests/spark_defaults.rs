@@ -258,7 +258,7 @@ fn joins_and_set_operators_take_spark_defaults_and_counts() {
         }
         want_right.extend(vs.into_iter().map(|v| (k, (Some(v), w))));
     }
-    let mut want_full: Vec<(u64, (Option<i64>, Option<i64>))> = want_left
+    let mut want_full: Vec<(u64, ember::OuterPair<i64, i64>)> = want_left
         .iter()
         .map(|&(k, (v, w))| (k, (Some(v), w)))
         .collect();
