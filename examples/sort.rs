@@ -40,11 +40,11 @@ fn main() -> anyhow::Result<()> {
             ),
         },
     );
-    // As Spark's sortByKey: as many output partitions as input partitions.
-    let out_parts = args.partitions.unwrap_or(keyed.num_partitions());
-    let sorted = keyed
-        .sort_by_key(true, out_parts)
-        .with_context(|| format!("sampling keys of {}", args.input))?;
+    // As Spark's sortByKey: as many output partitions as input partitions unless asked.
+    let sorted = match args.partitions {
+        Some(n) => keyed.sort_by_key_into(true, n),
+        None => keyed.sort_by_key(true),
+    };
     sorted
         .values()
         .save_as_text_file(&args.output)

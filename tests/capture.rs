@@ -91,8 +91,7 @@ fn aggregations_and_actions_carry_their_values() {
     let base = 10u64;
     let sorted_rdd = c
         .parallelize((0..50u64).collect::<Vec<_>>(), 3)
-        .sort_by(capture!(base => |x: &u64| (x % base, *x)), true, 2)
-        .unwrap();
+        .sort_by_into(capture!(base => |x: &u64| (x % base, *x)), true, 2);
     let mut want: Vec<u64> = (0..50).collect();
     want.sort_by_key(|x| (x % 10, *x));
     assert_eq!(sorted_rdd.collect().unwrap(), want);

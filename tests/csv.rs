@@ -43,15 +43,22 @@ fn records_round_trip_with_quoting_nulls_and_empty_partitions() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = Context::local(2).unwrap();
     let want = people(500);
+    // The records hold newlines inside quoted fields: reading them back needs
+    // `multi_line`, as Spark's `multiLine`.
     for options in [
-        CsvOptions::default(),
+        CsvOptions {
+            multi_line: true,
+            ..Default::default()
+        },
         CsvOptions {
             delimiter: b';',
+            multi_line: true,
             ..Default::default()
         },
         CsvOptions {
             delimiter: b'\t',
             has_header: false,
+            multi_line: true,
             ..Default::default()
         },
     ] {

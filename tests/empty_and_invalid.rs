@@ -44,8 +44,7 @@ fn text_file_of_an_empty_directory_has_no_partitions_and_every_action_works() {
     assert!(pairs.count_by_key().unwrap().is_empty());
     assert!(lines.distinct().collect().unwrap().is_empty());
     assert!(pairs
-        .sort_by_key(true, 0)
-        .unwrap()
+        .sort_by_key_into(true, 0)
         .collect()
         .unwrap()
         .is_empty());
@@ -151,7 +150,7 @@ fn zero_partitions_are_an_invalid_argument_naming_the_operator_and_call_site() {
         m.contains("cannot shuffle 2 partitions into 0 partitions"),
         "{m}"
     );
-    let m = invalid(base.sort_by_key(true, 0).unwrap_err());
+    let m = invalid(base.sort_by_key_into(true, 0).count().unwrap_err());
     assert!(m.contains("cannot sort 2 partitions into 0"), "{m}");
 
     // The error travels to everything derived from the bad RDD.

@@ -130,7 +130,7 @@ fn combine_by_key_and_with_state() {
     assert_eq!(sorted_groups(lists), ref_group_sorted(&data));
 
     // With state and an explicit partition count.
-    let with = rdd.combine_by_key_with(
+    let with = rdd.combine_by_key_with_into(
         3i64,
         |m: &i64, v: i64| v * m,
         |m: &i64, c: i64, v: i64| c + v * m,
@@ -389,8 +389,7 @@ fn narrow_operators_over_shuffled_rdds() {
     let cached = sums.cache();
     let sorted_sums = cached
         .map(|(k, v): (u64, i64)| (v, k))
-        .sort_by_key(false, 3)
-        .unwrap()
+        .sort_by_key_into(false, 3)
         .collect()
         .unwrap();
     assert_sorted_by(&sorted_sums, |p| p.0, false);

@@ -140,8 +140,7 @@ fn sort_by_key_ascending_and_descending() {
         for ascending in [true, false] {
             let s = c
                 .parallelize(data.clone(), 4)
-                .sort_by_key(ascending, parts)
-                .unwrap();
+                .sort_by_key_into(ascending, parts);
             assert_eq!(s.num_partitions(), parts);
             let got = s.collect().unwrap();
             assert_sorted_by(&got, |p| p.0, ascending);
@@ -155,8 +154,7 @@ fn sort_by_key_ascending_and_descending() {
     // Partitions hold contiguous, ordered ranges.
     let parts = c
         .parallelize(data.clone(), 4)
-        .sort_by_key(true, 4)
-        .unwrap()
+        .sort_by_key_into(true, 4)
         .glom()
         .collect()
         .unwrap();
@@ -175,8 +173,7 @@ fn sort_by_key_edge_cases() {
     let same: Vec<(u8, u32)> = (0..3000).map(|i| (7, i)).collect();
     let got = c
         .parallelize(same.clone(), 3)
-        .sort_by_key(true, 4)
-        .unwrap()
+        .sort_by_key_into(true, 4)
         .collect()
         .unwrap();
     assert_eq!(sorted(got), same);
@@ -185,8 +182,7 @@ fn sort_by_key_edge_cases() {
     for asc in [true, false] {
         let got = c
             .parallelize(skew.clone(), 5)
-            .sort_by_key(asc, 6)
-            .unwrap()
+            .sort_by_key_into(asc, 6)
             .collect()
             .unwrap();
         assert_sorted_by(&got, |p| p.0, asc);
@@ -195,15 +191,13 @@ fn sort_by_key_edge_cases() {
 
     let empty = c
         .parallelize(Vec::<(i32, i32)>::new(), 3)
-        .sort_by_key(false, 2)
-        .unwrap();
+        .sort_by_key_into(false, 2);
     assert!(empty.collect().unwrap().is_empty());
 
     let sparse = vec![(3, 'c'), (1, 'a'), (2, 'b')];
     let got = c
         .parallelize(sparse, 9)
-        .sort_by_key(false, 5)
-        .unwrap()
+        .sort_by_key_into(false, 5)
         .collect()
         .unwrap();
     assert_eq!(got, vec![(3, 'c'), (2, 'b'), (1, 'a')]);
@@ -213,8 +207,7 @@ fn sort_by_key_edge_cases() {
         .collect();
     let got = c
         .parallelize(strings.clone(), 3)
-        .sort_by_key(true, 3)
-        .unwrap()
+        .sort_by_key_into(true, 3)
         .collect()
         .unwrap();
     assert_sorted_by(&got, |p| p.0.clone(), true);
@@ -230,8 +223,7 @@ fn sort_by_computed_key() {
     for asc in [true, false] {
         let s = c
             .parallelize(words.clone(), 4)
-            .sort_by(|w: &String| w.len(), asc, 3)
-            .unwrap();
+            .sort_by_into(|w: &String| w.len(), asc, 3);
         assert_eq!(s.num_partitions(), 3);
         let got = s.collect().unwrap();
         assert_sorted_by(&got, |w| w.len(), asc);
@@ -240,8 +232,7 @@ fn sort_by_computed_key() {
     let nums: Vec<i64> = (0..1000).map(|i| (i * 37) % 1000 - 500).collect();
     let got = c
         .parallelize(nums.clone(), 3)
-        .sort_by(|x: &i64| x.abs(), true, 2)
-        .unwrap()
+        .sort_by_into(|x: &i64| x.abs(), true, 2)
         .collect()
         .unwrap();
     assert_sorted_by(&got, |x| x.abs(), true);
@@ -258,8 +249,7 @@ fn shuffles_chain() {
     let joined = sums.join(&c.parallelize(b.clone(), 3));
     let resorted = joined
         .map(|(k, (s, w)): (u64, (i64, i64))| (s + w, k))
-        .sort_by_key(true, 3)
-        .unwrap();
+        .sort_by_key_into(true, 3);
     let got = resorted.collect().unwrap();
     let ref_sums = ref_reduce(&a, |x, y| x + y);
     let expected: Vec<(i64, u64)> = ref_join(&ref_sums, &b)
@@ -300,7 +290,7 @@ proptest! {
     #[test]
     fn prop_sort_by_key(data in prop::collection::vec((any::<i16>(), any::<u8>()), 0..500), parts in 1usize..8, out in 1usize..8, asc in any::<bool>()) {
         let c = ctx(2);
-        let got = c.parallelize(data.clone(), parts).sort_by_key(asc, out).unwrap().collect().unwrap();
+        let got = c.parallelize(data.clone(), parts).sort_by_key_into(asc, out).collect().unwrap();
         let keys: Vec<i16> = got.iter().map(|p| p.0).collect();
         let mut expected_keys: Vec<i16> = data.iter().map(|p| p.0).collect();
         expected_keys.sort();
@@ -357,7 +347,7 @@ fn sort_samples_large_text_splits_in_windows_and_caches_nothing_partial() {
         .unwrap()
         .map(|l: String| (l[..7].parse::<u64>().unwrap(), l))
         .cache();
-    let sorted = keyed.sort_by_key(true, 4).unwrap();
+    let sorted = keyed.sort_by_key_into(true, 4);
     let sampled = c.last_job_metrics().unwrap().totals.records_in;
     assert!(
         sampled > 1000 && sampled < 200_000,

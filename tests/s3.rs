@@ -253,3 +253,71 @@ fn sources_and_sinks_on_s3_in_local_mode_and_on_a_cluster() {
     assert_eq!(got, want, "sums of multiples of 0.5 are exact in any order");
     assert_eq!(keys(&s3, "sums").len(), 4, "3 parts and _SUCCESS");
 }
+
+#[test]
+#[ignore = "needs moto_server: .ci/run installs it and runs this with --ignored"]
+fn a_large_csv_object_is_split_and_multi_line_keeps_it_whole() {
+    let moto = Moto::start();
+    for (k, v) in moto.env() {
+        std::env::set_var(k, v);
+    }
+    moto.create_bucket("csvs");
+    let s3 = store(&moto, "csvs");
+    let ctx = Context::local(2).unwrap();
+    // 100k rows (about 2 MB), CRLF line ends, columns in another order than `Kv`'s.
+    let mut text = String::from("value,key\r\n");
+    for i in 0..100_000i64 {
+        text.push_str(&format!("{}.25,{i}\r\n", i % 1000));
+    }
+    // An independent parse: lines split on commas.
+    let want: Vec<Kv> = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let (v, k) = l.split_once(',').unwrap();
+            Kv {
+                key: k.parse().unwrap(),
+                value: v.parse().unwrap(),
+            }
+        })
+        .collect();
+    put(&s3, "big/rows.csv", text.into_bytes());
+    let rdd = ctx
+        .read_csv::<Kv>("s3://csvs/big/rows.csv", CsvOptions::default())
+        .unwrap();
+    assert!(rdd.num_partitions() > 1, "{}", rdd.num_partitions());
+    assert_eq!(rdd.collect().unwrap(), want);
+
+    // Quoted newlines: read whole with multi_line, an error naming the option without.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Note {
+        key: i64,
+        note: String,
+    }
+    put(
+        &s3,
+        "notes/n.csv",
+        b"key,note\n1,\"two\nlines\"\n2,one line\n".to_vec(),
+    );
+    let multi = CsvOptions {
+        multi_line: true,
+        ..Default::default()
+    };
+    let got = ctx
+        .read_csv::<Note>("s3://csvs/notes/n.csv", multi)
+        .unwrap()
+        .collect()
+        .unwrap();
+    let note = |key: i64, note: &str| Note {
+        key,
+        note: note.to_string(),
+    };
+    assert_eq!(got, vec![note(1, "two\nlines"), note(2, "one line")]);
+    let e = ctx
+        .read_csv::<Note>("s3://csvs/notes/n.csv", CsvOptions::default())
+        .unwrap()
+        .collect()
+        .unwrap_err();
+    assert!(e.to_string().contains("n.csv line 2"), "{e}");
+    assert!(e.to_string().contains("multi_line: true"), "{e}");
+}

@@ -47,7 +47,7 @@ fn hash_partitioners_are_equal_by_count() {
 fn range_partitioners_are_equal_by_bounds_and_direction() {
     let c = ctx(2);
     let same = c.parallelize(vec![1i64, 1, 1, 1], 2).map(|x: i64| (x, x));
-    let p = |asc: bool, n: usize| same.sort_by_key(asc, n).unwrap().partitioner().unwrap();
+    let p = |asc: bool, n: usize| same.sort_by_key_into(asc, n).partitioner().unwrap();
     // All keys equal: one bound, so 2 and 4 requested partitions give the same ranges.
     assert_eq!(p(true, 2), p(true, 4));
     assert_eq!(p(true, 4), p(true, 4));
@@ -58,7 +58,7 @@ fn range_partitioners_are_equal_by_bounds_and_direction() {
         PartitionerKind::Range { descending: true }
     );
     let ten = pairs(&c, 10, 2);
-    let range2 = ten.sort_by_key(true, 2).unwrap().partitioner().unwrap();
+    let range2 = ten.sort_by_key_into(true, 2).partitioner().unwrap();
     assert_eq!(range2.num_partitions(), 2);
     assert_ne!(range2, Partitioner::hash::<i64>(2));
 }
@@ -70,7 +70,7 @@ fn range_partitioner_puts_each_key_in_its_range() {
     let c = ctx(2);
     let rdd = pairs(&c, 2000, 4);
     for n in [1usize, 2, 10, 100, 500] {
-        let sorted_rdd = rdd.sort_by_key(true, n).unwrap();
+        let sorted_rdd = rdd.sort_by_key_into(true, n);
         let p = sorted_rdd.partitioner().unwrap();
         assert!(p.num_partitions() <= n && p.num_partitions() >= 1);
         assert_eq!(sorted_rdd.num_partitions(), p.num_partitions());
@@ -99,11 +99,11 @@ fn range_partitioner_puts_each_key_in_its_range() {
 fn a_sort_has_bounds_plus_one_partitions() {
     let c = ctx(2);
     let empty: Rdd<(i64, f64)> = c.empty();
-    assert_eq!(empty.sort_by_key(true, 0).unwrap().num_partitions(), 1);
+    assert_eq!(empty.sort_by_key_into(true, 0).num_partitions(), 1);
     let none = c
         .parallelize(vec![0i64, 1], 2)
         .flat_map(|_: i64| Vec::<(i64, f64)>::new());
-    let s = none.sort_by_key(true, 2).unwrap();
+    let s = none.sort_by_key_into(true, 2);
     assert_eq!(s.num_partitions(), 1);
     assert_eq!(s.collect().unwrap(), vec![]);
     // Three distinct keys make at most three bounds (four ranges, the last one empty),
@@ -111,7 +111,7 @@ fn a_sort_has_bounds_plus_one_partitions() {
     let few = c
         .parallelize((0..300i64).collect::<Vec<_>>(), 3)
         .map(|x: i64| (x % 3, x));
-    let s = few.sort_by_key(true, 10).unwrap();
+    let s = few.sort_by_key_into(true, 10);
     assert!(s.num_partitions() <= 4, "{}", s.num_partitions());
     assert_eq!(
         s.partitioner().unwrap().num_partitions(),
@@ -123,8 +123,7 @@ fn a_sort_has_bounds_plus_one_partitions() {
     // Plenty of distinct keys: the count asked for.
     assert_eq!(
         pairs(&c, 1000, 3)
-            .sort_by_key(false, 4)
-            .unwrap()
+            .sort_by_key_into(false, 4)
             .num_partitions(),
         4
     );
@@ -510,7 +509,7 @@ fn a_join_with_a_sorted_rdd_routes_the_other_side_by_its_ranges() {
     let c = ctx(2);
     let left = random_pairs(21, 3000, 1000);
     let right = random_pairs(22, 1000, 1000);
-    let sorted_left = c.parallelize(left.clone(), 2).sort_by_key(true, 4).unwrap();
+    let sorted_left = c.parallelize(left.clone(), 2).sort_by_key_into(true, 4);
     let range = sorted_left.partitioner().unwrap();
     assert_eq!(range.num_partitions(), 4);
     let joined = sorted_left.join(&c.parallelize(right.clone(), 3));

@@ -215,7 +215,7 @@ fn distinct_of_partitioned_data_keeps_the_partitioner_without_a_shuffle() {
     assert_eq!(stages_of_last_job(&c), 3);
 
     // A range partitioner (Spark's suite uses sortByKey) is kept too.
-    let by_range = c.parallelize(data.clone(), 4).sort_by_key(true, 3).unwrap();
+    let by_range = c.parallelize(data.clone(), 4).sort_by_key_into(true, 3);
     let range = by_range
         .partitioner()
         .expect("sort_by_key's range partitioner");

@@ -24,24 +24,18 @@ fn shuffled(n: i64, seed: u64) -> Vec<(i64, i64)> {
 fn sort_by_key_orders_every_record() {
     let c = ctx(2);
     let data = shuffled(1000, 1);
-    let asc = c.parallelize(data.clone(), 2).sort_by_key(true, 2).unwrap();
+    let asc = c.parallelize(data.clone(), 2).sort_by_key_into(true, 2);
     assert_eq!(asc.collect().unwrap(), sorted(data.clone()));
-    let desc = c
-        .parallelize(data.clone(), 3)
-        .sort_by_key(false, 3)
-        .unwrap();
+    let desc = c.parallelize(data.clone(), 3).sort_by_key_into(false, 3);
     let mut want = sorted(data.clone());
     want.reverse();
     assert_eq!(desc.collect().unwrap(), want);
     let few = c.parallelize(vec![(2i64, 1i64), (1, 2)], 1);
-    let s = few.sort_by_key(true, 30).unwrap();
+    let s = few.sort_by_key_into(true, 30);
     assert!(s.num_partitions() <= 3);
     assert_eq!(s.collect().unwrap(), vec![(1, 2), (2, 1)]);
     let empty = c.parallelize(Vec::<(i64, i64)>::new(), 2);
-    assert_eq!(
-        empty.sort_by_key(true, 2).unwrap().collect().unwrap(),
-        vec![]
-    );
+    assert_eq!(empty.sort_by_key_into(true, 2).collect().unwrap(), vec![]);
 }
 
 // SortingSuite "partition balancing": partitions hold contiguous, similar-sized ranges.
@@ -50,8 +44,7 @@ fn sorted_partitions_are_balanced_ranges() {
     let c = ctx(2);
     let s = c
         .parallelize(shuffled(1000, 2), 2)
-        .sort_by_key(true, 4)
-        .unwrap();
+        .sort_by_key_into(true, 4);
     let parts = s.glom().collect().unwrap();
     assert_eq!(parts.len(), 4);
     for w in parts.windows(2) {
@@ -68,7 +61,7 @@ fn sorted_partitions_are_balanced_ranges() {
 fn filter_by_range_within_one_partition_computes_one_partition() {
     let c = ctx(2);
     let pairs: Vec<(i64, i64)> = (1..=1000).map(|x| (x, x)).collect();
-    let s = c.parallelize(pairs, 10).sort_by_key(true, 10).unwrap();
+    let s = c.parallelize(pairs, 10).sort_by_key_into(true, 10);
     assert_eq!(s.count().unwrap(), 1000, "the sort's shuffle is written");
     let range = s.filter_by_range(20, 40);
     assert_eq!(
@@ -89,10 +82,8 @@ fn filter_by_range_over_several_partitions() {
     let pairs: Vec<(i64, i64)> = (0..1000).map(|x| (x, x)).collect();
     let twice = c
         .parallelize(pairs.clone(), 10)
-        .sort_by_key(true, 10)
-        .unwrap()
-        .sort_by_key(true, 10)
-        .unwrap();
+        .sort_by_key_into(true, 10)
+        .sort_by_key_into(true, 10);
     let keys: Vec<i64> = twice
         .filter_by_range(200, 800)
         .collect()
@@ -101,7 +92,7 @@ fn filter_by_range_over_several_partitions() {
         .map(|x| x.0)
         .collect();
     assert_eq!(keys, (200..=800).collect::<Vec<_>>());
-    let desc = c.parallelize(pairs, 10).sort_by_key(false, 10).unwrap();
+    let desc = c.parallelize(pairs, 10).sort_by_key_into(false, 10);
     let range = desc.filter_by_range(250, 850);
     assert!(range.num_partitions() < 10);
     let keys: Vec<i64> = range.collect().unwrap().into_iter().map(|x| x.0).collect();

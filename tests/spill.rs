@@ -163,8 +163,7 @@ fn sort_by_key_spills_and_is_correct() {
     for ascending in [true, false] {
         let got = c
             .parallelize(data.clone(), 4)
-            .sort_by_key(ascending, 4)
-            .unwrap()
+            .sort_by_key_into(ascending, 4)
             .collect()
             .unwrap();
         assert_spilled(&c, "sort_by_key");
@@ -213,8 +212,7 @@ fn records_larger_than_the_memory_limit() {
     assert_eq!(sorted_groups(grouped), ref_group_sorted(&big));
     let sorted_big = c
         .parallelize(big.clone(), 3)
-        .sort_by_key(false, 2)
-        .unwrap()
+        .sort_by_key_into(false, 2)
         .collect()
         .unwrap();
     assert_sorted_by(&sorted_big, |p| p.0, false);

@@ -31,12 +31,7 @@ fn unit_records_and_keys_shuffle_exactly() {
     // Unit values beside real keys, and a sort by a real key with unit values.
     let keyed = c.parallelize((0..100u32).map(|k| (k % 10, ())).collect::<Vec<_>>(), 4);
     assert_eq!(sorted(keyed.distinct().collect().unwrap()).len(), 10);
-    let sorted_keys = keyed
-        .sort_by_key(true, 3)
-        .unwrap()
-        .keys()
-        .collect()
-        .unwrap();
+    let sorted_keys = keyed.sort_by_key_into(true, 3).keys().collect().unwrap();
     let mut want: Vec<u32> = (0..100).map(|k| k % 10).collect();
     want.sort();
     assert_eq!(sorted_keys, want);
@@ -60,12 +55,7 @@ fn unit_records_survive_spilling() {
     assert_eq!(units.repartition(5).count().unwrap(), n as u64);
     // Distinct real keys with unit values: the sort spills its runs of (key, ()).
     let keyed = c.parallelize((0..n as u32).rev().map(|k| (k, ())).collect::<Vec<_>>(), 4);
-    let keys = keyed
-        .sort_by_key(true, 2)
-        .unwrap()
-        .keys()
-        .collect()
-        .unwrap();
+    let keys = keyed.sort_by_key_into(true, 2).keys().collect().unwrap();
     let spilled = c.last_job_metrics().unwrap().totals.bytes_spilled;
     assert!(spilled > 0, "the sort was meant to spill");
     assert_eq!(keys, (0..n as u32).collect::<Vec<_>>());

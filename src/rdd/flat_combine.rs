@@ -69,8 +69,36 @@ impl<T: Data> Rdd<T> {
     ///     |a, b| a + b,
     /// );
     /// ```
+    ///
+    /// The result has as many hash partitions as `reduce_by_key` gives a keyed RDD
+    /// without a partitioner: the configured default parallelism if set, else this RDD's
+    /// partition count; [`flat_map_reduce_by_key_into`](Self::flat_map_reduce_by_key_into)
+    /// takes the count.
     #[track_caller]
     pub fn flat_map_reduce_by_key<Q, K, V, F, R>(&self, f: F, reduce: R) -> Rdd<(K, V)>
+    where
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
+        K: Key + Borrow<Q>,
+        V: Data,
+        F: Fn(&T, &mut Emit<'_, Q, V>) + 'static,
+        R: Fn(V, V) -> V + 'static,
+    {
+        let n = self
+            .ctx
+            .configured_shuffle_partitions()
+            .unwrap_or(self.num_partitions());
+        self.flat_map_reduce_by_key_into(f, reduce, n)
+    }
+
+    /// [`flat_map_reduce_by_key`](Self::flat_map_reduce_by_key) into `partitions` hash
+    /// partitions (as `reduce_by_key_into`).
+    #[track_caller]
+    pub fn flat_map_reduce_by_key_into<Q, K, V, F, R>(
+        &self,
+        f: F,
+        reduce: R,
+        partitions: usize,
+    ) -> Rdd<(K, V)>
     where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
         K: Key + Borrow<Q>,
@@ -84,6 +112,7 @@ impl<T: Data> Rdd<T> {
             rdd: &Rdd<T>,
             _: std::marker::PhantomData<G>,
             at: &'static Location<'static>,
+            n: u32,
         ) -> Rdd<(K, G::C)>
         where
             Q: ?Sized + Hash + Eq + ToOwned<Owned = K> + 'static,
@@ -98,7 +127,6 @@ impl<T: Data> Rdd<T> {
                 partitioner: Vec::new(),
                 state: state.clone(),
             };
-            let n = rdd.node.num_partitions;
             rdd.shuffle_child(
                 "flat_map_reduce_by_key",
                 at,
@@ -110,7 +138,8 @@ impl<T: Data> Rdd<T> {
             )
         }
         let marker = std::marker::PhantomData::<PassThrough<V, R>>;
-        shuffle::<T, Q, K, _, F>(self, marker, Location::caller())
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        shuffle::<T, Q, K, _, F>(self, marker, Location::caller(), n)
     }
 }
 

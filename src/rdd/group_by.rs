@@ -1,4 +1,5 @@
-//! `group_by` (Spark's `groupBy(f)` / `groupBy(f, numPartitions)`): the records grouped
+//! `group_by` (Spark's `groupBy(f)`, with its default partition count, /
+//! `groupBy(f, numPartitions)`): the records grouped
 //! by the key a function computes for each, `Rdd<(K, Vec<T>)>`.
 //!
 //! Invariants: built as `key_by(f).group_by_key_into(n)`, so it has `group_by_key`'s
@@ -15,12 +16,22 @@ use crate::data::{Data, Key};
 use crate::plan::op::assert_stateless;
 
 impl<T: Data> Rdd<T> {
-    /// The records grouped by `f(record)`, in as many partitions as this RDD has.
+    /// The records grouped by `f(record)`, partitioned as Spark's `groupBy(f)` is, by
+    /// Spark's default partitioner of this RDD: as many hash partitions as this RDD has
+    /// if it has a partitioner, else the configured default parallelism if set, else
+    /// this RDD's partition count.
     #[track_caller]
     pub fn group_by<K: Key, F: Fn(&T) -> K + 'static>(&self, f: F) -> Rdd<(K, Vec<T>)> {
         let _capture_f = assert_stateless(&f);
         let at = Location::caller();
-        let mut rdd = self.key_by(f).group_by_key_into(self.num_partitions());
+        let n = match self.node.partitioner.as_ref() {
+            Some(p) if p.num_partitions() > 0 => p.num_partitions(),
+            _ => self
+                .ctx
+                .configured_shuffle_partitions()
+                .unwrap_or(self.num_partitions()),
+        };
+        let mut rdd = self.key_by(f).group_by_key_into(n);
         rename(&mut rdd, "group_by", at);
         rdd
     }

@@ -93,61 +93,58 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         inner_pairs(self.cogroup_into(other, partitions))
     }
 
-    /// Every left record, with each matching right value or `None`.
+    /// Every left record, with each matching right value or `None`; partitioned by
+    /// Spark's default partitioner of the two sides.
     #[track_caller]
     pub fn left_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, Option<W>))> {
-        self.cogroup(other)
-            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
-                let mut out = Vec::new();
-                for v in &vs {
-                    if ws.is_empty() {
-                        out.push((v.clone(), None));
-                    }
-                    for w in &ws {
-                        out.push((v.clone(), Some(w.clone())));
-                    }
-                }
-                out
-            })
+        left_pairs(self.cogroup(other))
     }
 
-    /// Every right record, with each matching left value or `None`.
+    /// [`left_outer_join`](Self::left_outer_join) into `partitions` hash partitions
+    /// (Spark's `leftOuterJoin(other, numPartitions)`).
+    #[track_caller]
+    pub fn left_outer_join_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, (V, Option<W>))> {
+        left_pairs(self.cogroup_into(other, partitions))
+    }
+
+    /// Every right record, with each matching left value or `None`; partitioned by
+    /// Spark's default partitioner of the two sides.
     #[track_caller]
     pub fn right_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (Option<V>, W))> {
-        self.cogroup(other)
-            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
-                let mut out = Vec::new();
-                for w in &ws {
-                    if vs.is_empty() {
-                        out.push((None, w.clone()));
-                    }
-                    for v in &vs {
-                        out.push((Some(v.clone()), w.clone()));
-                    }
-                }
-                out
-            })
+        right_pairs(self.cogroup(other))
     }
 
-    /// Every key of either side, with all value pairs, `None` where a side lacks it.
+    /// [`right_outer_join`](Self::right_outer_join) into `partitions` hash partitions
+    /// (Spark's `rightOuterJoin(other, numPartitions)`).
+    #[track_caller]
+    pub fn right_outer_join_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, (Option<V>, W))> {
+        right_pairs(self.cogroup_into(other, partitions))
+    }
+
+    /// Every key of either side, with all value pairs, `None` where a side lacks it;
+    /// partitioned by Spark's default partitioner of the two sides.
     #[track_caller]
     pub fn full_outer_join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, OuterPair<V, W>)> {
-        self.cogroup(other)
-            .flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
-                let mut out = Vec::new();
-                match (vs.is_empty(), ws.is_empty()) {
-                    (true, _) => out.extend(ws.into_iter().map(|w| (None, Some(w)))),
-                    (false, true) => out.extend(vs.into_iter().map(|v| (Some(v), None))),
-                    (false, false) => {
-                        for v in &vs {
-                            for w in &ws {
-                                out.push((Some(v.clone()), Some(w.clone())));
-                            }
-                        }
-                    }
-                }
-                out
-            })
+        full_pairs(self.cogroup(other))
+    }
+
+    /// [`full_outer_join`](Self::full_outer_join) into `partitions` hash partitions
+    /// (Spark's `fullOuterJoin(other, numPartitions)`).
+    #[track_caller]
+    pub fn full_outer_join_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, OuterPair<V, W>)> {
+        full_pairs(self.cogroup_into(other, partitions))
     }
 
     /// The records whose key does not occur in `other`, in this RDD's partitions (its
@@ -161,11 +158,85 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             .clone()
             .filter(|p| p.routes::<K>())
             .unwrap_or_else(|| Partitioner::hash::<K>(self.node.num_partitions));
-        self.cogroup_to(other, target, Location::caller())
-            .flat_map_values(
-                |(vs, ws): (Vec<V>, Vec<W>)| if ws.is_empty() { vs } else { Vec::new() },
-            )
+        unmatched(self.cogroup_to(other, target, Location::caller()))
     }
+
+    /// [`subtract_by_key`](Self::subtract_by_key) into `partitions` hash partitions
+    /// (Spark's `subtractByKey(other, numPartitions)`).
+    #[track_caller]
+    pub fn subtract_by_key_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, V)> {
+        unmatched(self.cogroup_into(other, partitions))
+    }
+}
+
+/// The left values of the keys `other` lacks (subtract_by_key of a cogroup).
+#[track_caller]
+fn unmatched<K: Key, V: Data, W: Data>(groups: Rdd<(K, Groups<V, W>)>) -> Rdd<(K, V)> {
+    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| if ws.is_empty() { vs } else { Vec::new() })
+}
+
+/// Each left value with each right one or `None` (the left outer join of a cogroup).
+#[track_caller]
+fn left_pairs<K: Key, V: Data, W: Data>(
+    groups: Rdd<(K, Groups<V, W>)>,
+) -> Rdd<(K, (V, Option<W>))> {
+    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
+        let mut out = Vec::new();
+        for v in &vs {
+            if ws.is_empty() {
+                out.push((v.clone(), None));
+            }
+            for w in &ws {
+                out.push((v.clone(), Some(w.clone())));
+            }
+        }
+        out
+    })
+}
+
+/// Each right value with each left one or `None` (the right outer join of a cogroup).
+#[track_caller]
+fn right_pairs<K: Key, V: Data, W: Data>(
+    groups: Rdd<(K, Groups<V, W>)>,
+) -> Rdd<(K, (Option<V>, W))> {
+    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
+        let mut out = Vec::new();
+        for w in &ws {
+            if vs.is_empty() {
+                out.push((None, w.clone()));
+            }
+            for v in &vs {
+                out.push((Some(v.clone()), w.clone()));
+            }
+        }
+        out
+    })
+}
+
+/// Every pair of a key's values, `None` for a missing side (the full outer join).
+#[track_caller]
+fn full_pairs<K: Key, V: Data, W: Data>(
+    groups: Rdd<(K, Groups<V, W>)>,
+) -> Rdd<(K, OuterPair<V, W>)> {
+    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
+        let mut out = Vec::new();
+        match (vs.is_empty(), ws.is_empty()) {
+            (true, _) => out.extend(ws.into_iter().map(|w| (None, Some(w)))),
+            (false, true) => out.extend(vs.into_iter().map(|v| (Some(v), None))),
+            (false, false) => {
+                for v in &vs {
+                    for w in &ws {
+                        out.push((Some(v.clone()), Some(w.clone())));
+                    }
+                }
+            }
+        }
+        out
+    })
 }
 
 /// Every pair of a key's values on the two sides (the inner join of a cogroup).

@@ -184,9 +184,34 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
 
     /// Spark's `combineByKeyWithClassTag` with state: per key, `create(&state, v)` starts a
     /// combiner, `merge_value` folds values into it, `merge_combiners` merges combiners
-    /// (map-side combine on), into `partitions` hash partitions.
+    /// (map-side combine on), partitioned by Spark's default partitioner (as
+    /// [`combine_by_key`](Self::combine_by_key)).
     #[track_caller]
     pub fn combine_by_key_with<S, C, Fc, Fm, Fmc>(
+        &self,
+        state: S,
+        create: Fc,
+        merge_value: Fm,
+        merge_combiners: Fmc,
+    ) -> Rdd<(K, C)>
+    where
+        S: State + Send + Sync,
+        C: Data,
+        Fc: Fn(&S, V) -> C + 'static,
+        Fm: Fn(&S, C, V) -> C + 'static,
+        Fmc: Fn(&S, C, C) -> C + 'static,
+    {
+        let _capture_create = assert_stateless(&create);
+        let _capture_merge_value = assert_stateless(&merge_value);
+        let _capture_merge_combiners = assert_stateless(&merge_combiners);
+        let fns = (create, merge_value, merge_combiners);
+        self.combine_to(Location::caller(), state, fns, self.default_target())
+    }
+
+    /// [`combine_by_key_with`](Self::combine_by_key_with) into `partitions` hash
+    /// partitions.
+    #[track_caller]
+    pub fn combine_by_key_with_into<S, C, Fc, Fm, Fmc>(
         &self,
         state: S,
         create: Fc,
@@ -204,19 +229,60 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         let _capture_create = assert_stateless(&create);
         let _capture_merge_value = assert_stateless(&merge_value);
         let _capture_merge_combiners = assert_stateless(&merge_combiners);
-        let target = Partitioner::hash::<K>(u32::try_from(partitions).unwrap_or(u32::MAX));
         let fns = (create, merge_value, merge_combiners);
-        self.combine_to(Location::caller(), state, fns, target)
+        self.combine_to(Location::caller(), state, fns, hash_into::<K>(partitions))
     }
 
     /// Per key: `create(v)` for the first value, `merge_value(c, v)` for the others,
-    /// `merge_combiners(c1, c2)` across partitions.
+    /// `merge_combiners(c1, c2)` across partitions; partitioned by Spark's default
+    /// partitioner (this RDD's partitioner if it has one, else hash partitioning into the
+    /// configured default parallelism or this RDD's partition count).
     #[track_caller]
     pub fn combine_by_key<C: Data, Fc, Fm, Fmc>(
         &self,
         create: Fc,
         merge_value: Fm,
         merge_combiners: Fmc,
+    ) -> Rdd<(K, C)>
+    where
+        Fc: Fn(V) -> C + 'static,
+        Fm: Fn(C, V) -> C + 'static,
+        Fmc: Fn(C, C) -> C + 'static,
+    {
+        let target = self.default_target();
+        self.combine_plain(create, merge_value, merge_combiners, target)
+    }
+
+    /// [`combine_by_key`](Self::combine_by_key) into `partitions` hash partitions
+    /// (Spark's `combineByKey(create, mergeValue, mergeCombiners, numPartitions)`).
+    #[track_caller]
+    pub fn combine_by_key_into<C: Data, Fc, Fm, Fmc>(
+        &self,
+        create: Fc,
+        merge_value: Fm,
+        merge_combiners: Fmc,
+        partitions: usize,
+    ) -> Rdd<(K, C)>
+    where
+        Fc: Fn(V) -> C + 'static,
+        Fm: Fn(C, V) -> C + 'static,
+        Fmc: Fn(C, C) -> C + 'static,
+    {
+        self.combine_plain(
+            create,
+            merge_value,
+            merge_combiners,
+            hash_into::<K>(partitions),
+        )
+    }
+
+    #[track_caller]
+    fn combine_plain<C: Data, Fc, Fm, Fmc>(
+        &self,
+        create: Fc,
+        merge_value: Fm,
+        merge_combiners: Fmc,
+        target: Partitioner,
     ) -> Rdd<(K, C)>
     where
         Fc: Fn(V) -> C + 'static,
@@ -234,7 +300,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
                 move |_: &(), c: C, v: V| conjure::<Fm>()(c, v),
                 move |_: &(), a: C, b: C| conjure::<Fmc>()(a, b),
             ),
-            self.default_target(),
+            target,
         )
     }
 
@@ -251,8 +317,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         f: F,
         partitions: usize,
     ) -> Rdd<(K, V)> {
-        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        self.reduce_by_key_to(f, Partitioner::hash::<K>(n), Location::caller())
+        self.reduce_by_key_to(f, hash_into::<K>(partitions), Location::caller())
     }
 
     fn reduce_by_key_to<F: Fn(V, V) -> V + 'static>(
@@ -268,9 +333,38 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
         rdd
     }
 
-    /// Merges the values of each key with `f`, starting from `zero` in each partition.
+    /// Merges the values of each key with `f`, starting from `zero` in each partition;
+    /// partitioned by Spark's default partitioner (as [`combine_by_key`](Self::combine_by_key)).
     #[track_caller]
     pub fn fold_by_key<F: Fn(V, V) -> V + 'static>(&self, zero: V, f: F) -> Rdd<(K, V)>
+    where
+        V: State + Send + Sync,
+    {
+        self.fold_by_key_to(zero, f, self.default_target())
+    }
+
+    /// [`fold_by_key`](Self::fold_by_key) into `partitions` hash partitions (Spark's
+    /// `foldByKey(zero, numPartitions)(f)`).
+    #[track_caller]
+    pub fn fold_by_key_into<F: Fn(V, V) -> V + 'static>(
+        &self,
+        zero: V,
+        f: F,
+        partitions: usize,
+    ) -> Rdd<(K, V)>
+    where
+        V: State + Send + Sync,
+    {
+        self.fold_by_key_to(zero, f, hash_into::<K>(partitions))
+    }
+
+    #[track_caller]
+    fn fold_by_key_to<F: Fn(V, V) -> V + 'static>(
+        &self,
+        zero: V,
+        f: F,
+        target: Partitioner,
+    ) -> Rdd<(K, V)>
     where
         V: State + Send + Sync,
     {
@@ -284,16 +378,51 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
                 move |_: &V, a: V, b: V| conjure::<F>()(a, b),
                 move |_: &V, a: V, b: V| conjure::<F>()(a, b),
             ),
-            self.default_target(),
+            target,
         );
         rename(&mut rdd, "fold_by_key", at);
         rdd
     }
 
     /// Per key: folds values into a `U` with `seq` starting from `zero`, merges partial
-    /// results with `comb`.
+    /// results with `comb`; partitioned by Spark's default partitioner (as
+    /// [`combine_by_key`](Self::combine_by_key)).
     #[track_caller]
     pub fn aggregate_by_key<U, Seq, Comb>(&self, zero: U, seq: Seq, comb: Comb) -> Rdd<(K, U)>
+    where
+        U: Data,
+        Seq: Fn(U, V) -> U + 'static,
+        Comb: Fn(U, U) -> U + 'static,
+    {
+        self.aggregate_by_key_to(zero, seq, comb, self.default_target())
+    }
+
+    /// [`aggregate_by_key`](Self::aggregate_by_key) into `partitions` hash partitions
+    /// (Spark's `aggregateByKey(zero, numPartitions)(seq, comb)`).
+    #[track_caller]
+    pub fn aggregate_by_key_into<U, Seq, Comb>(
+        &self,
+        zero: U,
+        seq: Seq,
+        comb: Comb,
+        partitions: usize,
+    ) -> Rdd<(K, U)>
+    where
+        U: Data,
+        Seq: Fn(U, V) -> U + 'static,
+        Comb: Fn(U, U) -> U + 'static,
+    {
+        self.aggregate_by_key_to(zero, seq, comb, hash_into::<K>(partitions))
+    }
+
+    #[track_caller]
+    fn aggregate_by_key_to<U, Seq, Comb>(
+        &self,
+        zero: U,
+        seq: Seq,
+        comb: Comb,
+        target: Partitioner,
+    ) -> Rdd<(K, U)>
     where
         U: Data,
         Seq: Fn(U, V) -> U + 'static,
@@ -310,7 +439,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
                 move |_: &U, a: U, v: V| conjure::<Seq>()(a, v),
                 move |_: &U, a: U, b: U| conjure::<Comb>()(a, b),
             ),
-            self.default_target(),
+            target,
         );
         rename(&mut rdd, "aggregate_by_key", at);
         rdd
@@ -325,8 +454,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// [`group_by_key`](Self::group_by_key) into `partitions` partitions.
     #[track_caller]
     pub fn group_by_key_into(&self, partitions: usize) -> Rdd<(K, Vec<V>)> {
-        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        self.group_values(Location::caller(), Partitioner::hash::<K>(n))
+        self.group_values(Location::caller(), hash_into::<K>(partitions))
     }
 
     pub(crate) fn group_values(
@@ -462,6 +590,11 @@ impl<T: Data> Rdd<T> {
         rename(&mut rdd, "coalesce", at);
         rdd
     }
+}
+
+/// Hash partitioning into `partitions` partitions (a count past `u32::MAX` is capped).
+pub(super) fn hash_into<K: std::hash::Hash + 'static>(partitions: usize) -> Partitioner {
+    Partitioner::hash::<K>(u32::try_from(partitions).unwrap_or(u32::MAX))
 }
 
 /// Renames a freshly made node (it has no other handle yet) to the public operator.

@@ -30,26 +30,61 @@ use crate::spill::ExternalSorter;
 use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
-    /// All records sorted by key into at most `partitions` range partitions (ascending or
-    /// not): as in Spark, a sampling job runs right away to choose the ranges, and the
-    /// result has as many partitions as distinct bounds were found plus one (one for an
-    /// empty input), with a range [`Partitioner`].
+    /// All records sorted by key (ascending or not), into as many range partitions as
+    /// this RDD has (Spark's `sortByKey(ascending)`, whose partition count defaults to
+    /// the parent's); [`sort_by_key_into`](Self::sort_by_key_into) takes the count.
+    ///
+    /// As in Spark, a sampling job runs right away to choose the ranges, and the result
+    /// has as many partitions as distinct bounds were found plus one (one for an empty
+    /// input), with a range [`Partitioner`]. If that job fails, the returned RDD fails
+    /// every action over it with the sampling job's error (as `zip_with_index` does with
+    /// its counting job), so a sort reads as any other step of a chain:
+    ///
+    /// ```no_run
+    /// # let ctx = ember::Context::local(2).unwrap();
+    /// let sorted = ctx
+    ///     .parallelize(vec![(3, 'c'), (1, 'a'), (2, 'b')], 2)
+    ///     .sort_by_key(true)
+    ///     .collect()?;
+    /// assert_eq!(sorted, vec![(1, 'a'), (2, 'b'), (3, 'c')]);
+    /// # Ok::<(), ember::EmberError>(())
+    /// ```
     #[track_caller]
-    pub fn sort_by_key(&self, ascending: bool, partitions: usize) -> Result<Rdd<(K, V)>> {
-        let at = Location::caller();
-        if partitions == 0 && self.num_partitions() > 0 {
-            return Err(crate::error::EmberError::InvalidArgument(format!(
-                "sort_by_key at {}:{}: cannot sort {} partitions into 0 partitions",
-                at.file(),
-                at.line(),
-                self.num_partitions()
-            )));
-        }
+    pub fn sort_by_key(&self, ascending: bool) -> Rdd<(K, V)> {
+        self.sort_to(ascending, self.num_partitions(), Location::caller())
+    }
+
+    /// [`sort_by_key`](Self::sort_by_key) into at most `partitions` range partitions
+    /// (Spark's `sortByKey(ascending, numPartitions)`); 0 partitions for a non-empty
+    /// RDD is an invalid-argument error at the first action.
+    #[track_caller]
+    pub fn sort_by_key_into(&self, ascending: bool, partitions: usize) -> Rdd<(K, V)> {
+        self.sort_to(ascending, partitions, Location::caller())
+    }
+
+    fn sort_to(
+        &self,
+        ascending: bool,
+        partitions: usize,
+        at: &'static Location<'static>,
+    ) -> Rdd<(K, V)> {
         let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        if partitions == 0 && self.num_partitions() > 0 {
+            return self
+                .range_shuffle(
+                    at,
+                    RangePartitioner::from_sample(Vec::new(), 1, false),
+                    ascending,
+                )
+                .invalid(format!(
+                    "cannot sort {} partitions into 0 partitions",
+                    self.num_partitions()
+                ));
+        }
         let per_partition = (60 * n as usize / self.num_partitions().max(1)).clamp(20, 10_000);
         // No partitions, nothing to sample (and no job to run).
-        let sample: Vec<K> = if self.num_partitions() == 0 {
-            Vec::new()
+        let sample: Result<Vec<K>> = if self.num_partitions() == 0 {
+            Ok(Vec::new())
         } else {
             self.map_partitions_with_index_with(
                 per_partition,
@@ -57,10 +92,34 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
                     reservoir(it.map(|(k, _)| k), size, u64::from(i))
                 },
             )
-            .collect_sample()?
+            .collect_sample()
         };
-        let partitioner = RangePartitioner::from_sample(sample, n, !ascending);
-        // As Spark: as many partitions as the bounds allow (bounds + 1; 1 for no input).
+        match sample {
+            Ok(sample) => self.range_shuffle(
+                at,
+                RangePartitioner::from_sample(sample, n, !ascending),
+                ascending,
+            ),
+            Err(e) => self
+                .range_shuffle(
+                    at,
+                    RangePartitioner::from_sample(Vec::new(), n, !ascending),
+                    ascending,
+                )
+                .invalid(format!(
+                    "sampling the keys to choose the ranges failed: {e}"
+                )),
+        }
+    }
+
+    /// The shuffle of a sort by `partitioner`'s ranges: as Spark, as many partitions as
+    /// its bounds allow (bounds + 1; 1 for no input), each sorted by its reducer.
+    fn range_shuffle(
+        &self,
+        at: &'static Location<'static>,
+        partitioner: RangePartitioner<K>,
+        ascending: bool,
+    ) -> Rdd<(K, V)> {
         let n = partitioner.num_partitions();
         let write: ShuffleWriteFn = write_plain::<K, V, RangePartitioner<K>>;
         let read: ComputeFn = if ascending {
@@ -72,17 +131,16 @@ impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
             partitioner: encode("sort_by_key", &partitioner),
             state: Vec::new(),
         };
-        Ok(self
-            .shuffle_child(
-                "sort_by_key",
-                at,
-                n,
-                write,
-                encode("sort_by_key", &payload),
-                read,
-                Vec::new(),
-            )
-            .with_partitioner(Some(Partitioner::range(&partitioner))))
+        self.shuffle_child(
+            "sort_by_key",
+            at,
+            n,
+            write,
+            encode("sort_by_key", &payload),
+            read,
+            Vec::new(),
+        )
+        .with_partitioner(Some(Partitioner::range(&partitioner)))
     }
 }
 
@@ -211,17 +269,33 @@ fn pruned_compute<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> R
 }
 
 impl<T: Data> Rdd<T> {
-    /// All records sorted by the key `f` computes, into `partitions` partitions.
+    /// All records sorted by the key `f` computes, into as many range partitions as
+    /// this RDD has (Spark's `sortBy(f, ascending)`); see
+    /// [`sort_by_key`](Rdd::sort_by_key) for the sampling job it runs.
     #[track_caller]
     pub fn sort_by<K: Data + Ord, F: Fn(&T) -> K + 'static>(
         &self,
         f: F,
         ascending: bool,
+    ) -> Rdd<T> {
+        self.sort_by_into(f, ascending, self.num_partitions())
+    }
+
+    /// [`sort_by`](Self::sort_by) into at most `partitions` range partitions (Spark's
+    /// `sortBy(f, ascending, numPartitions)`).
+    #[track_caller]
+    pub fn sort_by_into<K: Data + Ord, F: Fn(&T) -> K + 'static>(
+        &self,
+        f: F,
+        ascending: bool,
         partitions: usize,
-    ) -> Result<Rdd<T>> {
+    ) -> Rdd<T> {
         let _capture_f = assert_stateless(&f);
+        let at = Location::caller();
         let keyed = self.map(move |x: T| (conjure::<F>()(&x), x));
-        Ok(keyed.sort_by_key(ascending, partitions)?.values())
+        let mut sorted = keyed.sort_to(ascending, partitions, at);
+        super::pair::rename(&mut sorted, "sort_by", at);
+        sorted.values()
     }
 }
 
