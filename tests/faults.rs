@@ -361,10 +361,9 @@ fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job()
     );
     assert!(run.stderr.contains("executor executor-"), "{run:?}");
     // The worker runs the shipped binary: the panic still names the job's own file:line.
-    let source = fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/faultjob.rs"),
-    )
-    .unwrap();
+    let source =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/faultjob.rs"))
+            .unwrap();
     let line = 1 + source
         .lines()
         .position(|l| l.contains(r#"panic!("injected failure in partition {partition}")"#))

@@ -41,7 +41,9 @@ async fn a_compressed_upload_is_stored_compressed_and_served_as_the_same_bytes()
         .unwrap()
         .into_inner();
     assert_eq!(r.sha256, sha);
-    let stored = std::fs::metadata(driver.binary_dir.join(&sha)).unwrap().len();
+    let stored = std::fs::metadata(driver.binary_dir.join(&sha))
+        .unwrap()
+        .len();
     assert!(
         (sent as u64) < binary.len() as u64 / 2 && stored < sent as u64 + 64,
         "{} bytes sent as {sent}, stored as {stored}",

@@ -144,7 +144,9 @@ mod tests {
 
     fn sample(len: usize) -> Vec<u8> {
         // Compressible but not trivial: a repeating pattern with a counter in it.
-        (0..len).map(|i| (i % 251) as u8 ^ (i / 4096) as u8).collect()
+        (0..len)
+            .map(|i| (i % 251) as u8 ^ (i / 4096) as u8)
+            .collect()
     }
 
     #[test]
@@ -158,7 +160,11 @@ mod tests {
         assert!(a.data.len() < compressible.len() / 4, "{}", a.data.len());
         assert_eq!(dec.decode(&a).unwrap(), &compressible[..]);
         let b = encode(&noise);
-        assert_eq!(b.encoding, BinaryEncoding::Raw as i32, "random bytes stay raw");
+        assert_eq!(
+            b.encoding,
+            BinaryEncoding::Raw as i32,
+            "random bytes stay raw"
+        );
         assert_eq!(dec.decode(&b).unwrap(), &noise[..]);
         assert_eq!(dec.decoded(), (compressible.len() + noise.len()) as u64);
     }
@@ -187,12 +193,7 @@ mod tests {
             ..bomb
         };
         let err = Decoder::new(1 << 30).decode(&honest).unwrap_err();
-        assert_eq!(
-            err,
-            BinaryChunkError::ChunkTooLarge {
-                raw_len: 64 << 20
-            }
-        );
+        assert_eq!(err, BinaryChunkError::ChunkTooLarge { raw_len: 64 << 20 });
         assert!(err.to_string().contains("over the limit of 1048576 bytes"));
     }
 

@@ -140,7 +140,9 @@ pub async fn read_header(file: &mut (impl AsyncReadExt + Unpin)) -> std::io::Res
     if &h[..8] != MAGIC {
         return Ok(None);
     }
-    Ok(Some(u64::from_le_bytes(h[8..].try_into().expect("8 bytes"))))
+    Ok(Some(u64::from_le_bytes(
+        h[8..].try_into().expect("8 bytes"),
+    )))
 }
 
 /// The next record as a chunk (without name and length), `None` at the end of the file;

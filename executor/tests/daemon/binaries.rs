@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 
 use ember_executor::binaries::{BinaryError, BinaryStore};
 
-use crate::common::{chunks_of, driver_conn, sha256_hex, start_driver, start_driver_with_chunks, within};
+use crate::common::{
+    chunks_of, driver_conn, sha256_hex, start_driver, start_driver_with_chunks, within,
+};
 
 #[tokio::test]
 async fn a_binary_that_does_not_match_its_hash_is_refused_and_not_kept() {
