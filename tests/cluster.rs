@@ -261,6 +261,7 @@ fn a_binary_whose_hash_does_not_match_is_refused() {
             sha256: declared,
             total_len: 5,
             data: b"hello".to_vec(),
+            ..Default::default()
         };
         client
             .upload_binary(tokio_stream::iter(vec![chunk]))

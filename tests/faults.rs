@@ -360,6 +360,16 @@ fn a_task_that_panics_once_is_retried_and_one_that_always_panics_fails_the_job()
         "the job's error carries the panic and names the partition: {run:?}"
     );
     assert!(run.stderr.contains("executor executor-"), "{run:?}");
+    // The worker runs the shipped binary: the panic still names the job's own file:line.
+    let source =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/faultjob.rs"))
+            .unwrap();
+    let line = 1 + source
+        .lines()
+        .position(|l| l.contains(r#"panic!("injected failure in partition {partition}")"#))
+        .expect("the panic in examples/faultjob.rs");
+    let at = format!("panicked at examples/faultjob.rs:{line}:");
+    assert!(run.stderr.contains(&at), "the error names {at}: {run:?}");
     assert!(!out.join("_SUCCESS").exists());
     let retries = cluster
         .driver_log()

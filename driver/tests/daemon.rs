@@ -155,6 +155,7 @@ async fn uploads_and_fetches_are_checked() {
         sha256: sha.clone(),
         total_len: 100,
         data: bytes.clone(),
+        ..Default::default()
     }];
     let err = c
         .upload_binary(tokio_stream::iter(short))

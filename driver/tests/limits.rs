@@ -184,6 +184,7 @@ async fn uploads_are_bounded_in_size_and_chunk_count() {
         sha256: sha256_hex(&bytes),
         total_len: 3,
         data: vec![],
+        ..Default::default()
     }];
     chunks.extend((0..2000).map(|_| BinaryChunk::default()));
     chunks.push(BinaryChunk {
@@ -258,10 +259,7 @@ async fn the_binary_store_holds_at_most_its_limit_and_takes_uploads_again_once_b
         "{}",
         err.message()
     );
-    assert_eq!(
-        std::fs::read(driver.binary_dir.join(&first)).unwrap(),
-        b"twelve bytes"
-    );
+    assert_eq!(fetch_binary(&mut c, &first).await, b"twelve bytes");
     let eight = upload(&mut c, b"8 bytes!").await; // 20 of 20
     let more = b"one byte too many".to_vec();
     let err = upload_as(&mut c, &more, &sha256_hex(&more))

@@ -2,9 +2,11 @@
 //!
 //! Invariants:
 //! * A file under its hash's name has been verified: its SHA-256 and length matched
-//!   what the driver announced. It is written to a temporary file in the same
-//!   directory, hashed on the way, and renamed into place (mode 0700) only then; a
-//!   binary that does not match is deleted and never run.
+//!   what the driver announced. It arrives in compressed chunks, each decoded within
+//!   [`ember_proto::binary_chunk`]'s bounds (a chunk that decodes to more than it
+//!   declares, or past the announced length, is refused), is written to a temporary
+//!   file in the same directory, hashed on the way, and renamed into place (mode 0700)
+//!   only then; a binary that does not match is deleted and never run.
 //! * A binary is hashed again right before each worker process is started from it
 //!   ([`BinaryStore::ensure_verified`]): a stored file that changed since it was
 //!   verified is deleted and fetched again, never run.
@@ -60,6 +62,12 @@ pub enum BinaryError {
     },
     #[error("cannot fetch binary {sha} from the driver: {message}")]
     Fetch { sha: String, message: String },
+    #[error("binary {sha} fetched from the driver: {source}")]
+    Decode {
+        sha: String,
+        #[source]
+        source: ember_proto::binary_chunk::BinaryChunkError,
+    },
     #[error("cannot store binary {sha} in {}: {source}", dir.display())]
     Io {
         sha: String,
@@ -318,37 +326,46 @@ impl BinaryStore {
             .suffix(".tmp")
             .tempfile_in(&self.dir)
             .map_err(io_err)?;
-        let mut file = tokio::fs::File::from_std(tmp.as_file().try_clone().map_err(io_err)?);
+        let mut file = tokio::io::BufWriter::new(tokio::fs::File::from_std(
+            tmp.as_file().try_clone().map_err(io_err)?,
+        ));
         let mut hasher = Sha256::new();
-        let mut written = 0u64;
-        let mut expected: Option<u64> = None;
+        let mut received = 0u64;
+        let mut decoder: Option<ember_proto::binary_chunk::Decoder> = None;
         loop {
             let chunk = match stream.message().await {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(s) => {
+                    let written = decoder.as_ref().map_or(0, |d| d.decoded());
                     return Err(fetch_err(format!(
                         "stream broke after {written} bytes: {:?}: {}",
                         s.code(),
                         s.message()
-                    )))
+                    )));
                 }
             };
-            let total = *expected.get_or_insert(chunk.total_len);
-            written += chunk.data.len() as u64;
-            if written > total {
-                // More than announced: refuse without reading (and storing) the rest.
-                return Err(fetch_err(format!(
-                    "the driver sent more than the {total} bytes it announced; refusing it"
-                )));
-            }
-            hasher.update(&chunk.data);
-            file.write_all(&chunk.data).await.map_err(io_err)?;
+            received += chunk.data.len() as u64;
+            let decoder = decoder
+                .get_or_insert_with(|| ember_proto::binary_chunk::Decoder::new(chunk.total_len));
+            // More than announced, or a chunk decoding past its size: refused without
+            // reading (and storing) the rest.
+            let data = decoder.decode(&chunk).map_err(|source| {
+                let err = BinaryError::Decode {
+                    sha: sha.to_string(),
+                    source,
+                };
+                tracing::error!("{err}");
+                err
+            })?;
+            hasher.update(data);
+            file.write_all(data).await.map_err(io_err)?;
         }
         file.flush().await.map_err(io_err)?;
         drop(file);
         let actual = format!("{:x}", hasher.finalize());
-        let total = expected.unwrap_or(0);
+        let written = decoder.as_ref().map_or(0, |d| d.decoded());
+        let total = decoder.as_ref().map_or(0, |d| d.total_len());
         if actual != sha || written != total {
             return Err(self.mismatch(sha, actual, written, total));
         }
@@ -359,6 +376,7 @@ impl BinaryStore {
         tracing::info!(
             sha,
             bytes = written,
+            received,
             millis = started.elapsed().as_millis() as u64,
             "stored job binary"
         );

@@ -6,6 +6,7 @@
 //! job binary that built it (see `Plan::binary_hash`).
 
 pub mod auth;
+pub mod binary_chunk;
 pub mod digest;
 #[cfg(feature = "server")]
 pub mod health;

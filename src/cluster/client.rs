@@ -39,7 +39,7 @@ use crate::error::{EmberError, Result};
 pub(crate) type Driver = DriverClient<InterceptedService<Channel, AddSecret>>;
 
 /// Bytes per chunk of an uploaded binary.
-const CHUNK_BYTES: usize = 1 << 20;
+const CHUNK_BYTES: usize = ember_proto::binary_chunk::MAX_CHUNK_BYTES;
 
 /// A connected client session.
 pub(crate) struct ClusterClient {
@@ -390,6 +390,8 @@ pub(crate) fn status_text(s: &tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
 }
 
+/// Sends the binary at `path` to the driver, each chunk LZ4-compressed
+/// (`ember_proto::binary_chunk`); `sha` and the declared length are the file's own.
 async fn upload_binary(
     driver: &mut Driver,
     path: &std::path::Path,
@@ -401,31 +403,33 @@ async fn upload_binary(
     let (tx, rx) = tokio::sync::mpsc::channel::<BinaryChunk>(4);
     let sha_owned = sha.to_string();
     let path_owned = path.to_path_buf();
-    let reader = tokio::task::spawn_blocking(move || -> std::result::Result<(), String> {
+    let reader = tokio::task::spawn_blocking(move || -> std::result::Result<u64, String> {
         use std::io::Read;
-        let mut file = file;
+        let mut file = file.take(total_len);
         let mut first = true;
+        let mut sent = 0u64;
+        let mut buf = vec![0u8; CHUNK_BYTES];
         loop {
-            let mut buf = vec![0u8; CHUNK_BYTES];
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| format!("cannot read {}: {e}", path_owned.display()))?;
-            if n == 0 && !first {
-                return Ok(());
+            let mut filled = 0;
+            while filled < buf.len() {
+                match file.read(&mut buf[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) => return Err(format!("cannot read {}: {e}", path_owned.display())),
+                }
             }
-            buf.truncate(n);
-            let chunk = BinaryChunk {
-                sha256: if first {
-                    sha_owned.clone()
-                } else {
-                    String::new()
-                },
-                total_len: if first { total_len } else { 0 },
-                data: buf,
-            };
+            if filled == 0 && !first {
+                return Ok(sent);
+            }
+            let mut chunk = ember_proto::binary_chunk::encode(&buf[..filled]);
+            if first {
+                chunk.sha256 = sha_owned.clone();
+                chunk.total_len = total_len;
+            }
             first = false;
-            if tx.blocking_send(chunk).is_err() || n == 0 {
-                return Ok(());
+            sent += chunk.data.len() as u64;
+            if tx.blocking_send(chunk).is_err() || filled < buf.len() {
+                return Ok(sent);
             }
         }
     });
@@ -438,6 +442,11 @@ async fn upload_binary(
         .await
         .map_err(|s| status_text(&s));
     let read = reader.await.map_err(|e| e.to_string())?;
-    read?;
-    sent.map(|_| ())
+    let compressed = read?;
+    sent?;
+    debug!(
+        "uploaded job binary {}: {total_len} bytes as {compressed} compressed",
+        &sha[..16.min(sha.len())]
+    );
+    Ok(())
 }

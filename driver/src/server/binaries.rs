@@ -10,26 +10,33 @@
 //! - A binary is deleted only by [`BinaryStore::collect_garbage`], when no session
 //!   uses it and it was last used (uploaded, looked up or fetched; else its file's
 //!   modification time) at least `max_age` ago; so the store does not grow forever.
-//! - The store never holds more than `max_total_bytes`: the binaries in place plus the
-//!   declared lengths of the uploads in progress are counted, and an upload that would
-//!   pass the limit is refused before anything is written (an upload writes at most its
-//!   declared length, so the count bounds the disk it takes).
+//! - The store never holds more than `max_total_bytes` of binaries (their lengths): the
+//!   binaries in place plus the declared lengths of the uploads in progress are
+//!   counted, and an upload that would pass the limit is refused before anything is
+//!   written. On disk a binary takes at most [`binary_file::stored_bound`] of its
+//!   length (16 bytes more, and 9 per MiB), usually much less.
+//! - A binary is stored as it travels, in LZ4-compressed chunks ([`binary_file`]);
+//!   every chunk of an upload is decoded within [`ember_proto::binary_chunk`]'s bounds
+//!   to be hashed, and a chunk that is not (a decompression bomb) fails the upload.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use ember_proto::binary_chunk::Decoder;
 use ember_proto::{BinaryChunk, BinaryRef};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 use tracing::{info, warn};
 
-/// Size of the chunks `FetchBinary` sends.
-pub const CHUNK_BYTES: usize = 1 << 20;
+use super::binary_file;
+
+/// Size of the chunks `FetchBinary` sends of a binary stored raw (by an older driver).
+pub const CHUNK_BYTES: usize = ember_proto::binary_chunk::MAX_CHUNK_BYTES;
 
 pub use ember_proto::digest::is_sha256_hex;
 
@@ -52,9 +59,9 @@ pub const SPARE_UPLOAD_CHUNKS: u64 = 1024;
 /// Bytes the store holds and has promised to uploads in progress.
 #[derive(Debug, Default)]
 struct Budget {
-    /// Lengths of the binaries in place.
+    /// Bytes of the binaries in place.
     stored: u64,
-    /// Declared lengths of the uploads in progress.
+    /// Bytes the uploads in progress may write.
     reserved: u64,
 }
 
@@ -80,7 +87,7 @@ pub struct BinaryStore {
     budget: Mutex<Budget>,
     /// When each binary was last uploaded, looked up or fetched.
     last_used: Mutex<HashMap<String, SystemTime>>,
-    /// Bytes of binaries stored from uploads, over the daemon's life.
+    /// Bytes of binaries uploaded (decoded), over the daemon's life.
     uploaded: std::sync::atomic::AtomicU64,
 }
 
@@ -99,7 +106,7 @@ impl BinaryStore {
         let mut stored = 0;
         for entry in std::fs::read_dir(&dir)?.flatten() {
             if is_sha256_hex(&entry.file_name().to_string_lossy()) {
-                stored += entry.metadata().map_or(0, |m| m.len());
+                stored += binary_file::binary_len(&entry.path())?;
             }
         }
         Ok(BinaryStore {
@@ -182,7 +189,7 @@ impl BinaryStore {
             if now.duration_since(used).unwrap_or_default() < self.max_age {
                 continue;
             }
-            let len = entry.metadata().map_or(0, |m| m.len());
+            let len = binary_file::binary_len(&entry.path()).unwrap_or(0);
             match std::fs::remove_file(entry.path()) {
                 Ok(()) => {
                     let mut b = self.budget.lock();
@@ -250,11 +257,16 @@ impl BinaryStore {
                 .open(tmp.path())
                 .await
                 .map_err(|e| io("cannot open the temporary file", e))?;
+            let mut file = tokio::io::BufWriter::new(file);
+            file.write_all(&binary_file::header(first.total_len))
+                .await
+                .map_err(|e| io("cannot write the temporary file", e))?;
             sink = Some((tmp, file));
         }
         let declared_len = first.total_len;
         let mut hasher = Sha256::new();
-        let mut received: u64 = 0;
+        let mut decoder = Decoder::new(declared_len);
+        let mut records = binary_file::Rechunker::default();
         let mut chunk_count: u64 = 0;
         let mut next = Some(first);
         while let Some(chunk) = next {
@@ -265,26 +277,30 @@ impl BinaryStore {
                      (one per KiB and {SPARE_UPLOAD_CHUNKS} more); got more"
                 )));
             }
-            received += chunk.data.len() as u64;
-            if received > declared_len {
-                return Err(Status::invalid_argument(format!(
-                    "binary length mismatch: declared {declared_len} bytes, received more"
-                )));
-            }
-            hasher.update(&chunk.data);
+            let before = decoder.decoded();
+            let decoded = decoder.decode(&chunk).map_err(|e| {
+                Status::invalid_argument(format!(
+                    "binary upload of {declared_len} bytes, chunk {chunk_count}: {e}"
+                ))
+            })?;
+            hasher.update(decoded);
             if let Some((_, file)) = &mut sink {
-                file.write_all(&chunk.data)
+                let last = before + decoded.len() as u64 == declared_len;
+                records
+                    .push(file, &chunk, decoded, last)
                     .await
                     .map_err(|e| io("cannot write the temporary file", e))?;
             }
             next = chunks.message().await?;
         }
+        let received = decoder.decoded();
         let tmp = match sink {
             Some((tmp, mut file)) => {
                 file.flush()
                     .await
                     .map_err(|e| io("cannot write the temporary file", e))?;
-                file.sync_all()
+                file.get_mut()
+                    .sync_all()
                     .await
                     .map_err(|e| io("cannot sync the temporary file", e))?;
                 Some(tmp)
@@ -309,20 +325,22 @@ impl BinaryStore {
         {
             // Counted once however many clients upload the same binary at once.
             let mut b = self.budget.lock();
-            let replaced = std::fs::metadata(&path).map_or(0, |m| m.len());
+            let replaced = binary_file::binary_len(&path).unwrap_or(0);
             tmp.persist(&path)
                 .map_err(|e| io("cannot move the upload into place", e.error))?;
             b.stored = b.stored.saturating_sub(replaced) + received;
         }
         self.touch(&declared);
-        info!(sha256 = %declared, bytes = received, "binary stored");
+        let stored = binary_file::HEADER_BYTES + records.written();
+        debug_assert!(stored <= binary_file::stored_bound(received));
+        info!(sha256 = %declared, bytes = received, stored, "binary stored");
         self.uploaded
             .fetch_add(received, std::sync::atomic::Ordering::Relaxed);
         Ok(BinaryRef { sha256: declared })
     }
 
-    /// Streams the binary `sha256` in chunks of [`CHUNK_BYTES`]; the first chunk names
-    /// it and its length.
+    /// Streams the binary `sha256` as it is stored (compressed chunks; a raw file in
+    /// chunks of [`CHUNK_BYTES`]); the first chunk names it and its length.
     pub async fn fetch(
         &self,
         sha256: &str,
@@ -331,59 +349,65 @@ impl BinaryStore {
         self.touch(sha256);
         let path = self.dir.join(sha256);
         let not_found = || Status::not_found(format!("no binary {sha256} on this driver"));
+        let internal = |what: &str, e: std::io::Error| {
+            Status::internal(format!("binary store: cannot {what} {sha256}: {e}"))
+        };
         let mut file = match tokio::fs::File::open(&path).await {
-            Ok(f) => f,
+            Ok(f) => tokio::io::BufReader::new(f),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
-            Err(e) => {
-                return Err(Status::internal(format!(
-                    "binary store: cannot open {sha256}: {e}"
-                )))
+            Err(e) => return Err(internal("open", e)),
+        };
+        let header = binary_file::read_header(&mut file)
+            .await
+            .map_err(|e| internal("read", e))?;
+        let (total_len, compressed) = match header {
+            Some(len) => (len, true),
+            None => {
+                file.seek(std::io::SeekFrom::Start(0))
+                    .await
+                    .map_err(|e| internal("read", e))?;
+                let len = file
+                    .get_ref()
+                    .metadata()
+                    .await
+                    .map_err(|e| internal("stat", e))?
+                    .len();
+                (len, false)
             }
         };
-        let total_len = file
-            .metadata()
-            .await
-            .map_err(|e| Status::internal(format!("binary store: cannot stat {sha256}: {e}")))?
-            .len();
         let (tx, rx) = mpsc::channel(4);
         let sha256 = sha256.to_string();
         tokio::spawn(async move {
             let mut sent: u64 = 0;
             let mut first = true;
             loop {
-                let mut buf = vec![0u8; CHUNK_BYTES];
-                let mut filled = 0;
-                // Fill a whole chunk unless the file ends first.
-                while filled < buf.len() {
-                    match file.read(&mut buf[filled..]).await {
-                        Ok(0) => break,
-                        Ok(n) => filled += n,
-                        Err(e) => {
-                            let _ = tx
-                                .send(Err(Status::internal(format!(
-                                    "binary store: cannot read {sha256}: {e}"
-                                ))))
-                                .await;
-                            return;
-                        }
-                    }
-                }
-                buf.truncate(filled);
-                sent += filled as u64;
-                if filled == 0 && !first {
-                    break;
-                }
-                let chunk = BinaryChunk {
-                    sha256: if first { sha256.clone() } else { String::new() },
-                    total_len: if first { total_len } else { 0 },
-                    data: buf,
+                let next = if compressed {
+                    binary_file::read_record(&mut file).await
+                } else {
+                    read_raw_chunk(&mut file).await
                 };
-                first = false;
+                let mut chunk = match next {
+                    Ok(Some(c)) => c,
+                    Ok(None) if first => BinaryChunk::default(),
+                    Ok(None) => break,
+                    Err(e) => {
+                        warn!(sha256 = %sha256, "binary store: cannot read: {e}");
+                        let _ = tx
+                            .send(Err(Status::internal(format!(
+                                "binary store: cannot read {sha256}: {e}"
+                            ))))
+                            .await;
+                        return;
+                    }
+                };
+                sent += u64::from(chunk.raw_len);
+                if first {
+                    chunk.sha256 = sha256.clone();
+                    chunk.total_len = total_len;
+                    first = false;
+                }
                 if tx.send(Ok(chunk)).await.is_err() {
                     return;
-                }
-                if filled < CHUNK_BYTES {
-                    break;
                 }
             }
             if sent != total_len {
@@ -392,6 +416,30 @@ impl BinaryStore {
         });
         Ok(ReceiverStream::new(rx))
     }
+}
+
+/// Up to [`CHUNK_BYTES`] of a raw file as a raw chunk; `None` at its end.
+async fn read_raw_chunk(
+    file: &mut (impl AsyncReadExt + Unpin),
+) -> std::io::Result<Option<BinaryChunk>> {
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut filled = 0;
+    // Fill a whole chunk unless the file ends first.
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]).await? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    if filled == 0 {
+        return Ok(None);
+    }
+    buf.truncate(filled);
+    Ok(Some(BinaryChunk {
+        raw_len: filled as u32,
+        data: buf,
+        ..Default::default()
+    }))
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use ember_scheduler::events::SchedulerEvent;
 use ember_scheduler::scheduler::{SchedulerConfig, SchedulerHandle};
 
 pub mod binaries;
+mod binary_file;
 pub mod executors;
 mod job_queue;
 mod jobs;

@@ -196,6 +196,26 @@ pub async fn upload_as(
     Ok(r.sha256)
 }
 
+/// Everything `FetchBinary` sends for `sha`, decoded.
+pub async fn fetch_binary(c: &mut Client, sha: &str) -> Vec<u8> {
+    let mut stream = c
+        .fetch_binary(ember_proto::BinaryRef {
+            sha256: sha.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().expect("a first chunk");
+    assert_eq!(first.sha256, sha);
+    let mut decoder = ember_proto::binary_chunk::Decoder::new(first.total_len);
+    let mut got = decoder.decode(&first).unwrap().to_vec();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        assert!(chunk.sha256.is_empty() && chunk.total_len == 0);
+        got.extend_from_slice(decoder.decode(&chunk).unwrap());
+    }
+    got
+}
+
 pub async fn upload(client: &mut Client, bytes: &[u8]) -> String {
     upload_as(client, bytes, &sha256_hex(bytes))
         .await

@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 
 use ember_executor::binaries::{BinaryError, BinaryStore};
 
-use crate::common::{driver_conn, sha256_hex, start_driver, within};
+use crate::common::{
+    chunks_of, driver_conn, sha256_hex, start_driver, start_driver_with_chunks, within,
+};
 
 #[tokio::test]
 async fn a_binary_that_does_not_match_its_hash_is_refused_and_not_kept() {
@@ -69,6 +71,59 @@ async fn a_matching_binary_is_stored_executable_and_fetched_once() {
     // Present already: no fetch.
     store.ensure(&sha, &conn).await.unwrap();
     assert_eq!(driver.fetches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_decompression_bomb_or_more_than_announced_is_refused_and_not_kept() {
+    // A chunk of 1 MiB of zeros, compressed, declared as 1,000 bytes.
+    let content = vec![0u8; 1000];
+    let sha = sha256_hex(&content);
+    let mut bomb = ember_proto::binary_chunk::encode(&vec![0u8; 1 << 20]);
+    bomb.raw_len = 1000;
+    bomb.sha256 = sha.clone();
+    bomb.total_len = 1000;
+    // The right bytes, then one more chunk than the length announced.
+    let longer = b"#!/bin/sh\nexit 0\n".to_vec();
+    let longer_sha = sha256_hex(&longer);
+    let mut too_many = chunks_of(&longer_sha, &longer);
+    too_many.push(ember_proto::binary_chunk::encode(b"extra"));
+    let driver = start_driver_with_chunks(
+        HashMap::from([(sha.clone(), content), (longer_sha.clone(), longer)]),
+        HashMap::from([(sha.clone(), vec![bomb]), (longer_sha.clone(), too_many)]),
+        None,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = BinaryStore::new(dir.path());
+    let conn = driver_conn(&driver.url, None).await;
+
+    let err = within("ensure", store.ensure(&sha, &conn))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BinaryError::Decode { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "binary {sha} fetched from the driver: LZ4 binary chunk of "
+        )) && err
+            .to_string()
+            .contains("does not decode to the 1000 bytes it declares"),
+        "{err}"
+    );
+    let err = within("ensure", store.ensure(&longer_sha, &conn))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "binary {longer_sha} fetched from the driver: binary chunks decode to more than \
+             the 17 bytes the binary declares (17 bytes before a chunk of 5); refusing it"
+        )
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing kept"
+    );
 }
 
 #[tokio::test]

@@ -85,10 +85,12 @@ impl ExecutorConn {
     }
 }
 
-/// A driver that serves binaries by hash (whatever bytes the test says) and hands each
-/// executor channel to the test.
+/// A driver that serves binaries by hash (whatever bytes the test says, or whatever
+/// chunks) and hands each executor channel to the test.
 pub struct FakeDriver {
     pub binaries: HashMap<String, Vec<u8>>,
+    /// Chunks served for a hash instead of those of its bytes.
+    pub chunks: HashMap<String, Vec<BinaryChunk>>,
     pub fetches: Arc<AtomicUsize>,
     pub channels: mpsc::UnboundedSender<ExecutorConn>,
 }
@@ -138,15 +140,12 @@ impl Driver for FakeDriver {
             return Err(Status::not_found(format!("no binary {sha}")));
         };
         let (tx, rx) = mpsc::channel(4);
+        let chunks = match self.chunks.get(&sha) {
+            Some(chunks) => chunks.clone(),
+            None => chunks_of(&sha, &bytes),
+        };
         tokio::spawn(async move {
-            let total_len = bytes.len() as u64;
-            // Small chunks, so the executor assembles several.
-            for (i, piece) in bytes.chunks(7).enumerate() {
-                let chunk = BinaryChunk {
-                    sha256: if i == 0 { sha.clone() } else { String::new() },
-                    total_len,
-                    data: piece.to_vec(),
-                };
+            for chunk in chunks {
                 if tx.send(Ok(chunk)).await.is_err() {
                     return;
                 }
@@ -211,15 +210,40 @@ impl FakeDriverHandle {
     }
 }
 
+/// `bytes` as the real driver sends them: LZ4-encoded chunks, small (64 bytes) so the
+/// executor assembles several; the first names the binary and its length.
+pub fn chunks_of(sha: &str, bytes: &[u8]) -> Vec<BinaryChunk> {
+    let mut chunks: Vec<BinaryChunk> = bytes
+        .chunks(64)
+        .map(ember_proto::binary_chunk::encode)
+        .collect();
+    if chunks.is_empty() {
+        chunks.push(BinaryChunk::default());
+    }
+    chunks[0].sha256 = sha.to_string();
+    chunks[0].total_len = bytes.len() as u64;
+    chunks
+}
+
 /// Starts a fake driver on 127.0.0.1:0 serving `binaries` (hash -> bytes).
 pub async fn start_driver(
     binaries: HashMap<String, Vec<u8>>,
+    secret: Option<&str>,
+) -> FakeDriverHandle {
+    start_driver_with_chunks(binaries, HashMap::new(), secret).await
+}
+
+/// [`start_driver`], serving `chunks` (hash -> chunks) as they are.
+pub async fn start_driver_with_chunks(
+    binaries: HashMap<String, Vec<u8>>,
+    chunks: HashMap<String, Vec<BinaryChunk>>,
     secret: Option<&str>,
 ) -> FakeDriverHandle {
     let (tx, channels) = mpsc::unbounded_channel();
     let fetches = Arc::new(AtomicUsize::new(0));
     let driver = FakeDriver {
         binaries,
+        chunks,
         fetches: fetches.clone(),
         channels: tx,
     };
