@@ -200,12 +200,22 @@ impl BinaryStore {
 
     /// The path of verified binary `sha`, fetching it from the driver first if absent.
     pub async fn ensure(&self, sha: &str, driver: &DriverConn) -> Result<PathBuf, BinaryError> {
+        self.ensure_fetched(sha, driver).await.map(|(path, _)| path)
+    }
+
+    /// [`ensure`](Self::ensure), also saying whether this call fetched the binary (and
+    /// so hashed it as it was written, just now).
+    async fn ensure_fetched(
+        &self,
+        sha: &str,
+        driver: &DriverConn,
+    ) -> Result<(PathBuf, bool), BinaryError> {
         if !is_valid_sha(sha) {
             return Err(BinaryError::BadHash(sha.to_string()));
         }
         let path = self.path_of(sha);
         if path.is_file() {
-            return Ok(path);
+            return Ok((path, false));
         }
         let lock = {
             let mut map = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
@@ -214,9 +224,9 @@ impl BinaryStore {
         let result = {
             let _guard = lock.lock().await;
             if path.is_file() {
-                Ok(path)
+                Ok((path, false))
             } else {
-                self.fetch(sha, driver).await
+                self.fetch(sha, driver).await.map(|p| (p, true))
             }
         };
         let mut map = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
@@ -230,13 +240,18 @@ impl BinaryStore {
     /// [`ensure`](Self::ensure), then hashes the stored file again: what is about to be
     /// run must be what was verified. A file that changed is deleted and fetched
     /// again (once); if that fails, or the new copy does not hash right either, the
-    /// error names the mismatch.
+    /// error names the mismatch. A binary this very call fetched is not hashed a second
+    /// time: it was hashed as it was written and renamed into the private store just
+    /// now (a first job on a fresh executor saves one pass over the binary).
     pub async fn ensure_verified(
         &self,
         sha: &str,
         driver: &DriverConn,
     ) -> Result<PathBuf, BinaryError> {
-        let path = self.ensure(sha, driver).await?;
+        let (path, fetched) = self.ensure_fetched(sha, driver).await?;
+        if fetched {
+            return Ok(path);
+        }
         let Err(changed) = self.verify_stored(sha).await else {
             return Ok(path);
         };
