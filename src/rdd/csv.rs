@@ -41,6 +41,8 @@ impl<T: Data> Rdd<T> {
     /// and `Option`s, `None` as an empty field), fields quoted where they need it, a
     /// header line of the field names first unless `options.has_header` is false.
     /// Fails if `path` exists unless `options.overwrite`.
+    ///
+    /// Needs ember's `csv` feature (on by default).
     pub fn save_as_csv(&self, path: impl AsRef<Path>, options: CsvOptions) -> Result<()> {
         let save = SaveOptions {
             overwrite: options.overwrite,
@@ -62,6 +64,8 @@ impl crate::Context {
     /// matched to `T`'s fields by column name, else by position; an empty field reads
     /// as `None` into an `Option`. A record that does not parse fails its task with an
     /// error naming the file, the line and the column.
+    ///
+    /// Needs ember's `csv` feature (on by default).
     #[track_caller]
     pub fn read_csv<T: Data>(&self, path: &str, options: CsvOptions) -> Result<Rdd<T>> {
         let at = Location::caller();
