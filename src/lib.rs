@@ -84,6 +84,11 @@
 //! assert_eq!(ctx.parallelize(vec![r.clone()], 1).collect()?, vec![r]);
 //! # Ok::<(), ember::EmberError>(())
 //! ```
+//!
+//! Cargo features (README.md, "Features"): `ui` (local mode's web UI), `csv`
+//! (`read_csv`, `save_as_csv`) and `parquet` (`read_parquet*`, `save_as_parquet*`,
+//! `ArrowBatch`) are on by default; `s3` (`s3://` paths) is off. An API whose feature
+//! is off is absent, and its docs name the feature.
 
 mod accumulator;
 mod block_store;
@@ -119,10 +124,12 @@ pub use context::Context;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};
+#[cfg(feature = "parquet")]
 pub use io::arrow_batch::ArrowBatch;
+#[cfg(feature = "csv")]
 pub use io::csv::CsvOptions;
-pub use io::parquet::{CompareOp, RowFilter, Scalar};
-pub use io::parquet::{ParquetCompression, ParquetWriteOptions};
+#[cfg(feature = "parquet")]
+pub use io::parquet::{CompareOp, ParquetCompression, ParquetWriteOptions, RowFilter, Scalar};
 pub use job::JobMetrics;
 pub use rdd::Records;
 pub use rdd::{
@@ -135,4 +142,5 @@ pub use rdd::{
 pub use serde;
 pub use shuffle::{KeyPartitioner, Partitioner, PartitionerKind};
 /// The Arrow crates ember's batch API speaks (so a job uses the same versions).
+#[cfg(feature = "parquet")]
 pub use {arrow_array, arrow_schema};

@@ -102,11 +102,13 @@ fn a_70_byte_object_file_claiming_a_gib_frame_fails_without_allocating_it() {
     );
 }
 
+#[cfg(feature = "parquet")]
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Row {
     v: i32,
 }
 
+#[cfg(feature = "parquet")]
 /// A small Snappy Parquet file of one column whose one data page (1.6 MB of zeros, so
 /// its uncompressed size is a 4-byte varint) is patched to claim 2^27 - 1 bytes
 /// uncompressed: more than the pool, in a file of a few KiB. Returns the file's length.
@@ -143,6 +145,7 @@ fn parquet_claiming_128_mib(path: &Path) -> u64 {
     bytes.len() as u64
 }
 
+#[cfg(feature = "parquet")]
 #[test]
 fn a_parquet_page_claiming_more_than_the_pool_fails_without_allocating_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -178,6 +181,7 @@ fn a_parquet_page_claiming_more_than_the_pool_fails_without_allocating_it() {
 }
 
 /// A Parquet file whose footer places a column chunk past the end of the file.
+#[cfg(feature = "parquet")]
 #[test]
 fn a_parquet_column_chunk_past_the_end_of_the_file_is_refused() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -216,6 +220,7 @@ fn a_parquet_column_chunk_past_the_end_of_the_file_is_refused() {
 
 /// An Arrow IPC record (as shuffles, caches and results carry `ArrowBatch`) whose batch
 /// message claims a 1 TiB body.
+#[cfg(feature = "parquet")]
 #[test]
 fn an_arrow_ipc_record_claiming_a_tib_body_fails_without_allocating_it() {
     use std::sync::Arc;

@@ -477,10 +477,13 @@ pub fn write_file<T: Data>(
     Ok(n)
 }
 
-/// The field names of struct `T` (as its header), from its Arrow schema's tracing.
+/// The field names of struct `T` (as its header), from serde_arrow's schema tracing
+/// (which needs no Arrow crate, so the `csv` feature works without `parquet`).
 fn field_names<T: Data>() -> Option<Vec<String>> {
-    let fields = crate::io::parquet::schema::record_fields::<T>().ok()?;
-    Some(fields.iter().map(|f| f.name().clone()).collect())
+    use serde_arrow::schema::{SchemaLike, TracingOptions};
+    let options = TracingOptions::default().allow_null_fields(true);
+    let fields = Vec::<marrow::datatypes::Field>::from_type::<T>(options).ok()?;
+    Some(fields.into_iter().map(|f| f.name).collect())
 }
 
 #[cfg(test)]

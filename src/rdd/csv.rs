@@ -52,6 +52,8 @@ impl<T: Data> Rdd<T> {
     /// and `Option`s, `None` as an empty field), fields quoted where they need it, a
     /// header line of the field names first unless `options.has_header` is false.
     /// Fails if `path` exists unless `options.overwrite`.
+    ///
+    /// Needs ember's `csv` feature (on by default).
     pub fn save_as_csv(&self, path: impl AsRef<Path>, options: CsvOptions) -> Result<()> {
         let save = SaveOptions {
             overwrite: options.overwrite,
@@ -80,6 +82,7 @@ impl crate::Context {
     /// quoted field spanning lines is then an error naming the record.
     /// With `multi_line` each file is read whole by one task and quoted fields may hold
     /// newlines.
+    /// Needs ember's `csv` feature (on by default).
     #[track_caller]
     pub fn read_csv<T: Data>(&self, path: &str, options: CsvOptions) -> Result<Rdd<T>> {
         let at = Location::caller();

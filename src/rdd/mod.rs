@@ -9,6 +9,7 @@ mod actions;
 mod checkpoint;
 mod co_grouped;
 mod cogroup;
+#[cfg(feature = "csv")]
 mod csv;
 mod flat_combine;
 mod group_by;
@@ -19,6 +20,7 @@ mod object_file;
 mod ops;
 mod ordered_by;
 mod pair;
+#[cfg(feature = "parquet")]
 mod parquet;
 mod partition_actions;
 mod partitioning;

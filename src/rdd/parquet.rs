@@ -45,12 +45,16 @@ impl<T: Data> Rdd<T> {
     /// `path`, then an empty `_SUCCESS`: columns are `T`'s fields (a struct; `Option`
     /// fields nullable, `Vec`s as lists, nested structs as structs), zstd-compressed.
     /// Fails if `path` exists.
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     pub fn save_as_parquet(&self, path: impl AsRef<Path>) -> Result<()> {
         self.save_as_parquet_with(path, ParquetWriteOptions::default())
     }
 
     /// [`save_as_parquet`](Self::save_as_parquet) with options (compression, row-group
     /// size, overwrite).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     pub fn save_as_parquet_with(
         &self,
         path: impl AsRef<Path>,
@@ -81,6 +85,8 @@ impl crate::Context {
     /// parallelism where the data allows). Reads every footer first: a file that is
     /// not Parquet, or whose columns do not fit `T`, is an error here naming the file,
     /// the column and both types.
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn read_parquet<T: Data>(&self, path: &str) -> Result<Rdd<T>> {
         self.parquet_records::<T>(path, None, Location::caller())
@@ -90,6 +96,8 @@ impl crate::Context {
     /// groups whose statistics rule every row out are not read at all, and the rest are
     /// filtered on their decoded columns (exactly the rows for which the predicate
     /// holds; a null never passes).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn read_parquet_where<T: Data>(&self, path: &str, filter: RowFilter) -> Result<Rdd<T>> {
         self.parquet_records::<T>(path, Some(filter), Location::caller())
@@ -98,6 +106,8 @@ impl crate::Context {
     /// The rows of Parquet files as Arrow batches of every column (up to 8,192 rows
     /// each), for vectorised work with [`Rdd::map_batches`]; every file must have the
     /// first one's schema. Paths as for [`read_parquet`](Self::read_parquet).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn read_parquet_batches(&self, path: &str) -> Result<Rdd<ArrowBatch>> {
         self.parquet_batches(path, None, Location::caller())
@@ -105,6 +115,8 @@ impl crate::Context {
 
     /// [`read_parquet_batches`](Self::read_parquet_batches) of the rows passing
     /// `filter` (see [`read_parquet_where`](Self::read_parquet_where)).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn read_parquet_batches_where(
         &self,
@@ -205,6 +217,8 @@ pub(crate) fn parquet_batches_compute(
 impl Rdd<ArrowBatch> {
     /// Applies `f` to every batch (a vectorised map: Arrow's compute kernels work on
     /// whole columns).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn map_batches<F: Fn(RecordBatch) -> RecordBatch + 'static>(
         &self,
@@ -219,6 +233,8 @@ impl Rdd<ArrowBatch> {
     /// The rows of every batch as records of type `T` (by column name, as
     /// [`Context::read_parquet`](crate::Context::read_parquet) maps them). A row that
     /// does not decode fails its task, naming the type.
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn to_records<T: Data>(&self) -> Rdd<T> {
         self.flat_map_with((), |_: &(), b: ArrowBatch| {
@@ -234,6 +250,8 @@ impl Rdd<ArrowBatch> {
     /// Writes the batches of each partition as a Parquet file `part-NNNNN.parquet`
     /// into `path` (the commit protocol of [`Rdd::save_as_parquet`]); the batches of a
     /// partition must share a schema.
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     pub fn save_batches_as_parquet(
         &self,
         path: impl AsRef<Path>,
@@ -256,6 +274,8 @@ impl Rdd<ArrowBatch> {
 impl<T: Data> Rdd<T> {
     /// The records of each partition as Arrow batches of up to 8,192 rows, columns
     /// from `T`'s fields (as [`Rdd::save_as_parquet`] derives them).
+    ///
+    /// Needs ember's `parquet` feature (on by default).
     #[track_caller]
     pub fn to_batches(&self) -> Rdd<ArrowBatch> {
         self.map_partitions(|records: Records<T>| {

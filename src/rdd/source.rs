@@ -130,6 +130,7 @@ pub(crate) fn partition_payload<P: serde::de::DeserializeOwned>(
     decode(&format!("{what} partition"), bytes)
 }
 
+#[cfg(any(feature = "csv", feature = "parquet"))]
 /// The batches `next` reads, each counted as records read (`rows` of it), ending after
 /// the first error (which is the last item).
 pub(crate) fn counted_batches<U: 'static>(
@@ -155,6 +156,7 @@ pub(crate) fn counted_batches<U: 'static>(
     }))
 }
 
+#[cfg(any(feature = "csv", feature = "parquet"))]
 /// The records of a batch: its length.
 pub(crate) fn batch_len<U>(b: &[U]) -> u64 {
     b.len() as u64

@@ -41,7 +41,26 @@ pub fn example_bin(name: &str) -> PathBuf {
         Some(built) => sources.iter().any(|s| mtime(s).is_some_and(|t| t > built)),
     };
     if stale {
-        cargo_build(&["--example", name]);
+        // The features this test was built with, so the example links the same ember
+        // (an `s3://` job needs `s3`) and the lib is not rebuilt for another feature set.
+        let features = ["ui", "csv", "parquet", "s3"]
+            .into_iter()
+            .zip([
+                cfg!(feature = "ui"),
+                cfg!(feature = "csv"),
+                cfg!(feature = "parquet"),
+                cfg!(feature = "s3"),
+            ])
+            .filter_map(|(f, on)| on.then_some(f))
+            .collect::<Vec<_>>()
+            .join(",");
+        cargo_build(&[
+            "--example",
+            name,
+            "--no-default-features",
+            "--features",
+            &features,
+        ]);
     }
     assert!(bin.exists(), "example binary {} not found", bin.display());
     checked.insert(name.to_string());

@@ -30,6 +30,7 @@ use super::filter::RowFilter;
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
+#[cfg(feature = "s3")]
 use crate::io::storage::{is_remote, ObjectUrl, RemoteFile};
 use crate::io::text_input::{list_input_files, Packing};
 use crate::memory::{MemoryPool, Reservation};
@@ -54,6 +55,7 @@ pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> EmberError {
 /// The footer of `path`, as Arrow sees it.
 fn footer(path: &Path) -> Result<ArrowReaderMetadata> {
     let options = ArrowReaderOptions::new();
+    #[cfg(feature = "s3")]
     if is_remote(path) {
         let file = RemoteFile::open(&ObjectUrl::parse(path)?)?;
         return ArrowReaderMetadata::load(&file, options).map_err(|e| corrupt(path, e));
@@ -202,6 +204,7 @@ impl ChunkReader {
 
     fn open(&mut self, chunk: &ParquetChunk) -> Result<ParquetRecordBatchReader> {
         let path = &chunk.path;
+        #[cfg(feature = "s3")]
         if is_remote(path) {
             let file = RemoteFile::open(&ObjectUrl::parse(path)?)?;
             return self.open_with(chunk, file);

@@ -1,6 +1,7 @@
 //! Object storage (`s3://bucket/key` paths) for every file source and sink, through
-//! the arrow project's `object_store` crate; local paths go to the file system as
-//! before.
+//! the arrow project's `object_store` crate (the `s3` feature); local paths go to the
+//! file system as before. Without the `s3` feature an `s3://` path is an error naming
+//! the feature ([`s3_disabled`]), from the same functions.
 //!
 //! An `s3://` path travels through the plan as a `PathBuf` holding the URL text, so
 //! the sources and sinks that take paths take it unchanged; [`is_remote`] tells the two
@@ -13,22 +14,39 @@
 //! callable from any thread; every error names the `s3://` URL it concerns; keys are
 //! used as they are (never percent-encoded), so what a listing returns opens.
 
+mod input_file;
+#[cfg(feature = "s3")]
 mod listing;
+mod part_output;
+#[cfg(feature = "s3")]
 mod remote_file;
+#[cfg(feature = "s3")]
+mod store;
+#[cfg(feature = "s3")]
 mod upload;
+#[cfg(not(feature = "s3"))]
+mod without_s3;
 
-use std::future::Future;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use object_store::aws::AmazonS3Builder;
-use object_store::ObjectStore;
 
 use crate::error::{EmberError, Result};
 
+pub use input_file::InputFile;
+#[cfg(feature = "s3")]
 pub use listing::{list_remote, listed_len, remote_len};
-pub use remote_file::{InputFile, RemoteFile};
-pub use upload::{copy_object, delete_prefix, prefix_is_empty, put_bytes, upload_file, PartOutput};
+pub use part_output::PartOutput;
+#[cfg(feature = "s3")]
+pub use remote_file::RemoteFile;
+#[cfg(feature = "s3")]
+pub use store::block_on;
+#[cfg(feature = "s3")]
+use store::storage_error;
+#[cfg(feature = "s3")]
+pub use upload::{copy_object, delete_prefix, prefix_is_empty, put_bytes, upload_file};
+#[cfg(not(feature = "s3"))]
+pub use without_s3::{
+    copy_object, delete_prefix, list_remote, prefix_is_empty, put_bytes, upload_file,
+};
 
 /// The scheme of the paths this module reads and writes.
 pub const S3: &str = "s3://";
@@ -66,17 +84,6 @@ impl ObjectUrl {
         })
     }
 
-    /// The key as `object_store` names it: the key itself, never percent-encoded
-    /// (a key listed from the store reads back as the same key).
-    pub fn location(&self) -> Result<object_store::path::Path> {
-        object_store::path::Path::parse(&self.key).map_err(|e| {
-            EmberError::Config(format!(
-                "{}: not a usable object key: {e}",
-                crate::io::excerpt(&self.to_string())
-            ))
-        })
-    }
-
     /// `s3://bucket/key/name`.
     pub fn join(&self, name: &str) -> ObjectUrl {
         let key = if self.key.is_empty() {
@@ -89,11 +96,6 @@ impl ObjectUrl {
             key,
         }
     }
-
-    /// The store of this URL's bucket.
-    pub fn store(&self) -> Result<Arc<dyn ObjectStore>> {
-        store(&self.bucket)
-    }
 }
 
 impl std::fmt::Display for ObjectUrl {
@@ -102,55 +104,11 @@ impl std::fmt::Display for ObjectUrl {
     }
 }
 
-/// The store of `bucket`, built once per process from the AWS environment variables.
-fn store(bucket: &str) -> Result<Arc<dyn ObjectStore>> {
-    static STORES: OnceLock<Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>> =
-        OnceLock::new();
-    let mut stores = STORES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = stores.get(bucket) {
-        return Ok(s.clone());
-    }
-    let s3 = AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        .build()
-        .map_err(|e| EmberError::Config(format!("object store for s3://{bucket}: {e}")))?;
-    let s3: Arc<dyn ObjectStore> = Arc::new(s3);
-    stores.insert(bucket.to_string(), s3.clone());
-    Ok(s3)
-}
-
-/// Runs `fut` to completion on the process's I/O runtime, from any thread (also one of
-/// another runtime's: the future is spawned there and waited for, never nested).
-pub fn block_on<F>(fut: F) -> F::Output
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    let rt = RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("ember-object-io")
-            .enable_all()
-            .build()
-            .expect("the object storage I/O runtime")
-    });
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    rt.spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    rx.recv().expect("the object storage I/O runtime stopped")
-}
-
-/// An `object_store` error about `url` as ember's error.
-pub(crate) fn storage_error(url: &ObjectUrl, e: object_store::Error) -> EmberError {
-    match e {
-        object_store::Error::NotFound { .. } => EmberError::InputNotFound {
-            path: url.to_string(),
-        },
-        other => EmberError::io(url.to_string(), std::io::Error::other(other.to_string())),
-    }
+/// The error for `path`, an `s3://` path, in a build without the `s3` feature.
+pub fn s3_disabled(path: impl AsRef<Path>) -> EmberError {
+    EmberError::Config(format!(
+        "{}: s3:// paths need ember's `s3` feature (features = [\"s3\"] on the ember \
+         dependency in Cargo.toml)",
+        crate::io::excerpt(&path.as_ref().to_string_lossy())
+    ))
 }

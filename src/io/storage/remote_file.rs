@@ -1,6 +1,6 @@
 //! Reading an object as a file: [`RemoteFile`] (seekable, reading ahead in ranged
-//! requests, and a Parquet `ChunkReader`), and [`InputFile`], which is a local file or
-//! a remote one behind the same `Read + Seek`.
+//! requests, and a Parquet `ChunkReader`); [`super::InputFile`] puts it and a local file
+//! behind the same `Read + Seek`.
 //!
 //! Invariants: a `RemoteFile` requests only byte ranges inside the object (its length
 //! is asked of the store when opened), and holds at most one such range; a reader's
@@ -9,17 +9,15 @@
 //! reads 8 MiB at a time); reads past the end return 0 bytes, as a file's do; a ranged
 //! read (`get_bytes`) that the object cannot fill is an error naming the URL.
 
-use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::listing::{listed_len, remote_len};
-use super::{block_on, is_remote, storage_error, ObjectUrl};
-use crate::error::{EmberError, Result};
+use super::listing::remote_len;
+use super::{block_on, storage_error, ObjectUrl};
+use crate::error::Result;
 
 /// Most bytes fetched per request when reading sequentially.
 pub const READ_AHEAD: u64 = 8 << 20;
@@ -119,12 +117,14 @@ impl Seek for RemoteFile {
     }
 }
 
+#[cfg(feature = "parquet")]
 impl parquet::file::reader::Length for RemoteFile {
     fn len(&self) -> u64 {
         self.len
     }
 }
 
+#[cfg(feature = "parquet")]
 impl parquet::file::reader::ChunkReader for RemoteFile {
     type T = RemoteFile;
 
@@ -148,57 +148,5 @@ impl parquet::file::reader::ChunkReader for RemoteFile {
             )));
         }
         Ok(bytes)
-    }
-}
-
-/// A file to read: on the local file system or in object storage.
-#[derive(Debug)]
-pub enum InputFile {
-    Local(File),
-    Remote(RemoteFile),
-}
-
-impl InputFile {
-    /// Opens `path` (a local path or an `s3://` URL); errors name it.
-    pub fn open(path: &Path) -> Result<Self> {
-        if is_remote(path) {
-            Ok(InputFile::Remote(RemoteFile::open(&ObjectUrl::parse(
-                path,
-            )?)?))
-        } else {
-            File::open(path)
-                .map(InputFile::Local)
-                .map_err(|e| EmberError::io(path, e))
-        }
-    }
-
-    /// The length of `path` in bytes (for an object, as the listing that found it saw
-    /// it: for planning).
-    pub fn len_of(path: &Path) -> Result<u64> {
-        if is_remote(path) {
-            listed_len(&ObjectUrl::parse(path)?)
-        } else {
-            std::fs::metadata(path)
-                .map(|m| m.len())
-                .map_err(|e| EmberError::io(path, e))
-        }
-    }
-}
-
-impl Read for InputFile {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        match self {
-            InputFile::Local(f) => f.read(out),
-            InputFile::Remote(r) => r.read(out),
-        }
-    }
-}
-
-impl Seek for InputFile {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        match self {
-            InputFile::Local(f) => f.seek(to),
-            InputFile::Remote(r) => r.seek(to),
-        }
     }
 }

@@ -1,19 +1,16 @@
 //! Writing to object storage: uploading a finished local file (in parts when large),
-//! copying, deleting a prefix, and [`PartOutput`], the file a sink's task writes
-//! (directly for a local path, staged under the executor's work directory and uploaded
-//! when finished for an `s3://` one).
+//! copying, deleting a prefix (a sink's staged part is [`super::PartOutput`]).
 //!
 //! Invariants: an object becomes visible only whole (one `put`, or a multipart upload
-//! completed after its last part; an upload that fails is aborted); a staged local file
-//! is removed whether its upload succeeds or not.
+//! completed after its last part; an upload that fails is aborted).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures_util::TryStreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use super::{block_on, is_remote, storage_error, ObjectUrl};
+use super::{block_on, storage_error, ObjectUrl};
 use crate::error::{EmberError, Result};
 
 /// Bytes per uploaded part (S3 wants at least 5 MiB for every part but the last).
@@ -141,120 +138,4 @@ pub fn delete_prefix(url: &ObjectUrl) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The file one attempt of a sink's task writes: `target` itself when local, else a
-/// staged file uploaded to `target` by [`finish`](Self::finish).
-pub struct PartOutput {
-    target: PathBuf,
-    staged: Option<PathBuf>,
-}
-
-impl PartOutput {
-    /// Where to write `target`; staging (for `s3://`) under `work_dir`.
-    pub fn create(target: PathBuf, work_dir: &Path) -> Result<Self> {
-        if !is_remote(&target) {
-            return Ok(PartOutput {
-                target,
-                staged: None,
-            });
-        }
-        let dir = work_dir.join("uploads");
-        std::fs::create_dir_all(&dir).map_err(|e| EmberError::io(&dir, e))?;
-        let staged = dir.join(format!("{:016x}", rand::random::<u64>()));
-        Ok(PartOutput {
-            target,
-            staged: Some(staged),
-        })
-    }
-
-    /// The local file to write (created by the caller).
-    pub fn local(&self) -> &Path {
-        self.staged.as_deref().unwrap_or(&self.target)
-    }
-
-    /// `e` naming the target rather than the staged file it was about.
-    pub fn name_target(&self, e: EmberError) -> EmberError {
-        let Some(staged) = &self.staged else {
-            return e;
-        };
-        let (from, to) = (
-            staged.display().to_string(),
-            self.target.display().to_string(),
-        );
-        match e {
-            EmberError::Io { path, source } if path == *staged => EmberError::Io {
-                path: self.target.clone(),
-                source,
-            },
-            EmberError::Corrupt { what, message } => EmberError::Corrupt {
-                what: what.replace(&from, &to),
-                message,
-            },
-            EmberError::SchemaMismatch {
-                path,
-                column,
-                found,
-                expected,
-            } => EmberError::SchemaMismatch {
-                path: path.replace(&from, &to),
-                column,
-                found,
-                expected,
-            },
-            other => other,
-        }
-    }
-
-    /// The written file is complete: uploads it if it is staged; returns the target.
-    pub fn finish(mut self) -> Result<String> {
-        if let Some(staged) = self.staged.take() {
-            let uploaded = upload_file(&staged, &ObjectUrl::parse(&self.target)?);
-            let _ = std::fs::remove_file(&staged);
-            uploaded?;
-        }
-        Ok(self.target.to_string_lossy().into_owned())
-    }
-}
-
-impl Drop for PartOutput {
-    fn drop(&mut self) {
-        if let Some(staged) = &self.staged {
-            let _ = std::fs::remove_file(staged);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_staged_part_names_its_target_in_errors_and_leaves_no_file() {
-        let work = tempfile::tempdir().unwrap();
-        let target = PathBuf::from("s3://bucket/out/_temporary/j/part-00000.x");
-        let part = PartOutput::create(target.clone(), work.path()).unwrap();
-        let staged = part.local().to_path_buf();
-        assert!(staged.starts_with(work.path().join("uploads")));
-        std::fs::write(&staged, b"partial").unwrap();
-        let e = part.name_target(EmberError::io(&staged, std::io::Error::other("disk full")));
-        assert!(
-            e.to_string()
-                .contains("s3://bucket/out/_temporary/j/part-00000.x"),
-            "{e}"
-        );
-        let e = part.name_target(EmberError::Corrupt {
-            what: format!("Parquet file {} (writing)", staged.display()),
-            message: "m".into(),
-        });
-        assert!(!e.to_string().contains("uploads"), "{e}");
-        drop(part);
-        assert!(
-            !staged.exists(),
-            "a part dropped unfinished removes its staged file"
-        );
-        // A local target is written in place and errors are left as they are.
-        let local = PartOutput::create(work.path().join("p"), work.path()).unwrap();
-        assert_eq!(local.local(), work.path().join("p"));
-    }
 }
