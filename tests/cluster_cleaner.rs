@@ -21,12 +21,15 @@ fn on_disk(cluster: &Cluster, executors: usize) -> (BTreeSet<u32>, usize) {
     let mut ids = BTreeSet::new();
     let mut files = 0;
     for i in 0..executors {
+        // Shuffle files live in one directory per session: `shuffle/session-<i>/`.
         let dir = cluster.executor_dir(i).join("shuffle");
-        for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id = ember::shuffle::shuffle_id_of_file(&name);
-            ids.extend(id);
-            files += 1;
+        for session in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            for e in fs::read_dir(session.path()).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id = ember::shuffle::shuffle_id_of_file(&name);
+                ids.extend(id);
+                files += 1;
+            }
         }
     }
     (ids, files)

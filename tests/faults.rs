@@ -110,15 +110,26 @@ fn reference(input: &Path, scratch: &Path) -> (String, u64) {
 fn first_shuffle(cluster: &Cluster, executors: usize) -> (u32, Vec<Vec<String>>) {
     let per: Vec<Vec<(u32, String)>> = (0..executors)
         .map(|i| {
+            // Each session's files are in `shuffle/session-<i>/`: names are relative to
+            // `shuffle/`.
             fs::read_dir(cluster.executor_dir(i).join("shuffle"))
                 .into_iter()
                 .flatten()
                 .flatten()
-                .filter_map(|e| {
+                .flat_map(|session| {
+                    let dir = session.file_name().to_string_lossy().into_owned();
+                    fs::read_dir(session.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(move |e| (dir.clone(), e))
+                })
+                .filter_map(|(dir, e)| {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let id = ember::shuffle::parse_file_name(&name)?.0;
                     // Committed outputs only, not a writer's temporary.
-                    (name.ends_with(".data") && !name.starts_with('.')).then_some((id, name))
+                    (name.ends_with(".data") && !name.starts_with('.'))
+                        .then(|| (id, format!("{dir}/{name}")))
                 })
                 .collect()
         })
