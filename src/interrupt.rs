@@ -3,7 +3,9 @@
 //! context's work directory, each output directory still being written), says so on
 //! stderr, and then ends as the signal's default action ends it: the shell reports
 //! status 130 (SIGINT) or 143 (SIGTERM) and a calling script sees the interrupt. The
-//! next run of the same command finds no output directory in its way.
+//! next run of the same command finds no output directory in its way. A second signal
+//! during the cleanup ends the process at once; a job that fails meanwhile (its files
+//! removed under it) does not report it.
 //!
 //! Who owns a signal (the choice, documented in the README): ember installs its handler
 //! only in local mode, when the first local context is created, and only for a signal
@@ -25,8 +27,21 @@
 //! A path is registered from before ember creates it until it is removed or committed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
+
+/// Set once an interrupt's cleanup has begun; the process ends soon after.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Blocks for good if an interrupt's cleanup has begun: a job failing because its files
+/// are being removed must not report that failure (or let `main` end with it) before
+/// the process ends by the signal.
+pub(crate) fn wait_if_interrupted() {
+    while INTERRUPTED.load(Ordering::Acquire) {
+        std::thread::park();
+    }
+}
 
 /// What the handler removes: registered paths by registration id.
 struct Registry {
@@ -328,6 +343,9 @@ mod unix {
         } else {
             "SIGTERM"
         };
+        super::INTERRUPTED.store(true, std::sync::atomic::Ordering::Release);
+        // A second Ctrl-C during the cleanup ends the process at once.
+        set(sig, libc::SIG_DFL);
         let left = super::remove_registered();
         // Past a progress line left mid-way.
         let lead = if std::io::stderr().is_terminal() {
@@ -346,7 +364,6 @@ mod unix {
                     .join(", ")
             );
         }
-        set(sig, libc::SIG_DFL);
         // SAFETY: sending a signal to this process; its default action ends it.
         unsafe {
             libc::kill(libc::getpid(), sig);
