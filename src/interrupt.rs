@@ -24,7 +24,8 @@
 //!
 //! Invariants: the signal handler only writes the signal's number to a non-blocking
 //! socket, which is async-signal-safe; the cleanup runs on the `ember-interrupt` thread.
-//! A path is registered from before ember creates it until it is removed or committed.
+//! A path is registered from its creation (an output: just before) until it is removed
+//! or committed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,9 +95,9 @@ impl Drop for LocalHandlers {
     }
 }
 
-#[cfg_attr(not(unix), allow(dead_code))]
 /// Removes every registered path, retrying while a task still running creates files
 /// in it; returns the paths that are still there.
+#[cfg_attr(not(unix), allow(dead_code))]
 fn remove_registered() -> Vec<PathBuf> {
     let paths: Vec<PathBuf> = REGISTRY
         .lock()
