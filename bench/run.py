@@ -292,6 +292,11 @@ def main():
         # removed once the full results are written.
         rows = summarize(all_runs, rows_order)
         partial_meta = {**meta, "partial": True, "elapsed_s": time.time() - t_start}
+        # The cluster and faults sections render from their verdicts, as at the end.
+        if meta.get("cluster"):
+            partial_meta["cluster"] = {**meta["cluster"], "verdict": cluster_verdict(rows)}
+        if meta.get("faults"):
+            partial_meta["faults"] = {**meta["faults"], "verdict": faults_verdict(rows)}
         with open(partial_json, "w") as f:
             json.dump({**partial_meta, "notes": notes, "summary": rows, "runs": all_runs}, f,
                       indent=1, default=str)
