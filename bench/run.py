@@ -9,9 +9,8 @@
 
 Stdlib only (Python 3.11); matplotlib is used for the plot if this interpreter or the
 reference venv has it. See bench/README.md for what each job measures and how answers are
-checked. The shared data generator, reference jobs and output checker are called where they
-are (--shared, default: the sibling `shared/bench` of the repository root); nothing of them
-is copied here.
+checked. The data generator, the reference jobs and the output checker are this repository's
+own, in bench/reference/ (--reference DIR runs another copy of them).
 
 Exit status: 0 if every run that was made passed its check, 1 if any run FAILED (wrong answer,
 crash or timeout), 2 on a usage / setup error (e.g. the data could not be generated).
@@ -32,7 +31,7 @@ from emberbench.cluster import Cluster, ClusterError, sha256_of  # noqa: E402
 from emberbench.config import (ALL_ENGINES, ALL_JOBS, DEFAULT_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
                                CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_JOBS, CLUSTER_LATENCY, CLUSTER_LOCAL,
                                CLUSTER_WC, DAEMONS, DATASET_TINY, DATASETS_FULL, DATASETS_SMALL,
-                               DEFAULT_SHARED, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
+                               DEFAULT_REFERENCE, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
                                KNOWN_TEXT, PROFILES, REPO, die, log)
 from emberbench.data import data_files, ensure_dataset, warm_up  # noqa: E402
 from emberbench.engines import Ctx, detect_references  # noqa: E402
@@ -54,7 +53,8 @@ def parse_args():
     ap.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                     help=f"default {','.join(DEFAULT_JOBS)}; also {','.join(SCALE_JOBS)}")
     ap.add_argument("--small", action="store_true", help="100 MiB text and 5M-record kv instead of 1 GiB / 50M")
-    ap.add_argument("--shared", default=DEFAULT_SHARED, help=f"shared bench dir (default {DEFAULT_SHARED})")
+    ap.add_argument("--reference", "--shared", dest="reference", default=DEFAULT_REFERENCE,
+                    help=f"the data generator, reference jobs and output checker (default {DEFAULT_REFERENCE})")
     ap.add_argument("--venv", default="/tmp/spark-venv", help="venv with pyspark, duckdb, polars")
     ap.add_argument("--spark-jar", default="/tmp/spark-build/reference.jar")
     ap.add_argument("--spark-driver-memory", default="8g")
@@ -82,7 +82,7 @@ def parse_args():
             ap.error(f"unknown job {j!r} (know {', '.join(ALL_JOBS)})")
     if a.runs < 1 or a.tiny_runs < 1:
         ap.error("--runs and --tiny-runs must be >= 1")
-    a.shared = os.path.abspath(a.shared)
+    a.reference = os.path.abspath(a.reference)
     a.data = os.path.abspath(a.data)
     a.out = os.path.abspath(a.out)
     return a
@@ -162,7 +162,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     args = parse_args()
     ctx = Ctx()
-    ctx.args, ctx.shared, ctx.out = args, args.shared, args.out
+    ctx.args, ctx.reference, ctx.out = args, args.reference, args.out
     ctx.duckdb_digest = {}
     ctx.kv_digest = None
     ctx.kvsum_digest = None
@@ -170,8 +170,8 @@ def main():
     ctx.text_gen_key = lambda man: (man.get("_gen_bytes"), man.get("files"), man.get("seed"))
     notes = []
     for f in ("gen_data.py", "verify_output.py", "single_node.py"):
-        if not os.path.exists(os.path.join(args.shared, f)):
-            die(f"{args.shared}/{f} not found; pass --shared DIR (the shared bench directory)")
+        if not os.path.exists(os.path.join(args.reference, f)):
+            die(f"{args.reference}/{f} not found; pass --reference DIR (a copy of bench/reference)")
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     os.makedirs(os.path.join(args.out, "work"), exist_ok=True)
     # Local-mode jobs keep their scratch under OUT, not /tmp: a job the harness SIGKILLs
@@ -196,7 +196,7 @@ def main():
         notes.append(msg)
     if missing_refs:
         hint = INSTALL_HINT.format(venv=args.venv, req=os.path.join(REPO, "bench", "requirements.txt"),
-                                   shared=args.shared)
+                                   reference=args.reference)
         log("  to install the references:\n    " + hint)
         notes.append("install the references with: `" + hint.replace("\n    ", "` then (for Spark; needs "
                                                                    "javac 17+) `") + "`")
@@ -211,7 +211,7 @@ def main():
     datasets, manifests = {}, {}
 
     def load(key, name, gen_args):
-        d, man = ensure_dataset(args.shared, args.data, name, gen_args, gen_py)
+        d, man = ensure_dataset(args.reference, args.data, name, gen_args, gen_py)
         man["_dir"] = d
         if gen_args[0] == "text":
             man["_gen_bytes"] = int(gen_args[gen_args.index("--bytes") + 1])
@@ -222,13 +222,13 @@ def main():
         mt = manifests["text"]
         known = KNOWN_TEXT.get(ctx.text_gen_key(mt))
         if known and mt["words"] != known[1]:
-            notes.append(f"text manifest words {mt['words']} != the shared README's {known[1]}: generator changed?")
+            notes.append(f"text manifest words {mt['words']} != bench/reference/README.md's {known[1]}: generator changed?")
     if need_kv:
         load("kv", *sets["kv"])
         mk = manifests["kv"]
         known = KNOWN_KV.get((mk["records"], mk["keys"], mk["files"], mk["seed"]))
         if known and (mk["distinct_keys"], mk["value_sum_thousandths"]) != known:
-            notes.append(f"kv manifest differs from the shared README's figures {known}: generator changed?")
+            notes.append(f"kv manifest differs from bench/reference/README.md's figures {known}: generator changed?")
     if need_tiny:
         load("tiny", *DATASET_TINY)
         exp = {}
@@ -292,6 +292,11 @@ def main():
         # removed once the full results are written.
         rows = summarize(all_runs, rows_order)
         partial_meta = {**meta, "partial": True, "elapsed_s": time.time() - t_start}
+        # The cluster and faults sections render from their verdicts, as at the end.
+        if meta.get("cluster"):
+            partial_meta["cluster"] = {**meta["cluster"], "verdict": cluster_verdict(rows)}
+        if meta.get("faults"):
+            partial_meta["faults"] = {**meta["faults"], "verdict": faults_verdict(rows)}
         with open(partial_json, "w") as f:
             json.dump({**partial_meta, "notes": notes, "summary": rows, "runs": all_runs}, f,
                       indent=1, default=str)

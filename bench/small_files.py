@@ -20,7 +20,7 @@ source of every file and the exact word totals (computed here, in Python).
 - 12 (--clients) concurrent clients running the same wordcount on one cluster,
 - `wideshuffle`: 1,000 map x 1,000 reduce tasks over 10,000 records, local and cluster.
 Every answer is checked: wordcount outputs against the manifest's totals and DuckDB's
-digest (shared `verify_output.py`), wideshuffle checks itself. Needs release builds of the
+digest (`bench/reference/verify_output.py`), wideshuffle checks itself. Needs release builds of the
 examples and daemons (`cargo build --release -p ember-driver -p ember-executor && cargo
 build --release --examples`) and duckdb in --venv (default: none, DuckDB skipped).
 """
@@ -173,7 +173,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--clients", type=int, default=12)
     ap.add_argument("--venv", default=None)
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared", "bench"))
+    ap.add_argument("--reference", "--shared", dest="reference", default=os.path.join(REPO, "bench", "reference"))
     ap.add_argument("--skip-cluster", action="store_true")
     a = ap.parse_args()
     inp = build(a.data, a.files)
@@ -181,7 +181,7 @@ def main():
         return
     with open(os.path.join(inp, "_manifest.json")) as f:
         manifest = json.load(f)
-    verify = os.path.join(a.shared, "verify_output.py")
+    verify = os.path.join(a.reference, "verify_output.py")
     rel = os.path.join(REPO, "target", "release")
     bins = {"ember-driver": os.path.join(rel, "ember-driver"),
             "ember-executor": os.path.join(rel, "ember-executor")}

@@ -136,7 +136,7 @@ impl Context {
     /// executor daemon) this serves tasks and never returns.
     pub fn with_conf(conf: Conf) -> Result<Context> {
         crate::cluster::worker::run_if_requested();
-        crate::logging::init();
+        crate::logging::init(crate::logging::JOB_DEFAULT);
         match conf.master.clone() {
             Master::Local {
                 threads,

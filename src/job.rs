@@ -231,6 +231,9 @@ impl Context {
                 Ok(results)
             }
             Err(e) => {
+                // A job failing because an interrupt is removing its files: the
+                // process is about to end by the signal; do not report the failure.
+                crate::interrupt::wait_if_interrupted();
                 // Only a job that started has an id of its own to cancel.
                 if let Some((job_id, _)) = job {
                     self.inner.backend.cancel(job_id, "job failed");

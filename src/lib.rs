@@ -101,6 +101,7 @@ mod context;
 mod data;
 mod env;
 mod error;
+mod interrupt;
 pub mod io;
 mod job;
 mod local;

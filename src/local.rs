@@ -2,7 +2,8 @@
 //! scheduler and the same serialised task descriptions as a cluster.
 //!
 //! Invariants: the work directory (shuffle files, spills, disk-cached blocks) is a
-//! temporary directory owned by the cluster and removed when the context drops; the
+//! temporary directory owned by the cluster and removed when the context drops, or when
+//! the process is interrupted (SIGINT, SIGTERM: see [`crate::interrupt`]); the
 //! files of a shuffle the scheduler has forgotten (released by the context's cleaner)
 //! are deleted sooner, by the launcher;
 //! every launched task produces exactly one status back to the scheduler.
@@ -31,6 +32,10 @@ pub(crate) struct LocalCluster {
     tasks: Receiver<LocalTask>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     work_dir: Option<tempfile::TempDir>,
+    /// Removes the work directory if the process is interrupted (see `interrupt`).
+    _remove_work_dir: crate::interrupt::RemoveOnInterrupt,
+    /// SIGINT and SIGTERM handled while the cluster lives (see `interrupt`).
+    _handlers: crate::interrupt::LocalHandlers,
 }
 
 /// A task as the task threads take it: its serialised description and its stage's plan.
@@ -84,6 +89,7 @@ impl LocalCluster {
         binary_id: &str,
         _threads: usize,
     ) -> Result<(LocalCluster, Box<dyn TaskLauncher>)> {
+        let handlers = crate::interrupt::local_context();
         let mut builder = tempfile::Builder::new();
         builder.prefix("ember-local-");
         let dir = match &conf.local_dir {
@@ -94,6 +100,7 @@ impl LocalCluster {
             None => builder.tempdir(),
         }
         .map_err(|e| EmberError::io(std::env::temp_dir(), e))?;
+        let remove_work_dir = crate::interrupt::remove_on_interrupt(dir.path());
         let env = ExecutorEnv::new(
             LOCAL_EXECUTOR.to_string(),
             binary_id.to_string(),
@@ -109,6 +116,8 @@ impl LocalCluster {
                 tasks: rx,
                 workers: Mutex::new(Vec::new()),
                 work_dir: Some(dir),
+                _remove_work_dir: remove_work_dir,
+                _handlers: handlers,
             },
             Box::new(LocalLauncher {
                 tasks: tx,

@@ -8,7 +8,8 @@
 //! delivered) is renamed to `OUT/part-NNNNN<suffix>` (the suffix names the format, e.g.
 //! `.parquet`), `_temporary` is removed, and `_SUCCESS` is written last. A directory
 //! without `_SUCCESS` is never a complete output; a job that fails removes the
-//! directory it created.
+//! directory it created, and so does a local-mode job interrupted by SIGINT or SIGTERM
+//! ([`crate::interrupt`]).
 //!
 //! In object storage (`s3://bucket/prefix`) the same layout holds with keys for paths:
 //! each attempt is uploaded whole under `prefix/_temporary/<job>/` (invisible to
@@ -103,6 +104,8 @@ pub(crate) fn save_files<T: Data>(
         std::process::id(),
         rand::random::<u32>()
     ));
+    // Until committed, an interrupt removes the output as a failure does.
+    let _uncommitted = crate::interrupt::remove_on_interrupt(out);
     std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
     share_with_group(out, &tmp)?;
     let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts, suffix));

@@ -291,21 +291,40 @@ fn executors_re_register_with_a_restarted_driver() {
 
 #[test]
 fn a_client_that_dies_mid_job_has_its_job_cancelled_and_tasks_killed() {
+    client_ended_mid_job_has_its_job_cancelled(libc::SIGKILL);
+}
+
+/// Ctrl-C of a cluster-mode client: no handler of ember's is installed there, the
+/// client dies of the signal and the driver cancels its job as for a crash.
+#[test]
+fn a_client_interrupted_mid_job_has_its_job_cancelled_and_tasks_killed() {
+    client_ended_mid_job_has_its_job_cancelled(libc::SIGINT);
+}
+
+fn client_ended_mid_job_has_its_job_cancelled(signal: i32) {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
     let cluster = Cluster::start(2, 1, None);
     // Big enough that the job is still running when the client is killed.
     let words = inputs(s, "words", 4, 150_000, text);
     let out = s.join("out");
-    let mut client = std::process::Command::new(common::process::example_bin("wordcount"))
-        .args(["--master", &cluster.url, "--partitions", "8"])
+    let mut cmd = std::process::Command::new(common::process::example_bin("wordcount"));
+    cmd.args(["--master", &cluster.url, "--partitions", "8"])
         .arg(&words)
         .arg(&out)
         .env("EMBER_PROGRESS", "0")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::null());
+    // SIGINT at its default, as in a terminal, whatever this test inherited.
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut client = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let st = cluster.status().unwrap();
@@ -322,8 +341,10 @@ fn a_client_that_dies_mid_job_has_its_job_cancelled_and_tasks_killed() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    client.kill().unwrap();
-    client.wait().unwrap();
+    // SAFETY: a signal to our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(client.id() as i32, signal) }, 0);
+    let status = client.wait().unwrap();
+    assert_eq!(status.signal(), Some(signal), "{status:?}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     loop {
         let st = cluster.status().unwrap();

@@ -1,5 +1,5 @@
 """Answer verification: every engine's output (or ANCHOR figures) against the manifest, the
-shared README's known results, DuckDB's digest and digests the harness computes from the input."""
+bench/reference/README.md's known results, DuckDB's digest and digests the harness computes from the input."""
 import hashlib
 import json
 import os
@@ -12,8 +12,8 @@ from .config import KNOWN_TEXT, log
 from .data import data_files
 
 
-def verify_output(shared, mode, path):
-    r = subprocess.run([sys.executable, os.path.join(shared, "verify_output.py"), mode, path],
+def verify_output(reference, mode, path):
+    r = subprocess.run([sys.executable, os.path.join(reference, "verify_output.py"), mode, path],
                        capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr.strip().splitlines() or ["?"])[-1]
@@ -27,7 +27,7 @@ def check_wordcount_output(ctx, out_path, man, is_dir=True):
     msgs = []
     if is_dir and not os.path.exists(os.path.join(out_path, "_SUCCESS")):
         msgs.append("no _SUCCESS")
-    vals, err = verify_output(ctx.shared, "wordcount", out_path)
+    vals, err = verify_output(ctx.reference, "wordcount", out_path)
     if vals is None:
         return False, msgs + [f"verify_output.py failed: {err}"], None
     lines, distinct, total, digest = (int(vals["lines"]), int(vals["distinct_words"]),
@@ -238,7 +238,7 @@ def check_sorted_output(ctx, out_path, man, input_digest):
     msgs = []
     if not os.path.exists(os.path.join(out_path, "_SUCCESS")):
         msgs.append("no _SUCCESS")
-    vals, err = verify_output(ctx.shared, "sorted", out_path)
+    vals, err = verify_output(ctx.reference, "sorted", out_path)
     if vals is None:
         return False, msgs + [f"verify_output.py failed: {err}"]
     if int(vals["records"]) != man["records"]:
@@ -262,7 +262,7 @@ def input_line_digest(ctx, d, man):
 def _input_line_digest(ctx, d):
     log(f"check: computing the line digest of {d} once (for the sort check)")
     # verify_output.py sorted reads part-* of a directory in order: the digest is order-independent
-    vals, err = verify_output(ctx.shared, "sorted", d)
+    vals, err = verify_output(ctx.reference, "sorted", d)
     if vals is None:
         log(f"check: could not digest {d}: {err}")
         return None

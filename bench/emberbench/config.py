@@ -1,12 +1,13 @@
 """Shared constants of the benchmark harness: paths, the job/engine tables, the data set
-parameters, the known results from the shared README, and the log/die helpers."""
+parameters, the known results from bench/reference/README.md, and the log/die helpers."""
 import os
 import sys
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_PY = os.path.join(BENCH_DIR, "run.py")
 REPO = os.path.dirname(BENCH_DIR)
-DEFAULT_SHARED = os.path.join(os.path.dirname(REPO), "shared", "bench")
+# The data generator, the reference jobs and the output checker (bench/reference/README.md).
+DEFAULT_REFERENCE = os.path.join(BENCH_DIR, "reference")
 
 ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
 DEFAULT_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
@@ -88,7 +89,7 @@ DATASETS_SMALL = {
 }
 DATASET_TINY = ("tiny1k", ["text", "--bytes", "1024", "--files", "1", "--seed", "4"])
 
-# Known results from the shared README, keyed by the generator parameters that produce them.
+# Known results from bench/reference/README.md, keyed by the generator parameters that produce them.
 KNOWN_TEXT = {
     # (bytes, files, seed): (distinct words, total words, digest of word<TAB>count output)
     (1073741824, 8, 1): (995357, 116208746, "6971086b45523b8e"),
@@ -100,7 +101,7 @@ KNOWN_KV = {
 }
 
 INSTALL_HINT = ("python3 -m venv {venv} && {venv}/bin/pip install -r {req}\n"
-                "    VENV={venv} {shared}/spark/build.sh")
+                "    VENV={venv} {reference}/spark/build.sh")
 
 
 def log(msg=""):

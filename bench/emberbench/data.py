@@ -1,5 +1,5 @@
 """Data sets: checking an input directory against its `_manifest.json`, generating it with the
-shared `gen_data.py` when missing or stale, and the untimed page-cache warm-up read."""
+`bench/reference/gen_data.py` when missing or stale, and the untimed page-cache warm-up read."""
 import glob
 import json
 import os
@@ -43,7 +43,7 @@ def manifest_matches(d, gen_args):
     return man, "ok"
 
 
-def ensure_dataset(shared, data_root, name, gen_args, python):
+def ensure_dataset(reference, data_root, name, gen_args, python):
     d = os.path.join(data_root, name)
     man, why = manifest_matches(d, gen_args)
     if man is not None:
@@ -57,7 +57,7 @@ def ensure_dataset(shared, data_root, name, gen_args, python):
                 f"move it away or pick another --data")
         log(f"data: {d} does not match ({why}); regenerating")
         shutil.rmtree(d)
-    cmd = [python, os.path.join(shared, "gen_data.py")] + gen_args + ["--out", d, "--jobs", "2"]
+    cmd = [python, os.path.join(reference, "gen_data.py")] + gen_args + ["--out", d, "--jobs", "2"]
     log(f"data: generating {d}: {' '.join(cmd)}")
     t0 = time.time()
     r = subprocess.run(cmd)

@@ -32,7 +32,7 @@ def detect_references(args):
     elif not submit:
         spark["why"] = f"pyspark not installed in {args.venv}"
     elif not os.path.exists(args.spark_jar):
-        spark["why"] = (f"{args.spark_jar} not built: run VENV={args.venv} {args.shared}/spark/build.sh")
+        spark["why"] = (f"{args.spark_jar} not built: run VENV={args.venv} {args.reference}/spark/build.sh")
     else:
         spark.update(ok=True, submit=submit[0], version=has_module("pyspark"))
     refs["spark"] = spark
@@ -63,11 +63,11 @@ def make_command(ctx, job, engine, inp, out, master="local[2]"):
         exe = ctx.bins[JOB_EXAMPLE[job]]
         return [exe, "--master", master, inp, out], ember_env
     if engine in ("duckdb", "polars") and job == "sort":
-        # The shared single_node.py has no sort; this repository's reference does.
+        # bench/reference/single_node.py has no sort; this repository's reference does.
         return [ctx.refs["python"], os.path.join(os.path.dirname(__file__), "sort_ref.py"), engine,
                 inp, out], {}
     if engine in ("duckdb", "polars"):
-        cmd = [ctx.refs["python"], os.path.join(ctx.shared, "single_node.py"), engine, job, inp]
+        cmd = [ctx.refs["python"], os.path.join(ctx.reference, "single_node.py"), engine, job, inp]
         if job == "wordcount":
             cmd.append(out)
         return cmd, {}

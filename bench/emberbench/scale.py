@@ -14,7 +14,7 @@
 - `pagerank`: 10 iterations over a 200,000-edge graph, local[2].
 
 Every answer is checked: manytasks, decisions and wideshuffle check themselves (a count, every
-partition's result, every key's count); sorts by the shared verify_output.py (records, order,
+partition's result, every key's count); sorts by bench/reference/verify_output.py (records, order,
 key sum); tenx kvsum by the exact per-key sums' total and key count, and key by key against
 DuckDB's; smallfiles against its manifest's word totals; pagerank against the same
 iteration computed here in Python (every rank within 1e-6).

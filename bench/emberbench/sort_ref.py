@@ -9,7 +9,7 @@ lines (bench/run.py checks that with the same order-independent digest as ember'
 and that keys never decrease across OUTPUT_DIR/part-*). Writes OUTPUT_DIR/part-00000.csv
 and then OUTPUT_DIR/_SUCCESS. Both engines use all cores (2 here). The timed section
 (`in_job_s`) is the query with its read and write; interpreter start-up and import are
-outside it, as in the shared single_node.py.
+outside it, as in bench/reference/single_node.py.
 """
 import os
 import sys

@@ -51,7 +51,7 @@ pub(crate) fn run_if_requested() {
     let Some(socket) = std::env::var_os(vars::SOCKET) else {
         return;
     };
-    crate::logging::init();
+    crate::logging::init(crate::logging::WORKER_DEFAULT);
     let code = match serve(PathBuf::from(socket)) {
         Ok(()) => 0,
         Err(e) => {

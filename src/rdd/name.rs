@@ -25,13 +25,39 @@ const _: () = assert!(OP_CHARS + " at ".len() + FILE_CHARS + 1 + 10 <= NAME_CHAR
 const SUFFIX_CHARS: usize = 3 + 20 + 12;
 
 /// The name of the RDD operator `op` called at `at`, at most [`NAME_CHARS`] characters.
+/// A call site inside ember's own source (an operator built from others whose chain
+/// lost the user's `#[track_caller]` location) is left out: a name never points into
+/// ember, only at the user's line or nowhere.
 pub(crate) fn op_name(op: &str, at: &Location<'_>) -> String {
+    name_at(op, at.file(), at.line())
+}
+
+fn name_at(op: &str, file: &str, line: u32) -> String {
+    if in_ember_source(file) {
+        return bounded(op, OP_CHARS).into_owned();
+    }
     format!(
         "{} at {}:{}",
         bounded(op, OP_CHARS),
-        bounded(at.file(), FILE_CHARS),
-        at.line()
+        bounded(file, FILE_CHARS),
+        line
     )
+}
+
+/// Whether `file` (as `Location::file` gives it) is one of ember's own sources: under
+/// the `src/` next to this file's crate root, as the compiler named this file (a path
+/// relative to the workspace when ember is built as a workspace member, absolute when
+/// it is a dependency).
+fn in_ember_source(file: &str) -> bool {
+    let here = file!();
+    let root = here
+        .strip_suffix("src/rdd/name.rs")
+        .or_else(|| here.strip_suffix("src\\rdd\\name.rs"));
+    let Some(root) = root else {
+        return false;
+    };
+    file.strip_prefix(root)
+        .is_some_and(|rest| rest.starts_with("src/") || rest.starts_with("src\\"))
 }
 
 /// `s`, or when it is longer than `max` characters its first ones cut on a character
@@ -65,9 +91,27 @@ mod tests {
         );
         assert!(cut.chars().count() <= 100);
         let op = format!("text_file({})", "/data/part.txt,".repeat(100_000));
-        let name = op_name(&op, Location::caller());
+        let name = name_at(&op, "examples/job.rs", 7);
         assert!(name.chars().count() <= NAME_CHARS, "{name}");
         assert!(name.starts_with("text_file(/data/part.txt,"), "{name}");
-        assert!(name.contains(" more bytes) at src/rdd/name.rs:"), "{name}");
+        assert!(
+            name.ends_with(" more bytes) at examples/job.rs:7"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn a_call_site_inside_embers_own_source_is_left_out_of_the_name() {
+        // This file is ember's: a location here is never shown.
+        assert_eq!(op_name("map", Location::caller()), "map");
+        let root = file!().strip_suffix("src/rdd/name.rs").unwrap();
+        assert_eq!(
+            name_at("lookup", &format!("{root}src/rdd/partitioning.rs"), 232),
+            "lookup"
+        );
+        // The user's files, wherever they are, are named.
+        for file in ["examples/tour.rs", "tests/x.rs", "/home/u/job/src/main.rs"] {
+            assert_eq!(name_at("map", file, 3), format!("map at {file}:3"));
+        }
     }
 }

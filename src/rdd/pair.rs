@@ -509,6 +509,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     }
 
     /// Number of records per key, brought to the driver.
+    #[track_caller]
     pub fn count_by_key(&self) -> Result<HashMap<K, u64>> {
         Ok(self
             .map_values(|_: V| 1u64)

@@ -212,6 +212,7 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// that puts `key` outside `0..num_partitions` is an [`EmberError::InvalidArgument`]
     /// naming the partition index and count (Spark's invalid partition index), not an
     /// empty answer.
+    #[track_caller]
     pub fn lookup(&self, key: K) -> Result<Vec<V>> {
         let mut part = None;
         if let Some(p) = &self.node.partitioner {

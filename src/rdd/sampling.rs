@@ -66,6 +66,7 @@ impl<T: Data> Rdd<T> {
 
     /// `num` records drawn at random (without replacement: at most the record count,
     /// each record at most once), in random order; the same for the same seed.
+    #[track_caller]
     pub fn take_sample(&self, with_replacement: bool, num: usize, seed: u64) -> Result<Vec<T>> {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
         if num == 0 {

@@ -168,6 +168,7 @@ impl Rdd<f64> {
     /// (one bucket `[min, min]` if they are equal) and how many records fall in each
     /// (Spark's `histogram(bucketCount)`): the boundaries and the counts. An empty RDD,
     /// or one holding an infinity or NaN, is an invalid-argument error.
+    #[track_caller]
     pub fn histogram(&self, bucket_count: usize) -> Result<(Vec<f64>, Vec<u64>)> {
         if bucket_count == 0 {
             return Err(EmberError::InvalidArgument(
@@ -196,6 +197,7 @@ impl Rdd<f64> {
     /// How many records fall in each bucket `[b[i], b[i+1])` of the sorted `boundaries`,
     /// the last bucket closed `[b[n-2], b[n-1]]` (Spark's `histogram(buckets)`); records
     /// outside the boundaries and NaN are not counted.
+    #[track_caller]
     pub fn histogram_with(&self, boundaries: &[f64]) -> Result<Vec<u64>> {
         if boundaries.len() < 2 {
             return Err(EmberError::InvalidArgument(format!(

@@ -113,8 +113,8 @@ pub fn run_example(name: &str, args: &[&str], scratch: &Path) -> Run {
     run_example_env(name, args, scratch, &[])
 }
 
-/// [`run_example`] with extra environment variables (`EMBER_SECRET` is passed only if
-/// listed here).
+/// [`run_example`] with extra environment variables (`EMBER_SECRET`, `EMBER_LOG` and
+/// `RUST_LOG` are passed only if listed here).
 pub fn run_example_env(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &str)]) -> Run {
     spawn_example(name, args, scratch, envs).wait()
 }
@@ -193,7 +193,9 @@ pub fn spawn_example(name: &str, args: &[&str], scratch: &Path, envs: &[(&str, &
         .env_remove("EMBER_EXECUTOR_MEMORY")
         .env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
-        .env_remove("EMBER_SECRET_FILE")
+        // The job's own default log filter, unless the test names one.
+        .env_remove("EMBER_LOG")
+        .env_remove("RUST_LOG")
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out_path).unwrap())
