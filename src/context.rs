@@ -151,9 +151,11 @@ impl Context {
                     },
                     launcher,
                 );
-                local.start_workers(&scheduler, threads);
+                // The UI listens before the task threads are offered, so it sees the
+                // local executor added (its event timeline).
                 #[cfg(feature = "ui")]
                 let ui = crate::local_ui::start(&scheduler, &app_name(), &conf)?;
+                local.start_workers(&scheduler, threads);
                 let backend = Backend::Local {
                     scheduler,
                     cluster: Some(local),
