@@ -6,10 +6,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::process::{http, Driver};
+use common::process::{http, start};
 use ember_proto::ConfEntry;
 
 const CLUSTER: &str = "cluster-secret-Qx7-held-by-every-client";
@@ -34,8 +33,8 @@ async fn the_environment_shows_flags_and_configuration_and_never_a_secret() {
     }
     let logs = dir.path().join("events");
     std::fs::create_dir(&logs).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ember-driver"))
-        .env_remove("EMBER_SECRET")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-driver"));
+    cmd.env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_OPERATOR_SECRET_FILE")
         .env_remove("EMBER_EXECUTOR_SECRET_FILE")
@@ -51,23 +50,8 @@ async fn the_environment_shows_flags_and_configuration_and_never_a_secret() {
         .arg(&logs)
         .arg("--binary-dir")
         .arg(dir.path().join("binaries"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn ember-driver");
-    let stdout = child.stdout.take().unwrap();
-    let _driver = Driver(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut line = || lines.next().expect("a line").expect("utf-8");
-    let grpc: std::net::SocketAddr = line()
-        .strip_prefix("ember-driver listening on http://")
-        .expect("the gRPC line")
-        .parse()
-        .unwrap();
-    let ui = line()
-        .strip_prefix("ember-driver ui on http://")
-        .expect("the UI line")
-        .to_string();
+        .stderr(Stdio::null());
+    let (_driver, _stdout, grpc, ui) = start(&mut cmd);
 
     let mut c = common::client(grpc, Some(CLUSTER)).await;
     let sha = common::upload(&mut c, b"a job binary").await;

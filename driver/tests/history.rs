@@ -1,39 +1,12 @@
 //! `ember-driver history` over event logs with bad lines: it lists every application,
 //! and logs each line it skipped (file and line number) and each log it left out.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-/// SIGKILLs a process when dropped (a failing test leaves no daemon behind).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `GET path` on `addr`: (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out[9..12].parse().unwrap();
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
-    (code, body)
-}
+use common::process::{http, Driver};
 
 #[test]
 fn history_lists_logs_with_bad_lines_and_logs_each_line_it_skipped() {
@@ -78,7 +51,7 @@ fn history_lists_logs_with_bad_lines_and_logs_each_line_it_skipped() {
         .spawn()
         .expect("spawn ember-driver history");
     let stdout = child.stdout.take().unwrap();
-    let history = KillOnDrop(child);
+    let history = Driver(child);
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).unwrap();
     let addr = line
@@ -87,7 +60,7 @@ fn history_lists_logs_with_bad_lines_and_logs_each_line_it_skipped() {
         .unwrap_or_else(|| panic!("{line:?}"))
         .to_string();
 
-    let (code, apps) = get(&addr, "/api/v1/applications");
+    let (code, apps) = http(&addr, "GET", "/api/v1/applications", None, &[]);
     assert_eq!(code, 200, "{apps}");
     assert_eq!(
         apps, "[{\"id\":\"run-1-2\",\"name\":\"wordcount\",\"started_ms\":1,\"jobs\":2}]",

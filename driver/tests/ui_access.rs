@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::process::{http, Driver};
+use common::process::{http, start, Driver};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -101,8 +101,8 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
     let executor_file = dir.path().join("executor-secret");
     std::fs::write(&executor_file, EXECUTOR).unwrap();
     let log = dir.path().join("driver.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ember-driver"))
-        .env_remove("EMBER_SECRET")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ember-driver"));
+    cmd.env_remove("EMBER_SECRET")
         .env_remove("EMBER_SECRET_FILE")
         .env_remove("EMBER_OPERATOR_SECRET_FILE")
         .env("EMBER_EXECUTOR_SECRET_FILE", &executor_file)
@@ -113,23 +113,8 @@ async fn session_tokens_see_and_kill_only_their_own_jobs_and_the_operator_any() 
         .arg(&operator_file)
         .arg("--binary-dir")
         .arg(dir.path().join("binaries"))
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("spawn ember-driver");
-    let stdout = child.stdout.take().unwrap();
-    let driver = Driver(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut line = || lines.next().expect("a line").expect("utf-8");
-    let grpc: std::net::SocketAddr = line()
-        .strip_prefix("ember-driver listening on http://")
-        .expect("the gRPC line")
-        .parse()
-        .unwrap();
-    let ui = line()
-        .strip_prefix("ember-driver ui on http://")
-        .expect("the UI line")
-        .to_string();
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (driver, _stdout, grpc, ui) = start(&mut cmd);
 
     let mut c = common::client(grpc, Some(CLUSTER)).await;
     let sha = common::upload(&mut c, b"a job binary").await;

@@ -1,9 +1,9 @@
-//! A real `ember-driver` process for the UI tests: killed and reaped however a test
-//! ends, and plain HTTP/1.1 requests to its UI.
+//! A real `ember-driver` process for the UI tests: started and its two addresses read,
+//! killed and reaped however a test ends, and plain HTTP/1.1 requests to its UI.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::Child;
+use std::io::{BufRead, BufReader, Lines, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 /// The driver process, SIGKILLed and reaped however the test ends.
 pub struct Driver(pub Child);
@@ -13,6 +13,30 @@ impl Drop for Driver {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Spawns `cmd` (an `ember-driver` daemon) with its stdout piped and reads the two lines
+/// it prints: (the process, the rest of its stdout, the gRPC address, the UI address).
+/// Keep the stdout alive as long as the driver runs.
+pub fn start(cmd: &mut Command) -> (Driver, Lines<BufReader<ChildStdout>>, SocketAddr, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn ember-driver");
+    let stdout = child.stdout.take().unwrap();
+    let driver = Driver(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let mut line = || lines.next().expect("a line").expect("utf-8");
+    let grpc: SocketAddr = line()
+        .strip_prefix("ember-driver listening on http://")
+        .expect("the gRPC line")
+        .parse()
+        .unwrap();
+    let ui = line()
+        .strip_prefix("ember-driver ui on http://")
+        .expect("the UI line")
+        .to_string();
+    (driver, lines, grpc, ui)
 }
 
 /// `METHOD path` on `addr` with `auth` (an Authorization value) and extra header lines:
