@@ -181,50 +181,34 @@ mod unix {
         unsafe { libc::__error() }
     }
 
-    #[cfg(any(
+    // Elsewhere there is no slot: errno is not restored after the handler's write.
+    #[cfg(not(any(
         target_os = "linux",
         target_os = "android",
         target_os = "macos",
         target_os = "ios",
         target_os = "freebsd"
-    ))]
-    fn errno() -> c_int {
-        // SAFETY: the slot is the calling thread's own.
-        unsafe { *errno_location() }
+    )))]
+    fn errno_location() -> *mut c_int {
+        std::ptr::null_mut()
     }
 
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    ))]
+    fn errno() -> c_int {
+        let slot = errno_location();
+        if slot.is_null() {
+            return 0;
+        }
+        // SAFETY: a non-null slot is the calling thread's own.
+        unsafe { *slot }
+    }
+
     fn set_errno(v: c_int) {
-        // SAFETY: the slot is the calling thread's own.
-        unsafe { *errno_location() = v }
+        let slot = errno_location();
+        if !slot.is_null() {
+            // SAFETY: a non-null slot is the calling thread's own.
+            unsafe { *slot = v }
+        }
     }
-
-    // Elsewhere errno is not restored after the handler's write.
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    )))]
-    fn errno() -> c_int {
-        0
-    }
-
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    )))]
-    fn set_errno(_: c_int) {}
 
     fn handler_address() -> libc::sighandler_t {
         on_signal as extern "C" fn(c_int) as libc::sighandler_t
