@@ -252,17 +252,15 @@ fn sources_and_sinks_on_s3_in_local_mode_and_on_a_cluster() {
     }
     assert_eq!(got, want, "sums of multiples of 0.5 are exact in any order");
     assert_eq!(keys(&s3, "sums").len(), 4, "3 parts and _SUCCESS");
+
+    // One moto per test process: ember builds its object stores once, from the env.
+    a_large_csv_object_is_split_and_multi_line_keeps_it_whole(&moto);
 }
 
-#[test]
-#[ignore = "needs moto_server: .ci/run installs it and runs this with --ignored"]
-fn a_large_csv_object_is_split_and_multi_line_keeps_it_whole() {
-    let moto = Moto::start();
-    for (k, v) in moto.env() {
-        std::env::set_var(k, v);
-    }
+/// Part of the test above (same moto server and env).
+fn a_large_csv_object_is_split_and_multi_line_keeps_it_whole(moto: &Moto) {
     moto.create_bucket("csvs");
-    let s3 = store(&moto, "csvs");
+    let s3 = store(moto, "csvs");
     let ctx = Context::local(2).unwrap();
     // 100k rows (about 2 MB), CRLF line ends, columns in another order than `Kv`'s.
     let mut text = String::from("value,key\r\n");
