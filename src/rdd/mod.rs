@@ -20,6 +20,7 @@ mod object_file;
 mod ops;
 mod ordered_by;
 mod pair;
+mod pair_values;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod partition_actions;

@@ -16,6 +16,7 @@ mod app_pages;
 pub mod event;
 pub mod event_log;
 mod history;
+mod history_routes;
 mod html;
 mod kill;
 mod label;

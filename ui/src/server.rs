@@ -3,7 +3,8 @@
 //! directory ([`Source::History`], each under `/history/{app}/` and
 //! `/api/v1/applications/{app}/`). A job's and a stage's pages are addressed by their
 //! application and its own numbers ([`crate::nav`], [`crate::app_pages`]); the
-//! driver's ids redirect there.
+//! driver's ids redirect there. The history server's handlers are in
+//! [`crate::history_routes`]; this file holds the router, access and the live UI.
 //!
 //! Invariants: unless the UI is open ([`Auth::Open`]), every request needs a
 //! credential (see [`crate::access`]): the operator secret sees everything, a driver's
@@ -30,9 +31,10 @@ use ember_proto::refusal_log::RefusalLog;
 
 use crate::access::{self, Viewer};
 pub use crate::access::{Auth, Sessions};
-use crate::api::{answer, AppSummary, Query};
+use crate::api::{answer, Query};
 use crate::app_pages::AppPage;
 use crate::history::History;
+use crate::history_routes;
 use crate::nav;
 use crate::store::AppStatus;
 use crate::SharedStatus;
@@ -65,6 +67,13 @@ pub(crate) struct Shared {
     extra: Option<ExtraMetrics>,
     /// History: the logs of the directory as far as they have been read.
     history: Option<History>,
+}
+
+impl Shared {
+    /// A history server's logs (`None` for a live UI).
+    pub(crate) fn history(&self) -> Option<&History> {
+        self.history.as_ref()
+    }
 }
 
 pub(crate) type St = State<Arc<Shared>>;
@@ -202,16 +211,16 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
         )
         .merge(crate::app_pages::live_routes());
     let history = Router::new()
-        .route("/history", get(|s: St| async move { history_index(&s) }))
+        .route("/history", get(|s: St| async move { history_routes::history_index(&s) }))
         .route(
             "/api/v1/applications",
-            get(|s: St| async move { history_apps_json(&s) }),
+            get(|s: St| async move { history_routes::history_apps_json(&s) }),
         )
         .route(
             "/history/{app}/apps/{application}/{*rest}",
             get(
                 |s: St, UrlPath((app, application, rest)): UrlPath<(String, String, String)>| async move {
-                    history_app_page(&s, &app, &application, &rest)
+                    history_routes::history_app_page(&s, &app, &application, &rest)
                 },
             ),
         )
@@ -219,7 +228,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             "/api/v1/applications/{app}/apps/{application}/{*rest}",
             get(
                 |s: St, UrlPath((app, application, rest)): UrlPath<(String, String, String)>| async move {
-                    history_app_api(&s, &app, &application, &rest)
+                    history_routes::history_app_api(&s, &app, &application, &rest)
                 },
             ),
         )
@@ -227,7 +236,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             "/history/{app}/{*rest}",
             get(
                 |s: St, UrlPath((app, rest)): UrlPath<(String, String)>| async move {
-                    history_page(&s, &app, &rest)
+                    history_routes::history_page(&s, &app, &rest)
                 },
             ),
         )
@@ -235,7 +244,7 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             "/api/v1/applications/{app}/{*rest}",
             get(
                 |s: St, UrlPath((app, rest)): UrlPath<(String, String)>| async move {
-                    history_api(&s, &app, &rest)
+                    history_routes::history_api(&s, &app, &rest)
                 },
             ),
         );
@@ -387,7 +396,7 @@ pub(crate) enum Page {
 }
 
 /// `page` of `app`; `can_kill`: the viewer may kill the app's running jobs.
-fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) -> Response {
+pub(crate) fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) -> Response {
     match page {
         Page::Jobs => html_ok(html::jobs_page(app, base)),
         Page::App(id, p) => crate::app_pages::render(app, base, &id, p, can_kill),
@@ -506,114 +515,6 @@ fn live_metrics(s: &St, v: &Viewer) -> Response {
         text,
     )
         .into_response()
-}
-
-/// The replayed status of application `id` (its log read up to date).
-fn history_app(s: &Shared, id: &str) -> Option<SharedStatus> {
-    s.history.as_ref()?.app(id)
-}
-
-fn summaries(s: &Shared) -> Vec<AppSummary> {
-    s.history
-        .as_ref()
-        .map(History::summaries)
-        .unwrap_or_default()
-}
-
-fn history_index(s: &St) -> Response {
-    let mut body = String::from(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ember history</title></head><body>\
-         <h1>Applications</h1><table><tr><th>Application</th><th>Name</th><th>Started (ms since epoch)</th><th>Jobs</th></tr>",
-    );
-    for a in summaries(s) {
-        body.push_str(&format!(
-            "<tr><td><a href=\"/history/{id}/jobs\">{id}</a></td><td>{name}</td><td>{t}</td><td>{j}</td></tr>",
-            id = html::esc(&a.id),
-            name = html::esc(&a.name),
-            t = a.started_ms,
-            j = a.jobs
-        ));
-    }
-    body.push_str("</table></body></html>");
-    html_ok(body)
-}
-
-fn history_apps_json(s: &St) -> Response {
-    json_ok(serde_json::to_string(&summaries(s)).unwrap_or_else(|_| "[]".into()))
-}
-
-/// `rest` of `/history/{app}/...`: jobs, jobs/N, stages/N, executors.
-fn history_page(s: &St, id: &str, rest: &str) -> Response {
-    let Some(app) = history_app(s, id) else {
-        return not_found();
-    };
-    let app = app.read();
-    let base = format!("/history/{id}");
-    let page = match rest.split('/').collect::<Vec<_>>().as_slice() {
-        ["jobs"] => Page::Jobs,
-        ["jobs", n] => match num(n) {
-            Some(n) => Page::MovedJob(n),
-            None => return not_found(),
-        },
-        ["stages", n] => match stage_num(n) {
-            Some(n) => Page::MovedStage(n),
-            None => return not_found(),
-        },
-        ["executors"] => Page::Executors,
-        ["storage"] => Page::Storage,
-        ["storage", "rdd", n] => match stage_num(n) {
-            Some(n) => Page::StorageRdd(n),
-            None => return not_found(),
-        },
-        ["environment"] => Page::Environment,
-        _ => return not_found(),
-    };
-    render(&app, &base, page, false)
-}
-
-/// `rest` of `/api/v1/applications/{app}/...`: the live API's nouns.
-fn history_api(s: &St, id: &str, rest: &str) -> Response {
-    let Some(app) = history_app(s, id) else {
-        return not_found();
-    };
-    let q = match rest.split('/').collect::<Vec<_>>().as_slice() {
-        ["jobs"] => Some(Query::Jobs),
-        ["jobs", n] => num(n).map(Query::Job),
-        ["jobs", n, "stages"] => num(n).map(Query::JobStages),
-        ["stages", n] => stage_num(n).map(Query::Stage),
-        ["stages", n, "tasks"] => stage_num(n).map(Query::StageTasks),
-        ["stages", n, "summary"] => stage_num(n).map(Query::StageSummary),
-        ["executors"] => Some(Query::Executors),
-        ["apps"] => return crate::app_pages::apps_json(&app.read()),
-        ["storage", "rdd"] => Some(Query::Storage),
-        ["storage", "rdd", n] => stage_num(n).map(Query::StorageRdd),
-        ["environment"] => Some(Query::Environment),
-        _ => None,
-    };
-    let Some(q) = q else {
-        return not_found();
-    };
-    let app = app.read();
-    answer(&app, q).map_or_else(not_found, json_ok)
-}
-
-/// Page `rest` of application `application` in log `id` (see [`crate::app_pages`]).
-fn history_app_page(s: &St, id: &str, application: &str, rest: &str) -> Response {
-    let (Some(app), Some(p)) = (history_app(s, id), crate::app_pages::parse_page(rest)) else {
-        return not_found();
-    };
-    let app = app.read();
-    let base = format!("/history/{id}");
-    render(&app, &base, Page::App(application.to_string(), p), false)
-}
-
-/// Answer `rest` about application `application` in log `id`.
-fn history_app_api(s: &St, id: &str, application: &str, rest: &str) -> Response {
-    let (Some(app), Some(q)) = (history_app(s, id), crate::app_pages::parse_query(rest)) else {
-        return not_found();
-    };
-    let app = app.read();
-    crate::app_pages::app_answer(&app, application, q)
 }
 
 /// Whether `path` is a directory the history server can read.
