@@ -157,11 +157,7 @@ fn write_marker(dir: &Path, content: &str) -> Result<(), WorkDirError> {
 /// Creates `dir` (and missing parents) with mode 0700 and sets 0700 on `dir` itself
 /// even if it existed: whatever the umask, only this user may enter it.
 pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    dir_with_mode(dir, 0o700)
 }
 
 /// Creates `dir` (and missing parents) with `mode` and sets `mode` on `dir` itself even
