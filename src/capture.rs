@@ -15,7 +15,8 @@
 //! - The operator that receives `g` takes the registration (`assert_stateless` returns
 //!   a `Scope`) and every lineage node it creates while the scope lives carries it,
 //!   as do the plans of actions run meanwhile.
-//! - A task rebuilds the values of every node of its plan once (`task/captures.rs`);
+//! - A task rebuilds the values of every node of its plan once (`task/captures.rs`,
+//!   which declares the `RebuildFn` each capture names and this module implements);
 //!   `g`, when called, finds those of the node being computed.
 //!
 //! Invariants: a closure never runs with another closure's or another node's values:
@@ -32,7 +33,8 @@ use std::panic::Location;
 
 use ember_proto::Capture;
 
-use crate::plan::op::OpRef;
+use crate::plan::op::{BinaryChecked, OpRef};
+use crate::task::{RebuildFn, Rebuilt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -149,9 +151,11 @@ fn in_driver_scope<K: 'static, B: 'static>() -> Result<&'static B, String> {
                 continue;
             };
             if entry.rebuilt.is_none() {
-                // SAFETY: `rebuild_fn` was made from a `RebuildFn` in this process.
-                let f = unsafe { RebuildFn::from_offset(capture.rebuild_fn) };
-                entry.rebuilt = Some(f(&capture.state).map_err(|e| e.to_string())?);
+                // SAFETY: the scope's captures were shipped by this process (`ship`), so
+                // their offsets were made here.
+                let here = unsafe { BinaryChecked::vouch() };
+                let f = RebuildFn::from_offset(capture.rebuild_fn, here);
+                entry.rebuilt = Some(f(&capture.state, here).map_err(|e| e.to_string())?);
             }
             if let Some((site, value)) = &entry.rebuilt {
                 if *site == TypeId::of::<K>() {
@@ -200,22 +204,15 @@ fn ship<K: 'static, S: Capturable, F: Copy + 'static>(
     })
 }
 
-/// Rebuilds a call site's values in a task: `(site, Bound)` for the task's table.
-pub(crate) type Rebuilt = (TypeId, Box<dyn std::any::Any>);
-crate::plan::op::op_kind!(
-    /// Decodes one capture (values and function offset) in a task.
-    RebuildFn = fn(&[u8]) -> crate::error::Result<Rebuilt>
-);
-
 fn rebuild<K: 'static, S: Capturable, F: Copy + 'static>(
     bytes: &[u8],
+    checked: BinaryChecked,
 ) -> crate::error::Result<Rebuilt> {
-    let (offset, state): (i64, S) = crate::rdd::decode("captured values", bytes)?;
-    let addr = crate::plan::op::address_of(offset);
-    // SAFETY: the offset was taken from a function pointer of type `F` by `ship` in a
-    // process running this binary (the task runtime checked the binary), and `F` is a
-    // `fn` pointer type, the size of a usize.
-    let f: F = unsafe { std::mem::transmute_copy(&addr) };
+    let (offset, state): (i64, S) = crate::data::decode("captured values", bytes)?;
+    // SAFETY: `rebuild::<K, S, F>` is the rebuild function of call site `K` only, whose
+    // `ship::<K, S, F>` took this offset from a function pointer of type `F` (every
+    // caller passes a `fn` pointer type); `checked` vouches for the binary.
+    let f: F = unsafe { crate::plan::op::fn_at(offset, checked) };
     Ok((TypeId::of::<K>(), Box::new(Bound { state, f })))
 }
 

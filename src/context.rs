@@ -23,7 +23,7 @@ use crate::broadcast::Broadcast;
 use crate::cleaner::{Cleaner, Target};
 use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
-use crate::data::Data;
+use crate::data::{encode, Data};
 use crate::error::Result;
 use crate::io::text_input::{
     list_input_files, list_input_files_as_listed, pack_splits, plan_splits,
@@ -35,7 +35,7 @@ use crate::rdd::source::{
     encode_slices, parallelize_compute, range_compute, text_file_compute,
     text_file_positions_compute, whole_text_files_compute,
 };
-use crate::rdd::{encode, op_name, LinePosition, Rdd};
+use crate::rdd::{op_name, LinePosition, Rdd};
 use crate::task::ComputeFn;
 
 /// The handle through which a job creates RDDs and runs actions. Cheap to clone.

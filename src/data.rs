@@ -8,6 +8,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::hash::Hash;
 
+use crate::error::{EmberError, Result};
+
 /// A record type an RDD can hold.
 ///
 /// **Records must own their data.** A record that borrows (`(1, "x")` is a
@@ -41,3 +43,15 @@ impl<T: Data + Hash + Eq> Key for T {}
 
 /// Records per batch handed between pipelined operators (one dynamic call per batch).
 pub(crate) const BATCH: usize = 1024;
+
+/// Serialises a record, a partition's state or a plan value (postcard); `what` names it
+/// in the panic of a type whose `Serialize` fails.
+pub(crate) fn encode<S: serde::Serialize>(what: &str, s: &S) -> Vec<u8> {
+    postcard::to_allocvec(s)
+        .unwrap_or_else(|e| panic!("ember: cannot serialise the state of {what}: {e}"))
+}
+
+/// Deserialises what [`encode`] wrote; `what` names it in the error.
+pub(crate) fn decode<S: serde::de::DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<S> {
+    postcard::from_bytes(bytes).map_err(|e| EmberError::ser(what, e))
+}

@@ -95,6 +95,7 @@ mod block_store;
 mod broadcast;
 pub mod capture;
 mod cleaner;
+mod closure;
 mod cluster;
 mod conf;
 mod context;

@@ -5,11 +5,21 @@
 //! the same binary this offset is the same number (ASLR moves the whole image, not the
 //! distance between two functions), so a worker resolves it back to the function.
 //!
+//! This module is the one gate from an offset back to a function: every offset is
+//! resolved by [`OpRef::from_offset`], which takes a [`BinaryChecked`] — the proof,
+//! minted once where a plan is accepted (or for offsets this process made itself), that
+//! the offsets it resolves were made by this very binary. The safety argument is
+//! stated once, where the proof is minted, not at each resolution.
+//!
 //! Invariants:
 //! - An offset is only resolved in a process whose binary hash equals the plan's
-//!   `binary_hash` (checked by the task runtime before anything is resolved).
-//! - Closures handed to operators are zero-sized (they capture nothing), so a worker can
-//!   conjure the closure value from its type alone ([`conjure`]).
+//!   `binary_hash` (`TaskContext::new` checks it and mints the proof), or in the
+//!   process that made it.
+//! - An offset stored in a field of a given function type (`compute_fn`: a
+//!   [`ComputeFn`](crate::task::ComputeFn), ...) was made by `to_offset` of that type;
+//!   where one field can hold several types (a router loader per key type, a
+//!   `capture!` closure's function), the resolution stays `unsafe` and its caller
+//!   argues the type, never the binary.
 
 /// The fixed point that operator offsets are measured from.
 #[inline(never)]
@@ -23,8 +33,26 @@ pub(crate) fn offset_of(addr: usize) -> i64 {
 }
 
 /// The address an offset points to in this process.
-pub(crate) fn address_of(offset: i64) -> usize {
+fn address_of(offset: i64) -> usize {
     (anchor as fn() -> u64 as usize as i64).wrapping_add(offset) as usize
+}
+
+/// Proof that the offsets about to be resolved were made by the binary this process
+/// runs. Zero-sized and `Copy`; only [`BinaryChecked::vouch`] makes one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BinaryChecked(());
+
+impl BinaryChecked {
+    /// The proof, for the offsets of one source (a plan, or values this process made).
+    ///
+    /// # Safety
+    /// Every offset resolved with the returned proof (or a copy of it) must have been made
+    /// by [`OpRef::to_offset`] (or [`offset_of`]) in a process running this same binary:
+    /// a plan whose `binary_hash` was checked equal to this process's binary id, or an
+    /// offset this process made itself.
+    pub(crate) unsafe fn vouch() -> Self {
+        BinaryChecked(())
+    }
 }
 
 /// Declares a function-pointer kind that can be turned into an offset and back.
@@ -36,10 +64,11 @@ macro_rules! op_kind {
             fn to_offset(self) -> i64 {
                 $crate::plan::op::offset_of(self as usize)
             }
-            unsafe fn from_offset(offset: i64) -> Self {
-                // SAFETY: the caller guarantees that the offset was produced by
-                // `to_offset` on a function of this exact type in the same binary.
-                unsafe { std::mem::transmute::<usize, $ty>($crate::plan::op::address_of(offset)) }
+            fn from_offset(offset: i64, checked: $crate::plan::op::BinaryChecked) -> Self {
+                // SAFETY: `checked` vouches that the offset was made in this binary, and
+                // an offset of this kind's field was made by `to_offset` of this kind
+                // (the module's invariants); `$ty` is a `fn` pointer.
+                unsafe { $crate::plan::op::fn_at(offset, checked) }
             }
         }
     };
@@ -49,57 +78,26 @@ pub(crate) use op_kind;
 /// A function pointer type that can travel in a plan as an offset.
 pub(crate) trait OpRef: Sized + Copy {
     fn to_offset(self) -> i64;
-    /// # Safety
-    /// `offset` must come from `to_offset` of a function of the same type in a process
-    /// running the same binary.
-    unsafe fn from_offset(offset: i64) -> Self;
+    /// The function `offset` names in this process.
+    fn from_offset(offset: i64, checked: BinaryChecked) -> Self;
 }
 
-/// Produces the value of a zero-sized closure type from the type alone.
+/// The function of type `F` at `offset`: the one transmute every resolution goes
+/// through.
 ///
-/// Closures handed to operators were checked to capture nothing by `assert_stateless`.
-#[inline(always)]
-pub(crate) fn conjure<F>() -> F {
-    // Checked at compile time where the closure was handed over (`assert_stateless`);
-    // this runtime check (folded away) keeps the read below sound for any caller.
-    assert!(
-        std::mem::size_of::<F>() == 0,
-        "ember: conjure of a closure that captures"
+/// # Safety
+/// `F` is a `fn` pointer type and `offset` was made from a function of type `F`
+/// (`checked` vouches for the binary).
+#[inline]
+pub(crate) unsafe fn fn_at<F: Copy>(offset: i64, checked: BinaryChecked) -> F {
+    let _ = checked;
+    assert_eq!(
+        std::mem::size_of::<F>(),
+        std::mem::size_of::<usize>(),
+        "ember: a plan offset resolved as a type that is not a fn pointer"
     );
-    // SAFETY: `F` is zero-sized (asserted just above) and, being the type of a
-    // closure or fn item value the user handed us, inhabited. Reading a zero-sized value
-    // through a dangling, well-aligned pointer reads no bytes and is valid.
-    unsafe { std::ptr::NonNull::<F>::dangling().as_ptr().read() }
-}
-
-/// The compile-time check that a closure handed to an operator captures nothing: its
-/// one constant fails to evaluate for a closure with captures. The error names the
-/// user's closure in its first note (`evaluation of
-/// <OperatorClosure<{closure@src/main.rs:..}>>::CAPTURES_NOTHING failed`); `cargo
-/// check` does not evaluate it (it is evaluated when the operator is instantiated for
-/// that closure, i.e. by `cargo build`), see the crate docs' "Closures and outer values".
-pub(crate) struct OperatorClosure<F>(std::marker::PhantomData<F>);
-
-impl<F> OperatorClosure<F> {
-    pub(crate) const CAPTURES_NOTHING: () = assert!(
-        std::mem::size_of::<F>() == 0,
-        "ember: a closure handed to an RDD operator captures variables (the closure \
-         named on the next line); it runs in other processes, so it must capture nothing. \
-         Name the outer values it uses in `ember::capture!`, with the parameters' types: \
-         `let k: u64 = 3; rdd.filter(ember::capture!(k => |x: &u64| *x > k))` (the values \
-         are serialised with the plan and given back to the closure in every task), or \
-         pass state with the operator's `*_with(state, f)` variant or a broadcast variable."
-    );
-}
-
-/// Compile-time check, called where the user hands a closure to an operator, so the
-/// error names the user's closure ([`OperatorClosure`]); the only compile-time check,
-/// so it is reported once. Opens the closure's
-/// [`capture`](crate::capture) scope: a closure `capture!` made is zero-sized too, and
-/// the values it names travel with the nodes the operator makes while the scope lives.
-#[inline(always)]
-pub(crate) fn assert_stateless<F: 'static>(_f: &F) -> crate::capture::Scope {
-    #[allow(clippy::let_unit_value)]
-    let () = OperatorClosure::<F>::CAPTURES_NOTHING;
-    crate::capture::open_scope::<F>()
+    let addr = address_of(offset);
+    // SAFETY: per the contract, `F` is a `fn` pointer type (the size of a usize, asserted
+    // above) and `addr` is the address of a function of that type in this process.
+    unsafe { std::mem::transmute_copy::<usize, F>(&addr) }
 }

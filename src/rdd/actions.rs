@@ -15,11 +15,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::ops::State;
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
 use crate::job::decode_results;
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, ResultFn, TaskContext};
 
 /// What an action computes on one partition.

@@ -28,9 +28,10 @@ use ember_proto::{RddNode, StorageLevel as ProtoLevel};
 
 use super::actions::SaveOptions;
 use super::object_file::object_file_compute;
-use super::{decode, encode, op_name, Rdd, StorageLevel};
+use super::{op_name, Rdd, StorageLevel};
 use crate::context::Context;
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
 use crate::io::text_input::list_input_files;
 use crate::plan::op::OpRef;

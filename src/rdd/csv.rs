@@ -19,8 +19,9 @@ use ember_proto::RddNode;
 
 use super::actions::{ResultOp, SaveOptions};
 use super::source::{batch_len, counted_batches, partition_payload};
-use super::{decode, encode, Rdd};
+use super::Rdd;
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::Result;
 use crate::io::csv::{read_header, write_file, CsvOptions, CsvPiece, CsvReader};
 use crate::io::text_input::{

@@ -31,10 +31,11 @@ use super::shuffle_ops::{
     combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapCombiner, MapSide,
     WritePayload,
 };
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
+use crate::data::{decode, encode};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
-use crate::plan::op::{assert_stateless, conjure};
 use crate::shuffle::hash_partition;
 use crate::spill::aggregate::ExternalAggregator;
 use crate::task::{ComputeFn, ShuffleWriteFn, TaskContext};

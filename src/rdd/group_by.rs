@@ -12,8 +12,8 @@ use std::panic::Location;
 
 use super::pair::rename;
 use super::Rdd;
+use crate::closure::assert_stateless;
 use crate::data::{Data, Key};
-use crate::plan::op::assert_stateless;
 
 impl<T: Data> Rdd<T> {
     /// The records grouped by `f(record)`, partitioned as Spark's `groupBy(f)` is, by

@@ -329,15 +329,3 @@ impl<T: Data> Rdd<T> {
         self.clone()
     }
 }
-
-pub(crate) fn encode<S: serde::Serialize>(what: &str, s: &S) -> Vec<u8> {
-    postcard::to_allocvec(s)
-        .unwrap_or_else(|e| panic!("ember: cannot serialise the state of {what}: {e}"))
-}
-
-pub(crate) fn decode<S: serde::de::DeserializeOwned>(
-    what: &str,
-    bytes: &[u8],
-) -> crate::error::Result<S> {
-    postcard::from_bytes(bytes).map_err(|e| crate::error::EmberError::ser(what, e))
-}

@@ -10,10 +10,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::ops::{narrow_compute, FilterOp, FlatMapOp, MapOp, MapPartitionsOp, Records, State};
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::Result;
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 
 impl<T: Data> Rdd<T> {

@@ -17,7 +17,8 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::actions::{ResultOp, SaveOptions};
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::data::{decode, encode};
 use crate::data::{Data, BATCH};
 use crate::error::{EmberError, Result};
 use crate::io::object_file::{ObjectReader, ObjectWriter};

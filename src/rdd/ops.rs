@@ -14,10 +14,10 @@ use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::closure::conjure;
+use crate::data::decode;
 use crate::data::{Data, BATCH};
 use crate::error::{EmberError, Result};
-use crate::plan::op::conjure;
-use crate::rdd::decode;
 use crate::task::{Batches, Erased, TaskContext};
 
 /// Operator state shipped with the plan (serialised once per task, decoded once per task).

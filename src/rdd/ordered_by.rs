@@ -13,10 +13,11 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use super::actions::ResultOp;
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, TaskContext};
 
 /// The best `n` of one partition by key, ascending (or descending with `DESC`).

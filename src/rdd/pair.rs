@@ -15,10 +15,11 @@ use super::pass_through::PassThrough;
 use super::shuffle_ops::{
     read_combined, write_combined, write_plain, AggFns, FnAgg, HashPartitioning, WritePayload,
 };
-use super::{encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
+use crate::data::encode;
 use crate::data::{Data, Key};
 use crate::error::Result;
-use crate::plan::op::{assert_stateless, conjure};
 use crate::shuffle::{Partitioner, PartitionerKind};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 

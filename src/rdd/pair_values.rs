@@ -4,8 +4,8 @@
 
 use super::ops::{Records, State};
 use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;
-use crate::plan::op::{assert_stateless, conjure};
 
 impl<K: Data, V: Data> Rdd<(K, V)> {
     /// Applies `f` to each value, keeping keys (and partitioning).

@@ -14,18 +14,19 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::actions::{ResultOp, SaveOptions};
-use super::{decode, encode, Rdd};
+use super::Rdd;
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::Result;
 use arrow_array::RecordBatch;
 
 use super::source::{batch_len, counted_batches, partition_payload};
 use super::Records;
+use crate::closure::{assert_stateless, conjure};
 use crate::io::arrow_batch::ArrowBatch;
 use crate::io::parquet::schema::record_fields;
 use crate::io::parquet::source::{plan, ChunkReader, RecordReader, ROWS_PER_BATCH};
 use crate::io::parquet::{sink, ParquetChunk, ParquetWriteOptions, RowFilter};
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, Erased, TaskContext};
 
 struct SaveParquet<T>(PhantomData<T>);

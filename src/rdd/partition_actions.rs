@@ -16,10 +16,11 @@ use std::rc::Rc;
 
 use super::actions::ResultOp;
 use super::ops::{Records, State};
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
+use crate::data::{decode, encode};
 use crate::data::{Data, Key};
 use crate::error::Result;
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, TaskContext};
 
 struct ForeachPartition<S, T, F>(PhantomData<fn(S, T, F)>);

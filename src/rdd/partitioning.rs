@@ -25,8 +25,9 @@ use super::shuffle_ops::{
     aggregated, into_batches, read_plain, record_spills, Adapter, AggFns, HashPartitioning,
     MapSide, WritePayload,
 };
-use super::{decode, encode, Rdd};
+use super::Rdd;
 use crate::context::Context;
+use crate::data::{decode, encode};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
 use crate::plan::LineageNode;
@@ -106,10 +107,9 @@ pub(crate) fn write_routed<K: Data, V: Data>(
 ) -> Result<MapStatus> {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let routed: Routed = decode("partitioner", &payload.partitioner)?;
-    // SAFETY: the task runtime checked that this process runs the binary that built the
-    // plan, where the offset was taken from a `Partitioner` routing keys of type `K`
-    // (checked with `Partitioner::routes::<K>()` before the shuffle was defined).
-    let load = unsafe { loader_from_offset::<K>(routed.router) };
+    // SAFETY: the offset was taken from a `Partitioner` routing keys of type `K` (checked
+    // with `Partitioner::routes::<K>()` before the shuffle was defined).
+    let load = unsafe { loader_from_offset::<K>(routed.router, tc.binary_checked()) };
     let route = load(&routed.identity)?;
     let n = dep.num_reduce_partitions;
     let mut out = MapSide::<(K, V)>::new(tc, dep, map);

@@ -29,11 +29,11 @@ use std::sync::Arc;
 use ember_proto::RddNode;
 use serde::{Deserialize, Serialize};
 
-use super::decode;
 use super::shuffle_ops::{into_batches, record_spills, AggFns};
+use crate::closure::conjure;
+use crate::data::decode;
 use crate::data::{Data, Key};
 use crate::error::Result;
-use crate::plan::op::conjure;
 use crate::shuffle::read_indexed_blocks;
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::task::{Batches, Erased, TaskContext};

@@ -38,8 +38,9 @@ use crossbeam_channel::{Receiver, Select, Sender};
 use ember_proto::RddNode;
 use serde::{Deserialize, Serialize};
 
-use super::{decode, encode, Rdd};
+use super::Rdd;
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
 use crate::io::excerpt;
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};

@@ -16,11 +16,11 @@ use ember_proto::{MapStatus, RddNode, ShuffleDependency};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::decode;
 use super::ops::State;
+use crate::closure::conjure;
+use crate::data::decode;
 use crate::data::{Data, Key, BATCH};
 use crate::error::Result;
-use crate::plan::op::conjure;
 use crate::shuffle::read_blocks;
 use crate::shuffle::{hash_partition, RangePartitioner, ShuffleWriter};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};

@@ -6,9 +6,9 @@ use std::rc::Rc;
 
 use ember_proto::RddNode;
 
-use super::decode;
 use super::ops::batches_of;
 use super::position::{file_id, LinePosition};
+use crate::data::decode;
 use crate::data::{Data, BATCH};
 use crate::error::Result;
 use crate::io::text_input::{read_whole_file, FileSplit, LineReader};

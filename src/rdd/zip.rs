@@ -16,8 +16,9 @@ use ember_proto::RddNode;
 
 use super::ops::Records;
 use super::shuffle_ops::into_batches;
-use super::{decode, encode, Rdd};
+use super::Rdd;
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 

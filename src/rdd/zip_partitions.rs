@@ -13,10 +13,11 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::ops::{rebatch, Records, State};
-use super::{decode, encode, Rdd};
+use super::Rdd;
+use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;
+use crate::data::{decode, encode};
 use crate::error::Result;
-use crate::plan::op::{assert_stateless, conjure};
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 
 impl<T: Data> Rdd<T> {

@@ -27,6 +27,8 @@ use std::sync::Arc;
 use foldhash::fast::FixedState;
 use serde::{Deserialize, Serialize};
 
+use crate::plan::op::BinaryChecked;
+
 /// Seed of the partitioning hash ("ember_sh"). Changing it reshuffles every job's keys.
 pub const PARTITION_SEED: u64 = 0x656d_6265_725f_7368;
 
@@ -146,7 +148,7 @@ pub(crate) type Router<K> = Box<dyn Fn(&K) -> u32>;
 pub(crate) type RouterLoader<K> = fn(&[u8]) -> crate::error::Result<Router<K>>;
 
 fn hash_router<K: Hash + 'static>(identity: &[u8]) -> crate::error::Result<Router<K>> {
-    let n: u32 = crate::rdd::decode("hash partitioner", identity)?;
+    let n: u32 = crate::data::decode("hash partitioner", identity)?;
     Ok(Box::new(move |k: &K| hash_partition(k, n)))
 }
 
@@ -154,14 +156,14 @@ fn range_router<K>(identity: &[u8]) -> crate::error::Result<Router<K>>
 where
     K: Ord + serde::de::DeserializeOwned + 'static,
 {
-    let r: RangePartitioner<K> = crate::rdd::decode("range partitioner", identity)?;
+    let r: RangePartitioner<K> = crate::data::decode("range partitioner", identity)?;
     Ok(Box::new(move |k: &K| r.partition(k)))
 }
 
 fn custom_router<K: 'static, P: KeyPartitioner<K>>(
     identity: &[u8],
 ) -> crate::error::Result<Router<K>> {
-    let p: P = crate::rdd::decode(std::any::type_name::<P>(), identity)?;
+    let p: P = crate::data::decode(std::any::type_name::<P>(), identity)?;
     Ok(Box::new(move |k: &K| p.partition(k)))
 }
 
@@ -285,9 +287,12 @@ impl Partitioner {
         if !self.routes::<K>() {
             return None;
         }
+        // SAFETY: a `Partitioner` is made only in this process (it is not
+        // deserialisable), so its offset was made here.
+        let here = unsafe { BinaryChecked::vouch() };
         // SAFETY: `router` is the offset of a `RouterLoader<K'>` with `TypeId::of::<K'>()`
-        // equal to `key_type`, checked equal to `K`'s just above, in this same binary.
-        Some(unsafe { loader_from_offset::<K>(self.router) })
+        // equal to `key_type`, checked equal to `K`'s just above.
+        Some(unsafe { loader_from_offset::<K>(self.router, here) })
     }
 
     pub(crate) fn router_offset(&self) -> i64 {
@@ -299,12 +304,14 @@ impl Partitioner {
     }
 }
 
+/// The router loader an offset names: one offset field holds loaders of many key
+/// types, so the type is the caller's to argue (the binary is `checked`'s).
+///
 /// # Safety
-/// `offset` must come from [`loader_offset`] of a `RouterLoader<K>` (the same `K`) in a
-/// process running the same binary.
-pub(crate) unsafe fn loader_from_offset<K>(offset: i64) -> RouterLoader<K> {
-    // SAFETY: per the function's contract.
-    unsafe { std::mem::transmute::<usize, RouterLoader<K>>(crate::plan::op::address_of(offset)) }
+/// `offset` must come from [`loader_offset`] of a `RouterLoader<K>` (the same `K`).
+pub(crate) unsafe fn loader_from_offset<K>(offset: i64, checked: BinaryChecked) -> RouterLoader<K> {
+    // SAFETY: per the function's contract; `RouterLoader<K>` is a `fn` pointer.
+    unsafe { crate::plan::op::fn_at(offset, checked) }
 }
 
 #[cfg(test)]

@@ -13,7 +13,16 @@ use std::collections::HashMap;
 use ember_proto::{Capture, RddNode};
 
 use crate::error::{EmberError, Result};
-use crate::plan::op::OpRef;
+use crate::plan::op::{op_kind, BinaryChecked, OpRef};
+
+/// A call site's rebuilt values: `(site, Bound)` for the task's table (the bound values
+/// and function are `capture`'s; this module only files them).
+pub(crate) type Rebuilt = (TypeId, Box<dyn Any>);
+op_kind!(
+    /// Decodes one capture (values and function offset); `capture` makes one per
+    /// `capture!` call site.
+    RebuildFn = fn(&[u8], BinaryChecked) -> Result<Rebuilt>
+);
 
 /// The "node" of the action's function (result tasks).
 pub(crate) const RESULT: u32 = u32::MAX;
@@ -27,9 +36,12 @@ pub(crate) struct Captures {
 }
 
 impl Captures {
-    /// Rebuilds every capture of a plan's `nodes` and of its action (`result`); the
-    /// binary was checked by the caller.
-    pub(crate) fn of(nodes: &[RddNode], result: &[Capture]) -> Result<Captures> {
+    /// Rebuilds every capture of a plan's `nodes` and of its action (`result`).
+    pub(crate) fn of(
+        nodes: &[RddNode],
+        result: &[Capture],
+        checked: BinaryChecked,
+    ) -> Result<Captures> {
         let mut table = HashMap::new();
         let mut origins: HashMap<u32, Vec<String>> = HashMap::new();
         let all = nodes
@@ -37,7 +49,7 @@ impl Captures {
             .flat_map(|n| n.captures.iter().map(move |c| (n.id, c)))
             .chain(result.iter().map(|c| (RESULT, c)));
         for (node, c) in all {
-            let (site, value) = rebuild(c)?;
+            let (site, value) = rebuild(c, checked)?;
             table.insert((site, node), value);
             origins.entry(node).or_default().push(c.origin.clone());
         }
@@ -81,11 +93,9 @@ impl Captures {
     }
 }
 
-fn rebuild(c: &Capture) -> Result<crate::capture::Rebuilt> {
-    // SAFETY: the plan was built by this binary (checked by `TaskContext::new`), where
-    // `rebuild_fn` was taken from a `RebuildFn`.
-    let f = unsafe { crate::capture::RebuildFn::from_offset(c.rebuild_fn) };
-    f(&c.state).map_err(|e| {
+fn rebuild(c: &Capture, checked: BinaryChecked) -> Result<Rebuilt> {
+    let f = RebuildFn::from_offset(c.rebuild_fn, checked);
+    f(&c.state, checked).map_err(|e| {
         EmberError::Plan(format!(
             "the values captured by ember::capture! at {} cannot be decoded: {e}",
             c.origin

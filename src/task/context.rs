@@ -18,7 +18,7 @@ use super::stage_plan::StagePlan;
 use crate::data::Data;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
-use crate::plan::op::{op_kind, OpRef};
+use crate::plan::op::{op_kind, BinaryChecked, OpRef};
 
 /// A partition flowing through a pipeline: batches of records.
 pub(crate) type Batches<T> = Box<dyn Iterator<Item = Result<Vec<T>>>>;
@@ -54,6 +54,8 @@ pub(crate) struct TaskContext {
     cached: RefCell<Vec<CachedBlock>>,
     /// `capture!` values of the plan, and the node being computed.
     pub(crate) captures: super::captures::Captures,
+    /// The plan was built by this binary: its offsets resolve here.
+    checked: BinaryChecked,
 }
 
 impl TaskContext {
@@ -70,7 +72,12 @@ impl TaskContext {
                 plan.binary_hash, env.binary_id
             )));
         }
-        let captures = super::captures::Captures::of(stage.nodes(), &plan.result_captures)?;
+        // SAFETY: the plan's binary hash equals this process's binary id (checked just
+        // above), and plans are made only by `plan::build`, whose offsets come from
+        // `OpRef::to_offset` of their fields' types: the one place this is argued.
+        let checked = unsafe { BinaryChecked::vouch() };
+        let captures =
+            super::captures::Captures::of(stage.nodes(), &plan.result_captures, checked)?;
         let shuffle_inputs = desc
             .shuffle_inputs
             .into_iter()
@@ -90,10 +97,16 @@ impl TaskContext {
             accumulators: RefCell::new(TaskAccumulators::default()),
             cached: RefCell::new(Vec::new()),
             captures,
+            checked,
         })
     }
 
     /// The plan (its nodes are held separately, see [`TaskContext::node`]).
+    /// The proof that this task's plan resolves in this process (see `plan::op`).
+    pub(crate) fn binary_checked(&self) -> BinaryChecked {
+        self.checked
+    }
+
     pub(crate) fn plan(&self) -> &Plan {
         self.stage.plan()
     }
@@ -151,8 +164,7 @@ impl TaskContext {
         node: &RddNode,
         part: u32,
     ) -> Result<Batches<T>> {
-        // SAFETY: `TaskContext::new` checked that the plan was built by this binary.
-        let f: ComputeFn = unsafe { ComputeFn::from_offset(node.compute_fn) };
+        let f = ComputeFn::from_offset(node.compute_fn, self.checked);
         let previous = self.captures.enter(node.id);
         let erased = f(self, node, part);
         self.captures.leave(previous);

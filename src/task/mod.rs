@@ -8,7 +8,8 @@
 //!
 //! Invariants:
 //! - Nothing is resolved from an offset unless the plan's binary id equals this
-//!   process's ([`ExecutorEnv::binary_id`]).
+//!   process's ([`ExecutorEnv::binary_id`]): `TaskContext::new` checks it and holds the
+//!   [`BinaryChecked`](crate::plan::op::BinaryChecked) every resolution takes.
 //! - A panic in user code is caught here and becomes a failed task status carrying the
 //!   panic message and location; it never takes the executor down.
 
@@ -20,6 +21,7 @@ mod read_through;
 mod stage_plan;
 
 pub(crate) use accumulators::TaskAccumulator;
+pub(crate) use captures::{RebuildFn, Rebuilt};
 pub(crate) use context::{
     captured, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext,
 };
@@ -37,6 +39,7 @@ use prost::Message;
 
 use crate::env::ExecutorEnv;
 use crate::error::EmberError;
+use crate::plan::op::OpRef;
 
 /// Decodes and runs one task of `stage` (or of the plan the description carries, if
 /// any); always returns a status, never panics.
@@ -172,9 +175,7 @@ fn execute(tc: &Rc<TaskContext>) -> crate::error::Result<task_success::Output> {
     match tc.shuffle_id {
         Some(sid) => {
             let dep = tc.shuffle_dependency(sid)?.clone();
-            // SAFETY: the binary id was checked in `TaskContext::new`.
-            let write: ShuffleWriteFn =
-                unsafe { crate::plan::op::OpRef::from_offset(dep.write_fn) };
+            let write = ShuffleWriteFn::from_offset(dep.write_fn, tc.binary_checked());
             // The write runs the reading operator's closures (its map-side combine).
             let previous = tc
                 .shuffle_reader(sid)
@@ -189,8 +190,7 @@ fn execute(tc: &Rc<TaskContext>) -> crate::error::Result<task_success::Output> {
         None => {
             let plan = tc.plan();
             let node = tc.node(plan.final_rdd)?;
-            // SAFETY: as above.
-            let result: ResultFn = unsafe { crate::plan::op::OpRef::from_offset(plan.result_fn) };
+            let result = ResultFn::from_offset(plan.result_fn, tc.binary_checked());
             let bytes = result(tc, node.id, tc.partition, &plan.result_payload)?;
             Ok(task_success::Output::Result(bytes))
         }
