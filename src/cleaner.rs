@@ -4,7 +4,7 @@
 //!
 //! What triggers it:
 //! - **Shuffles.** Every [`ShuffleSpec`](crate::plan::ShuffleSpec) holds a
-//!   [`ShuffleRelease`]. When the last `Arc` of the spec goes (no lineage node depends
+//!   [`ShuffleRelease`] wrapping this module's notice. When the last `Arc` of the spec goes (no lineage node depends
 //!   on that shuffle any more), the release's `Drop` sends the shuffle id on an
 //!   unbounded channel: it never blocks, never panics, and is a no-op once the
 //!   context is gone (the send just fails).
@@ -59,6 +59,7 @@ use tracing::{debug, warn};
 use crate::cluster::client::Releaser;
 use crate::env::ExecutorEnv;
 use crate::plan::LineageNode;
+use crate::plan::ShuffleRelease;
 
 /// How often dead persisted nodes are looked for while any is tracked.
 pub(crate) const PERSIST_POLL: Duration = Duration::from_millis(250);
@@ -76,14 +77,14 @@ enum Notice {
     Stop,
 }
 
-/// Held by a [`ShuffleSpec`](crate::plan::ShuffleSpec): tells the cleaner when the
-/// spec is dropped.
-pub(crate) struct ShuffleRelease {
+/// What a [`ShuffleSpec`](crate::plan::ShuffleSpec)'s [`ShuffleRelease`] holds for the
+/// cleaner: tells it when the spec is dropped.
+struct ReleaseNotice {
     shuffle_id: u32,
     tx: Sender<Notice>,
 }
 
-impl Drop for ShuffleRelease {
+impl Drop for ReleaseNotice {
     fn drop(&mut self) {
         // Unbounded: never blocks; fails (ignored) once the cleaner is gone.
         let _ = self.tx.send(Notice::Shuffle(self.shuffle_id));
@@ -155,10 +156,10 @@ impl Cleaner {
 
     /// The release a new shuffle's spec holds.
     pub(crate) fn release_on_drop(&self, shuffle_id: u32) -> ShuffleRelease {
-        ShuffleRelease {
+        ShuffleRelease::new(ReleaseNotice {
             shuffle_id,
             tx: self.tx.clone(),
-        }
+        })
     }
 
     /// Watches a node that was just persisted: its blocks go when it dies.

@@ -10,7 +10,7 @@
 //! - No plan is built over a node marked invalid: the action fails with its reason.
 //! - Dropping a lineage is iterative (see `Drop for LineageNode`): a chain of any
 //!   depth is freed without recursion; dropping a shuffle's last spec tells the
-//!   context's [`cleaner`](crate::cleaner) that no live RDD reaches that shuffle.
+//!   context's cleaner that no live RDD reaches that shuffle.
 
 pub(crate) mod op;
 
@@ -65,7 +65,22 @@ pub(crate) struct ShuffleSpec {
     pub write_payload: Vec<u8>,
     /// Tells the context's cleaner when the last `Arc` of this spec is dropped (by
     /// its own `Drop`; nothing reads it).
-    pub _release: crate::cleaner::ShuffleRelease,
+    pub _release: ShuffleRelease,
+}
+
+/// Held by a [`ShuffleSpec`]: what it wraps is dropped with the spec's last `Arc`. The
+/// context's cleaner wraps a notice of the shuffle id, so the plan knows nothing of who
+/// listens.
+pub(crate) struct ShuffleRelease {
+    _on_drop: Box<dyn Send + Sync>,
+}
+
+impl ShuffleRelease {
+    pub(crate) fn new(on_drop: impl Send + Sync + 'static) -> Self {
+        ShuffleRelease {
+            _on_drop: Box::new(on_drop),
+        }
+    }
 }
 
 impl Drop for LineageNode {

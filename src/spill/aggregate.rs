@@ -28,6 +28,7 @@ use foldhash::fast::FixedState;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use super::aggregator::Aggregate;
 use super::table::{AggTable, Pending};
 use super::{Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
@@ -35,17 +36,6 @@ use crate::memory::Reservation;
 use merge::{merge_runs, sorted_by_hash};
 
 mod merge;
-
-/// How values of type `V` combine into combiners of type `C` per key `K`
-/// (Spark's `createCombiner` / `mergeValue` / `mergeCombiners`).
-pub trait Aggregate<K, V, C>: Send + Sync + 'static {
-    /// A combiner for the first value of a key.
-    fn create(&self, key: &K, v: V) -> C;
-    /// Folds another value into a combiner.
-    fn merge_value(&self, c: &mut C, v: V);
-    /// Folds another combiner for the same key into a combiner.
-    fn merge_combiners(&self, c: &mut C, other: C);
-}
 
 /// A hash aggregation map that spills to disk under memory pressure.
 pub struct ExternalAggregator<K, V, C, A, S = FixedState> {

@@ -20,6 +20,7 @@
 //!   or the iterator it turned into, is dropped.
 
 pub mod aggregate;
+mod aggregator;
 pub mod run;
 pub mod size;
 pub mod sort;

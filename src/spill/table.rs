@@ -33,7 +33,7 @@ use std::hash::{BuildHasher, Hash};
 use hashbrown::HashTable;
 use serde::Serialize;
 
-use super::aggregate::Aggregate;
+use super::aggregator::Aggregate;
 use super::size::SizeEstimator;
 
 /// Sub-tables of a partitioned table (a power of two).

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ember_proto::{
     dependency, AccumulatorUpdate, CachedBlock, MapLocation, MapStatus, Plan, RddNode,
-    ShuffleDependency, StorageLevel, TaskDescription, TaskMetrics,
+    ShuffleDependency, TaskDescription, TaskMetrics,
 };
 
 use super::accumulators::{TaskAccumulator, TaskAccumulators};
@@ -146,16 +146,6 @@ impl TaskContext {
                 node.id
             ))),
         }
-    }
-
-    /// Computes partition `part` of node `id` as batches of `T`, reading the cache when
-    /// the node is persisted.
-    pub(crate) fn compute<T: Data>(self: &Rc<Self>, id: u32, part: u32) -> Result<Batches<T>> {
-        let node = self.node(id)?;
-        if node.storage != StorageLevel::StorageNone as i32 {
-            return super::read_through::compute_cached::<T>(self, node, part);
-        }
-        self.compute_uncached(node, part)
     }
 
     /// Runs the node's compute function, ignoring any cache.

@@ -1,4 +1,5 @@
-//! Reading a persisted partition through the executor's block store: the cached
+//! `TaskContext::compute`, the entry every compute function pulls its parents by:
+//! reading a persisted partition through the executor's block store: the cached
 //! block if there is one, else the partition computed, stored, and replayed.
 //!
 //! A persisted node's partition is computed once per executor, reported to the driver
@@ -21,12 +22,20 @@ use crate::error::Result;
 use crate::spill::run::{RunReader, RunWriter};
 use crate::spill::size::SizeEstimator;
 
+impl TaskContext {
+    /// Computes partition `part` of node `id` as batches of `T`, reading the cache when
+    /// the node is persisted (the one entry a compute function pulls its parents by).
+    pub(crate) fn compute<T: Data>(self: &Rc<Self>, id: u32, part: u32) -> Result<Batches<T>> {
+        let node = self.node(id)?;
+        if node.storage != StorageLevel::StorageNone as i32 {
+            return compute_cached::<T>(self, node, part);
+        }
+        self.compute_uncached(node, part)
+    }
+}
+
 /// Reads a persisted partition from the block store, or computes and stores it.
-pub(crate) fn compute_cached<T: Data>(
-    tc: &Rc<TaskContext>,
-    node: &RddNode,
-    part: u32,
-) -> Result<Batches<T>> {
+fn compute_cached<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Batches<T>> {
     let store = &tc.env.blocks;
     match store.get(node.id, part) {
         Some(Block::Memory(any)) => {

@@ -36,9 +36,16 @@ use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::reader::ChunkReader;
 use thrift::protocol::{TCompactInputProtocol, TInputProtocol, TType};
 
-use super::source::corrupt;
 use crate::error::{EmberError, Result};
 use crate::memory::Reservation;
+
+/// The error for a Parquet file whose footer or pages do not hold up.
+pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> EmberError {
+    EmberError::Corrupt {
+        what: format!("Parquet file {}", path.display()),
+        message: e.to_string(),
+    }
+}
 
 /// A page header's sizes, as claimed.
 struct PageSizes {

@@ -25,7 +25,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use serde::{Deserialize, Serialize};
 
-use super::bounds::check_row_group;
+use super::bounds::{check_row_group, corrupt};
 use super::filter::RowFilter;
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
@@ -43,13 +43,6 @@ pub const ROWS_PER_BATCH: usize = 8192;
 pub struct ParquetChunk {
     pub path: PathBuf,
     pub row_groups: Vec<usize>,
-}
-
-pub(crate) fn corrupt(path: &Path, e: impl std::fmt::Display) -> EmberError {
-    EmberError::Corrupt {
-        what: format!("Parquet file {}", path.display()),
-        message: e.to_string(),
-    }
 }
 
 /// The footer of `path`, as Arrow sees it.

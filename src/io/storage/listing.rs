@@ -16,7 +16,8 @@ use std::sync::{Mutex, OnceLock};
 use futures_util::TryStreamExt;
 use object_store::ObjectStoreExt;
 
-use super::{block_on, storage_error, ObjectUrl};
+use super::store::{block_on, storage_error};
+use super::ObjectUrl;
 use crate::error::{EmberError, Result};
 
 /// Object lengths remembered from listings.

@@ -40,8 +40,6 @@ pub use remote_file::RemoteFile;
 #[cfg(feature = "s3")]
 pub use store::block_on;
 #[cfg(feature = "s3")]
-use store::storage_error;
-#[cfg(feature = "s3")]
 pub use upload::{copy_object, delete_prefix, prefix_is_empty, put_bytes, upload_file};
 #[cfg(not(feature = "s3"))]
 pub use without_s3::{

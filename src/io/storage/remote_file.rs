@@ -16,7 +16,8 @@ use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::listing::remote_len;
-use super::{block_on, storage_error, ObjectUrl};
+use super::store::{block_on, storage_error};
+use super::ObjectUrl;
 use crate::error::Result;
 
 /// Most bytes fetched per request when reading sequentially.

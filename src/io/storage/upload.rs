@@ -10,7 +10,8 @@ use std::path::Path;
 use futures_util::TryStreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use super::{block_on, storage_error, ObjectUrl};
+use super::store::{block_on, storage_error};
+use super::ObjectUrl;
 use crate::error::{EmberError, Result};
 
 /// Bytes per uploaded part (S3 wants at least 5 MiB for every part but the last).

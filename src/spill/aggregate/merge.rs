@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use super::Aggregate;
 use crate::error::Result;
+use crate::spill::aggregator::Aggregate;
 use crate::spill::run::RunFile;
 use crate::spill::{KMerge, Source};
 
