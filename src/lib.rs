@@ -110,7 +110,6 @@ mod local;
 mod local_ui;
 mod logging;
 pub mod memory;
-mod output;
 mod plan;
 mod progress;
 mod rdd;

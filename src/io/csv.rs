@@ -473,7 +473,7 @@ pub fn write_file<T: Data>(
     let out = w
         .into_inner()
         .map_err(|e| EmberError::io(path, std::io::Error::other(e.to_string())))?;
-    crate::output::sync_file(path, out)?;
+    crate::io::commit::sync_file(path, out)?;
     Ok(n)
 }
 

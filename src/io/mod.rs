@@ -3,6 +3,7 @@
 
 #[cfg(feature = "parquet")]
 pub mod arrow_batch;
+pub(crate) mod commit;
 #[cfg(feature = "csv")]
 pub mod csv;
 mod excerpt;

@@ -194,7 +194,7 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let dir: PathBuf = decode("save_as_text_file", payload)?;
-        crate::output::write_attempt(tc, &dir, part, |path| write_lines(path, input))
+        tc.write_attempt(&dir, part, |path| write_lines(path, input))
     }
 }
 
@@ -501,8 +501,8 @@ impl<T: Data> Rdd<T> {
     where
         T: Display,
     {
-        crate::output::save_text(self, path.as_ref(), opts, |rdd, tmp| {
-            rdd.run_action::<SaveText<T>>(
+        crate::io::commit::save_files(path.as_ref(), opts.overwrite, "", |tmp| {
+            self.run_action::<SaveText<T>>(
                 encode("save_as_text_file", &tmp.to_path_buf()),
                 None,
                 "save_as_text_file",

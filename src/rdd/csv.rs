@@ -41,9 +41,7 @@ impl<T: Data> ResultOp for SaveCsv<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, CsvOptions) = decode("save_as_csv", payload)?;
-        crate::output::write_attempt(tc, &dir, part, |path| {
-            write_file::<T>(path, &options, input)
-        })
+        tc.write_attempt(&dir, part, |path| write_file::<T>(path, &options, input))
     }
 }
 
@@ -59,8 +57,8 @@ impl<T: Data> Rdd<T> {
         let save = SaveOptions {
             overwrite: options.overwrite,
         };
-        crate::output::save_files(self, path.as_ref(), save, ".csv", |rdd, tmp| {
-            rdd.run_action::<SaveCsv<T>>(
+        crate::io::commit::save_files(path.as_ref(), save.overwrite, ".csv", |tmp| {
+            self.run_action::<SaveCsv<T>>(
                 encode("save_as_csv", &(tmp.to_path_buf(), options)),
                 None,
                 "save_as_csv",

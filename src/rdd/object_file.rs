@@ -31,7 +31,7 @@ impl<T: Data> ResultOp for SaveObject<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let dir: PathBuf = decode("save_as_object_file", payload)?;
-        let path = crate::output::attempt_path(&dir, tc, part);
+        let path = tc.attempt_path(&dir, part);
         let file = std::fs::File::create_new(&path).map_err(|e| EmberError::io(&path, e))?;
         let out = std::io::BufWriter::with_capacity(1 << 18, file);
         let mut w = ObjectWriter::new::<T>(out, &path)?;
@@ -41,7 +41,7 @@ impl<T: Data> ResultOp for SaveObject<T> {
             }
         }
         let (out, n) = w.finish()?;
-        crate::output::sync_file(&path, out)?;
+        crate::io::commit::sync_file(&path, out)?;
         tc.with_metrics(|m| m.records_out += n);
         Ok(path.to_string_lossy().into_owned())
     }
@@ -62,8 +62,8 @@ impl<T: Data> Rdd<T> {
         path: impl AsRef<Path>,
         opts: SaveOptions,
     ) -> Result<()> {
-        crate::output::save_text(self, path.as_ref(), opts, |rdd, tmp| {
-            rdd.run_action::<SaveObject<T>>(
+        crate::io::commit::save_files(path.as_ref(), opts.overwrite, "", |tmp| {
+            self.run_action::<SaveObject<T>>(
                 encode("save_as_object_file", &tmp.to_path_buf()),
                 None,
                 "save_as_object_file",

@@ -35,7 +35,7 @@ impl<T: Data> ResultOp for SaveParquet<T> {
     type Out = String;
     fn run(tc: &Rc<TaskContext>, payload: &[u8], part: u32, input: Batches<T>) -> Result<String> {
         let (dir, options): (PathBuf, ParquetWriteOptions) = decode("save_as_parquet", payload)?;
-        crate::output::write_attempt(tc, &dir, part, |path| {
+        tc.write_attempt(&dir, part, |path| {
             sink::write_file::<T>(path, &options, input)
         })
     }
@@ -67,8 +67,8 @@ impl<T: Data> Rdd<T> {
         let save = SaveOptions {
             overwrite: options.overwrite,
         };
-        crate::output::save_files(self, path.as_ref(), save, ".parquet", |rdd, tmp| {
-            rdd.run_action::<SaveParquet<T>>(
+        crate::io::commit::save_files(path.as_ref(), save.overwrite, ".parquet", |tmp| {
+            self.run_action::<SaveParquet<T>>(
                 encode("save_as_parquet", &(tmp.to_path_buf(), options)),
                 None,
                 "save_as_parquet",
@@ -262,8 +262,8 @@ impl Rdd<ArrowBatch> {
         let save = SaveOptions {
             overwrite: options.overwrite,
         };
-        crate::output::save_files(self, path.as_ref(), save, ".parquet", |rdd, tmp| {
-            rdd.run_action::<SaveBatches>(
+        crate::io::commit::save_files(path.as_ref(), save.overwrite, ".parquet", |tmp| {
+            self.run_action::<SaveBatches>(
                 encode("save_batches_as_parquet", &(tmp.to_path_buf(), options)),
                 None,
                 "save_batches_as_parquet",
@@ -316,7 +316,7 @@ impl ResultOp for SaveBatches {
     ) -> Result<String> {
         let (dir, options): (PathBuf, ParquetWriteOptions) =
             decode("save_batches_as_parquet", payload)?;
-        crate::output::write_attempt(tc, &dir, part, |path| {
+        tc.write_attempt(&dir, part, |path| {
             sink::write_batches(path, &options, input)
         })
     }

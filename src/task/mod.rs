@@ -14,6 +14,7 @@
 //!   panic message and location; it never takes the executor down.
 
 mod accumulators;
+mod attempt;
 mod captures;
 mod context;
 mod panic;

@@ -152,7 +152,7 @@ pub fn write_file<T: Data>(
         write(&rb)?;
     }
     let writer = writer.expect("the last batch opened it");
-    crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
+    crate::io::commit::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
 }
 
@@ -205,6 +205,6 @@ pub fn write_batches(
             arrow_schema::Schema::empty(),
         )))?,
     };
-    crate::output::sync_file(path, writer.into_inner().map_err(failed)?)?;
+    crate::io::commit::sync_file(path, writer.into_inner().map_err(failed)?)?;
     Ok(total)
 }

@@ -1,5 +1,9 @@
-//! The output commit protocol of `save_as_text_file`, `save_as_object_file`,
-//! `save_as_parquet` and `save_as_csv`.
+//! The output commit protocol of every sink (`save_as_text_file`,
+//! `save_as_object_file`, `save_as_parquet`, `save_as_csv`): the job side
+//! ([`save_files`]: prepare `OUT`, run the job through a callback that returns each
+//! partition's delivered attempt, commit or clean up) and the task side
+//! ([`write_attempt`]: one attempt's file, local or uploaded). It knows nothing of RDDs
+//! or tasks: the caller passes a callback and the attempt's names.
 //!
 //! Layout while a job runs: `OUT/_temporary/<job>/part-NNNNN.<attempt id>` (under a
 //! setgid parent directory, `OUT` and the temporaries are made mode 2770 so that tasks
@@ -20,21 +24,16 @@
 //! hidden from every reader, as Hadoop's committers leave such stragglers.)
 
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
-use crate::data::Data;
 use crate::error::{EmberError, Result};
 use crate::io::storage::{self, ObjectUrl};
-use crate::rdd::{Rdd, SaveOptions};
-use crate::task::TaskContext;
 
-/// The file one attempt of task `part` writes under the job's temporary `dir`: unique
-/// per attempt, so retries and speculative copies never collide.
-pub(crate) fn attempt_path(dir: &Path, tc: &TaskContext, part: u32) -> PathBuf {
+/// The file attempt `attempt` of partition `part` of stage `stage` writes under the
+/// job's temporary `dir`: unique per attempt, so retries and speculative copies never
+/// collide.
+pub(crate) fn attempt_path(dir: &Path, stage: u32, attempt: u32, part: u32) -> PathBuf {
     dir.join(format!(
-        "part-{part:05}.stage{}-attempt{}-{:08x}",
-        tc.stage_id,
-        tc.attempt,
+        "part-{part:05}.stage{stage}-attempt{attempt}-{:08x}",
         rand::random::<u32>()
     ))
 }
@@ -48,46 +47,39 @@ pub(crate) fn sync_file(path: &Path, out: std::io::BufWriter<std::fs::File>) -> 
     file.sync_all().map_err(|e| EmberError::io(path, e))
 }
 
-/// One sink task's attempt: `write` fills the local file it is given (and returns the
-/// records written), which is uploaded if the output is in object storage; errors name
-/// the attempt's target. Returns the attempt's path for the commit.
+/// One sink task's attempt at `target` (an [`attempt_path`]): `write` fills the local
+/// file it is given (and returns the records written), which is uploaded if the output
+/// is in object storage (staged under `work_dir`); errors name the attempt's target.
+/// Returns the attempt's path for the commit and the records written.
 pub(crate) fn write_attempt(
-    tc: &Rc<TaskContext>,
-    dir: &Path,
-    part: u32,
+    target: PathBuf,
+    work_dir: &Path,
     write: impl FnOnce(&Path) -> Result<u64>,
-) -> Result<String> {
-    let output = storage::PartOutput::create(attempt_path(dir, tc, part), &tc.env.work_dir)?;
+) -> Result<(String, u64)> {
+    let output = storage::PartOutput::create(target, work_dir)?;
     let n = write(output.local()).map_err(|e| output.name_target(e))?;
-    tc.with_metrics(|m| m.records_out += n);
-    output.finish()
+    Ok((output.finish()?, n))
 }
 
-pub(crate) fn save_text<T: Data>(
-    rdd: &Rdd<T>,
+/// Writes a job's output to `out` (a directory or an `s3://` prefix): refuses an
+/// existing one unless `overwrite`, runs the job with `run(tmp)` (which returns each
+/// partition's delivered attempt, in partition order), renames those to
+/// `part-NNNNN<suffix>` and writes `_SUCCESS` last; on any failure removes what it
+/// made.
+pub(crate) fn save_files(
     out: &Path,
-    opts: SaveOptions,
-    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
-) -> Result<()> {
-    save_files(rdd, out, opts, "", run)
-}
-
-/// [`save_text`] with `suffix` after each committed `part-NNNNN`.
-pub(crate) fn save_files<T: Data>(
-    rdd: &Rdd<T>,
-    out: &Path,
-    opts: SaveOptions,
+    overwrite: bool,
     suffix: &str,
-    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
+    run: impl FnOnce(&Path) -> Result<Vec<String>>,
 ) -> Result<()> {
     if storage::is_remote(out) {
-        return save_remote(rdd, out, opts, suffix, run);
+        return save_remote(out, overwrite, suffix, run);
     }
     // Tasks may run in other processes with other working directories: give them (and
     // the commit below) one absolute path.
     let out = &std::path::absolute(out).map_err(|e| EmberError::io(out, e))?;
     if out.exists() {
-        if !opts.overwrite {
+        if !overwrite {
             return Err(EmberError::OutputExists {
                 path: out.to_path_buf(),
             });
@@ -108,7 +100,7 @@ pub(crate) fn save_files<T: Data>(
     let _uncommitted = crate::interrupt::remove_on_interrupt(out);
     std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
     share_with_group(out, &tmp)?;
-    let committed = run(rdd, &tmp).and_then(|parts| commit(out, parts, suffix));
+    let committed = run(&tmp).and_then(|parts| commit(out, parts, suffix));
     if let Err(e) = committed {
         let _ = std::fs::remove_dir_all(out);
         return Err(e);
@@ -148,12 +140,11 @@ fn commit(out: &Path, parts: Vec<String>, suffix: &str) -> Result<()> {
 }
 
 /// [`save_files`] into object storage (see the module docs).
-fn save_remote<T: Data>(
-    rdd: &Rdd<T>,
+fn save_remote(
     out: &Path,
-    opts: SaveOptions,
+    overwrite: bool,
     suffix: &str,
-    run: impl FnOnce(&Rdd<T>, &Path) -> Result<Vec<String>>,
+    run: impl FnOnce(&Path) -> Result<Vec<String>>,
 ) -> Result<()> {
     let url = ObjectUrl::parse(out)?;
     if url.key.is_empty() {
@@ -162,7 +153,7 @@ fn save_remote<T: Data>(
         )));
     }
     if !storage::prefix_is_empty(&url)? {
-        if !opts.overwrite {
+        if !overwrite {
             return Err(EmberError::OutputExists {
                 path: out.to_path_buf(),
             });
@@ -175,7 +166,7 @@ fn save_remote<T: Data>(
         rand::random::<u32>()
     ));
     let committed =
-        run(rdd, Path::new(&tmp.to_string())).and_then(|parts| commit_remote(&url, parts, suffix));
+        run(Path::new(&tmp.to_string())).and_then(|parts| commit_remote(&url, parts, suffix));
     if let Err(e) = committed {
         let _ = storage::delete_prefix(&url);
         return Err(e);
