@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 
 use super::join::Groups;
 use super::partitioning::plain_write;
-use super::shuffle_ops::{into_batches, record_spills};
 use super::{op_name, Rdd};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
@@ -27,6 +26,7 @@ use crate::plan::op::OpRef;
 use crate::plan::{LineageDep, LineageNode};
 use crate::shuffle::{read_dependency_blocks, Partitioner};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
+use crate::task::{into_batches, record_spills};
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 
 /// A value from the left or the right side.

@@ -6,12 +6,12 @@
 //! any process running this binary can execute it. Nothing runs until an action.
 
 mod actions;
+mod aggregate;
 mod checkpoint;
 mod co_grouped;
 mod cogroup;
 #[cfg(feature = "csv")]
 mod csv;
-mod flat_combine;
 mod group_by;
 mod join;
 mod name;
@@ -25,13 +25,11 @@ mod pair_values;
 mod parquet;
 mod partition_actions;
 mod partitioning;
-mod pass_through;
 mod pipe;
 mod position;
 mod sample_exact;
 mod sampling;
 mod set_ops;
-mod shuffle_ops;
 mod sort;
 pub(crate) mod source;
 mod stats;
@@ -52,8 +50,8 @@ use crate::plan::{LineageDep, LineageNode, ShuffleSpec};
 use crate::task::{ComputeFn, ShuffleWriteFn};
 
 pub use actions::SaveOptions;
+pub use aggregate::flat::Emit;
 pub use cogroup::Groups4;
-pub use flat_combine::Emit;
 pub use join::{Groups, Groups3, OuterPair};
 pub use ops::Records;
 pub use pipe::{PipeOptions, INHERITED_ENV as INHERITED_PIPE_ENV};

@@ -21,10 +21,6 @@ use std::sync::Arc;
 use ember_proto::{MapStatus, RddNode, ShuffleDependency};
 use serde::{Deserialize, Serialize};
 
-use super::shuffle_ops::{
-    aggregated, into_batches, read_plain, record_spills, Adapter, AggFns, HashPartitioning,
-    MapSide, WritePayload,
-};
 use super::Rdd;
 use crate::context::Context;
 use crate::data::{decode, encode};
@@ -32,8 +28,11 @@ use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
 use crate::plan::LineageNode;
 use crate::shuffle::partitioner::loader_from_offset;
+use crate::shuffle::read_plain;
+use crate::shuffle::write::{HashPartitioning, MapSide, WritePayload};
 use crate::shuffle::{KeyPartitioner, Partitioner};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
+use crate::task::{into_batches, record_spills};
 use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<T: Data> Rdd<T> {
@@ -139,7 +138,7 @@ pub(crate) fn plain_write<K: Data + std::hash::Hash, V: Data>(
     let (write, partitioner): (ShuffleWriteFn, Vec<u8>) =
         if *p.kind() == crate::shuffle::PartitionerKind::Hash {
             (
-                super::shuffle_ops::write_plain::<K, V, HashPartitioning>,
+                crate::shuffle::write::write_plain::<K, V, HashPartitioning>,
                 Vec::new(),
             )
         } else {
@@ -194,19 +193,6 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             .with_partitioner(Some(p.clone()))
     }
 
-    /// A key-wise aggregation within each partition, for data already partitioned by
-    /// the target partitioner (Spark's `combineByKey` when `self.partitioner ==
-    /// Some(partitioner)`): no shuffle, and the partitioner is kept.
-    pub(crate) fn aggregate_in_place<G: AggFns<V = V>>(
-        &self,
-        op: &str,
-        at: &'static Location<'static>,
-        state: &G::S,
-    ) -> Rdd<(K, G::C)> {
-        let compute: ComputeFn = combine_in_partition::<K, G>;
-        self.within_partitions(op, at, compute, encode(op, state))
-    }
-
     /// Spark's `lookup`: with a known partitioner only the partition that can hold
     /// `key` is computed (one task); otherwise every partition is searched. A partitioner
     /// that puts `key` outside `0..num_partitions` is an [`EmberError::InvalidArgument`]
@@ -240,27 +226,6 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
             None => filtered.collect(),
         }
     }
-}
-
-/// Folds one partition's values per key (the narrow aggregation).
-pub(crate) fn combine_in_partition<K: Key, G: AggFns>(
-    tc: &Rc<TaskContext>,
-    node: &RddNode,
-    part: u32,
-) -> Result<Erased> {
-    let state: Arc<G::S> = Arc::new(decode("aggregator state", &node.payload)?);
-    let parent = TaskContext::dep_parent(node, 0)?;
-    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
-        Adapter::<G>(state),
-        tc.reservation("aggregation"),
-        tc.env.spill_dir(),
-    );
-    for batch in tc.compute::<(K, G::V)>(parent, part)? {
-        for (k, v) in batch? {
-            agg.insert(k, v)?;
-        }
-    }
-    aggregated(tc, agg)
 }
 
 impl<T: Data> Rdd<T> {

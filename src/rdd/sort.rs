@@ -20,14 +20,16 @@ use ember_proto::RddNode;
 
 use super::ops::Records;
 use super::partitioning::plain_write;
-use super::shuffle_ops::{into_batches, read_sorted, record_spills, write_plain, WritePayload};
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::{decode, encode};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
+use crate::shuffle::read_blocks;
+use crate::shuffle::write::{write_plain, WritePayload};
 use crate::shuffle::{KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner};
 use crate::spill::ExternalSorter;
+use crate::task::{into_batches, record_spills};
 use crate::task::{Batches, ComputeFn, Erased, ShuffleWriteFn, TaskContext};
 
 impl<K: Data + Ord, V: Data> Rdd<(K, V)> {
@@ -315,4 +317,21 @@ fn reservoir<K>(it: impl Iterator<Item = K>, size: usize, seed: u64) -> Vec<K> {
         }
     }
     out
+}
+
+/// Reduce side of a sort: every record of the partition in key order, spilling runs.
+pub(crate) fn read_sorted<K: Data + Ord, V: Data, const DESC: bool>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let mut sorter: ExternalSorter<K, V> =
+        ExternalSorter::new(tc.reservation("sort"), tc.env.spill_dir(), DESC);
+    for r in read_blocks::<(K, V)>(tc, node, part)? {
+        let (k, v) = r?;
+        sorter.insert(k, v)?;
+    }
+    record_spills(tc, sorter.metrics());
+    let out: Batches<(K, V)> = into_batches(sorter.into_sorted_iter()?);
+    Ok(Box::new(out))
 }

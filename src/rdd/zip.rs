@@ -15,11 +15,11 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::ops::Records;
-use super::shuffle_ops::into_batches;
 use super::Rdd;
 use crate::data::Data;
 use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
+use crate::task::into_batches;
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
 
 impl<T: Data> Rdd<T> {

@@ -9,10 +9,11 @@
 pub mod partitioner;
 pub(crate) mod read;
 pub(crate) mod remote;
+pub(crate) mod write;
 
 pub use ember_shuffle::*;
 pub use partitioner::{
     hash_partition, KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner,
 };
-pub(crate) use read::{read_blocks, read_dependency_blocks, read_indexed_blocks};
+pub(crate) use read::{read_blocks, read_dependency_blocks, read_indexed_blocks, read_plain};
 pub(crate) use remote::{RemoteBlockSource, RemoteBlockStream};

@@ -20,9 +20,11 @@ use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 
+use crate::data::Data;
 use crate::error::{EmberError, Result};
 use crate::shuffle::{open_block_records, BlockId, BlockRecords, RemoteBlockStream};
 use crate::task::TaskContext;
+use crate::task::{into_batches, Batches, Erased};
 
 /// Where one block comes from.
 enum Source {
@@ -253,4 +255,14 @@ mod tests {
             assert!(*bytes <= 100 || maps.len() == 1, "{maps:?} {bytes}");
         }
     }
+}
+
+/// Reduce side without aggregation: the records as they come.
+pub(crate) fn read_plain<K: Data, V: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let out: Batches<(K, V)> = into_batches(read_blocks::<(K, V)>(tc, node, part)?);
+    Ok(Box::new(out))
 }

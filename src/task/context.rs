@@ -16,9 +16,11 @@ use ember_proto::{
 use super::accumulators::{TaskAccumulator, TaskAccumulators};
 use super::stage_plan::StagePlan;
 use crate::data::Data;
+use crate::data::BATCH;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
 use crate::plan::op::{op_kind, BinaryChecked, OpRef};
+use crate::spill::SpillMetrics;
 
 /// A partition flowing through a pipeline: batches of records.
 pub(crate) type Batches<T> = Box<dyn Iterator<Item = Result<Vec<T>>>>;
@@ -304,4 +306,35 @@ pub(crate) fn captured<K: 'static, B: 'static>() -> Option<std::result::Result<&
             unsafe { &*b }
         }))
     })
+}
+
+/// Batches an iterator of records for the pipeline ([`crate::data::BATCH`] a batch),
+/// ending at the first error.
+pub(crate) fn into_batches<T: 'static>(
+    it: impl Iterator<Item = Result<T>> + 'static,
+) -> Batches<T> {
+    let mut it = it;
+    Box::new(std::iter::from_fn(move || {
+        let mut batch = Vec::with_capacity(BATCH);
+        for r in it.by_ref() {
+            match r {
+                Ok(x) => {
+                    batch.push(x);
+                    if batch.len() == BATCH {
+                        break;
+                    }
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        (!batch.is_empty()).then_some(Ok(batch))
+    }))
+}
+
+/// Adds a spilling structure's spills to the task's metrics.
+pub(crate) fn record_spills(tc: &Rc<TaskContext>, m: SpillMetrics) {
+    tc.with_metrics(|t| {
+        t.bytes_spilled += m.bytes_spilled;
+        t.spill_count += m.spill_count;
+    });
 }

@@ -24,7 +24,8 @@ mod stage_plan;
 pub(crate) use accumulators::TaskAccumulator;
 pub(crate) use captures::{RebuildFn, Rebuilt};
 pub(crate) use context::{
-    captured, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn, TaskContext,
+    captured, into_batches, record_spills, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn,
+    TaskContext,
 };
 pub(crate) use stage_plan::StagePlan;
 

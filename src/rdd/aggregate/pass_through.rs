@@ -29,13 +29,14 @@ use std::sync::Arc;
 use ember_proto::RddNode;
 use serde::{Deserialize, Serialize};
 
-use super::shuffle_ops::{into_batches, record_spills, AggFns};
+use super::AggFns;
 use crate::closure::conjure;
 use crate::data::decode;
 use crate::data::{Data, Key};
 use crate::error::Result;
 use crate::shuffle::read_indexed_blocks;
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
+use crate::task::{into_batches, record_spills};
 use crate::task::{Batches, Erased, TaskContext};
 
 /// The aggregation of `reduce_by_key(f)`: combiners are values, `f` merges both ways.

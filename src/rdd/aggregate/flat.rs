@@ -27,16 +27,17 @@ use compact_str::CompactString;
 use ember_proto::{MapStatus, ShuffleDependency};
 
 use super::pass_through::PassThrough;
-use super::shuffle_ops::{
-    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapCombiner, MapSide,
-    WritePayload,
+use super::{
+    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapCombiner,
+    COMBINE_PROBE_RECORDS,
 };
-use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::{decode, encode};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
+use crate::rdd::Rdd;
 use crate::shuffle::hash_partition;
+use crate::shuffle::write::{MapSide, WritePayload};
 use crate::spill::aggregate::ExternalAggregator;
 use crate::task::{ComputeFn, ShuffleWriteFn, TaskContext};
 
@@ -321,7 +322,7 @@ where
                 return Err(e);
             }
         }
-        if !decided && emitted >= super::shuffle_ops::COMBINE_PROBE_RECORDS {
+        if !decided && emitted >= COMBINE_PROBE_RECORDS {
             decided = true;
             let table = agg.as_mut().expect("table present");
             if combine_probe_says_skip(table, emitted, map) {
