@@ -14,7 +14,7 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::ops::State;
+use super::partition_op::State;
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;

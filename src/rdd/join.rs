@@ -1,86 +1,19 @@
-//! Joins of pair RDDs, all built on `cogroup` (`co_grouped.rs`: each side shuffled
-//! unless already partitioned by the target), then each key's groups are expanded
-//! (inner, left/right/full outer join, subtract_by_key) with `flat_map_values`, so the
-//! result keeps the cogroup's partitioner as in Spark. The 3-way cogroup tags and
-//! unions its sides and groups them by key.
+//! Joins of pair RDDs, all built on `cogroup` (`cogroup/`: each side shuffled unless
+//! already partitioned by the target), then each key's groups are expanded (inner,
+//! left/right/full outer join, subtract_by_key) with `flat_map_values`, so the result
+//! keeps the cogroup's partitioner as in Spark.
 
 use std::panic::Location;
 
-use serde::{Deserialize, Serialize};
-
-use super::partitioning::default_partitioner;
+use super::cogroup::Groups;
 use super::Rdd;
 use crate::data::{Data, Key};
 use crate::shuffle::Partitioner;
 
-/// The values of one key on each side of a cogroup.
-pub type Groups<V, W> = (Vec<V>, Vec<W>);
 /// A full outer join's pair: either side may be missing.
 pub type OuterPair<V, W> = (Option<V>, Option<W>);
 
-/// The values of one key in each of three RDDs.
-pub type Groups3<V, W, X> = (Vec<V>, Vec<W>, Vec<X>);
-
-/// A value from one of the three sides of a 3-way cogroup.
-#[derive(Clone, Serialize, Deserialize)]
-enum Side3<V, W, X> {
-    A(V),
-    B(W),
-    C(X),
-}
-
 impl<K: Key, V: Data> Rdd<(K, V)> {
-    /// For each key in either RDD, all its values on each side, partitioned by Spark's
-    /// default partitioner of the two (a side already partitioned by it is not
-    /// shuffled).
-    #[track_caller]
-    pub fn cogroup<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, Groups<V, W>)> {
-        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &other.node]);
-        self.cogroup_to(other, target, Location::caller())
-    }
-
-    /// [`cogroup`](Self::cogroup) into `partitions` hash partitions.
-    #[track_caller]
-    pub fn cogroup_into<W: Data>(
-        &self,
-        other: &Rdd<(K, W)>,
-        partitions: usize,
-    ) -> Rdd<(K, Groups<V, W>)> {
-        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
-        self.cogroup_to(other, Partitioner::hash::<K>(n), Location::caller())
-    }
-
-    /// For each key in any of the three RDDs, all its values in each (Spark's
-    /// `cogroup(other1, other2)`), partitioned by Spark's default partitioner of the
-    /// three.
-    #[track_caller]
-    pub fn cogroup3<W: Data, X: Data>(
-        &self,
-        b: &Rdd<(K, W)>,
-        c: &Rdd<(K, X)>,
-    ) -> Rdd<(K, Groups3<V, W, X>)> {
-        let at = Location::caller();
-        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &b.node, &c.node]);
-        let sa = self.map_values(Side3::<V, W, X>::A);
-        let sb = b.map_values(Side3::<V, W, X>::B);
-        let sc = c.map_values(Side3::<V, W, X>::C);
-        let mut grouped = sa.union(&sb).union(&sc).group_values(at, target);
-        if let Some(node) = std::sync::Arc::get_mut(&mut grouped.node) {
-            node.name = super::op_name("cogroup", at);
-        }
-        grouped.map_values(|sides: Vec<Side3<V, W, X>>| {
-            let (mut vs, mut ws, mut xs) = (Vec::new(), Vec::new(), Vec::new());
-            for s in sides {
-                match s {
-                    Side3::A(v) => vs.push(v),
-                    Side3::B(w) => ws.push(w),
-                    Side3::C(x) => xs.push(x),
-                }
-            }
-            (vs, ws, xs)
-        })
-    }
-
     /// Pairs of values for keys present in both RDDs.
     #[track_caller]
     pub fn join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, W))> {

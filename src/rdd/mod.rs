@@ -8,7 +8,6 @@
 mod actions;
 mod aggregate;
 mod checkpoint;
-mod co_grouped;
 mod cogroup;
 #[cfg(feature = "csv")]
 mod csv;
@@ -17,13 +16,13 @@ mod join;
 mod name;
 mod narrow;
 mod object_file;
-mod ops;
 mod ordered_by;
 mod pair;
 mod pair_values;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod partition_actions;
+mod partition_op;
 mod partitioning;
 mod pipe;
 mod position;
@@ -51,9 +50,9 @@ use crate::task::{ComputeFn, ShuffleWriteFn};
 
 pub use actions::SaveOptions;
 pub use aggregate::flat::Emit;
-pub use cogroup::Groups4;
-pub use join::{Groups, Groups3, OuterPair};
-pub use ops::Records;
+pub use cogroup::{Groups, Groups3, Groups4};
+pub use join::OuterPair;
+pub use partition_op::Records;
 pub use pipe::{PipeOptions, INHERITED_ENV as INHERITED_PIPE_ENV};
 pub use position::LinePosition;
 pub use stats::StatCounter;

@@ -9,7 +9,9 @@ use ember_proto::RddNode;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::ops::{narrow_compute, FilterOp, FlatMapOp, MapOp, MapPartitionsOp, Records, State};
+use super::partition_op::{
+    narrow_compute, FilterOp, FlatMapOp, MapOp, MapPartitionsOp, Records, State,
+};
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::panic::Location;
 
-use super::ops::Records;
+use super::partition_op::Records;
 use super::Rdd;
 use crate::data::{Data, Key};
 use crate::error::Result;

@@ -2,7 +2,7 @@
 //! record, or per partition keeping the partitioner (Spark's `preservesPartitioning`),
 //! and the keys or the values alone. The key-wise shuffles are in `pair.rs`.
 
-use super::ops::{Records, State};
+use super::partition_op::{Records, State};
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;

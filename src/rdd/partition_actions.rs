@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use super::actions::ResultOp;
-use super::ops::{Records, State};
+use super::partition_op::{Records, State};
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::{decode, encode};

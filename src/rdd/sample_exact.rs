@@ -26,8 +26,8 @@ use std::panic::Location;
 
 use rand::{Rng, SeedableRng};
 
-use super::ops::Records;
 use super::pair::rename;
+use super::partition_op::Records;
 use super::Rdd;
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use super::ops::Records;
+use super::partition_op::Records;
 use super::Rdd;
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};

@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 use ember_proto::RddNode;
 
-use super::ops::Records;
+use super::partition_op::Records;
 use super::partitioning::plain_write;
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};

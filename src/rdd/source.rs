@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use ember_proto::RddNode;
 
-use super::ops::batches_of;
+use super::partition_op::batches_of;
 use super::position::{file_id, LinePosition};
 use crate::data::decode;
 use crate::data::{Data, BATCH};

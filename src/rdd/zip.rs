@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use ember_proto::RddNode;
 
-use super::ops::Records;
+use super::partition_op::Records;
 use super::Rdd;
 use crate::data::Data;
 use crate::data::{decode, encode};

@@ -12,7 +12,7 @@ use std::rc::Rc;
 
 use ember_proto::RddNode;
 
-use super::ops::{rebatch, Records, State};
+use super::partition_op::{rebatch, Records, State};
 use super::Rdd;
 use crate::closure::{assert_stateless, conjure};
 use crate::data::Data;

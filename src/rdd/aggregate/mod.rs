@@ -35,7 +35,7 @@ pub(crate) use map_side::{
 };
 pub(crate) use reduce_side::{aggregated, read_combined};
 
-use super::ops::State;
+use super::partition_op::State;
 use super::partitioning::{write_routed, Routed};
 use super::Rdd;
 use crate::closure::conjure;

@@ -1,5 +1,9 @@
-//! Spark's `CoGroupedRDD` for two sides: per key, the values of each side, in the
-//! partitions of a target [`Partitioner`]. Each side is read narrowly when it is
+//! The cogroup family: `cogroup` / `cogroup_into` here, on Spark's `CoGroupedRDD` for
+//! two sides, and the multi-way `cogroup3` / `cogroup4` (`tagged.rs`, by tagging each
+//! side's values); the joins (`join.rs`) and set operators are built on them.
+//!
+//! `CoGroupedRDD`: per key, the values of each side, in the partitions of a target
+//! [`Partitioner`]. Each side is read narrowly when it is
 //! partitioned by the target already and through its own shuffle routed by the target
 //! otherwise, so co-partitioned inputs (say, two `partition_by(n)` or `reduce_by_key`
 //! outputs with the same `n`) are joined without moving a record.
@@ -9,6 +13,10 @@
 //! its shuffle would have (partition `p` of a side partitioned by the target holds
 //! exactly the keys the target sends to `p`).
 
+mod tagged;
+
+pub use tagged::{Groups3, Groups4};
+
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::atomic::AtomicI32;
@@ -17,8 +25,7 @@ use std::sync::Arc;
 use ember_proto::{dependency, RddNode, StorageLevel as ProtoLevel};
 use serde::{Deserialize, Serialize};
 
-use super::join::Groups;
-use super::partitioning::plain_write;
+use super::partitioning::{default_partitioner, plain_write};
 use super::{op_name, Rdd};
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
@@ -28,6 +35,9 @@ use crate::shuffle::{read_dependency_blocks, Partitioner};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::task::{into_batches, record_spills};
 use crate::task::{Batches, ComputeFn, Erased, TaskContext};
+
+/// The values of one key on each side of a cogroup.
+pub type Groups<V, W> = (Vec<V>, Vec<W>);
 
 /// A value from the left or the right side.
 #[derive(Clone, Serialize, Deserialize)]
@@ -155,4 +165,26 @@ fn cogroup_compute<K: Key, V: Data, W: Data>(
     record_spills(tc, agg.metrics());
     let out: Batches<(K, Groups<V, W>)> = into_batches(agg.into_iter()?);
     Ok(Box::new(out))
+}
+
+impl<K: Key, V: Data> Rdd<(K, V)> {
+    /// For each key in either RDD, all its values on each side, partitioned by Spark's
+    /// default partitioner of the two (a side already partitioned by it is not
+    /// shuffled).
+    #[track_caller]
+    pub fn cogroup<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, Groups<V, W>)> {
+        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &other.node]);
+        self.cogroup_to(other, target, Location::caller())
+    }
+
+    /// [`cogroup`](Self::cogroup) into `partitions` hash partitions.
+    #[track_caller]
+    pub fn cogroup_into<W: Data>(
+        &self,
+        other: &Rdd<(K, W)>,
+        partitions: usize,
+    ) -> Rdd<(K, Groups<V, W>)> {
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        self.cogroup_to(other, Partitioner::hash::<K>(n), Location::caller())
+    }
 }
