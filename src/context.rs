@@ -9,12 +9,9 @@
 //! shuffles and cached blocks no live RDD reaches any more.
 
 use std::collections::HashMap;
-use std::panic::Location;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ember_proto::StorageLevel as ProtoLevel;
 use ember_scheduler::{SchedulerConfig, SchedulerEvent, SchedulerHandle};
 use parking_lot::Mutex;
 
@@ -25,18 +22,7 @@ use crate::cluster::client::ClusterClient;
 use crate::conf::{Conf, Master};
 use crate::data::{encode, Data};
 use crate::error::Result;
-use crate::io::text_input::{
-    list_input_files, list_input_files_as_listed, pack_splits, plan_splits,
-};
 use crate::local::LocalCluster;
-use crate::plan::op::OpRef;
-use crate::plan::LineageNode;
-use crate::rdd::source::{
-    encode_slices, parallelize_compute, range_compute, text_file_compute,
-    text_file_positions_compute, whole_text_files_compute,
-};
-use crate::rdd::{op_name, LinePosition, Rdd};
-use crate::task::ComputeFn;
 
 /// The handle through which a job creates RDDs and runs actions. Cheap to clone.
 #[derive(Clone)]
@@ -292,164 +278,6 @@ impl Context {
             }
             Backend::Cluster(client) => client.unpersist(rdd_id),
         }
-    }
-
-    pub(crate) fn source<T: Data>(
-        &self,
-        op: &str,
-        at: &Location<'_>,
-        partitions: u32,
-        compute: ComputeFn,
-        payload: Vec<u8>,
-    ) -> Rdd<T> {
-        let (captures, scope_invalid) = crate::plan::node_captures();
-        let node = LineageNode {
-            id: self.next_rdd_id(),
-            num_partitions: partitions,
-            deps: Vec::new(),
-            compute_fn: compute.to_offset(),
-            payload,
-            name: op_name(op, at),
-            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: scope_invalid,
-            partitioner: None,
-            pinned: false,
-            captures,
-        };
-        Rdd::from_node(self.clone(), Arc::new(node))
-    }
-
-    /// An RDD of the given records cut into `partitions` even slices.
-    #[track_caller]
-    pub fn parallelize<T: Data>(&self, data: Vec<T>, partitions: usize) -> Rdd<T> {
-        if partitions == 0 {
-            return self
-                .source::<T>(
-                    "parallelize",
-                    Location::caller(),
-                    0,
-                    parallelize_compute::<T>,
-                    Vec::new(),
-                )
-                .invalid("number of partitions must be positive, got 0");
-        }
-        let n = partitions;
-        let len = data.len();
-        let mut slices = Vec::with_capacity(n);
-        let mut it = data.into_iter();
-        for i in 0..n {
-            let take = (i + 1) * len / n - i * len / n;
-            let slice: Vec<T> = it.by_ref().take(take).collect();
-            slices.push(encode("parallelize", &slice));
-        }
-        let compute: ComputeFn = parallelize_compute::<T>;
-        self.source(
-            "parallelize",
-            Location::caller(),
-            n as u32,
-            compute,
-            encode_slices(&slices),
-        )
-    }
-
-    /// The numbers `start..end` in `partitions` contiguous ranges.
-    #[track_caller]
-    pub fn range(&self, start: i64, end: i64, partitions: usize) -> Rdd<i64> {
-        let compute: ComputeFn = range_compute;
-        let rdd = self.source(
-            "range",
-            Location::caller(),
-            partitions as u32,
-            compute,
-            encode("range", &(start, end)),
-        );
-        if partitions == 0 {
-            return rdd.invalid("number of partitions must be positive, got 0");
-        }
-        rdd
-    }
-
-    /// The lines of a text file, a directory of files or a glob, in at least
-    /// `min_partitions` partitions (fewer only if the input has fewer splits). Big files
-    /// are cut into byte ranges; small files are packed several to a partition, by
-    /// bytes, counting an open cost per file ([`Conf::packing`]). Fails at once if the
-    /// path matches nothing; an empty directory gives an RDD of no partitions. A
-    /// comma-separated list is read as Spark reads it: in the order listed, a path
-    /// listed twice read twice.
-    #[track_caller]
-    pub fn text_file(&self, path: &str, min_partitions: usize) -> Result<Rdd<String>> {
-        self.text_source(path, min_partitions, text_file_compute, Location::caller())
-    }
-
-    /// Like [`text_file`](Self::text_file), with each line's file and byte offset, so
-    /// errors can name `file:line`.
-    #[track_caller]
-    pub fn text_file_with_positions(
-        &self,
-        path: &str,
-        min_partitions: usize,
-    ) -> Result<Rdd<(LinePosition, String)>> {
-        self.text_source(
-            path,
-            min_partitions,
-            text_file_positions_compute,
-            Location::caller(),
-        )
-    }
-
-    /// A text source: the input's files cut into splits, read by `compute`.
-    fn text_source<T: Data>(
-        &self,
-        path: &str,
-        min_partitions: usize,
-        compute: ComputeFn,
-        at: &Location<'_>,
-    ) -> Result<Rdd<T>> {
-        let splits = plan_splits(&list_input_files_as_listed(path)?, min_partitions)?;
-        let partitions = pack_splits(splits, min_partitions, self.inner.conf.packing);
-        // One encoded list per partition, so a task decodes only its own.
-        let encoded: Vec<Vec<u8>> = partitions
-            .iter()
-            .map(|splits| encode("text_file", splits))
-            .collect();
-        Ok(self.source(
-            &format!("text_file({path})"),
-            at,
-            partitions.len() as u32,
-            compute,
-            encode("text_file", &encoded),
-        ))
-    }
-
-    /// Each file as one record `(path, contents)`.
-    #[track_caller]
-    pub fn whole_text_files(
-        &self,
-        path: &str,
-        min_partitions: usize,
-    ) -> Result<Rdd<(String, String)>> {
-        let files = list_input_files(path)?;
-        // No files, no partitions (as Spark's wholeTextFiles of an empty directory).
-        let n = min_partitions.clamp(1, files.len().max(1)).min(files.len());
-        let groups: Vec<Vec<PathBuf>> = (0..n)
-            .map(|i| files[i * files.len() / n..(i + 1) * files.len() / n].to_vec())
-            .collect();
-        let compute: ComputeFn = whole_text_files_compute;
-        Ok(self.source(
-            &format!("whole_text_files({path})"),
-            Location::caller(),
-            n as u32,
-            compute,
-            encode("whole_text_files", &groups),
-        ))
-    }
-
-    /// An empty RDD.
-    #[track_caller]
-    pub fn empty<T: Data>(&self) -> Rdd<T> {
-        // Spark's emptyRDD: no partitions at all.
-        let compute: ComputeFn = parallelize_compute::<T>;
-        self.source("empty", Location::caller(), 0, compute, encode_slices(&[]))
     }
 
     /// Ships `value` to every executor once per job; read it in tasks with
