@@ -22,8 +22,9 @@ use tonic::Streaming;
 
 use super::client::{connect_channel, status_text};
 use super::runtime;
+use crate::env::{RemoteBlockSource, RemoteBlockStream};
 use crate::error::Result;
-use crate::shuffle::{BlockId, RemoteBlockSource, RemoteBlockStream};
+use crate::shuffle::BlockId;
 
 type Client = ShuffleClient<Channel>;
 

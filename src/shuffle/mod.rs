@@ -8,7 +8,6 @@
 
 pub mod partitioner;
 pub(crate) mod read;
-pub(crate) mod remote;
 pub(crate) mod write;
 
 pub use ember_shuffle::*;
@@ -16,4 +15,3 @@ pub use partitioner::{
     hash_partition, KeyPartitioner, Partitioner, PartitionerKind, RangePartitioner,
 };
 pub(crate) use read::{read_blocks, read_dependency_blocks, read_indexed_blocks, read_plain};
-pub(crate) use remote::{RemoteBlockSource, RemoteBlockStream};

@@ -21,8 +21,9 @@ use ember_proto::RddNode;
 use serde::de::DeserializeOwned;
 
 use crate::data::Data;
+use crate::env::RemoteBlockStream;
 use crate::error::{EmberError, Result};
-use crate::shuffle::{open_block_records, BlockId, BlockRecords, RemoteBlockStream};
+use crate::shuffle::{open_block_records, BlockId, BlockRecords};
 use crate::task::TaskContext;
 use crate::task::{into_batches, Batches, Erased};
 

@@ -16,7 +16,7 @@ use ember_proto::{MapStatus, ShuffleDependency};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{Adapter, AggFns, MapCombiner};
+use super::fns::{Adapter, AggFns, MapCombiner};
 use crate::data::{decode, Data, Key};
 use crate::error::Result;
 use crate::shuffle::hash_partition;

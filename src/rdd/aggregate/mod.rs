@@ -1,8 +1,9 @@
 //! The key-wise aggregation family (`combine_by_key` and everything built on it:
 //! `reduce_by_key`, `fold_by_key`, `aggregate_by_key`, `group_by_key`, and
 //! `flat_map_reduce_by_key`), in one folder as DataFusion keeps its `aggregates/`:
-//! - this file: what an aggregation computes ([`AggFns`], from user closures by
-//!   [`FnAgg`]), the shuffle every one of them defines ([`Rdd::aggregate_shuffle`]) and
+//! - `fns.rs`: what an aggregation computes ([`AggFns`], from user closures by
+//!   [`FnAgg`]) and its adapter to the spilling map;
+//! - this file: the shuffle every aggregation defines (`Rdd::aggregate_shuffle`) and
 //!   the in-place aggregation of data already partitioned the way it asks for;
 //! - `by_key.rs`: the public operators;
 //! - `map_side.rs` / `reduce_side.rs`: the two halves of the shuffle, as the
@@ -19,102 +20,31 @@
 
 mod by_key;
 pub(crate) mod flat;
+mod fns;
 mod map_side;
 pub(crate) mod pass_through;
 mod reduce_side;
 
-use std::marker::PhantomData;
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use ember_proto::RddNode;
 
+pub(crate) use fns::{Adapter, AggFns, FnAgg, MapCombiner};
 pub(crate) use map_side::{
     combine_probe_says_skip, drain_combined, write_combined, COMBINE_PROBE_RECORDS,
 };
 pub(crate) use reduce_side::{aggregated, read_combined};
 
-use super::partition_op::State;
 use super::partitioning::{write_routed, Routed};
 use super::Rdd;
-use crate::closure::conjure;
 use crate::data::{decode, encode, Data, Key};
 use crate::error::Result;
 use crate::shuffle::write::{write_plain, HashPartitioning, WritePayload};
 use crate::shuffle::{Partitioner, PartitionerKind};
-use crate::spill::aggregate::{Aggregate, ExternalAggregator};
+use crate::spill::aggregate::ExternalAggregator;
 use crate::task::{ComputeFn, Erased, ShuffleWriteFn, TaskContext};
-
-/// The combine functions of a key-wise aggregation, as a zero-sized type.
-pub(crate) trait AggFns: 'static {
-    type S: State + Send + Sync;
-    type V: Data;
-    type C: Data;
-    /// `create` is the identity and `merge_value` is `merge_combiners`: a value is a
-    /// combiner of its own, so the map side may stop combining (see `pass_through`).
-    const PASS_THROUGH: bool = false;
-    fn create(s: &Self::S, v: Self::V) -> Self::C;
-    fn merge_value(s: &Self::S, c: Self::C, v: Self::V) -> Self::C;
-    fn merge_combiners(s: &Self::S, a: Self::C, b: Self::C) -> Self::C;
-}
-
-/// [`AggFns`] from three user closures.
-#[allow(clippy::type_complexity)]
-pub(crate) struct FnAgg<S, V, C, Fc, Fm, Fmc>(PhantomData<fn(S, V, C, Fc, Fm, Fmc)>);
-impl<S, V, C, Fc, Fm, Fmc> AggFns for FnAgg<S, V, C, Fc, Fm, Fmc>
-where
-    S: State + Send + Sync,
-    V: Data,
-    C: Data,
-    Fc: Fn(&S, V) -> C + 'static,
-    Fm: Fn(&S, C, V) -> C + 'static,
-    Fmc: Fn(&S, C, C) -> C + 'static,
-{
-    type S = S;
-    type V = V;
-    type C = C;
-    #[inline]
-    fn create(s: &S, v: V) -> C {
-        conjure::<Fc>()(s, v)
-    }
-    #[inline]
-    fn merge_value(s: &S, c: C, v: V) -> C {
-        conjure::<Fm>()(s, c, v)
-    }
-    #[inline]
-    fn merge_combiners(s: &S, a: C, b: C) -> C {
-        conjure::<Fmc>()(s, a, b)
-    }
-}
-
-/// The map-side combine table of an aggregation.
-pub(crate) type MapCombiner<K, G> =
-    ExternalAggregator<K, <G as AggFns>::V, Option<<G as AggFns>::C>, Adapter<G>>;
-
-/// Adapts [`AggFns`] to the spillable aggregator. Combiners are held as `Option<C>` so
-/// the by-value user functions can be applied in place; a panic in one leaves `None`
-/// behind, never a moved-from value.
-pub(crate) struct Adapter<G: AggFns>(pub(crate) Arc<G::S>);
-impl<K, G: AggFns> Aggregate<K, G::V, Option<G::C>> for Adapter<G> {
-    #[inline]
-    fn create(&self, _: &K, v: G::V) -> Option<G::C> {
-        Some(G::create(&self.0, v))
-    }
-    #[inline]
-    fn merge_value(&self, c: &mut Option<G::C>, v: G::V) {
-        let old = c.take().expect("combiner present");
-        *c = Some(G::merge_value(&self.0, old, v));
-    }
-    #[inline]
-    fn merge_combiners(&self, c: &mut Option<G::C>, other: Option<G::C>) {
-        let old = c.take().expect("combiner present");
-        *c = Some(match other {
-            Some(o) => G::merge_combiners(&self.0, old, o),
-            None => old,
-        });
-    }
-}
 
 impl<K: Key, V: Data> Rdd<(K, V)> {
     /// The shuffle behind every key-wise aggregation, into `target`; no shuffle at all

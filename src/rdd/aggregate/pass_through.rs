@@ -29,7 +29,7 @@ use std::sync::Arc;
 use ember_proto::RddNode;
 use serde::{Deserialize, Serialize};
 
-use super::AggFns;
+use super::fns::AggFns;
 use crate::closure::conjure;
 use crate::data::decode;
 use crate::data::{Data, Key};

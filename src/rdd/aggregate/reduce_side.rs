@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ember_proto::RddNode;
 
-use super::{Adapter, AggFns};
+use super::fns::{Adapter, AggFns};
 use crate::data::{decode, Key};
 use crate::error::Result;
 use crate::shuffle::read_blocks;

@@ -16,7 +16,10 @@ use dashmap::DashMap;
 
 use crate::block_store::BlockStore;
 use crate::memory::MemoryPool;
-use crate::shuffle::RemoteBlockSource;
+
+mod remote_blocks;
+
+pub(crate) use remote_blocks::{RemoteBlockSource, RemoteBlockStream};
 
 /// Shared state of one executor.
 pub(crate) struct ExecutorEnv {

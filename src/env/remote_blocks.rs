@@ -1,6 +1,7 @@
-//! Where a reducer gets the blocks that other executors hold. The shuffle layer
-//! declares the source; the cluster client (`cluster::fetch`) implements it, so the
-//! arrows run one way: `cluster -> shuffle`, never back.
+//! Where a reducer gets the blocks that other executors hold. The executor's env
+//! declares the source (and holds one); the reduce-side read (`shuffle::read`) uses it
+//! and the cluster client (`cluster::fetch`) implements it, so the arrows run one way:
+//! `cluster -> env <- shuffle`, never back.
 //!
 //! Invariant of every implementation: the blocks of `maps` come back in the order of
 //! `maps`, each verified (length and checksum), and a failure is a typed `FetchFailed`
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::shuffle::BlockId;
+use ember_shuffle::BlockId;
 
 /// The verified bytes of remote blocks, in the order asked for.
 pub(crate) type RemoteBlockStream = Box<dyn Iterator<Item = Result<(BlockId, Vec<u8>)>>>;
