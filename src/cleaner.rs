@@ -52,12 +52,9 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use ember_proto::limits::MAX_RELEASED_SHUFFLES;
-use ember_scheduler::{SchedulerEvent, SchedulerHandle};
 use parking_lot::Mutex;
 use tracing::{debug, warn};
 
-use crate::cluster::client::Releaser;
-use crate::env::ExecutorEnv;
 use crate::plan::LineageNode;
 use crate::plan::ShuffleRelease;
 
@@ -91,38 +88,13 @@ impl Drop for ReleaseNotice {
     }
 }
 
-/// Who forgets what the cleaner found.
-pub(crate) enum Target {
-    /// Local mode: the in-process scheduler and executor.
-    Local {
-        scheduler: SchedulerHandle,
-        env: Option<Arc<ExecutorEnv>>,
-    },
-    /// Cluster mode: the session's driver.
-    Cluster(Box<Releaser>),
-}
-
-impl Target {
-    fn release_shuffles(&self, ids: &[u32]) {
-        match self {
-            Target::Local { scheduler, .. } => scheduler.send(SchedulerEvent::RemoveShuffles {
-                shuffle_ids: ids.to_vec(),
-            }),
-            Target::Cluster(r) => r.release_shuffles(ids),
-        }
-    }
-
-    fn unpersist(&self, rdd_id: u32) {
-        match self {
-            Target::Local { scheduler, env } => {
-                scheduler.send(SchedulerEvent::Unpersist { rdd_id });
-                if let Some(env) = env {
-                    env.blocks.remove_rdd(rdd_id);
-                }
-            }
-            Target::Cluster(r) => r.unpersist(rdd_id),
-        }
-    }
+/// Who forgets what the cleaner found: the context's backend (local mode's scheduler
+/// and block store, or the session's driver), which implements this.
+pub(crate) trait ReleaseTarget: Send + 'static {
+    /// Forgets these shuffles (their map outputs and files).
+    fn release_shuffles(&self, ids: &[u32]);
+    /// Drops the cached blocks of an RDD.
+    fn unpersist(&self, rdd_id: u32);
 }
 
 /// Persisted nodes by RDD id, alive while their `Weak` upgrades.
@@ -138,13 +110,13 @@ pub(crate) struct Cleaner {
 impl Cleaner {
     /// Starts the cleaner thread for `target`. Without a thread (the OS refused one)
     /// nothing is cleaned before the context ends; jobs still run.
-    pub(crate) fn start(target: Target) -> Cleaner {
+    pub(crate) fn start(target: Box<dyn ReleaseTarget>) -> Cleaner {
         let (tx, rx) = crossbeam_channel::unbounded();
         let persisted: Persisted = Arc::default();
         let watched = persisted.clone();
         let thread = std::thread::Builder::new()
             .name("ember-cleaner".into())
-            .spawn(move || run(&rx, &target, &watched))
+            .spawn(move || run(&rx, &*target, &watched))
             .map_err(|e| warn!("cannot start the cleaner thread: {e}; nothing is cleaned"))
             .ok();
         Cleaner {
@@ -198,7 +170,7 @@ impl Drop for Cleaner {
 
 /// The cleaner thread: waits for notices, then forgets dead persisted nodes and the
 /// released shuffles, in batches; returns on `Stop`.
-fn run(rx: &Receiver<Notice>, target: &Target, persisted: &Persisted) {
+fn run(rx: &Receiver<Notice>, target: &dyn ReleaseTarget, persisted: &Persisted) {
     loop {
         let watching = !persisted.lock().is_empty();
         let first = if watching {

@@ -74,7 +74,10 @@ impl Context {
             self.inner.binary_id.clone(),
         )?;
         plan.sample_sources = sample_sources;
-        let events = self.inner.backend.submit(plan, &self.inner.broadcasts);
+        let events = self
+            .inner
+            .backend
+            .submit(plan, &self.inner.broadcasts.lock());
         let mut progress = ProgressBar::new(self.inner.conf.progress);
         let mut stages: BTreeMap<u32, StageSummary> = BTreeMap::new();
         let mut results: Vec<(u32, Vec<u8>)> = Vec::new();

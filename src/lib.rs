@@ -91,6 +91,7 @@
 //! is off is absent, and its docs name the feature.
 
 mod accumulator;
+mod backend;
 mod block_store;
 mod broadcast;
 pub mod capture;
@@ -98,6 +99,7 @@ mod cleaner;
 mod closure;
 mod cluster;
 mod conf;
+mod connect;
 mod context;
 mod data;
 mod env;

@@ -9,15 +9,18 @@
 //! every launched task produces exactly one status back to the scheduler.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::{Plan, TaskDescription};
-use ember_scheduler::{SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher};
+use ember_scheduler::{JobEvent, SchedulerEvent, SchedulerHandle, StageShared, TaskLauncher};
 use parking_lot::Mutex;
 use prost::Message;
 
+use crate::backend::Backend;
+use crate::cleaner::ReleaseTarget;
 use crate::conf::Conf;
 use crate::env::ExecutorEnv;
 use crate::error::{EmberError, Result};
@@ -167,6 +170,80 @@ impl LocalCluster {
         }
         if let Some(dir) = self.work_dir.take() {
             let _ = dir.close();
+        }
+    }
+}
+
+/// Local mode as a context's [`Backend`]: the in-process scheduler, the executor whose
+/// task threads it feeds, and local mode's web UI if one was asked for.
+pub(crate) struct LocalBackend {
+    pub(crate) scheduler: SchedulerHandle,
+    pub(crate) cluster: Option<LocalCluster>,
+    #[cfg(feature = "ui")]
+    pub(crate) ui: Option<crate::local_ui::LocalUi>,
+}
+
+impl Backend for LocalBackend {
+    fn submit(&self, plan: Plan, broadcasts: &HashMap<u64, Vec<u8>>) -> Receiver<JobEvent> {
+        self.scheduler.submit(plan, broadcasts.clone())
+    }
+
+    fn cancel(&self, job_id: u64, reason: &str) {
+        self.scheduler.send(SchedulerEvent::CancelJob {
+            job_id,
+            reason: reason.to_string(),
+        })
+    }
+
+    fn unpersist(&self, rdd_id: u32) {
+        self.release_target().unpersist(rdd_id);
+    }
+
+    fn release_target(&self) -> Box<dyn ReleaseTarget> {
+        Box::new(LocalRelease {
+            scheduler: self.scheduler.clone(),
+            env: self.cluster.as_ref().map(|c| c.env.clone()),
+        })
+    }
+
+    fn local_work_dir(&self) -> Option<PathBuf> {
+        self.cluster.as_ref().map(|c| c.env.work_dir.clone())
+    }
+
+    fn ui_url(&self) -> Option<String> {
+        #[cfg(feature = "ui")]
+        if let Some(addr) = self.ui.as_ref().and_then(|u| u.addr) {
+            return Some(format!("http://{addr}"));
+        }
+        None
+    }
+
+    fn shutdown(&mut self) {
+        self.scheduler.send(SchedulerEvent::Shutdown);
+        if let Some(local) = self.cluster.take() {
+            local.shutdown();
+        }
+    }
+}
+
+/// What the cleaner releases through in local mode: the scheduler forgets the shuffle
+/// (then has its launcher delete the files), the block store drops cached blocks.
+struct LocalRelease {
+    scheduler: SchedulerHandle,
+    env: Option<Arc<ExecutorEnv>>,
+}
+
+impl ReleaseTarget for LocalRelease {
+    fn release_shuffles(&self, ids: &[u32]) {
+        self.scheduler.send(SchedulerEvent::RemoveShuffles {
+            shuffle_ids: ids.to_vec(),
+        })
+    }
+
+    fn unpersist(&self, rdd_id: u32) {
+        self.scheduler.send(SchedulerEvent::Unpersist { rdd_id });
+        if let Some(env) = &self.env {
+            env.blocks.remove_rdd(rdd_id);
         }
     }
 }

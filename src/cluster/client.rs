@@ -33,6 +33,8 @@ use tonic::transport::{Channel, Endpoint};
 use tracing::{debug, info, warn};
 
 use super::runtime;
+use crate::backend::Backend;
+use crate::cleaner::ReleaseTarget;
 use crate::error::{EmberError, Result};
 
 /// A gRPC client of the driver that adds the cluster secret to every call.
@@ -449,4 +451,40 @@ async fn upload_binary(
         &sha[..16.min(sha.len())]
     );
     Ok(())
+}
+
+impl Backend for ClusterClient {
+    fn submit(
+        &self,
+        plan: ember_proto::Plan,
+        broadcasts: &HashMap<u64, Vec<u8>>,
+    ) -> Receiver<JobEvent> {
+        ClusterClient::submit(self, plan, broadcasts)
+    }
+
+    fn cancel(&self, job_id: u64, _reason: &str) {
+        ClusterClient::cancel(self, job_id)
+    }
+
+    fn unpersist(&self, rdd_id: u32) {
+        ClusterClient::unpersist(self, rdd_id)
+    }
+
+    fn release_target(&self) -> Box<dyn ReleaseTarget> {
+        Box::new(self.releaser())
+    }
+
+    fn session_token(&self) -> Option<String> {
+        Some(self.session.session_token.clone())
+    }
+}
+
+impl ReleaseTarget for Releaser {
+    fn release_shuffles(&self, ids: &[u32]) {
+        Releaser::release_shuffles(self, ids)
+    }
+
+    fn unpersist(&self, rdd_id: u32) {
+        Releaser::unpersist(self, rdd_id)
+    }
 }
