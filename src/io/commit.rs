@@ -63,7 +63,7 @@ pub(crate) fn write_attempt(
 
 /// Writes a job's output to `out` (a directory or an `s3://` prefix): refuses an
 /// existing one unless `overwrite`, runs the job with `run(tmp)` (which returns each
-/// partition's delivered attempt, in partition order), renames those to
+/// partition's delivered attempt, in partition order), moves those to
 /// `part-NNNNN<suffix>` and writes `_SUCCESS` last; on any failure removes what it
 /// made.
 pub(crate) fn save_files(
@@ -72,40 +72,125 @@ pub(crate) fn save_files(
     suffix: &str,
     run: impl FnOnce(&Path) -> Result<Vec<String>>,
 ) -> Result<()> {
-    if storage::is_remote(out) {
-        return save_remote(out, overwrite, suffix, run);
-    }
-    // Tasks may run in other processes with other working directories: give them (and
-    // the commit below) one absolute path.
-    let out = &std::path::absolute(out).map_err(|e| EmberError::io(out, e))?;
-    if out.exists() {
-        if !overwrite {
-            return Err(EmberError::OutputExists {
-                path: out.to_path_buf(),
-            });
-        }
-        let removed = if out.is_dir() {
-            std::fs::remove_dir_all(out)
-        } else {
-            std::fs::remove_file(out)
-        };
-        removed.map_err(|e| EmberError::io(out, e))?;
-    }
-    let tmp = out.join("_temporary").join(format!(
-        "{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    // Until committed, an interrupt removes the output as a failure does.
-    let _uncommitted = crate::interrupt::remove_on_interrupt(out);
-    std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
-    share_with_group(out, &tmp)?;
-    let committed = run(&tmp).and_then(|parts| commit(out, parts, suffix));
+    let target = Target::of(out)?;
+    let (tmp, _uncommitted) = target.prepare(out, overwrite)?;
+    let committed = run(&tmp).and_then(|parts| target.commit(parts, suffix));
     if let Err(e) = committed {
-        let _ = std::fs::remove_dir_all(out);
+        target.abort();
         return Err(e);
     }
     Ok(())
+}
+
+/// Where a job's output goes: the local and the object-storage variant of one
+/// protocol, each step the same in both.
+enum Target {
+    /// A directory (absolute: tasks may run in other processes with other working
+    /// directories).
+    Dir(PathBuf),
+    /// An `s3://bucket/prefix` (never a bucket's root).
+    Prefix(ObjectUrl),
+}
+
+impl Target {
+    fn of(out: &Path) -> Result<Target> {
+        if !storage::is_remote(out) {
+            let dir = std::path::absolute(out).map_err(|e| EmberError::io(out, e))?;
+            return Ok(Target::Dir(dir));
+        }
+        let url = ObjectUrl::parse(out)?;
+        if url.key.is_empty() {
+            return Err(EmberError::Config(format!(
+                "{url}: write output under a prefix of the bucket, not its root"
+            )));
+        }
+        Ok(Target::Prefix(url))
+    }
+
+    /// Refuses (or, with `overwrite`, removes) an existing output and makes the job's
+    /// temporary directory; returns it, and for a directory the guard that removes the
+    /// output if the process is interrupted before the commit.
+    fn prepare(
+        &self,
+        asked: &Path,
+        overwrite: bool,
+    ) -> Result<(PathBuf, Option<crate::interrupt::RemoveOnInterrupt>)> {
+        let job = format!("{}-{:08x}", std::process::id(), rand::random::<u32>());
+        match self {
+            Target::Dir(out) => {
+                if out.exists() {
+                    if !overwrite {
+                        return Err(EmberError::OutputExists {
+                            path: out.to_path_buf(),
+                        });
+                    }
+                    let removed = if out.is_dir() {
+                        std::fs::remove_dir_all(out)
+                    } else {
+                        std::fs::remove_file(out)
+                    };
+                    removed.map_err(|e| EmberError::io(out, e))?;
+                }
+                let tmp = out.join("_temporary").join(job);
+                // Until committed, an interrupt removes the output as a failure does.
+                let uncommitted = crate::interrupt::remove_on_interrupt(out);
+                std::fs::create_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
+                share_with_group(out, &tmp)?;
+                Ok((tmp, Some(uncommitted)))
+            }
+            Target::Prefix(url) => {
+                if !storage::prefix_is_empty(url)? {
+                    if !overwrite {
+                        return Err(EmberError::OutputExists {
+                            path: asked.to_path_buf(),
+                        });
+                    }
+                    storage::delete_prefix(url)?;
+                }
+                let tmp = url.join("_temporary").join(&job);
+                Ok((PathBuf::from(tmp.to_string()), None))
+            }
+        }
+    }
+
+    /// Moves the delivered attempts into place (`part-NNNNN<suffix>`), removes
+    /// `_temporary` and writes `_SUCCESS` last.
+    fn commit(&self, parts: Vec<String>, suffix: &str) -> Result<()> {
+        match self {
+            Target::Dir(out) => {
+                for (i, attempt) in parts.iter().enumerate() {
+                    let dest = out.join(format!("part-{i:05}{suffix}"));
+                    std::fs::rename(attempt, &dest).map_err(|e| EmberError::io(&dest, e))?;
+                }
+                let tmp = out.join("_temporary");
+                std::fs::remove_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
+                let success = out.join("_SUCCESS");
+                std::fs::write(&success, b"").map_err(|e| EmberError::io(&success, e))
+            }
+            Target::Prefix(url) => {
+                for (i, attempt) in parts.iter().enumerate() {
+                    storage::copy_object(
+                        &ObjectUrl::parse(attempt)?,
+                        &url.join(&format!("part-{i:05}{suffix}")),
+                    )?;
+                }
+                storage::delete_prefix(&url.join("_temporary"))?;
+                storage::put_bytes(&url.join("_SUCCESS"), Vec::new())
+            }
+        }
+    }
+
+    /// Removes everything the job made (best effort: the job's own error is reported).
+    fn abort(&self) {
+        match self {
+            Target::Dir(out) => {
+                let _ = std::fs::remove_dir_all(out);
+            }
+            Target::Prefix(url) => {
+                let _ = storage::delete_prefix(url);
+            }
+        }
+    }
 }
 
 /// Under a setgid parent directory (`chmod g+s`), makes `out`, `out/_temporary` and the
@@ -125,62 +210,4 @@ fn share_with_group(out: &Path, tmp: &Path) -> Result<()> {
             .map_err(|e| EmberError::io(dir, e))?;
     }
     Ok(())
-}
-
-fn commit(out: &Path, parts: Vec<String>, suffix: &str) -> Result<()> {
-    for (i, attempt) in parts.iter().enumerate() {
-        let dest = out.join(format!("part-{i:05}{suffix}"));
-        std::fs::rename(attempt, &dest).map_err(|e| EmberError::io(&dest, e))?;
-    }
-    let tmp = out.join("_temporary");
-    std::fs::remove_dir_all(&tmp).map_err(|e| EmberError::io(&tmp, e))?;
-    let success = out.join("_SUCCESS");
-    std::fs::write(&success, b"").map_err(|e| EmberError::io(&success, e))?;
-    Ok(())
-}
-
-/// [`save_files`] into object storage (see the module docs).
-fn save_remote(
-    out: &Path,
-    overwrite: bool,
-    suffix: &str,
-    run: impl FnOnce(&Path) -> Result<Vec<String>>,
-) -> Result<()> {
-    let url = ObjectUrl::parse(out)?;
-    if url.key.is_empty() {
-        return Err(EmberError::Config(format!(
-            "{url}: write output under a prefix of the bucket, not its root"
-        )));
-    }
-    if !storage::prefix_is_empty(&url)? {
-        if !overwrite {
-            return Err(EmberError::OutputExists {
-                path: out.to_path_buf(),
-            });
-        }
-        storage::delete_prefix(&url)?;
-    }
-    let tmp = url.join("_temporary").join(&format!(
-        "{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let committed =
-        run(Path::new(&tmp.to_string())).and_then(|parts| commit_remote(&url, parts, suffix));
-    if let Err(e) = committed {
-        let _ = storage::delete_prefix(&url);
-        return Err(e);
-    }
-    Ok(())
-}
-
-fn commit_remote(url: &ObjectUrl, parts: Vec<String>, suffix: &str) -> Result<()> {
-    for (i, attempt) in parts.iter().enumerate() {
-        storage::copy_object(
-            &ObjectUrl::parse(attempt)?,
-            &url.join(&format!("part-{i:05}{suffix}")),
-        )?;
-    }
-    storage::delete_prefix(&url.join("_temporary"))?;
-    storage::put_bytes(&url.join("_SUCCESS"), Vec::new())
 }
