@@ -217,6 +217,16 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
     }))
 }
 
+/// Reduce side without aggregation: the records as they come.
+pub(crate) fn read_plain<K: Data, V: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let out: Batches<(K, V)> = into_batches(read_blocks::<(K, V)>(tc, node, part)?);
+    Ok(Box::new(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,14 +266,4 @@ mod tests {
             assert!(*bytes <= 100 || maps.len() == 1, "{maps:?} {bytes}");
         }
     }
-}
-
-/// Reduce side without aggregation: the records as they come.
-pub(crate) fn read_plain<K: Data, V: Data>(
-    tc: &Rc<TaskContext>,
-    node: &RddNode,
-    part: u32,
-) -> Result<Erased> {
-    let out: Batches<(K, V)> = into_batches(read_blocks::<(K, V)>(tc, node, part)?);
-    Ok(Box::new(out))
 }

@@ -10,7 +10,7 @@
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP`): in a cluster, the
 //! executors' as well as the client's.
 //!
-//! Invariants: every request runs on one I/O runtime of the process ([`block_on`]),
+//! Invariants: every request runs on one I/O runtime of the process (`store::block_on`),
 //! callable from any thread; every error names the `s3://` URL it concerns; keys are
 //! used as they are (never percent-encoded), so what a listing returns opens.
 

@@ -27,7 +27,7 @@ impl Context {
     /// The lines of a text file, a directory of files or a glob, in at least
     /// `min_partitions` partitions (fewer only if the input has fewer splits). Big files
     /// are cut into byte ranges; small files are packed several to a partition, by
-    /// bytes, counting an open cost per file ([`Conf::packing`]). Fails at once if the
+    /// bytes, counting an open cost per file ([`Conf::packing`](crate::Conf::packing)). Fails at once if the
     /// path matches nothing; an empty directory gives an RDD of no partitions. A
     /// comma-separated list is read as Spark reads it: in the order listed, a path
     /// listed twice read twice.
