@@ -155,7 +155,10 @@ impl FrameEncoder {
             self.pending.reserve_exact(PENDING_CAPACITY);
         }
         let start = self.pending.len();
-        if let Err(e) = postcard::serialize_with_flavor(record, AppendFlavor(&mut self.pending)) {
+        // postcard's `serialize_with_flavor` minus its wrapper, which is not `#[inline]`: whether
+        // it inlined into a map task's loop hung on codegen-unit placement (finalize is a no-op).
+        let mut ser = postcard::Serializer { output: AppendFlavor(&mut self.pending) };
+        if let Err(e) = record.serialize(&mut ser) {
             self.pending.truncate(start);
             return Err(ShuffleError::ser("shuffle record", e));
         }
