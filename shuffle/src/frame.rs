@@ -35,9 +35,9 @@
 use std::io::{self, Read};
 
 use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
-use postcard::ser_flavors::Flavor;
 use serde::{de::DeserializeOwned, Serialize};
 
+use crate::append_flavor::AppendFlavor;
 use crate::error::{Result, ShuffleError};
 
 /// The flag of a stored (uncompressed) frame's second length word.
@@ -84,63 +84,6 @@ pub struct FrameEncoder {
     store_next: u32,
 }
 
-/// postcard flavor appending into a borrowed `Vec` (`to_extend` takes the Vec by value and
-/// would drop every pending record along with it on a serialisation error).
-struct AppendFlavor<'a>(&'a mut Vec<u8>);
-
-impl Flavor for AppendFlavor<'_> {
-    type Output = ();
-
-    #[inline]
-    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        // postcard writes every varint (at most 10 bytes) through here; a call to memcpy
-        // per field was 9 % of parquet_etl's time (profile: `__memmove_avx512_unaligned_erms`
-        // under `try_push_varint_u64`). Short slices are copied inline.
-        let n = data.len();
-        if n > 16 {
-            self.0.extend_from_slice(data);
-            return Ok(());
-        }
-        self.0.reserve(16);
-        let (src, len) = (data.as_ptr(), self.0.len());
-        // SAFETY: `reserve(16)` leaves room for 16 bytes past `len`, and every write
-        // below lands in `len..len + 16`; every read is within `data` (the two u64 reads
-        // overlap when 8 < n < 16, as in a small memcpy). Only the first `n` bytes past
-        // `len` become part of the vector; the rest of a u64 write is spare capacity.
-        unsafe {
-            let dst = self.0.as_mut_ptr().add(len);
-            if n < 8 {
-                // A varint, just written byte by byte into postcard's stack buffer:
-                // gathered with byte loads, which forward from those stores (a wider
-                // load of them stalls: 80 % of this function's samples did).
-                let mut v = 0u64;
-                for i in 0..n {
-                    v |= u64::from(*src.add(i)) << (8 * i);
-                }
-                dst.cast::<u64>().write_unaligned(v);
-            } else {
-                let (a, b) = (src.cast::<u64>(), src.add(n - 8).cast::<u64>());
-                let (a, b) = (a.read_unaligned(), b.read_unaligned());
-                dst.cast::<u64>().write_unaligned(a);
-                dst.add(n - 8).cast::<u64>().write_unaligned(b);
-            }
-            self.0.set_len(len + n);
-        }
-        Ok(())
-    }
-
-    #[inline]
-    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
-        self.0.push(data);
-        Ok(())
-    }
-
-    #[inline]
-    fn finalize(self) -> postcard::Result<()> {
-        Ok(())
-    }
-}
-
 impl FrameEncoder {
     /// An encoder with nothing pending (allocates on first push).
     pub fn new() -> Self {
@@ -157,7 +100,9 @@ impl FrameEncoder {
         let start = self.pending.len();
         // postcard's `serialize_with_flavor` minus its wrapper, which is not `#[inline]`: whether
         // it inlined into a map task's loop hung on codegen-unit placement (finalize is a no-op).
-        let mut ser = postcard::Serializer { output: AppendFlavor(&mut self.pending) };
+        let mut ser = postcard::Serializer {
+            output: AppendFlavor(&mut self.pending),
+        };
         if let Err(e) = record.serialize(&mut ser) {
             self.pending.truncate(start);
             return Err(ShuffleError::ser("shuffle record", e));
@@ -417,22 +362,6 @@ fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn append_flavor_appends_exactly_the_bytes_of_every_length() {
-        let source: Vec<u8> = (1..=40).collect();
-        for prefix in [0usize, 1, 7, 15, 16, 17] {
-            for n in 0..=source.len() {
-                let mut out: Vec<u8> = (100..100 + prefix as u8).collect();
-                let mut flavor = AppendFlavor(&mut out);
-                flavor.try_extend(&source[..n]).unwrap();
-                flavor.try_extend(&source[n..]).unwrap();
-                let mut want: Vec<u8> = (100..100 + prefix as u8).collect();
-                want.extend_from_slice(&source);
-                assert_eq!(out, want, "prefix {prefix}, split at {n}");
-            }
-        }
-    }
 
     fn encode_all<T: Serialize>(records: &[T]) -> Vec<u8> {
         let mut enc = FrameEncoder::new();

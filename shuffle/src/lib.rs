@@ -17,6 +17,7 @@
 //! knows these file names; callers go through [`data_path`] and [`remove_shuffle_files`]
 //! (deleting a released shuffle's files).
 
+mod append_flavor;
 mod error;
 pub mod frame;
 pub mod index;
