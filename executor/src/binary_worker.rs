@@ -405,6 +405,10 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
             tracing::warn!(worker = %live.proc.name, "worker said Ready twice; ignored");
         }
         from_worker::Msg::Memory(m) => live.memory.set(m.reserved_bytes),
+        from_worker::Msg::BarrierAddress(_) => {
+            // Barrier tasks are not run yet (issue 35).
+            tracing::warn!(worker = %live.proc.name, "worker sent a barrier address; ignored");
+        }
     }
     Ok(())
 }

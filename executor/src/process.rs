@@ -333,7 +333,7 @@ async fn handshake(
              refusing it",
             ready.binary_sha256
         )),
-        Ok(Msg::Status(_) | Msg::Memory(_)) => Err(format!(
+        Ok(Msg::Status(_) | Msg::Memory(_) | Msg::BarrierAddress(_)) => Err(format!(
             "worker process for binary {sha16} sent a task status or report before Ready"
         )),
         Err(e) => Err(format!(

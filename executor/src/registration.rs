@@ -286,6 +286,7 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
         driver_message::Msg::Cleanup(_) => "CleanupSession",
         driver_message::Msg::Unpersist(_) => "UnpersistRdd",
         driver_message::Msg::RemoveShuffles(_) => "RemoveShuffles",
+        driver_message::Msg::BarrierPeers(_) => "BarrierPeers",
     }
 }
 
@@ -347,6 +348,10 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
         }
         Some(driver_message::Msg::Registered(_)) => {
             tracing::warn!("driver sent Registered again; ignored");
+        }
+        Some(driver_message::Msg::BarrierPeers(_)) => {
+            // Barrier tasks are not run here yet (issue 35).
+            tracing::warn!("driver sent barrier peers; ignored");
         }
         None => tracing::warn!("driver sent an empty or unknown message; ignored"),
     }

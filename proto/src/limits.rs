@@ -6,7 +6,8 @@
 //! ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`], [`MAX_EVENT_BATCH`], [`BATCH_BYTES`]),
 //! and so are the stage plans an executor holds for the driver ([`MAX_HELD_PLANS`],
 //! [`MAX_HELD_PLAN_BYTES`]). One `FetchBlocks` request asks for at most
-//! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block.
+//! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block. A barrier
+//! task's rendezvous address is at most [`MAX_BARRIER_ADDRESS_BYTES`].
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -48,6 +49,11 @@ pub const MAX_HELD_PLAN_BYTES: usize = 64 << 20;
 /// always served whole, whatever its size). Reducers split their fetches from one
 /// executor into requests under it by the block sizes their task carries.
 pub const MAX_FETCH_REQUEST_BYTES: u64 = 1 << 30;
+
+/// Longest rendezvous address a barrier task may report (`BarrierAddress.address`), in
+/// bytes: the scheduler refuses a longer one, so a stage's `BarrierPeers` stays within
+/// `world` x this.
+pub const MAX_BARRIER_ADDRESS_BYTES: usize = 512;
 
 /// Longest failure message sent, in bytes (plus the truncation suffix).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;

@@ -243,6 +243,7 @@ impl PlanIndex {
                     name: n.name.clone(),
                     storage: 0,
                     pinned: false,
+                    barrier: false,
                     // A reader's write side may run the operator's captured closures.
                     captures: n.captures.clone(),
                 },
@@ -274,6 +275,18 @@ impl PlanIndex {
         });
         out.sort_by_key(|n| self.position.get(&n.id).copied().unwrap_or(usize::MAX));
         out
+    }
+
+    /// Whether the stage ending at `rdd_id` is a barrier stage: some node it computes
+    /// (reachable through narrow dependencies) was made by a barrier RDD's operator, as
+    /// Spark's `RDD.isBarrier` looks through narrow dependencies only.
+    pub fn stage_is_barrier(&self, rdd_id: u32) -> bool {
+        let mut barrier = false;
+        self.walk_stage(rdd_id, |node| {
+            barrier |= node.barrier;
+            !barrier
+        });
+        barrier
     }
 
     /// Nodes of the stage ending at `rdd_id` that are persisted (for cache locality).
@@ -444,6 +457,27 @@ mod tests {
         let ids: Vec<u32> = m.nodes.iter().map(|n| n.id).collect();
         assert_eq!(ids, vec![0, 1, 2]);
         assert_eq!(m.nodes[1].payload, vec![1; 8]);
+    }
+
+    #[test]
+    fn a_stage_is_barrier_when_a_node_of_its_narrow_chain_is() {
+        // 0 -> 1 (barrier) =s0=> 2 -> 3 ; the stage of 3 reads the barrier one's output.
+        let mut one = node(1, vec![narrow(0)]);
+        one.barrier = true;
+        let plan = Plan {
+            nodes: vec![
+                node(0, vec![]),
+                one,
+                node(2, vec![shuffle(0, 1)]),
+                node(3, vec![narrow(2)]),
+            ],
+            final_rdd: 3,
+            ..Default::default()
+        };
+        let idx = PlanIndex::new(&plan).unwrap();
+        assert!(idx.stage_is_barrier(1), "the barrier node's own stage");
+        assert!(!idx.stage_is_barrier(0), "its parent's chain has none");
+        assert!(!idx.stage_is_barrier(3), "a shuffle ends the barrier");
     }
 
     #[test]

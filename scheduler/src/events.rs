@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ember_proto::{AccumulatorUpdate, Plan, TaskDescription, TaskMetrics, TaskStatus};
+use ember_proto::{
+    AccumulatorUpdate, BarrierPeers, Plan, TaskDescription, TaskMetrics, TaskStatus,
+};
 
 /// What every task of a stage shares, handed to the launcher beside each task's own
 /// description (which carries `plan_id` and neither the plan nor the broadcasts), so
@@ -122,6 +124,14 @@ pub trait TaskLauncher: Send + 'static {
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
         let _ = shuffle_ids;
     }
+    /// Hands the rendezvous of a barrier stage attempt to `executor_id`: every rank's
+    /// address (`peers.addresses`, index = rank) for its ranks `task_ids` (in rank
+    /// order; `peers.task_ids` is empty, a launcher sets it per executor). Called once
+    /// per attempt and executor hosting a running rank, after every rank reported its
+    /// address ([`SchedulerEvent::BarrierAddress`]); must not block the loop.
+    fn barrier_peers(&mut self, executor_id: &str, task_ids: &[u64], peers: &BarrierPeers) {
+        let _ = (executor_id, task_ids, peers);
+    }
 }
 
 /// Input to the scheduler event loop.
@@ -136,6 +146,10 @@ pub enum SchedulerEvent {
     CancelJob { job_id: u64, reason: String },
     /// A task attempt ended.
     TaskFinished(Box<TaskStatus>),
+    /// A running task of a barrier stage reports where it listens for its peers (at
+    /// most `ember_proto::limits::MAX_BARRIER_ADDRESS_BYTES`, once per task); once
+    /// every rank of the attempt has, [`TaskLauncher::barrier_peers`] gets them all.
+    BarrierAddress { task_id: u64, address: String },
     /// An executor offers `slots` task slots.
     ExecutorAdded {
         executor_id: String,

@@ -220,6 +220,9 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 env.broadcasts.retain(|id, _| !in_range(id));
                 env.broadcast_bytes.retain(|id, _| !in_range(id));
             }
+            Some(to_worker::Msg::BarrierPeers(_)) => {
+                debug!("barrier peers arrived, but this worker runs no barrier tasks yet");
+            }
             None => {}
         }
     }

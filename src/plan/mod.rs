@@ -137,6 +137,8 @@ impl LineageNode {
             storage: self.storage.load(Ordering::Relaxed),
             pinned: self.pinned,
             captures: self.captures.clone(),
+            // No barrier RDDs in the job library yet (issue 35).
+            barrier: false,
         }
     }
 

@@ -461,6 +461,11 @@ async fn read_channel(
                 warn!(executor = %id, "executor sent `register` twice; ignoring it");
                 state.executors.touch(&id, None)
             }
+            Some(executor_message::Msg::BarrierAddress(_)) => {
+                // Barrier stages are not carried to executors yet (issue 35).
+                warn!(executor = %id, "executor sent a barrier address; ignoring it");
+                state.executors.touch(&id, None)
+            }
             None => {
                 warn!(executor = %id, "executor sent an empty message; ignoring it");
                 state.executors.touch(&id, None)

@@ -8,13 +8,13 @@
 //! malformed success is handled as a failure of the task (see `failure.rs`).
 
 use ember_proto::{
-    task_failure, task_status, task_success, MapLocation, TaskFailure, TaskMetrics, TaskStatus,
-    TaskSuccess,
+    task_failure, task_status, task_success, AccumulatorUpdate, MapLocation, TaskFailure,
+    TaskMetrics, TaskStatus, TaskSuccess,
 };
 use tracing::{debug, info, warn};
 
 use super::{Scheduler, StageKind, TaskRun};
-use crate::events::{JobEvent, JobFailure};
+use crate::events::JobEvent;
 use crate::limits::for_log;
 use crate::listener::{now_ms, ListenerEvent};
 
@@ -78,8 +78,9 @@ impl Scheduler {
         }
     }
 
-    /// Sends a task-ended event to every job that uses the stage; only the first job
-    /// (and only the first successful attempt per partition) gets `counted`.
+    /// Reports a task's end to the listeners and to every job that uses the stage (a
+    /// successful rank of a running barrier attempt: to the jobs once the attempt's
+    /// outcome is known, see `barrier/outcome.rs`).
     pub(super) fn report_task_end(
         &mut self,
         run: &TaskRun,
@@ -98,31 +99,56 @@ impl Scheduler {
             failure: failure.map(failure_text),
             time_ms: now_ms(),
         });
+        if success.is_some_and(|s| self.defer_barrier_end(run, metrics, s)) {
+            return;
+        }
+        let accumulators = success.map(|s| &s.accumulators[..]);
+        self.job_task_ended(
+            run.stage_id,
+            run.partition,
+            &run.executor_id,
+            metrics,
+            success.is_some(),
+            accumulators,
+        );
+    }
+
+    /// Sends a task-ended event to every job that uses the stage; only the first job
+    /// (and only the first successful attempt per partition) gets `counted`, and only
+    /// when `accumulators` is given (a success whose updates may count).
+    pub(super) fn job_task_ended(
+        &mut self,
+        stage_id: u32,
+        partition: u32,
+        executor_id: &str,
+        metrics: TaskMetrics,
+        succeeded: bool,
+        accumulators: Option<&[AccumulatorUpdate]>,
+    ) {
         let mut job_ids: Vec<u64> = self
             .jobs
             .values()
-            .filter(|j| j.stages.contains(&run.stage_id))
+            .filter(|j| j.stages.contains(&stage_id))
             .map(|j| j.id)
             .collect();
         job_ids.sort_unstable();
-        let number = self.stage_number(run.stage_id);
+        let number = self.stage_number(stage_id);
         for (i, jid) in job_ids.into_iter().enumerate() {
             let Some(job) = self.jobs.get_mut(&jid) else {
                 continue;
             };
             let counted =
-                success.is_some() && i == 0 && job.counted.insert((run.stage_id, run.partition));
+                accumulators.is_some() && i == 0 && job.counted.insert((stage_id, partition));
             let _ = job.events.send(JobEvent::TaskEnded {
                 stage_id: number,
-                partition: run.partition,
-                executor_id: run.executor_id.clone(),
+                partition,
+                executor_id: executor_id.to_string(),
                 metrics,
-                succeeded: success.is_some(),
+                succeeded,
                 counted,
-                accumulators: if counted {
-                    success.map(|s| s.accumulators.clone()).unwrap_or_default()
-                } else {
-                    Vec::new()
+                accumulators: match accumulators {
+                    Some(a) if counted => a.to_vec(),
+                    _ => Vec::new(),
                 },
             });
         }
@@ -161,7 +187,7 @@ impl Scheduler {
         let Some(st) = self.stages.get_mut(&run.stage_id) else {
             return;
         };
-        let kind = st.kind;
+        let (kind, barrier) = (st.kind, st.barrier);
         if st.is_pending(run.stage_attempt, run.partition) {
             st.durations.push(run.started.elapsed());
         }
@@ -223,48 +249,56 @@ impl Scheduler {
                     return;
                 };
                 if st.finish_partition(run.partition) {
+                    self.barrier_attempt_succeeded(run.stage_id);
                     self.map_stage_finished(run.stage_id, sid);
                 } else {
                     // A straggler of an earlier attempt may complete a stopped stage.
                     self.refresh_map_stage(sid);
                 }
             }
+            (StageKind::Result(job_id), Some(task_success::Output::Result(bytes))) if barrier => {
+                self.barrier_result(job_id, &run, bytes)
+            }
             (StageKind::Result(job_id), Some(task_success::Output::Result(bytes))) => {
                 if let Some(st) = self.stages.get_mut(&run.stage_id) {
                     st.finish_partition(run.partition);
                 }
-                let max_bytes = self.config.limits.max_result_bytes;
-                let Some(job) = self.jobs.get_mut(&job_id) else {
-                    return;
-                };
-                if !job.done.insert(run.partition) {
-                    return;
-                }
-                job.result_bytes = job.result_bytes.saturating_add(bytes.len() as u64);
-                if job.result_bytes > max_bytes {
-                    let failure = JobFailure::TaskFailed {
-                        stage_id: run.stage_id,
-                        stage_name: self.stages.get(&run.stage_id).map(|s| s.name.clone()).unwrap_or_default(),
-                        partition: run.partition,
-                        executor_id: run.executor_id.clone(),
-                        message: format!(
-                            "the job's results total {} bytes with this partition's, over the limit of {max_bytes} (--max-result-bytes)",
-                            job.result_bytes
-                        ),
-                    };
-                    self.fail_job(job_id, failure);
-                    return;
-                }
-                let _ = job.events.send(JobEvent::TaskResult {
-                    partition: run.partition,
-                    result: bytes,
-                });
-                if job.done.len() == job.partitions.len() {
+                if self.deliver_result(job_id, run.stage_id, run.partition, &run.executor_id, bytes)
+                {
                     self.result_stage_finished(job_id, run.stage_id);
                 }
             }
             (_, _) => {} // refused by `check_success`
         }
+    }
+
+    /// Hands partition `partition`'s result to job `job_id` (the first time only), or
+    /// fails the job once its results pass `max_result_bytes`; true when the job has
+    /// every partition now.
+    pub(super) fn deliver_result(
+        &mut self,
+        job_id: u64,
+        stage_id: u32,
+        partition: u32,
+        executor_id: &str,
+        result: Vec<u8>,
+    ) -> bool {
+        let max_bytes = self.config.limits.max_result_bytes;
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            return false;
+        };
+        if !job.done.insert(partition) {
+            return false;
+        }
+        job.result_bytes = job.result_bytes.saturating_add(result.len() as u64);
+        if job.result_bytes > max_bytes {
+            let total = job.result_bytes;
+            let failure = self.result_limit_failure(stage_id, partition, executor_id, total);
+            self.fail_job(job_id, failure);
+            return false;
+        }
+        let _ = job.events.send(JobEvent::TaskResult { partition, result });
+        job.done.len() == job.partitions.len()
     }
 
     /// Kills the other running attempts of a partition that just finished (the loser
@@ -311,7 +345,7 @@ impl Scheduler {
 
 /// A failed attempt's reason as the listeners show it (bounded: the executor already cut
 /// long messages).
-fn failure_text(f: &TaskFailure) -> String {
+pub(super) fn failure_text(f: &TaskFailure) -> String {
     match &f.reason {
         Some(task_failure::Reason::FetchFailed(ff)) => format!(
             "fetch failed: shuffle {} map {} on executor {}: {}",

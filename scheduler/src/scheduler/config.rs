@@ -15,7 +15,8 @@ pub struct SchedulerConfig {
     /// `spark.task.maxFailures`, here they have their own cap so that a healthy task
     /// on a dying executor does not use up its attempts.
     pub max_executor_losses_per_task: u32,
-    /// Consecutive failed attempts of a stage (fetch failures) before its job fails.
+    /// Consecutive failed attempts of a stage (fetch failures; for a barrier stage, any
+    /// failure of one of its tasks) before its job fails.
     pub max_stage_attempts: u32,
     /// Failed tasks of one stage on one executor after which that executor gets no
     /// more tasks of the stage (Spark's `excludeOnFailure.stage.maxFailedTasksPerExecutor`).

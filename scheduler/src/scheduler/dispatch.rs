@@ -1,6 +1,7 @@
 //! Placing queued tasks on free executor slots and building their descriptions.
 //!
-//! Invariants: a task is launched only for the current attempt of its stage; a queued
+//! Invariants: a task is launched only for the current attempt of its stage (a barrier
+//! stage's tasks only all at once, each on a free slot: `barrier/launch.rs`); a queued
 //! task of a superseded attempt is dropped here and its slot given back. An executor
 //! has at most `slots` tasks in flight, or `slots x depth` when they belong to a stage
 //! whose tasks run briefly (`Scheduler::stage_depth`: a run-time budget over its tasks'
@@ -17,6 +18,9 @@ impl Scheduler {
     /// whose tasks run briefly, up to `pipeline_depth` per slot, a level at a time so
     /// every executor gets its second task before any gets a third.
     pub(super) fn dispatch(&mut self) {
+        // Gangs first: a barrier stage attempt launches whole when its slots are free
+        // (`barrier/launch.rs`); ordinary tasks take what is left.
+        self.launch_gangs();
         if self.queue.is_empty() {
             return;
         }
@@ -125,15 +129,15 @@ impl Scheduler {
         }
     }
 
-    fn launch(&mut self, p: Pending, executor_id: &str) {
-        let Some(st) = self.stages.get(&p.stage_id) else {
-            return;
-        };
+    /// Launches `p` on `executor_id` (whose slot it already counts); its task id, or
+    /// `None` (the slot given back) if its stage attempt no longer needs it.
+    pub(super) fn launch(&mut self, p: Pending, executor_id: &str) -> Option<u64> {
+        let st = self.stages.get(&p.stage_id)?;
         if !st.is_pending(p.stage_attempt, p.partition) {
             // A newer attempt of the stage superseded this task, or another attempt
             // (a speculative copy) already finished the partition.
             self.free_slot(executor_id);
-            return;
+            return None;
         }
         let job_id = match st.kind {
             StageKind::Result(j) => j,
@@ -170,6 +174,8 @@ impl Scheduler {
             shuffle_inputs,
             broadcasts: Default::default(),
             plan_id: st.task_plan.plan_id,
+            // A barrier stage's rank: its gang's world, key and attempt.
+            barrier: st.gang.as_ref().map(|g| g.task(p.partition)),
         };
         *self.copies.entry((st.id, p.partition)).or_insert(0) += 1;
         self.running.insert(
@@ -204,5 +210,6 @@ impl Scheduler {
             }
         }
         self.launcher.launch(executor_id, desc, &st.task_plan);
+        Some(task_id)
     }
 }

@@ -3,6 +3,9 @@
 //! attempt ends), tasks lost with their executor, errors of the task's own code, and
 //! requeueing another attempt of a task.
 //!
+//! A task of a barrier stage is the exception: any failure ends its whole attempt
+//! (`barrier/outcome.rs`, which hands fetch failures back to `fetch_failed`).
+//!
 //! Invariants: only failures of the current stage attempt (or of a still-pending
 //! partition) count toward the limits (`max_stage_attempts`, `max_task_attempts`,
 //! `max_executor_losses_per_task`, `max_failures_per_executor_per_stage`); once a limit
@@ -26,6 +29,10 @@ impl Scheduler {
             return;
         }
         self.report_task_end(&run, metrics, None, Some(&failure));
+        if self.stages.get(&run.stage_id).is_some_and(|s| s.barrier) {
+            // Spark's rule: the whole attempt ends and reruns (`barrier/outcome.rs`).
+            return self.barrier_task_failed(run, failure);
+        }
         match failure.reason {
             Some(task_failure::Reason::FetchFailed(ff)) => self.fetch_failed(run, ff),
             Some(task_failure::Reason::Killed(_)) => {}
@@ -39,7 +46,7 @@ impl Scheduler {
     /// is forgotten, and the stage's attempt ends (to run again once the lost outputs
     /// are rerun), or the stage fails after `max_stage_attempts` consecutive failed
     /// attempts.
-    fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
+    pub(super) fn fetch_failed(&mut self, run: TaskRun, ff: FetchFailure) {
         warn!(
             stage = self.stage_number(run.stage_id),
             stage_id = run.stage_id,

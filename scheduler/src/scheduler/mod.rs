@@ -41,6 +41,7 @@ use crate::map_output::MapOutputTracker;
 pub use config::SchedulerConfig;
 use stage::{Stage, StageKind, StageState};
 
+mod barrier; // barrier stages: gang launch, rendezvous, Spark's failure rule
 mod completion; // task statuses taken in, successful attempts
 mod config; // the scheduler's settings
 mod dispatch; // placing queued tasks on free slots
@@ -266,6 +267,9 @@ struct Scheduler {
     /// Attempts given up on (job ended) that still hold a slot: task id -> executor.
     abandoned: HashMap<u64, String>,
     queue: VecDeque<Pending>,
+    /// Barrier stages whose running attempt waits for enough free slots to launch all
+    /// its tasks at once (oldest first; see `barrier/launch.rs`).
+    gangs: VecDeque<u32>,
     executors: HashMap<String, Executor>,
     /// Every executor with slots, by the lowest pipeline level it has room at, then
     /// id: dispatch reads the executors with room without scanning them all.
@@ -303,6 +307,7 @@ impl Scheduler {
             copies: HashMap::new(),
             abandoned: HashMap::new(),
             queue: VecDeque::new(),
+            gangs: VecDeque::new(),
             executors: HashMap::new(),
             room: Default::default(),
             released: HashSet::new(),
@@ -354,8 +359,9 @@ impl Scheduler {
             }
             self.dispatch();
             // Counted before the launches go out: whoever sees a launch sees the count.
+            let queued = self.queue.len() + self.waiting_gang_tasks();
             self.queued
-                .store(self.queue.len(), std::sync::atomic::Ordering::Relaxed);
+                .store(queued, std::sync::atomic::Ordering::Relaxed);
             self.release_if_idle();
             self.task_capacity.store(
                 self.held_task_capacity(),
@@ -426,6 +432,9 @@ impl Scheduler {
                 self.fail_job(job_id, JobFailure::Cancelled(reason))
             }
             SchedulerEvent::TaskFinished(status) => self.task_finished(*status),
+            SchedulerEvent::BarrierAddress { task_id, address } => {
+                self.barrier_address(task_id, address)
+            }
             SchedulerEvent::ExecutorAdded {
                 executor_id,
                 slots,

@@ -2,7 +2,8 @@
 //! runs far longer than its stage's finished tasks, on another executor; whichever
 //! copy finishes first wins and the other is killed.
 //!
-//! Invariants: a partition gets at most one speculative copy per stage attempt; a
+//! Invariants: a barrier stage's tasks get no copies (as in Spark); a partition gets
+//! at most one speculative copy per stage attempt; a
 //! copy is queued only when some executor other than the ones running the partition
 //! exists; results stay exact because a partition's output is taken from its first
 //! successful attempt only (see `completion.rs`).
@@ -22,6 +23,9 @@ impl Scheduler {
             let StageState::Running { attempt, pending } = &st.state else {
                 continue;
             };
+            if st.barrier {
+                continue; // its ranks run together: a copy of one would have no peers
+            }
             if st.durations.is_empty() {
                 continue;
             }

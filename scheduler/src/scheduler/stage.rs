@@ -20,6 +20,8 @@
 //!   registered and goes back to `Waiting` in the places outputs are removed.
 //! - `attempts` only grows: an attempt number is never reused, so a status of an
 //!   older attempt is always recognised as such.
+//! - `gang` is set only while a barrier stage (`barrier`) is `Running`, and belongs to
+//!   that attempt: stopping the attempt drops it (see `barrier.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use std::time::Duration;
 
 use ember_proto::Plan;
 
+use super::barrier::Gang;
 use crate::dag::PlanIndex;
 use crate::events::StageShared;
 
@@ -95,7 +98,8 @@ pub(super) struct Stage {
     pub state: StageState,
     /// Attempts started so far (the latest attempt's number).
     pub attempts: u32,
-    /// Consecutive attempts that ended in a fetch failure.
+    /// Consecutive attempts that ended in a fetch failure (or, for a barrier stage, in
+    /// any failure of one of its tasks).
     pub failed_attempts: u32,
     /// The attempt whose fetch failure was last counted in `failed_attempts`.
     pub last_failed_attempt: Option<u32>,
@@ -115,6 +119,11 @@ pub(super) struct Stage {
     pub quick_streak: u32,
     /// The longest run time (µs) in the current quick streak: how deep it is pipelined.
     pub quick_max_micros: u64,
+    /// A barrier stage (some node of its narrow chain is barrier, Spark's `isBarrier`):
+    /// its attempts run every partition at once, one slot each (see `barrier.rs`).
+    pub barrier: bool,
+    /// The running attempt of a barrier stage: its key, ranks and rendezvous.
+    pub gang: Option<Gang>,
 }
 
 impl Stage {
@@ -130,6 +139,7 @@ impl Stage {
         broadcasts: crate::events::Broadcasts,
     ) -> Self {
         let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id, &broadcasts);
+        let barrier = index.stage_is_barrier(rdd_id);
         Stage {
             id,
             number: id,
@@ -153,6 +163,8 @@ impl Stage {
             speculated: HashSet::new(),
             quick_streak: 0,
             quick_max_micros: 0,
+            barrier,
+            gang: None,
         }
     }
 
@@ -166,6 +178,7 @@ impl Stage {
     ) {
         (self.task_plan, self.reads) =
             task_view(&plan, &index, self.kind, self.rdd_id, &broadcasts);
+        self.barrier = index.stage_is_barrier(self.rdd_id);
         self.plan = plan;
         self.index = index;
     }
@@ -211,10 +224,12 @@ impl Stage {
         }
     }
 
-    /// Stops a running attempt (its tasks no longer count); other states are kept.
+    /// Stops a running attempt (its tasks no longer count, a barrier attempt's gang
+    /// is dropped); other states are kept.
     pub fn stop(&mut self) {
         if self.is_running() {
             self.state = StageState::Waiting;
         }
+        self.gang = None;
     }
 }

@@ -78,6 +78,10 @@ impl Scheduler {
             }
             p
         };
+        let (num, rdd) = (final_node.num_partitions, final_node.id);
+        if let Some(why) = super::barrier::partial_barrier_job(&index, rdd, partitions.len(), num) {
+            return refuse(why);
+        }
         let plan = Arc::new(plan);
         let result_stage = self.new_stage(
             StageKind::Result(job_id),
@@ -388,6 +392,8 @@ impl Scheduler {
     }
 
     pub(super) fn submit_tasks(&mut self, job_id: u64, stage_id: u32) {
+        // A barrier map stage reruns every partition (a no-op for other stages).
+        self.reset_barrier_outputs(stage_id);
         let (Some(st), Some(job)) = (self.stages.get(&stage_id), self.jobs.get(&job_id)) else {
             warn!(
                 job_id,
@@ -462,19 +468,24 @@ impl Scheduler {
                 partitions
             );
         }
-        let kind = st.kind;
+        let (kind, barrier) = (st.kind, st.barrier);
         let no_tasks = partitions.is_empty();
-        for (partition, preferred) in partitions.into_iter().zip(preferred) {
-            self.queue.push_back(Pending {
-                stage_id,
-                stage_attempt: attempt,
-                partition,
-                attempt: 0,
-                pinned: pinned && !preferred.is_empty(),
-                preferred,
-                excluded: Vec::new(),
-                speculative: false,
-            });
+        if barrier && !no_tasks {
+            // All at once, once enough slots are free (`barrier/`), never queued.
+            self.start_gang(stage_id, attempt, preferred);
+        } else {
+            for (partition, preferred) in partitions.into_iter().zip(preferred) {
+                self.queue.push_back(Pending {
+                    stage_id,
+                    stage_attempt: attempt,
+                    partition,
+                    attempt: 0,
+                    pinned: pinned && !preferred.is_empty(),
+                    preferred,
+                    excluded: Vec::new(),
+                    speculative: false,
+                });
+            }
         }
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.waiting.remove(&stage_id);

@@ -15,6 +15,7 @@ use crate::{
     TaskLauncher,
 };
 
+mod barrier;
 mod descriptions;
 mod empty;
 mod idle;
