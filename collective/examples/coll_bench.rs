@@ -69,7 +69,10 @@ fn ops(sweep: bool) -> Vec<Op> {
     ];
     if sweep {
         for kib in [1, 4, 16, 32, 64, 128, 256, 1024] {
-            for alg in [AllReduceAlgorithm::RecursiveDoubling, AllReduceAlgorithm::Ring] {
+            for alg in [
+                AllReduceAlgorithm::RecursiveDoubling,
+                AllReduceAlgorithm::Ring,
+            ] {
                 ops.push(Op::AllReduce(kib << 10, Some(alg)));
             }
         }
@@ -95,11 +98,18 @@ fn parse_args() -> Args {
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
-    let value = |i: usize| argv.get(i + 1).cloned().unwrap_or_else(|| die(&format!("{} needs a value", argv[i])));
+    let value = |i: usize| {
+        argv.get(i + 1)
+            .cloned()
+            .unwrap_or_else(|| die(&format!("{} needs a value", argv[i])))
+    };
     while i < argv.len() {
         match argv[i].as_str() {
             "--ranks" => {
-                args.ranks = value(i).split(',').map(|r| r.parse().unwrap_or_else(|_| die("bad --ranks"))).collect();
+                args.ranks = value(i)
+                    .split(',')
+                    .map(|r| r.parse().unwrap_or_else(|_| die("bad --ranks")))
+                    .collect();
                 i += 1;
             }
             "--iters" => {
@@ -118,8 +128,14 @@ fn parse_args() -> Args {
             "--child" => {
                 // --child RANK WORLD DIR
                 let rank = value(i).parse().unwrap_or_else(|_| die("bad child rank"));
-                let world = argv.get(i + 2).and_then(|w| w.parse().ok()).unwrap_or_else(|| die("bad child world"));
-                let dir = argv.get(i + 3).cloned().unwrap_or_else(|| die("child needs a dir"));
+                let world = argv
+                    .get(i + 2)
+                    .and_then(|w| w.parse().ok())
+                    .unwrap_or_else(|| die("bad child world"));
+                let dir = argv
+                    .get(i + 3)
+                    .cloned()
+                    .unwrap_or_else(|| die("child needs a dir"));
                 args.child = Some((rank, world, dir));
                 i += 3;
             }
@@ -193,7 +209,9 @@ fn parent(args: &Args, world: usize) {
         .iter_mut()
         .map(|lines| {
             let line = lines.next().expect("a rank's address").expect("read");
-            line.strip_prefix("addr ").unwrap_or_else(|| die(&format!("unexpected line {line}"))).to_string()
+            line.strip_prefix("addr ")
+                .unwrap_or_else(|| die(&format!("unexpected line {line}")))
+                .to_string()
         })
         .collect();
     for child in &mut children.0 {
@@ -208,8 +226,12 @@ fn parent(args: &Args, world: usize) {
             .iter_mut()
             .map(|lines| {
                 let line = lines.next().expect("a rank's times").expect("read");
-                let rest = line.strip_prefix("times ").unwrap_or_else(|| die(&format!("rank failed: {line}")));
-                rest.split(' ').map(|t| t.parse::<f64>().expect("a time")).collect()
+                let rest = line
+                    .strip_prefix("times ")
+                    .unwrap_or_else(|| die(&format!("rank failed: {line}")));
+                rest.split(' ')
+                    .map(|t| t.parse::<f64>().expect("a time"))
+                    .collect()
             })
             .collect();
         let calls = per_rank[0].len();
@@ -258,7 +280,9 @@ fn child(args: &Args, rank: usize, world: usize, dir: &str) {
         .lock()
         .lines()
         .take(world)
-        .map(|l| PeerAddr::parse(&l.expect("read an address")).unwrap_or_else(|e| die(&e.to_string())))
+        .map(|l| {
+            PeerAddr::parse(&l.expect("read an address")).unwrap_or_else(|e| die(&e.to_string()))
+        })
         .collect();
     let mut comm = Communicator::connect(endpoint, rank, &peers, &key, CommOptions::default())
         .unwrap_or_else(|e| die(&format!("rank {rank}: {e}")));
@@ -283,7 +307,9 @@ fn time_op(comm: &mut Communicator, op: Op, iters: usize) -> Vec<f64> {
         match op {
             Op::Barrier => comm.barrier(),
             Op::AllReduce(_, None) => comm.all_reduce_slice(&mut data, ReduceOp::Sum),
-            Op::AllReduce(_, Some(alg)) => comm.all_reduce_slice_with(&mut data, ReduceOp::Sum, alg),
+            Op::AllReduce(_, Some(alg)) => {
+                comm.all_reduce_slice_with(&mut data, ReduceOp::Sum, alg)
+            }
             Op::AllGather(_) => comm.all_gather_slice(&data).map(|_| ()),
         }
         .unwrap_or_else(|e| die(&format!("{}: {e}", op.name())));

@@ -5,15 +5,16 @@
 //! drained), so every wait in this crate (each polls it) returns at once, and every
 //! registered socket is shut down in both directions, so peers blocked on this rank read
 //! EOF. A socket registered after the abort is shut down as it is registered (the flag is
-//! read under the same lock that `abort` takes). The handle keeps the registered sockets
-//! open (an `Arc` each), so a shutdown never reaches a reused descriptor.
+//! read under the same lock that `abort` takes). The handle holds the sockets weakly: a
+//! shutdown upgrades first, so it reaches the socket while it is open and never a reused
+//! descriptor, and a dropped communicator's sockets close even while the handle lives.
 
 use std::io::Write;
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use socket2::Socket;
 
@@ -31,7 +32,7 @@ struct Inner {
     aborted: AtomicBool,
     wake_tx: UnixStream,
     wake_rx: UnixStream,
-    sockets: Mutex<Vec<Arc<Socket>>>,
+    sockets: Mutex<Vec<Weak<Socket>>>,
 }
 
 impl AbortHandle {
@@ -72,18 +73,19 @@ impl AbortHandle {
     }
 
     /// Adds a peer connection to what `abort` shuts down.
-    pub(crate) fn register(&self, socket: Arc<Socket>) {
+    pub(crate) fn register(&self, socket: &Arc<Socket>) {
         let mut sockets = lock(&self.inner.sockets);
         if self.is_aborted() {
             let _ = socket.shutdown(Shutdown::Both);
         }
-        sockets.push(socket);
+        sockets.retain(|s| s.strong_count() > 0);
+        sockets.push(Arc::downgrade(socket));
     }
 
     /// Shuts every registered socket down in both directions (abort, a failed collective,
     /// the communicator's drop): peers blocked on this rank read EOF.
     pub(crate) fn shutdown_all(&self) {
-        for socket in lock(&self.inner.sockets).iter() {
+        for socket in lock(&self.inner.sockets).iter().filter_map(Weak::upgrade) {
             // ENOTCONN when the peer is gone already: nothing left to do.
             let _ = socket.shutdown(Shutdown::Both);
         }
@@ -100,5 +102,7 @@ impl std::fmt::Debug for AbortHandle {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The lists are only pushed to and iterated: a panic elsewhere leaves them whole.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

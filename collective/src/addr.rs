@@ -151,6 +151,9 @@ mod tests {
         }
         let huge = "x".repeat(10_000);
         let text = PeerAddr::parse(&huge).unwrap_err().to_string();
-        assert!(text.contains("longer than 512") && text.len() < 200, "{text}");
+        assert!(
+            text.contains("longer than 512") && text.len() < 200,
+            "{text}"
+        );
     }
 }

@@ -121,9 +121,11 @@ pub(crate) enum Refusal {
 impl Refusal {
     fn from_code(code: u8) -> Option<Refusal> {
         use Refusal::*;
-        [OtherStage, WrongRank, WrongWorld, Version, Duplicate, ByteOrder, BadProof, Malformed]
-            .into_iter()
-            .find(|r| *r as u8 == code)
+        [
+            OtherStage, WrongRank, WrongWorld, Version, Duplicate, ByteOrder, BadProof, Malformed,
+        ]
+        .into_iter()
+        .find(|r| *r as u8 == code)
     }
 
     pub(crate) fn describe(self) -> &'static str {
@@ -147,7 +149,10 @@ pub(crate) enum HandshakeError {
     /// The peer sent REFUSE.
     RefusedByPeer(String),
     /// This side refused the peer (and told it so); `claimed` is the rank it named.
-    Refused { refusal: Refusal, claimed: Option<u32> },
+    Refused {
+        refusal: Refusal,
+        claimed: Option<u32>,
+    },
 }
 
 impl From<WireError> for HandshakeError {
@@ -161,7 +166,13 @@ struct Hello {
 }
 
 impl Hello {
-    fn new(role: u8, world: u32, from: u32, to: u32, key: &StageKey) -> Result<Hello, HandshakeError> {
+    fn new(
+        role: u8,
+        world: u32,
+        from: u32,
+        to: u32,
+        key: &StageKey,
+    ) -> Result<Hello, HandshakeError> {
         let mut nonce = [0u8; 32];
         getrandom::getrandom(&mut nonce)
             .map_err(|e| WireError::Io(std::io::Error::other(e.to_string())))?;
@@ -268,7 +279,13 @@ impl Wire<'_> {
 }
 
 /// The connector's side: rank `me` dialed rank `peer`.
-pub(crate) fn as_connector(wire: &Wire<'_>, key: &StageKey, me: u32, peer: u32, world: u32) -> Result<(), HandshakeError> {
+pub(crate) fn as_connector(
+    wire: &Wire<'_>,
+    key: &StageKey,
+    me: u32,
+    peer: u32,
+    world: u32,
+) -> Result<(), HandshakeError> {
     let hello_c = Hello::new(ROLE_CONNECTOR, world, me, peer, key)?;
     wire.send(KIND_HELLO, &[&hello_c.bytes])?;
     let mut body = [0u8; HELLO_LEN + PROOF_LEN];
@@ -288,8 +305,10 @@ pub(crate) fn as_connector(wire: &Wire<'_>, key: &StageKey, me: u32, peer: u32, 
     {
         return Err(wire.refuse(Refusal::BadProof, Some(peer)));
     }
-    let proof = proof_mac(key, LABEL_CONNECTOR, &hello_c, &hello_a).finalize().into_bytes();
-    wire.send(KIND_PROOF, &[&proof])?;
+    let proof = proof_mac(key, LABEL_CONNECTOR, &hello_c, &hello_a)
+        .finalize()
+        .into_bytes();
+    wire.send(KIND_PROOF, &[proof.as_slice()])?;
     wire.expect(KIND_OK, &mut [])?;
     Ok(())
 }
@@ -312,8 +331,10 @@ pub(crate) fn as_acceptor(
         .and_then(|()| admit(from))
         .map_err(|r| wire.refuse(r, Some(from)))?;
     let hello_a = Hello::new(ROLE_ACCEPTOR, world, me, from, key)?;
-    let proof = proof_mac(key, LABEL_ACCEPTOR, &hello_c, &hello_a).finalize().into_bytes();
-    wire.send(KIND_ACCEPT, &[&hello_a.bytes, &proof])?;
+    let proof = proof_mac(key, LABEL_ACCEPTOR, &hello_c, &hello_a)
+        .finalize()
+        .into_bytes();
+    wire.send(KIND_ACCEPT, &[&hello_a.bytes, proof.as_slice()])?;
     let mut proof_c = [0u8; PROOF_LEN];
     wire.expect(KIND_PROOF, &mut proof_c)?;
     if proof_mac(key, LABEL_CONNECTOR, &hello_c, &hello_a)
@@ -354,7 +375,9 @@ mod tests {
         let abort = AbortHandle::new().unwrap();
         let key2 = key.clone();
         let abort2 = abort.clone();
-        let t = std::thread::spawn(move || as_acceptor(&wire(&a, &abort2), &key2, 3, 5, |_| Ok(())).unwrap());
+        let t = std::thread::spawn(move || {
+            as_acceptor(&wire(&a, &abort2), &key2, 3, 5, |_| Ok(())).unwrap()
+        });
         as_connector(&wire(&c, &abort), &key, 1, 3, 5).unwrap();
         assert_eq!(t.join().unwrap(), 1);
     }
@@ -368,7 +391,8 @@ mod tests {
         let abort = AbortHandle::new().unwrap();
         let abort2 = abort.clone();
         let key2 = key.clone();
-        let t = std::thread::spawn(move || as_acceptor(&wire(&a, &abort2), &key2, 1, 2, |_| Ok(())));
+        let t =
+            std::thread::spawn(move || as_acceptor(&wire(&a, &abort2), &key2, 1, 2, |_| Ok(())));
         // The forger: a correct HELLO (with the real key id), then a proof under a guess.
         let w = wire(&c, &abort);
         let hello_c = Hello::new(ROLE_CONNECTOR, 2, 0, 1, &key).unwrap();
@@ -379,10 +403,14 @@ mod tests {
             bytes: body[..HELLO_LEN].try_into().unwrap(),
         };
         let guess = StageKey::from_bytes([8; 32]);
-        let forged = proof_mac(&guess, LABEL_CONNECTOR, &hello_c, &hello_a).finalize().into_bytes();
-        w.send(KIND_PROOF, &[&forged]).unwrap();
+        let forged = proof_mac(&guess, LABEL_CONNECTOR, &hello_c, &hello_a)
+            .finalize()
+            .into_bytes();
+        w.send(KIND_PROOF, &[forged.as_slice()]).unwrap();
         match w.expect(KIND_OK, &mut []) {
-            Err(HandshakeError::RefusedByPeer(reason)) => assert!(reason.contains("proof"), "{reason}"),
+            Err(HandshakeError::RefusedByPeer(reason)) => {
+                assert!(reason.contains("proof"), "{reason}")
+            }
             other => panic!("forged proof accepted: {other:?}"),
         }
         match t.join().unwrap() {
@@ -400,10 +428,20 @@ mod tests {
         let abort = AbortHandle::new().unwrap();
         let abort2 = abort.clone();
         let t = std::thread::spawn(move || {
-            as_acceptor(&wire(&a, &abort2), &StageKey::from_bytes([1; 32]), 1, 2, |_| Ok(()))
+            as_acceptor(
+                &wire(&a, &abort2),
+                &StageKey::from_bytes([1; 32]),
+                1,
+                2,
+                |_| Ok(()),
+            )
         });
-        let err = as_connector(&wire(&c, &abort), &StageKey::from_bytes([2; 32]), 0, 1, 2).unwrap_err();
-        assert!(matches!(&err, HandshakeError::RefusedByPeer(r) if r.contains("another stage")), "{err:?}");
+        let err =
+            as_connector(&wire(&c, &abort), &StageKey::from_bytes([2; 32]), 0, 1, 2).unwrap_err();
+        assert!(
+            matches!(&err, HandshakeError::RefusedByPeer(r) if r.contains("another stage")),
+            "{err:?}"
+        );
         assert!(matches!(
             t.join().unwrap(),
             Err(HandshakeError::Refused {

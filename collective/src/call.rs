@@ -13,7 +13,7 @@ use crate::abort::AbortHandle;
 use crate::conn::Conn;
 use crate::error::{CollectiveError, Result};
 use crate::frame::{Expect, Header, LenRule, OpCode};
-use crate::sendrecv::{transfer, Dest, Failure, Incoming, Outgoing, Received};
+use crate::sendrecv::{transfer, Consumer, Dest, Failure, Incoming, Outgoing, Received};
 
 /// Bytes moved by a communicator, cumulative (frames' headers included): the layer above
 /// reads them around a call to report what each collective moved.
@@ -88,9 +88,14 @@ impl<'a> Call<'a> {
         }
     }
 
-    fn run(&mut self, out: Option<Outgoing<'_>>, inc: Option<Incoming<'_>>) -> Result<Option<Received>> {
+    fn run(
+        &mut self,
+        out: Option<Outgoing<'_>>,
+        inc: Option<Incoming<'_>>,
+    ) -> Result<Option<Received>> {
         let sent = out.as_ref().map_or(0, |o| o.header.len() + o.payload.len());
-        let received = transfer(out, inc, self.abort.wake_fd(), self.deadline).map_err(|f| self.name(f))?;
+        let received =
+            transfer(out, inc, self.abort.wake_fd(), self.deadline).map_err(|f| self.name(f))?;
         self.stats.bytes_sent += sent as u64;
         if let Some(r) = &received {
             self.stats.bytes_received += crate::frame::HEADER_LEN as u64 + r.header.len;
@@ -106,14 +111,26 @@ impl<'a> Call<'a> {
         match failure {
             Failure::Aborted => CollectiveError::Aborted,
             Failure::Check(e) => e,
-            Failure::Wire { rank, sending, error } => CollectiveError::PeerLost {
+            Failure::Wire {
                 rank,
-                during: format!("{} {op} (call #{})", if sending { "sending" } else { "receiving" }, self.seq),
-                cause: error.map_or_else(|| "connection closed (EOF)".to_string(), |e| e.to_string()),
+                sending,
+                error,
+            } => CollectiveError::PeerLost {
+                rank,
+                during: format!(
+                    "{} {op} (call #{})",
+                    if sending { "sending" } else { "receiving" },
+                    self.seq
+                ),
+                cause: error
+                    .map_or_else(|| "connection closed (EOF)".to_string(), |e| e.to_string()),
             },
             Failure::Timeout { waiting_for } => CollectiveError::Timeout {
                 after: self.timeout.unwrap_or_default(),
-                waiting_for: format!("in {op} (call #{}) waiting for rank(s) {waiting_for:?}", self.seq),
+                waiting_for: format!(
+                    "in {op} (call #{}) waiting for rank(s) {waiting_for:?}",
+                    self.seq
+                ),
             },
             Failure::Poll(e) => CollectiveError::io(format!("polling in {op}"), e),
         }
@@ -126,28 +143,42 @@ impl<'a> Call<'a> {
     }
 
     /// Receives exactly `buf.len()` bytes from `from` into `buf`.
-    pub(crate) fn recv_into(&mut self, from: usize, step: usize, buf: &mut [u8], aux: u64) -> Result<()> {
+    pub(crate) fn recv_into(
+        &mut self,
+        from: usize,
+        step: usize,
+        buf: &mut [u8],
+        aux: u64,
+    ) -> Result<()> {
         let inc = Incoming {
             conn: self.conn(from),
             expect: self.expect(step, Size::Exact(buf.len()), Some(aux)),
             dest: Dest::Into(buf),
+            consumer: None,
         };
         self.run(None, Some(inc)).map(|_| ())
     }
 
     /// Receives a byte value (at most `max_message_bytes`) from `from`; `aux`, when
     /// given, must match.
-    pub(crate) fn recv_owned(&mut self, from: usize, step: usize, aux: Option<u64>) -> Result<Received> {
+    pub(crate) fn recv_owned(
+        &mut self,
+        from: usize,
+        step: usize,
+        aux: Option<u64>,
+    ) -> Result<Received> {
         let inc = Incoming {
             conn: self.conn(from),
             expect: self.expect(step, Size::Bounded, aux),
             dest: Dest::Owned,
+            consumer: None,
         };
-        Ok(self.run(None, Some(inc))?.expect("a receive returns its frame"))
+        Ok(self
+            .run(None, Some(inc))?
+            .expect("a receive returns its frame"))
     }
 
     /// Sends `payload` to `to` while receiving exactly `buf.len()` bytes from `from`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn sendrecv_into(
         &mut self,
         to: usize,
@@ -157,11 +188,31 @@ impl<'a> Call<'a> {
         step: usize,
         aux: u64,
     ) -> Result<()> {
+        self.sendrecv_consume(to, payload, from, buf, None, step, aux)
+    }
+
+    /// As [`Call::sendrecv_into`], calling `consumer` with the payload received so far
+    /// after every read (see `sendrecv.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sendrecv_consume<'c>(
+        &mut self,
+        to: usize,
+        payload: &[u8],
+        from: usize,
+        buf: &'c mut [u8],
+        consumer: Option<Consumer<'c>>,
+        step: usize,
+        aux: u64,
+    ) -> Result<()>
+    where
+        'a: 'c,
+    {
         let out = self.outgoing(to, step, payload, aux);
         let inc = Incoming {
             conn: self.conn(from),
             expect: self.expect(step, Size::Exact(buf.len()), Some(aux)),
             dest: Dest::Into(buf),
+            consumer,
         };
         self.run(Some(out), Some(inc)).map(|_| ())
     }
@@ -182,8 +233,12 @@ impl<'a> Call<'a> {
             conn: self.conn(from),
             expect: self.expect(step, Size::Bounded, Some(recv_aux)),
             dest: Dest::Owned,
+            consumer: None,
         };
-        Ok(self.run(Some(out), Some(inc))?.expect("a receive returns its frame").payload)
+        Ok(self
+            .run(Some(out), Some(inc))?
+            .expect("a receive returns its frame")
+            .payload)
     }
 
     /// Fails with `MessageTooLarge` (naming this rank) when this rank's own byte value is

@@ -87,12 +87,19 @@ impl Communicator {
     }
 
     /// Runs one collective call; on failure breaks the communicator.
-    fn call<R>(&mut self, op: OpCode, detail: u8, body: impl FnOnce(&mut Call<'_>) -> Result<R>) -> Result<R> {
+    fn call<R>(
+        &mut self,
+        op: OpCode,
+        detail: u8,
+        body: impl FnOnce(&mut Call<'_>) -> Result<R>,
+    ) -> Result<R> {
         if self.abort.is_aborted() {
             return Err(CollectiveError::Aborted);
         }
         if let Some(first) = &self.broken {
-            return Err(CollectiveError::Broken { first: first.clone() });
+            return Err(CollectiveError::Broken {
+                first: first.clone(),
+            });
         }
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
@@ -151,7 +158,12 @@ impl Communicator {
     /// The root gets `combine` over every rank's value in rank order (`Some`), the others
     /// `None`. `combine(lower_ranks_part, higher_ranks_part)` must be associative, need not
     /// be commutative.
-    pub fn reduce<F>(&mut self, root: usize, value: Vec<u8>, mut combine: F) -> Result<Option<Vec<u8>>>
+    pub fn reduce<F>(
+        &mut self,
+        root: usize,
+        value: Vec<u8>,
+        mut combine: F,
+    ) -> Result<Option<Vec<u8>>>
     where
         F: FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<u8>, BoxError>,
     {
@@ -211,7 +223,9 @@ impl Communicator {
 
     /// Every rank gets every rank's value, in rank order; values may differ in size.
     pub fn all_gather(&mut self, value: Vec<u8>) -> Result<Vec<Vec<u8>>> {
-        self.call(OpCode::AllGather, 0, |call| ops::gather::all_gather(call, value))
+        self.call(OpCode::AllGather, 0, |call| {
+            ops::gather::all_gather(call, value)
+        })
     }
 
     /// Every rank gets the concatenation of every rank's slice, in rank order; every rank
@@ -225,7 +239,9 @@ impl Communicator {
     /// `values[j]` goes to rank `j`; the result's `[j]` is what rank `j` sent to this rank.
     /// `values.len()` must be the world size.
     pub fn all_to_all(&mut self, values: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>> {
-        self.call(OpCode::AllToAll, 0, |call| ops::exchange::all_to_all(call, values))
+        self.call(OpCode::AllToAll, 0, |call| {
+            ops::exchange::all_to_all(call, values)
+        })
     }
 }
 
@@ -238,8 +254,8 @@ fn algorithm_bit(algorithm: AllReduceAlgorithm) -> u8 {
 
 impl Drop for Communicator {
     fn drop(&mut self) {
-        // The abort handle may outlive this communicator and keeps the sockets open:
-        // shut them so the peers see this rank leave.
+        // Closing would do, but a clone of a socket held elsewhere (none today) would keep
+        // it open: shut down explicitly so the peers surely see this rank leave.
         self.abort.shutdown_all();
     }
 }

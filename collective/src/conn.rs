@@ -115,7 +115,12 @@ pub(crate) fn read_exact(
     Ok(())
 }
 
-fn wait_for(socket: &Socket, events: i16, deadline: Instant, abort: &AbortHandle) -> Result<(), WireError> {
+fn wait_for(
+    socket: &Socket,
+    events: i16,
+    deadline: Instant,
+    abort: &AbortHandle,
+) -> Result<(), WireError> {
     let mut fds = [
         poll::entry(socket.as_raw_fd(), events),
         poll::entry(abort.wake_fd(), poll::POLLIN),
@@ -137,7 +142,11 @@ const REFUSED_ATTEMPTS: u32 = 3;
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// Connects to `addr` before `deadline`, retrying while the listener's queue is full.
-pub(crate) fn dial(addr: &PeerAddr, deadline: Instant, abort: &AbortHandle) -> Result<Socket, WireError> {
+pub(crate) fn dial(
+    addr: &PeerAddr,
+    deadline: Instant,
+    abort: &AbortHandle,
+) -> Result<Socket, WireError> {
     let (domain, target) = match addr {
         PeerAddr::Unix(path) => (Domain::UNIX, SockAddr::unix(path).map_err(WireError::Io)?),
         PeerAddr::Tcp(sa) => (Domain::for_address(*sa), SockAddr::from(*sa)),
@@ -164,7 +173,10 @@ pub(crate) fn dial(addr: &PeerAddr, deadline: Instant, abort: &AbortHandle) -> R
             Ok(()) => return Ok(socket),
             Err(e) => {
                 let queue_full = matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR));
-                let gone = matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::ENOENT));
+                let gone = matches!(
+                    e.raw_os_error(),
+                    Some(libc::ECONNREFUSED) | Some(libc::ENOENT)
+                );
                 if gone {
                     refused += 1;
                 }

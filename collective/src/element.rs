@@ -167,7 +167,13 @@ mod tests {
         let mut acc = [3u64, 9];
         reduce_keep_right(ReduceOp::Max, &[4, 1], &mut acc);
         assert_eq!(acc, [4, 9]);
-        assert_ne!(detail::<f64>(Some(ReduceOp::Sum)), detail::<f32>(Some(ReduceOp::Sum)));
-        assert_ne!(detail::<f64>(Some(ReduceOp::Sum)), detail::<f64>(Some(ReduceOp::Max)));
+        assert_ne!(
+            detail::<f64>(Some(ReduceOp::Sum)),
+            detail::<f32>(Some(ReduceOp::Sum))
+        );
+        assert_ne!(
+            detail::<f64>(Some(ReduceOp::Sum)),
+            detail::<f64>(Some(ReduceOp::Max))
+        );
     }
 }

@@ -69,7 +69,10 @@ impl Endpoint {
             Err(e) => {
                 let _ = fs::remove_file(&path);
                 let _ = fs::remove_dir(&socket_dir);
-                return Err(CollectiveError::io(format!("binding {}", path.display()), e));
+                return Err(CollectiveError::io(
+                    format!("binding {}", path.display()),
+                    e,
+                ));
             }
         };
         Endpoint::new(listener, PeerAddr::Unix(path), Some(socket_dir))
@@ -83,7 +86,11 @@ impl Endpoint {
             reason,
         })?;
         let bound = (|| -> io::Result<(Socket, SocketAddr)> {
-            let socket = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, None)?;
+            let socket = Socket::new(
+                Domain::for_address(SocketAddr::new(ip, 0)),
+                Type::STREAM,
+                None,
+            )?;
             socket.bind(&SocketAddr::new(ip, 0).into())?;
             socket.listen(LISTEN_BACKLOG)?;
             socket.set_nonblocking(true)?;
@@ -99,7 +106,8 @@ impl Endpoint {
     }
 
     fn new(listener: Socket, addr: PeerAddr, socket_dir: Option<PathBuf>) -> Result<Endpoint> {
-        let abort = AbortHandle::new().map_err(|e| CollectiveError::io("creating the abort handle", e))?;
+        let abort =
+            AbortHandle::new().map_err(|e| CollectiveError::io("creating the abort handle", e))?;
         tracing::debug!(%addr, "collective endpoint bound");
         Ok(Endpoint {
             listener,
@@ -130,7 +138,12 @@ impl Endpoint {
             match self.listener.accept() {
                 Ok((socket, _)) => return Ok(Some(socket)),
                 Err(e) if is_transient_accept_error(&e) => {}
-                Err(e) => return Err(CollectiveError::io(format!("accepting on {}", self.addr), e)),
+                Err(e) => {
+                    return Err(CollectiveError::io(
+                        format!("accepting on {}", self.addr),
+                        e,
+                    ))
+                }
             }
             let mut fds = [
                 poll::entry(self.listener.as_raw_fd(), poll::POLLIN),
@@ -169,15 +182,18 @@ impl Drop for Endpoint {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").field("addr", &self.addr).finish()
+        f.debug_struct("Endpoint")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
 /// `2 * bytes` lowercase hex digits from the OS's random source.
 pub(crate) fn random_hex(bytes: usize) -> Result<String> {
     let mut buf = vec![0u8; bytes];
-    getrandom::getrandom(&mut buf)
-        .map_err(|e| CollectiveError::io("reading random bytes", io::Error::other(e.to_string())))?;
+    getrandom::getrandom(&mut buf).map_err(|e| {
+        CollectiveError::io("reading random bytes", io::Error::other(e.to_string()))
+    })?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
@@ -195,8 +211,14 @@ mod tests {
         };
         assert!(path.starts_with(dir.path()));
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777, 0o700);
-        assert_eq!(PeerAddr::parse(&endpoint.addr().to_string()).unwrap(), *endpoint.addr());
+        assert_eq!(
+            fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            PeerAddr::parse(&endpoint.addr().to_string()).unwrap(),
+            *endpoint.addr()
+        );
         drop(endpoint);
         assert!(!path.exists());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);

@@ -33,7 +33,10 @@ pub enum CollectiveError {
     /// A deadline passed: the connect deadline while building the mesh, or the
     /// communicator's per-call deadline in a collective.
     #[error("timed out after {after:?} {waiting_for}")]
-    Timeout { after: Duration, waiting_for: String },
+    Timeout {
+        after: Duration,
+        waiting_for: String,
+    },
     /// The handshake with a peer failed: another stage's key, a wrong rank or world size,
     /// a proof that does not verify. `peer` is `None` for an incoming connection that
     /// never named a valid rank.

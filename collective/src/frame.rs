@@ -62,7 +62,10 @@ impl OpCode {
         ]
         .into_iter()
         .find(|op| *op as u8 == code)
-        .map_or_else(|| format!("unknown op code {code}"), |op| op.name().to_string())
+        .map_or_else(
+            || format!("unknown op code {code}"),
+            |op| op.name().to_string(),
+        )
     }
 }
 
@@ -224,12 +227,42 @@ mod tests {
         assert!(expect(LenRule::Exact(8)).check(1, &header(8)).is_ok());
         assert!(expect(LenRule::AtMost(8)).check(1, &header(3)).is_ok());
         let cases: Vec<(Header, &str)> = vec![
-            (Header { seq: 8, ..header(8) }, "call #8"),
+            (
+                Header {
+                    seq: 8,
+                    ..header(8)
+                },
+                "call #8",
+            ),
             (Header { op: 1, ..header(8) }, "barrier"),
-            (Header { op: 200, ..header(8) }, "unknown op code 200"),
-            (Header { detail: 3, ..header(8) }, "detail code"),
-            (Header { step: 3, ..header(8) }, "step 3"),
-            (Header { aux: 6, ..header(8) }, "over 6 elements"),
+            (
+                Header {
+                    op: 200,
+                    ..header(8)
+                },
+                "unknown op code 200",
+            ),
+            (
+                Header {
+                    detail: 3,
+                    ..header(8)
+                },
+                "detail code",
+            ),
+            (
+                Header {
+                    step: 3,
+                    ..header(8)
+                },
+                "step 3",
+            ),
+            (
+                Header {
+                    aux: 6,
+                    ..header(8)
+                },
+                "over 6 elements",
+            ),
             (header(9), "9-byte frame"),
         ];
         for (h, want) in cases {
@@ -237,7 +270,16 @@ mod tests {
             let text = err.to_string();
             assert!(text.contains("rank 4") && text.contains(want), "{text}");
         }
-        let err = expect(LenRule::AtMost(8)).check(2, &header(u64::MAX)).unwrap_err();
-        assert!(matches!(err, CollectiveError::MessageTooLarge { rank: 2, len: u64::MAX, max: 8 }));
+        let err = expect(LenRule::AtMost(8))
+            .check(2, &header(u64::MAX))
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            CollectiveError::MessageTooLarge {
+                rank: 2,
+                len: u64::MAX,
+                max: 8
+            }
+        ));
     }
 }

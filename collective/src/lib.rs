@@ -55,7 +55,9 @@ pub use comm::Communicator;
 pub use element::{Element, ReduceOp};
 pub use endpoint::Endpoint;
 pub use error::{BoxError, CollectiveError, Result, QUOTE_MAX};
-pub use ops::{block_range, AllReduceAlgorithm, ALL_REDUCE_RING_MIN_BYTES, BROADCAST_SCATTER_MIN_BYTES};
+pub use ops::{
+    block_range, AllReduceAlgorithm, ALL_REDUCE_RING_MIN_BYTES, BROADCAST_SCATTER_MIN_BYTES,
+};
 pub use options::{CommOptions, Keepalive};
 
 #[cfg(test)]

@@ -44,7 +44,13 @@ fn with_raw_peer<T: Send + 'static>(
 
 fn write_header(conn: &crate::conn::Conn, header: Header) {
     let abort = crate::abort::AbortHandle::new().unwrap();
-    write_all(&conn.socket, &header.encode(), Instant::now() + Duration::from_secs(10), &abort).unwrap();
+    write_all(
+        &conn.socket,
+        &header.encode(),
+        Instant::now() + Duration::from_secs(10),
+        &abort,
+    )
+    .unwrap();
 }
 
 #[test]

@@ -45,7 +45,9 @@ pub(crate) fn build(
         )));
     }
     if u32::try_from(world).is_err() {
-        return Err(CollectiveError::InvalidArgument(format!("a world of {world} ranks")));
+        return Err(CollectiveError::InvalidArgument(format!(
+            "a world of {world} ranks"
+        )));
     }
     if peers[rank] != *endpoint.addr() {
         return Err(CollectiveError::InvalidArgument(format!(
@@ -59,7 +61,11 @@ pub(crate) fn build(
     let result = connect_all(endpoint, rank, peers, key, opts, &abort, &mut conns);
     if let Err(e) = result {
         abort.shutdown_all();
-        return Err(if abort.is_aborted() { CollectiveError::Aborted } else { e });
+        return Err(if abort.is_aborted() {
+            CollectiveError::Aborted
+        } else {
+            e
+        });
     }
     tracing::debug!(rank, world, "collective mesh built");
     Ok(conns)
@@ -97,31 +103,35 @@ fn connect_all(
                 cause: e.to_string(),
             },
         };
-        let socket = conn::dial(addr, deadline, abort).map_err(|e| wire_failure(e, "connecting to"))?;
-        conn::configure(&socket, matches!(addr, PeerAddr::Tcp(_)), opts)
-            .map_err(|e| CollectiveError::io(format!("configuring the connection to rank {peer}"), e))?;
+        let socket =
+            conn::dial(addr, deadline, abort).map_err(|e| wire_failure(e, "connecting to"))?;
+        conn::configure(&socket, matches!(addr, PeerAddr::Tcp(_)), opts).map_err(|e| {
+            CollectiveError::io(format!("configuring the connection to rank {peer}"), e)
+        })?;
         let wire = Wire {
             socket: &socket,
             deadline,
             abort,
         };
-        auth::as_connector(&wire, key, rank as u32, peer as u32, world as u32).map_err(|e| match e {
-            HandshakeError::Wire(e) => wire_failure(e, "authenticating with"),
-            HandshakeError::RefusedByPeer(reason) => CollectiveError::AuthRefused {
-                peer: Some(peer),
-                reason: format!("rank {peer} refused this rank: {reason}"),
+        auth::as_connector(&wire, key, rank as u32, peer as u32, world as u32).map_err(
+            |e| match e {
+                HandshakeError::Wire(e) => wire_failure(e, "authenticating with"),
+                HandshakeError::RefusedByPeer(reason) => CollectiveError::AuthRefused {
+                    peer: Some(peer),
+                    reason: format!("rank {peer} refused this rank: {reason}"),
+                },
+                HandshakeError::Refused { refusal, claimed } => CollectiveError::AuthRefused {
+                    peer: Some(peer),
+                    reason: format!(
+                        "this rank refused the listener at {addr} (claiming rank {}): {}",
+                        claimed.map_or_else(|| "?".to_string(), |c| c.to_string()),
+                        refusal.describe()
+                    ),
+                },
             },
-            HandshakeError::Refused { refusal, claimed } => CollectiveError::AuthRefused {
-                peer: Some(peer),
-                reason: format!(
-                    "this rank refused the listener at {addr} (claiming rank {}): {}",
-                    claimed.map_or_else(|| "?".to_string(), |c| c.to_string()),
-                    refusal.describe()
-                ),
-            },
-        })?;
+        )?;
         let socket = Arc::new(socket);
-        abort.register(socket.clone());
+        abort.register(&socket);
         conns[peer] = Some(Conn { socket, rank: peer });
     }
 
@@ -135,7 +145,9 @@ fn connect_all(
             } else {
                 format!(" (refused meanwhile: {})", refusals.join("; "))
             };
-            return Err(timeout(format!("waiting for rank(s) {missing:?} to connect{refused}")));
+            return Err(timeout(format!(
+                "waiting for rank(s) {missing:?} to connect{refused}"
+            )));
         };
         if let Err(e) = conn::configure(&socket, tcp, opts) {
             tracing::warn!(error = %e, "configuring an incoming collective connection; dropped");
@@ -160,7 +172,7 @@ fn connect_all(
             Ok(from) => {
                 let from = from as usize;
                 let socket = Arc::new(socket);
-                abort.register(socket.clone());
+                abort.register(&socket);
                 conns[from] = Some(Conn { socket, rank: from });
             }
             Err(HandshakeError::Wire(WireError::Aborted)) => return Err(CollectiveError::Aborted),
@@ -171,8 +183,12 @@ fn connect_all(
                         claimed.map_or_else(|| "?".to_string(), |c| c.to_string()),
                         refusal.describe()
                     ),
-                    HandshakeError::RefusedByPeer(reason) => format!("a connection that refused this rank: {reason}"),
-                    HandshakeError::Wire(e) => format!("a connection that failed its handshake: {e:?}"),
+                    HandshakeError::RefusedByPeer(reason) => {
+                        format!("a connection that refused this rank: {reason}")
+                    }
+                    HandshakeError::Wire(e) => {
+                        format!("a connection that failed its handshake: {e:?}")
+                    }
                 };
                 tracing::warn!(rank, "collective connection refused: {text}");
                 if refusals.len() < REFUSALS_QUOTED {

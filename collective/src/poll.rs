@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-pub(crate) use libc::{POLLERR, POLLHUP, POLLIN, POLLNVAL, POLLOUT};
+pub(crate) use libc::{POLLIN, POLLOUT};
 
 /// One descriptor and the events awaited on it.
 pub(crate) fn entry(fd: RawFd, events: i16) -> libc::pollfd {

@@ -5,7 +5,10 @@
 //! Invariants: a send goes out by `sendmsg` of header and payload together (no copy into
 //! a staging buffer); a receive into a caller's buffer reads header and payload with one
 //! `recvmsg` when it can, straight into that buffer; a receive of unknown size allocates
-//! only after [`crate::frame::Expect::check`] accepted the header. Every wait polls the
+//! only after [`crate::frame::Expect::check`] accepted the header. A receive may carry a
+//! consumer, called with the payload received so far after every read that added to it
+//! (reads are then at most [`CONSUME_CHUNK`] bytes), so a reduction runs on data still in
+//! cache while the rest arrives. Every wait polls the
 //! abort handle's wake descriptor too, and a wait ends with `Timeout` only at the call's
 //! deadline. The first attempt of each transfer is made before any poll, so data already
 //! queued costs no wait.
@@ -17,6 +20,13 @@ use crate::conn::Conn;
 use crate::error::CollectiveError;
 use crate::frame::{Expect, Header, LenRule, HEADER_LEN};
 use crate::poll;
+
+/// The largest read into a buffer that has a consumer: the consumer then works on
+/// chunks that are still in cache.
+pub(crate) const CONSUME_CHUNK: usize = 256 << 10;
+
+/// Called with the payload received so far (a growing prefix of the buffer).
+pub(crate) type Consumer<'b> = &'b mut dyn FnMut(&[u8]);
 
 /// A frame to send: its encoded header and payload.
 pub(crate) struct Outgoing<'b> {
@@ -38,6 +48,8 @@ pub(crate) struct Incoming<'b> {
     pub(crate) conn: &'b Conn,
     pub(crate) expect: Expect,
     pub(crate) dest: Dest<'b>,
+    /// Only with `Dest::Into`.
+    pub(crate) consumer: Option<Consumer<'b>>,
 }
 
 /// What a finished receive gives back: the header, and the payload when it was `Owned`.
@@ -57,7 +69,9 @@ pub(crate) enum Failure {
     /// The header failed its check.
     Check(CollectiveError),
     Aborted,
-    Timeout { waiting_for: Vec<usize> },
+    Timeout {
+        waiting_for: Vec<usize>,
+    },
     Poll(io::Error),
 }
 
@@ -80,7 +94,9 @@ impl SendState<'_> {
                     .conn
                     .send(&[IoSlice::new(&header[self.sent..]), IoSlice::new(payload)])
             } else {
-                self.out.conn.send(&[IoSlice::new(&payload[self.sent - HEADER_LEN..])])
+                self.out
+                    .conn
+                    .send(&[IoSlice::new(&payload[self.sent - HEADER_LEN..])])
             };
             match result {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -101,6 +117,7 @@ struct RecvState<'b> {
     header_got: usize,
     checked: Option<Header>,
     dest: Dest<'b>,
+    consumer: Option<Consumer<'b>>,
     owned: Vec<u8>,
     got: usize,
 }
@@ -129,6 +146,10 @@ impl RecvState<'_> {
                         return Ok(true);
                     }
                     let buf = match dest {
+                        Dest::Into(buf) if self.consumer.is_some() => {
+                            let end = len.min(self.got + CONSUME_CHUNK);
+                            &mut buf[self.got..end]
+                        }
                         Dest::Into(buf) => &mut buf[self.got..],
                         Dest::Owned => &mut self.owned[self.got..],
                     };
@@ -144,6 +165,7 @@ impl RecvState<'_> {
             };
             if self.checked.is_some() {
                 self.got += n;
+                self.consume();
                 continue;
             }
             let header_part = n.min(HEADER_LEN - self.header_got);
@@ -159,6 +181,16 @@ impl RecvState<'_> {
                     self.owned = vec![0u8; header.len as usize];
                 }
                 self.checked = Some(header);
+                self.consume();
+            }
+        }
+    }
+
+    /// Hands the payload received so far to the consumer, if any.
+    fn consume(&mut self) {
+        if let (Some(consumer), Dest::Into(buf)) = (&mut self.consumer, &self.dest) {
+            if self.got > 0 {
+                consumer(&buf[..self.got]);
             }
         }
     }
@@ -184,6 +216,7 @@ pub(crate) fn transfer(
         header_got: 0,
         checked: None,
         dest: inc.dest,
+        consumer: inc.consumer,
         owned: Vec::new(),
         got: 0,
     });

@@ -26,7 +26,14 @@ fn value(rank: usize, seed: u64) -> Vec<u8> {
 fn check_everything(comm: &mut Communicator) {
     let (p, r) = (comm.world(), comm.rank());
     // broadcast: every root, sizes across the scatter switch point.
-    let sizes = [0, 1, 1000, BROADCAST_SCATTER_MIN_BYTES - 1, BROADCAST_SCATTER_MIN_BYTES, BROADCAST_SCATTER_MIN_BYTES + 5];
+    let sizes = [
+        0,
+        1,
+        1000,
+        BROADCAST_SCATTER_MIN_BYTES - 1,
+        BROADCAST_SCATTER_MIN_BYTES,
+        BROADCAST_SCATTER_MIN_BYTES + 5,
+    ];
     for root in 0..p {
         for (seed, size) in sizes.into_iter().enumerate() {
             let want = bytes_of(root, size, seed as u64);
@@ -34,7 +41,10 @@ fn check_everything(comm: &mut Communicator) {
             let mine = (r == root || r % 2 == 1).then(|| bytes_of(r + 100, 3, 0));
             let mine = if r == root { Some(want.clone()) } else { mine };
             let got = comm.broadcast(root, mine).unwrap();
-            assert!(got == want, "broadcast root {root} size {size} world {p} rank {r}");
+            assert!(
+                got == want,
+                "broadcast root {root} size {size} world {p} rank {r}"
+            );
         }
     }
     // reduce and all_reduce in rank order.
@@ -43,7 +53,10 @@ fn check_everything(comm: &mut Communicator) {
         for root in 0..p {
             let got = comm.reduce(root, value(r, seed), concat).unwrap();
             if r == root {
-                assert!(got.as_deref() == Some(&want[..]), "reduce root {root} world {p}");
+                assert!(
+                    got.as_deref() == Some(&want[..]),
+                    "reduce root {root} world {p}"
+                );
             } else {
                 assert!(got.is_none(), "reduce gave a non-root a value");
             }
@@ -59,7 +72,9 @@ fn check_everything(comm: &mut Communicator) {
     }
     // all_to_all: the value from rank i to rank j is a function of (i, j).
     let to_from = |from: usize, to: usize| bytes_of(from * 100 + to, (from + 2 * to) % 4 * 11, 7);
-    let got = comm.all_to_all((0..p).map(|j| to_from(r, j)).collect()).unwrap();
+    let got = comm
+        .all_to_all((0..p).map(|j| to_from(r, j)).collect())
+        .unwrap();
     let want: Vec<Vec<u8>> = (0..p).map(|i| to_from(i, r)).collect();
     assert!(got == want, "all_to_all world {p} rank {r}");
     // A combine that parses its operands: sums of 8-byte little-endian integers.
@@ -70,7 +85,10 @@ fn check_everything(comm: &mut Communicator) {
             Ok((a + b).to_le_bytes().to_vec())
         })
         .unwrap();
-    assert_eq!(u64::from_le_bytes(sum.try_into().unwrap()), (p * (p + 1) / 2) as u64);
+    assert_eq!(
+        u64::from_le_bytes(sum.try_into().unwrap()),
+        (p * (p + 1) / 2) as u64
+    );
     let stats = comm.stats();
     assert!(stats.calls > 0);
     assert_eq!(stats.bytes_sent > 0, p > 1);
@@ -105,7 +123,10 @@ fn barrier_waits_for_every_rank() {
                     }
                     entered.fetch_add(1, Ordering::SeqCst);
                     comm.barrier().unwrap();
-                    assert!(entered.load(Ordering::SeqCst) >= round * comm.world(), "left round {round} early");
+                    assert!(
+                        entered.load(Ordering::SeqCst) >= round * comm.world(),
+                        "left round {round} early"
+                    );
                 }
             });
         }

@@ -28,9 +28,19 @@ fn float_sums_are_bit_identical_across_ranks_runs_and_transports() {
     for world in [2, 3, 4, 5] {
         for len in [100, switch - 1, switch, 3 * switch + 7] {
             let inputs: Vec<Vec<f64>> = (0..world).map(|r| rounding_f64(r, len, 5)).collect();
-            let forward: Vec<f64> = (0..len).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
-            let backward: Vec<f64> = (0..len).map(|i| inputs.iter().rev().map(|v| v[i]).sum()).collect();
-            assert_ne!(bits(&forward), bits(&backward), "inputs that do not round prove nothing");
+            let forward: Vec<f64> = (0..len)
+                .map(|i| inputs.iter().map(|v| v[i]).sum())
+                .collect();
+            let backward: Vec<f64> = (0..len)
+                .map(|i| inputs.iter().rev().map(|v| v[i]).sum())
+                .collect();
+            // (Two addends commute exactly; from three on, the order shows in the bits.)
+            if world >= 3 {
+                assert!(
+                    bits(&forward) != bits(&backward),
+                    "inputs that do not round prove nothing"
+                );
+            }
 
             let runs = [
                 one_run(world, Transport::Unix, len),
@@ -40,7 +50,10 @@ fn float_sums_are_bit_identical_across_ranks_runs_and_transports() {
             let first = &runs[0][0].0;
             for (run, ranks) in runs.iter().enumerate() {
                 for (rank, (all, scattered)) in ranks.iter().enumerate() {
-                    assert!(all == first, "world {world} len {len}: run {run} rank {rank} differs");
+                    assert!(
+                        all == first,
+                        "world {world} len {len}: run {run} rank {rank} differs"
+                    );
                     let block = ember_collective::block_range(len, world, rank);
                     assert!(
                         *scattered == runs[0][rank].1,
@@ -52,7 +65,10 @@ fn float_sums_are_bit_identical_across_ranks_runs_and_transports() {
             for (i, (got, want)) in first.iter().zip(&forward).enumerate() {
                 let got = f64::from_bits(*got);
                 let scale: f64 = inputs.iter().map(|v| v[i].abs()).sum();
-                assert!((got - want).abs() <= 1e-14 * scale, "element {i}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-14 * scale,
+                    "element {i}: {got} vs {want}"
+                );
             }
         }
     }

@@ -27,14 +27,21 @@ fn another_stages_key_is_refused() {
             transport,
             WATCHDOG,
             |rank| RankSetup {
-                key: if rank == 0 { intruder.clone() } else { key.clone() },
+                key: if rank == 0 {
+                    intruder.clone()
+                } else {
+                    key.clone()
+                },
                 opts: short_connect(),
             },
             |_, comm| comm.map(|_| ()),
         );
         // Rank 0 dials rank 2 first, which refuses it as another stage's.
         match &outcomes[0] {
-            Err(CollectiveError::AuthRefused { peer: Some(2), reason }) => {
+            Err(CollectiveError::AuthRefused {
+                peer: Some(2),
+                reason,
+            }) => {
                 assert!(reason.contains("another stage"), "{reason}")
             }
             other => panic!("rank 0: expected AuthRefused by rank 2, got {other:?}"),
@@ -129,15 +136,32 @@ fn abort_from_another_thread_unblocks_a_collective() {
                     // abort), but the barrier after it cannot.
                     release_rx.lock().unwrap().recv().unwrap();
                     let mut data = vec![0u64; 10];
-                    let first_failure = comm.all_reduce_slice(&mut data, ReduceOp::Sum).and_then(|()| comm.barrier());
+                    let first_failure = comm
+                        .all_reduce_slice(&mut data, ReduceOp::Sum)
+                        .and_then(|()| comm.barrier());
                     (first_failure, Ok(()))
                 }
             },
         );
         aborter.join().unwrap();
-        assert!(matches!(outcomes[0].0, Err(CollectiveError::Aborted)), "{:?}", outcomes[0]);
-        assert!(matches!(outcomes[0].1, Err(CollectiveError::Aborted)), "{:?}", outcomes[0]);
-        assert!(matches!(outcomes[1].0, Err(CollectiveError::PeerLost { rank: 0, .. })), "{:?}", outcomes[1]);
+        assert!(
+            matches!(outcomes[0].0, Err(CollectiveError::Aborted)),
+            "{:?}",
+            outcomes[0]
+        );
+        assert!(
+            matches!(outcomes[0].1, Err(CollectiveError::Aborted)),
+            "{:?}",
+            outcomes[0]
+        );
+        assert!(
+            matches!(
+                outcomes[1].0,
+                Err(CollectiveError::PeerLost { rank: 0, .. })
+            ),
+            "{:?}",
+            outcomes[1]
+        );
     }
 }
 
@@ -152,7 +176,13 @@ fn abort_unblocks_connect() {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let key = StageKey::random().unwrap();
-        let _ = tx.send(ember_collective::Communicator::connect(endpoint, 1, &peers, &key, CommOptions::default()));
+        let _ = tx.send(ember_collective::Communicator::connect(
+            endpoint,
+            1,
+            &peers,
+            &key,
+            CommOptions::default(),
+        ));
     });
     thread::sleep(Duration::from_millis(100));
     handle.abort();
@@ -162,7 +192,11 @@ fn abort_unblocks_connect() {
         Err(_) => panic!("watchdog: connect did not return after abort"),
     }
     drop(other);
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "socket files left behind");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "socket files left behind"
+    );
 }
 
 #[test]
@@ -193,7 +227,10 @@ fn mismatched_calls_are_protocol_violations() {
             }
             other => panic!("rank {rank}: expected a protocol violation, got {other:?}"),
         }
-        assert!(matches!(later, Err(CollectiveError::Broken { .. })), "rank {rank}: {later:?}");
+        assert!(
+            matches!(later, Err(CollectiveError::Broken { .. })),
+            "rank {rank}: {later:?}"
+        );
     }
     let outcomes = launch(
         2,
@@ -216,7 +253,10 @@ fn mismatched_calls_are_protocol_violations() {
         .iter()
         .filter(|o| matches!(o, Err(CollectiveError::Protocol { what, .. }) if what.contains("same order")))
         .count();
-    assert!(violations >= 1 && outcomes.iter().all(Result::is_err), "{outcomes:?}");
+    assert!(
+        violations >= 1 && outcomes.iter().all(Result::is_err),
+        "{outcomes:?}"
+    );
 }
 
 #[test]
@@ -245,7 +285,9 @@ fn op_timeout_ends_a_wait_for_a_silent_peer() {
         },
     );
     match &outcomes[0] {
-        Err(CollectiveError::Timeout { waiting_for, .. }) => assert!(waiting_for.contains("[1]"), "{waiting_for}"),
+        Err(CollectiveError::Timeout { waiting_for, .. }) => {
+            assert!(waiting_for.contains("[1]"), "{waiting_for}")
+        }
         other => panic!("expected a timeout, got {other:?}"),
     }
 }
@@ -260,7 +302,11 @@ fn a_value_above_the_receivers_bound_is_refused() {
         |rank| RankSetup {
             key: key.clone(),
             // Rank 0 accepts at most 1000 bytes; rank 1 would accept more and sends 2000.
-            opts: CommOptions::default().with_max_message_bytes(if rank == 0 { 1000 } else { 1 << 20 }),
+            opts: CommOptions::default().with_max_message_bytes(if rank == 0 {
+                1000
+            } else {
+                1 << 20
+            }),
         },
         |rank, comm| {
             let mut comm = comm.unwrap();
@@ -269,11 +315,19 @@ fn a_value_above_the_receivers_bound_is_refused() {
         },
     );
     match &outcomes[0] {
-        Err(CollectiveError::MessageTooLarge { rank: 1, len: 2000, max: 1000 }) => {}
+        Err(CollectiveError::MessageTooLarge {
+            rank: 1,
+            len: 2000,
+            max: 1000,
+        }) => {}
         other => panic!("rank 0: expected MessageTooLarge from rank 1, got {other:?}"),
     }
     // Rank 1's all-gather may complete (rank 0's value was sent); its barrier cannot.
-    assert!(matches!(outcomes[1], Err(CollectiveError::PeerLost { rank: 0, .. })), "{:?}", outcomes[1]);
+    assert!(
+        matches!(outcomes[1], Err(CollectiveError::PeerLost { rank: 0, .. })),
+        "{:?}",
+        outcomes[1]
+    );
 }
 
 #[test]
@@ -300,7 +354,9 @@ fn a_failing_combine_fails_every_rank() {
     );
     assert!(outcomes.iter().all(Result::is_err), "{outcomes:?}");
     assert!(
-        outcomes.iter().any(|o| matches!(o, Err(CollectiveError::Combine(e)) if e.to_string().contains("two bytes"))),
+        outcomes.iter().any(
+            |o| matches!(o, Err(CollectiveError::Combine(e)) if e.to_string().contains("two bytes"))
+        ),
         "{outcomes:?}"
     );
 }
@@ -313,9 +369,19 @@ fn bad_arguments_are_typed_errors() {
         (root, later)
     });
     for (root, later) in outcomes {
-        assert!(matches!(root, Err(CollectiveError::InvalidArgument(ref m)) if m.contains("root 5")), "{root:?}");
-        assert!(matches!(later, Err(CollectiveError::Broken { .. })), "{later:?}");
+        assert!(
+            matches!(root, Err(CollectiveError::InvalidArgument(ref m)) if m.contains("root 5")),
+            "{root:?}"
+        );
+        assert!(
+            matches!(later, Err(CollectiveError::Broken { .. })),
+            "{later:?}"
+        );
     }
-    let outcomes = run(1, Transport::Unix, |comm| comm.all_to_all(vec![vec![1], vec![2]]));
-    assert!(matches!(&outcomes[0], Err(CollectiveError::InvalidArgument(m)) if m.contains("2 values for 1 ranks")));
+    let outcomes = run(1, Transport::Unix, |comm| {
+        comm.all_to_all(vec![vec![1], vec![2]])
+    });
+    assert!(
+        matches!(&outcomes[0], Err(CollectiveError::InvalidArgument(m)) if m.contains("2 values for 1 ranks"))
+    );
 }

@@ -8,7 +8,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use ember_collective::{CollectiveError, CommOptions, Communicator, Endpoint, PeerAddr, ReduceOp, StageKey};
+use ember_collective::{
+    CollectiveError, CommOptions, Communicator, Endpoint, PeerAddr, ReduceOp, StageKey,
+};
 
 const CHILD_DIR: &str = "EMBER_COLLECTIVE_TEST_CHILD_DIR";
 const CHILD_KEY: &str = "EMBER_COLLECTIVE_TEST_CHILD_KEY";
@@ -46,8 +48,12 @@ fn child_rank() {
     println!("addr {}", endpoint.addr());
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
-    let peers = vec![PeerAddr::parse(line.trim()).unwrap(), endpoint.addr().clone()];
-    let mut comm = Communicator::connect(endpoint, 1, &peers, &key, CommOptions::default()).unwrap();
+    let peers = vec![
+        PeerAddr::parse(line.trim()).unwrap(),
+        endpoint.addr().clone(),
+    ];
+    let mut comm =
+        Communicator::connect(endpoint, 1, &peers, &key, CommOptions::default()).unwrap();
     comm.barrier().unwrap();
     println!("barrier done");
     let _ = std::io::stdin().read_line(&mut line);
@@ -59,7 +65,13 @@ fn killed_peer_process_fails_the_others() {
     let key = StageKey::random().unwrap();
     let endpoint = Endpoint::bind_unix(dir.path()).unwrap();
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "child_rank", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_rank",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_DIR, dir.path())
         .env(CHILD_KEY, hex(key.as_bytes()))
         .stdin(Stdio::piped())
@@ -77,9 +89,12 @@ fn killed_peer_process_fails_the_others() {
         }
     });
     let next_line = |prefix: &str| loop {
-        let line = line_rx.recv_timeout(WATCHDOG).expect("watchdog: the child said nothing");
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.to_string();
+        let line = line_rx
+            .recv_timeout(WATCHDOG)
+            .expect("watchdog: the child said nothing");
+        // libtest may print "test child_rank ... " before it on the same line.
+        if let Some(at) = line.find(prefix) {
+            return line[at + prefix.len()..].to_string();
         }
     };
     let child_addr = PeerAddr::parse(&next_line("addr ")).unwrap();
@@ -89,7 +104,8 @@ fn killed_peer_process_fails_the_others() {
     let abort = endpoint.abort_handle();
     let (outcome_tx, outcome_rx) = mpsc::channel();
     thread::spawn(move || {
-        let mut comm = Communicator::connect(endpoint, 0, &peers, &key, CommOptions::default()).unwrap();
+        let mut comm =
+            Communicator::connect(endpoint, 0, &peers, &key, CommOptions::default()).unwrap();
         comm.barrier().unwrap();
         let mut data = vec![1.0f64; 1000];
         let _ = outcome_tx.send(comm.all_reduce_slice(&mut data, ReduceOp::Sum));

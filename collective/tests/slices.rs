@@ -15,7 +15,18 @@ const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max];
 
 fn lengths(world: usize, elem_bytes: usize) -> Vec<usize> {
     let switch = ALL_REDUCE_RING_MIN_BYTES / elem_bytes;
-    let mut lens = vec![0, 1, 2, 3, world + 1, 2 * world - 1, 1001, switch - 1, switch, switch + 3];
+    let mut lens = vec![
+        0,
+        1,
+        2,
+        3,
+        world + 1,
+        2 * world - 1,
+        1001,
+        switch - 1,
+        switch,
+        switch + 3,
+    ];
     lens.sort_unstable();
     lens.dedup();
     lens
@@ -37,7 +48,10 @@ fn bits<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
 }
 
 /// Runs every slice collective on one element type and checks them.
-fn check_type<T: Element + std::fmt::Debug>(comm: &mut Communicator, input: impl Fn(usize, usize, u64) -> Vec<T>) {
+fn check_type<T: Element + std::fmt::Debug>(
+    comm: &mut Communicator,
+    input: impl Fn(usize, usize, u64) -> Vec<T>,
+) {
     let (p, r) = (comm.world(), comm.rank());
     for (seed, len) in lengths(p, size_of::<T>()).into_iter().enumerate() {
         let seed = seed as u64;
@@ -46,20 +60,43 @@ fn check_type<T: Element + std::fmt::Debug>(comm: &mut Communicator, input: impl
             let want = reference(p, op, &mine);
             let mut got = mine(r);
             comm.all_reduce_slice(&mut got, op).unwrap();
-            assert_eq!(bits(&got), bits(&want), "all_reduce_slice {op:?} len {len} world {p} rank {r}");
-            for algorithm in [AllReduceAlgorithm::RecursiveDoubling, AllReduceAlgorithm::Ring] {
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "all_reduce_slice {op:?} len {len} world {p} rank {r}"
+            );
+            for algorithm in [
+                AllReduceAlgorithm::RecursiveDoubling,
+                AllReduceAlgorithm::Ring,
+            ] {
                 let mut got = mine(r);
                 comm.all_reduce_slice_with(&mut got, op, algorithm).unwrap();
-                assert_eq!(bits(&got), bits(&want), "{algorithm:?} {op:?} len {len} world {p} rank {r}");
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{algorithm:?} {op:?} len {len} world {p} rank {r}"
+                );
             }
             let got = comm.reduce_scatter_slice(&mine(r), op).unwrap();
             let block = block_range(len, p, r);
-            assert_eq!(got.len(), len / p + usize::from(r < len % p), "block size len {len} world {p} rank {r}");
-            assert_eq!(bits(&got), bits(&want[block]), "reduce_scatter {op:?} len {len} world {p} rank {r}");
+            assert_eq!(
+                got.len(),
+                len / p + usize::from(r < len % p),
+                "block size len {len} world {p} rank {r}"
+            );
+            assert_eq!(
+                bits(&got),
+                bits(&want[block]),
+                "reduce_scatter {op:?} len {len} world {p} rank {r}"
+            );
         }
         let gathered = comm.all_gather_slice(&mine(r)).unwrap();
         let want: Vec<T> = (0..p).flat_map(mine).collect();
-        assert_eq!(bits(&gathered), bits(&want), "all_gather_slice len {len} world {p} rank {r}");
+        assert_eq!(
+            bits(&gathered),
+            bits(&want),
+            "all_gather_slice len {len} world {p} rank {r}"
+        );
     }
 }
 
@@ -113,11 +150,15 @@ fn overflow_wraps_and_nan_rules() {
         comm.all_reduce_slice(&mut unsigned, ReduceOp::Sum).unwrap();
         assert_eq!(unsigned, vec![u64::MAX - 2; 2]);
         let nan_on_one = if r == 1 { f64::NAN } else { r as f64 };
-        let mut floats = vec![nan_on_one, nan_on_one, f64::NAN, nan_on_one];
-        comm.all_reduce_slice(&mut floats[..1], ReduceOp::Min).unwrap();
-        comm.all_reduce_slice(&mut floats[1..2], ReduceOp::Max).unwrap();
-        comm.all_reduce_slice(&mut floats[2..3], ReduceOp::Max).unwrap();
-        comm.all_reduce_slice(&mut floats[3..4], ReduceOp::Sum).unwrap();
+        let mut floats = [nan_on_one, nan_on_one, f64::NAN, nan_on_one];
+        comm.all_reduce_slice(&mut floats[..1], ReduceOp::Min)
+            .unwrap();
+        comm.all_reduce_slice(&mut floats[1..2], ReduceOp::Max)
+            .unwrap();
+        comm.all_reduce_slice(&mut floats[2..3], ReduceOp::Max)
+            .unwrap();
+        comm.all_reduce_slice(&mut floats[3..4], ReduceOp::Sum)
+            .unwrap();
         assert_eq!(floats[0], 0.0);
         assert_eq!(floats[1], 2.0);
         assert!(floats[2].is_nan());

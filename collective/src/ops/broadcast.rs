@@ -29,12 +29,18 @@ fn span(total: usize, p: usize, first: usize, count: usize) -> Range<usize> {
     block_range(total, p, first).start..block_range(total, p, last).end
 }
 
-pub(crate) fn broadcast(call: &mut Call<'_>, root: usize, value: Option<Vec<u8>>) -> Result<Vec<u8>> {
+pub(crate) fn broadcast(
+    call: &mut Call<'_>,
+    root: usize,
+    value: Option<Vec<u8>>,
+) -> Result<Vec<u8>> {
     let (p, r) = (call.world, call.rank);
     let q = (r + p - root) % p;
     let mut data = if r == root {
         let value = value.ok_or_else(|| {
-            CollectiveError::InvalidArgument(format!("broadcast: the root (rank {root}) passed no value"))
+            CollectiveError::InvalidArgument(format!(
+                "broadcast: the root (rank {root}) passed no value"
+            ))
         })?;
         call.check_own_size(value.len())?;
         Some(value)
@@ -100,7 +106,14 @@ pub(crate) fn broadcast(call: &mut Call<'_>, root: usize, value: Option<Vec<u8>>
         mask >>= 1;
     }
     if scatter {
-        ring::all_gather(call, &mut data, q, |b| block_range(total, p, b), 1, total as u64)?;
+        ring::all_gather(
+            call,
+            &mut data,
+            q,
+            |b| block_range(total, p, b),
+            1,
+            total as u64,
+        )?;
     }
     Ok(data)
 }

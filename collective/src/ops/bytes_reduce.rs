@@ -23,13 +23,23 @@ pub(crate) type Combine<'f> = &'f mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<
 /// The step of the final hand-over from rank 0 to a root other than 0.
 const TO_ROOT_STEP: usize = 64;
 
-fn combine_checked(call: &Call<'_>, combine: Combine<'_>, lower: Vec<u8>, higher: Vec<u8>) -> Result<Vec<u8>> {
+fn combine_checked(
+    call: &Call<'_>,
+    combine: Combine<'_>,
+    lower: Vec<u8>,
+    higher: Vec<u8>,
+) -> Result<Vec<u8>> {
     let out = combine(lower, higher).map_err(CollectiveError::Combine)?;
     call.check_own_size(out.len())?;
     Ok(out)
 }
 
-pub(crate) fn reduce(call: &mut Call<'_>, root: usize, value: Vec<u8>, combine: Combine<'_>) -> Result<Option<Vec<u8>>> {
+pub(crate) fn reduce(
+    call: &mut Call<'_>,
+    root: usize,
+    value: Vec<u8>,
+    combine: Combine<'_>,
+) -> Result<Option<Vec<u8>>> {
     let (p, r) = (call.world, call.rank);
     call.check_own_size(value.len())?;
     let mut acc = value;
@@ -59,7 +69,11 @@ pub(crate) fn reduce(call: &mut Call<'_>, root: usize, value: Vec<u8>, combine: 
     }
 }
 
-pub(crate) fn all_reduce(call: &mut Call<'_>, value: Vec<u8>, combine: Combine<'_>) -> Result<Vec<u8>> {
+pub(crate) fn all_reduce(
+    call: &mut Call<'_>,
+    value: Vec<u8>,
+    combine: Combine<'_>,
+) -> Result<Vec<u8>> {
     let (p, r) = (call.world, call.rank);
     call.check_own_size(value.len())?;
     if p == 1 {

@@ -6,8 +6,6 @@
 //! value it is), checked against the block this step must bring; slices are received
 //! straight into their place in the result, with their exact length.
 
-use bytemuck::Zeroable;
-
 use crate::call::Call;
 use crate::element::Element;
 use crate::error::{CollectiveError, Result};
@@ -32,7 +30,9 @@ pub(crate) fn all_gather(call: &mut Call<'_>, value: Vec<u8>) -> Result<Vec<Vec<
 pub(crate) fn all_gather_slice<T: Element>(call: &mut Call<'_>, data: &[T]) -> Result<Vec<T>> {
     let (p, r, n) = (call.world, call.rank, data.len());
     let total = n.checked_mul(p).ok_or_else(|| {
-        CollectiveError::InvalidArgument(format!("all_gather_slice: {n} elements times {p} ranks overflows"))
+        CollectiveError::InvalidArgument(format!(
+            "all_gather_slice: {n} elements times {p} ranks overflows"
+        ))
     })?;
     let mut out = vec![T::zeroed(); total];
     out[r * n..(r + 1) * n].copy_from_slice(data);

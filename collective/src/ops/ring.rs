@@ -8,11 +8,11 @@
 //! receiving rank's own block on the right): a fixed order, so the bits never vary.
 //! [`all_gather`] copies each rank's block to every rank unchanged, so all ranks end
 //! with identical bits. Received blocks land directly in place (all-gather) or in one
-//! block-sized scratch buffer (reduce-scatter).
+//! block-sized scratch buffer (reduce-scatter), reduced chunk by chunk as they arrive.
 
 use std::ops::Range;
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 
 use crate::call::Call;
 use crate::element::{bytes, bytes_mut, reduce_keep_right, Element, ReduceOp};
@@ -35,15 +35,29 @@ pub(crate) fn reduce_scatter<T: Element>(
         let send_block = block_range(n, p, (r + 2 * p - s - 1) % p);
         let recv_block = block_range(n, p, (r + 2 * p - s - 2) % p);
         let incoming = &mut scratch[..recv_block.len()];
-        call.sendrecv_into(
+        let (outgoing, target) = disjoint(data, send_block, recv_block);
+        // Reduce each whole element as soon as it has arrived.
+        let mut reduced = 0;
+        let mut reduce_arrived = |prefix: &[u8]| {
+            let complete = prefix.len() / size_of::<T>();
+            if complete > reduced {
+                let arrived: &[T] = bytemuck::cast_slice(
+                    &prefix[reduced * size_of::<T>()..complete * size_of::<T>()],
+                );
+                reduce_keep_right(op, arrived, &mut target[reduced..complete]);
+                reduced = complete;
+            }
+        };
+        call.sendrecv_consume(
             right,
-            bytes(&data[send_block]),
+            bytes(outgoing),
             left,
             bytes_mut(incoming),
+            Some(&mut reduce_arrived),
             step_base + s,
             aux,
         )?;
-        reduce_keep_right(op, incoming, &mut data[recv_block]);
+        debug_assert_eq!(reduced, target.len());
     }
     Ok(())
 }
@@ -65,18 +79,32 @@ pub(crate) fn all_gather<T: Pod>(
         let send_block = block((me + p - s) % p);
         let recv_block = block((me + 2 * p - s - 1) % p);
         let (outgoing, incoming) = disjoint(data, send_block, recv_block);
-        call.sendrecv_into(right, bytes(outgoing), left, bytes_mut(incoming), step_base + s, aux)?;
+        call.sendrecv_into(
+            right,
+            bytes(outgoing),
+            left,
+            bytes_mut(incoming),
+            step_base + s,
+            aux,
+        )?;
     }
     Ok(())
 }
 
 /// Two non-overlapping ranges of one slice, the first to read, the second to write.
-pub(crate) fn disjoint<T>(data: &mut [T], read: Range<usize>, write: Range<usize>) -> (&[T], &mut [T]) {
+pub(crate) fn disjoint<T>(
+    data: &mut [T],
+    read: Range<usize>,
+    write: Range<usize>,
+) -> (&[T], &mut [T]) {
     if read.end <= write.start {
         let (low, high) = data.split_at_mut(write.start);
         (&low[read], &mut high[..write.len()])
     } else {
-        assert!(write.end <= read.start, "overlapping blocks {read:?} and {write:?}");
+        assert!(
+            write.end <= read.start,
+            "overlapping blocks {read:?} and {write:?}"
+        );
         let (low, high) = data.split_at_mut(read.start);
         (&high[..read.len()], &mut low[write])
     }

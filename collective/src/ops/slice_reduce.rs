@@ -13,8 +13,6 @@
 //! fixed too (`ring.rs`). The frame `aux` carries the slice length, so ranks with
 //! different lengths fail rather than mix blocks.
 
-use bytemuck::Zeroable;
-
 use crate::call::Call;
 use crate::element::{bytes, bytes_mut, reduce_keep_left, reduce_keep_right, Element, ReduceOp};
 use crate::error::Result;
@@ -59,7 +57,12 @@ pub(crate) fn reduce_scatter<T: Element>(
     Ok(work[mine].to_vec())
 }
 
-fn recursive_doubling<T: Element>(call: &mut Call<'_>, data: &mut [T], op: ReduceOp, aux: u64) -> Result<()> {
+fn recursive_doubling<T: Element>(
+    call: &mut Call<'_>,
+    data: &mut [T],
+    op: ReduceOp,
+    aux: u64,
+) -> Result<()> {
     let (p, r) = (call.world, call.rank);
     if p == 1 {
         return Ok(());
@@ -89,7 +92,14 @@ fn recursive_doubling<T: Element>(call: &mut Call<'_>, data: &mut [T], op: Reduc
             } else {
                 partner_new + rem
             };
-            call.sendrecv_into(partner, bytes(data), partner, bytes_mut(&mut scratch), 1 + k, aux)?;
+            call.sendrecv_into(
+                partner,
+                bytes(data),
+                partner,
+                bytes_mut(&mut scratch),
+                1 + k,
+                aux,
+            )?;
             if partner_new < nr {
                 reduce_keep_right(op, &scratch, data);
             } else {

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ember_collective::{AbortHandle, CollectiveError, CommOptions, Communicator, Endpoint, PeerAddr, StageKey};
+use ember_collective::{
+    AbortHandle, CollectiveError, CommOptions, Communicator, Endpoint, PeerAddr, StageKey,
+};
 
 /// How long a whole multi-rank run may take before the test fails as hung (debug builds
 /// on a loaded two-core machine included).
@@ -91,7 +93,10 @@ pub fn launch<T: Send + 'static>(
             }
         }
     }
-    results.into_iter().map(|r| r.expect("every rank reported")).collect()
+    results
+        .into_iter()
+        .map(|r| r.expect("every rank reported"))
+        .collect()
 }
 
 /// Runs `world` ranks with one key and default options; `body` gets a connected
@@ -142,7 +147,9 @@ pub fn exact_f32(rank: usize, len: usize, seed: u64) -> Vec<f32> {
 
 /// Integers of both signs over the whole range, so sums wrap.
 pub fn wide_i64(rank: usize, len: usize, seed: u64) -> Vec<i64> {
-    (0..len).map(|i| mix(seed ^ 1, rank as u64, i as u64) as i64).collect()
+    (0..len)
+        .map(|i| mix(seed ^ 1, rank as u64, i as u64) as i64)
+        .collect()
 }
 
 /// Floats whose sums round (magnitudes spread over many binades), for determinism tests.
@@ -175,5 +182,7 @@ pub fn mix(a: u64, b: u64, c: u64) -> u64 {
 
 /// A rank's byte value of `len` bytes.
 pub fn bytes_of(rank: usize, len: usize, seed: u64) -> Vec<u8> {
-    (0..len).map(|i| mix(seed, rank as u64, i as u64) as u8).collect()
+    (0..len)
+        .map(|i| mix(seed, rank as u64, i as u64) as u8)
+        .collect()
 }
