@@ -39,6 +39,8 @@ pub(crate) struct Call<'a> {
     pub(crate) deadline: Option<Instant>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) stats: &'a mut CommStats,
+    /// The communicator's scratch store, kept across calls (see [`Call::with_scratch`]).
+    pub(crate) scratch: &'a mut Vec<u64>,
 }
 
 /// A receive's size: exact (slices) or bounded (byte values).
@@ -239,6 +241,28 @@ impl<'a> Call<'a> {
             .run(Some(out), Some(inc))?
             .expect("a receive returns its frame")
             .payload)
+    }
+
+    /// Runs `body` with `len` elements of scratch space. The store behind it is the
+    /// communicator's and outlives the call, so a large collective does not fault in
+    /// fresh pages every time (it keeps the largest size asked for; contents are
+    /// whatever the last call left).
+    pub(crate) fn with_scratch<T: bytemuck::Pod, R>(
+        &mut self,
+        len: usize,
+        body: impl FnOnce(&mut Self, &mut [T]) -> R,
+    ) -> R {
+        let mut store = std::mem::take(&mut *self.scratch);
+        let words = (len * size_of::<T>()).div_ceil(8);
+        if store.len() < words {
+            store.resize(words, 0);
+        }
+        let result = body(
+            self,
+            &mut bytemuck::cast_slice_mut::<u64, T>(&mut store[..words])[..len],
+        );
+        *self.scratch = store;
+        result
     }
 
     /// Fails with `MessageTooLarge` (naming this rank) when this rank's own byte value is

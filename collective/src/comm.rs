@@ -35,6 +35,7 @@ pub struct Communicator {
     seq: u32,
     broken: Option<String>,
     stats: CommStats,
+    scratch: Vec<u64>,
 }
 
 impl Communicator {
@@ -63,6 +64,7 @@ impl Communicator {
             seq: 0,
             broken: None,
             stats: CommStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -116,6 +118,7 @@ impl Communicator {
             deadline: self.opts.op_timeout.map(|t| Instant::now() + t),
             timeout: self.opts.op_timeout,
             stats: &mut self.stats,
+            scratch: &mut self.scratch,
         };
         let result = body(&mut call);
         if let Err(e) = &result {

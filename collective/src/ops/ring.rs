@@ -8,7 +8,7 @@
 //! receiving rank's own block on the right): a fixed order, so the bits never vary.
 //! [`all_gather`] copies each rank's block to every rank unchanged, so all ranks end
 //! with identical bits. Received blocks land directly in place (all-gather) or in one
-//! block-sized scratch buffer (reduce-scatter), reduced chunk by chunk as they arrive.
+//! block-sized scratch buffer (the communicator's, reused across calls; reduce-scatter), reduced chunk by chunk as they arrive.
 
 use std::ops::Range;
 
@@ -30,36 +30,37 @@ pub(crate) fn reduce_scatter<T: Element>(
 ) -> Result<()> {
     let (p, r, n) = (call.world, call.rank, data.len());
     let (right, left) = ((r + 1) % p, (r + p - 1) % p);
-    let mut scratch = vec![T::zeroed(); n.div_ceil(p)];
-    for s in 0..p.saturating_sub(1) {
-        let send_block = block_range(n, p, (r + 2 * p - s - 1) % p);
-        let recv_block = block_range(n, p, (r + 2 * p - s - 2) % p);
-        let incoming = &mut scratch[..recv_block.len()];
-        let (outgoing, target) = disjoint(data, send_block, recv_block);
-        // Reduce each whole element as soon as it has arrived.
-        let mut reduced = 0;
-        let mut reduce_arrived = |prefix: &[u8]| {
-            let complete = prefix.len() / size_of::<T>();
-            if complete > reduced {
-                let arrived: &[T] = bytemuck::cast_slice(
-                    &prefix[reduced * size_of::<T>()..complete * size_of::<T>()],
-                );
-                reduce_keep_right(op, arrived, &mut target[reduced..complete]);
-                reduced = complete;
-            }
-        };
-        call.sendrecv_consume(
-            right,
-            bytes(outgoing),
-            left,
-            bytes_mut(incoming),
-            Some(&mut reduce_arrived),
-            step_base + s,
-            aux,
-        )?;
-        debug_assert_eq!(reduced, target.len());
-    }
-    Ok(())
+    call.with_scratch::<T, _>(n.div_ceil(p), |call, scratch| {
+        for s in 0..p.saturating_sub(1) {
+            let send_block = block_range(n, p, (r + 2 * p - s - 1) % p);
+            let recv_block = block_range(n, p, (r + 2 * p - s - 2) % p);
+            let incoming = &mut scratch[..recv_block.len()];
+            let (outgoing, target) = disjoint(data, send_block, recv_block);
+            // Reduce each whole element as soon as it has arrived.
+            let mut reduced = 0;
+            let mut reduce_arrived = |prefix: &[u8]| {
+                let complete = prefix.len() / size_of::<T>();
+                if complete > reduced {
+                    let arrived: &[T] = bytemuck::cast_slice(
+                        &prefix[reduced * size_of::<T>()..complete * size_of::<T>()],
+                    );
+                    reduce_keep_right(op, arrived, &mut target[reduced..complete]);
+                    reduced = complete;
+                }
+            };
+            call.sendrecv_consume(
+                right,
+                bytes(outgoing),
+                left,
+                bytes_mut(incoming),
+                Some(&mut reduce_arrived),
+                step_base + s,
+                aux,
+            )?;
+            debug_assert_eq!(reduced, target.len());
+        }
+        Ok(())
+    })
 }
 
 /// Ring all-gather in place: rank `call.rank` holds block `me` (its index in the ring,

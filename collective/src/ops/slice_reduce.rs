@@ -69,51 +69,52 @@ fn recursive_doubling<T: Element>(
     }
     let pof2 = pof2_floor(p);
     let rem = p - pof2;
-    let mut scratch = vec![T::zeroed(); data.len()];
-    // Fold: even ranks below 2 rem hand their slice up and wait.
-    let new_rank = if r < 2 * rem {
-        if r % 2 == 0 {
-            call.send(r + 1, 0, bytes(data), aux)?;
-            None
+    call.with_scratch::<T, _>(data.len(), |call, scratch| {
+        // Fold: even ranks below 2 rem hand their slice up and wait.
+        let new_rank = if r < 2 * rem {
+            if r % 2 == 0 {
+                call.send(r + 1, 0, bytes(data), aux)?;
+                None
+            } else {
+                call.recv_into(r - 1, 0, bytes_mut(scratch), aux)?;
+                reduce_keep_right(op, scratch, data);
+                Some(r / 2)
+            }
         } else {
-            call.recv_into(r - 1, 0, bytes_mut(&mut scratch), aux)?;
-            reduce_keep_right(op, &scratch, data);
-            Some(r / 2)
-        }
-    } else {
-        Some(r - rem)
-    };
-    let rounds = pof2.trailing_zeros() as usize;
-    if let Some(nr) = new_rank {
-        for k in 0..rounds {
-            let partner_new = nr ^ (1 << k);
-            let partner = if partner_new < rem {
-                2 * partner_new + 1
-            } else {
-                partner_new + rem
-            };
-            call.sendrecv_into(
-                partner,
-                bytes(data),
-                partner,
-                bytes_mut(&mut scratch),
-                1 + k,
-                aux,
-            )?;
-            if partner_new < nr {
-                reduce_keep_right(op, &scratch, data);
-            } else {
-                reduce_keep_left(op, data, &scratch);
+            Some(r - rem)
+        };
+        let rounds = pof2.trailing_zeros() as usize;
+        if let Some(nr) = new_rank {
+            for k in 0..rounds {
+                let partner_new = nr ^ (1 << k);
+                let partner = if partner_new < rem {
+                    2 * partner_new + 1
+                } else {
+                    partner_new + rem
+                };
+                call.sendrecv_into(
+                    partner,
+                    bytes(data),
+                    partner,
+                    bytes_mut(scratch),
+                    1 + k,
+                    aux,
+                )?;
+                if partner_new < nr {
+                    reduce_keep_right(op, scratch, data);
+                } else {
+                    reduce_keep_left(op, data, scratch);
+                }
             }
         }
-    }
-    // Unfold: the odd ranks hand the result back.
-    if r < 2 * rem {
-        if r % 2 == 0 {
-            call.recv_into(r + 1, 1 + rounds, bytes_mut(data), aux)?;
-        } else {
-            call.send(r - 1, 1 + rounds, bytes(data), aux)?;
+        // Unfold: the odd ranks hand the result back.
+        if r < 2 * rem {
+            if r % 2 == 0 {
+                call.recv_into(r + 1, 1 + rounds, bytes_mut(data), aux)?;
+            } else {
+                call.send(r - 1, 1 + rounds, bytes(data), aux)?;
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
