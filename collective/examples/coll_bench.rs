@@ -8,9 +8,10 @@
 //! for all_gather), `median_us` the median over calls of the slowest rank's time for that
 //! call, `algbw_GBps` = bytes / median seconds / 1e9.
 //!
-//! Usage: `coll_bench [--ranks 2,4] [--iters 1000] [--transport unix|tcp] [--sweep]`;
+//! Usage: `coll_bench [--ranks 2,4] [--iters 1000] [--transport unix|tcp] [--sweep]
+//! [--sockbuf BYTES]` (`--sockbuf`: `CommOptions::socket_buffer_bytes`);
 //! `--sweep` adds all_reduce at sizes from 1 KiB to 1 MiB with each algorithm forced, to
-//! place `ALL_REDUCE_RING_MIN_BYTES`.
+//! place `ALL_REDUCE_RING_MIN_BYTES`, and the ring at 4 and 16 MiB.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -68,13 +69,17 @@ fn ops(sweep: bool) -> Vec<Op> {
         Op::AllGather(64 << 10),
     ];
     if sweep {
-        for kib in [1, 4, 16, 32, 64, 128, 256, 1024] {
+        for kib in [1, 4, 16, 32, 48, 64, 128, 256, 1024] {
             for alg in [
                 AllReduceAlgorithm::RecursiveDoubling,
                 AllReduceAlgorithm::Ring,
             ] {
                 ops.push(Op::AllReduce(kib << 10, Some(alg)));
             }
+        }
+        // Where the ring leaves the caches.
+        for mib in [4, 16] {
+            ops.push(Op::AllReduce(mib << 20, Some(AllReduceAlgorithm::Ring)));
         }
     }
     ops
@@ -85,6 +90,7 @@ struct Args {
     iters: usize,
     tcp: bool,
     sweep: bool,
+    sockbuf: Option<usize>,
     child: Option<(usize, usize, String)>,
 }
 
@@ -94,6 +100,7 @@ fn parse_args() -> Args {
         iters: 1000,
         tcp: false,
         sweep: false,
+        sockbuf: None,
         child: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -125,6 +132,10 @@ fn parse_args() -> Args {
                 i += 1;
             }
             "--sweep" => args.sweep = true,
+            "--sockbuf" => {
+                args.sockbuf = Some(value(i).parse().unwrap_or_else(|_| die("bad --sockbuf")));
+                i += 1;
+            }
             "--child" => {
                 // --child RANK WORLD DIR
                 let rank = value(i).parse().unwrap_or_else(|_| die("bad child rank"));
@@ -197,6 +208,9 @@ fn parent(args: &Args, world: usize) {
         }
         if args.sweep {
             command.arg("--sweep");
+        }
+        if let Some(bytes) = args.sockbuf {
+            command.args(["--sockbuf", &bytes.to_string()]);
         }
         children.0.push(command.spawn().expect("spawn a rank"));
     }
@@ -284,7 +298,11 @@ fn child(args: &Args, rank: usize, world: usize, dir: &str) {
             PeerAddr::parse(&l.expect("read an address")).unwrap_or_else(|e| die(&e.to_string()))
         })
         .collect();
-    let mut comm = Communicator::connect(endpoint, rank, &peers, &key, CommOptions::default())
+    let mut opts = CommOptions::default();
+    if let Some(bytes) = args.sockbuf {
+        opts.socket_buffer_bytes = Some(bytes);
+    }
+    let mut comm = Communicator::connect(endpoint, rank, &peers, &key, opts)
         .unwrap_or_else(|e| die(&format!("rank {rank}: {e}")));
     let mut out = std::io::stdout().lock();
     for op in ops(args.sweep) {

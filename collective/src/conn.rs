@@ -44,14 +44,9 @@ fn send(socket: &Socket, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
 }
 
 /// Sets what every connection needs; `tcp` adds `TCP_NODELAY`, keepalive and
-/// `TCP_USER_TIMEOUT`.
+/// `TCP_USER_TIMEOUT`, Unix sockets get `opts.socket_buffer_bytes`.
 pub(crate) fn configure(socket: &Socket, tcp: bool, opts: &CommOptions) -> io::Result<()> {
     socket.set_nonblocking(true)?;
-    if let Some(bytes) = opts.socket_buffer_bytes {
-        // The kernel caps these at wmem_max / rmem_max; a refusal is not an error.
-        let _ = socket.set_send_buffer_size(bytes);
-        let _ = socket.set_recv_buffer_size(bytes);
-    }
     if tcp {
         socket.set_tcp_nodelay(true)?;
         let k = &opts.keepalive;
@@ -61,6 +56,10 @@ pub(crate) fn configure(socket: &Socket, tcp: bool, opts: &CommOptions) -> io::R
             .with_retries(k.retries);
         socket.set_tcp_keepalive(&params)?;
         socket.set_tcp_user_timeout(Some(k.dead_after()))?;
+    } else if let Some(bytes) = opts.socket_buffer_bytes {
+        // The kernel caps these at wmem_max / rmem_max; a refusal is not an error.
+        let _ = socket.set_send_buffer_size(bytes);
+        let _ = socket.set_recv_buffer_size(bytes);
     }
     Ok(())
 }

@@ -62,3 +62,17 @@ pub use options::{CommOptions, Keepalive};
 
 #[cfg(test)]
 mod malicious_tests;
+
+#[cfg(test)]
+mod tests {
+    /// The layer above moves a communicator into a task's thread and hands its abort
+    /// handle to whatever kills the task.
+    #[test]
+    fn handles_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::Communicator>();
+        send_sync::<crate::AbortHandle>();
+        send_sync::<crate::Endpoint>();
+        send_sync::<crate::CollectiveError>();
+    }
+}

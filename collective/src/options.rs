@@ -27,8 +27,12 @@ pub struct CommOptions {
     pub max_message_bytes: usize,
     /// TCP keepalive: how soon a silent dead host is noticed.
     pub keepalive: Keepalive,
-    /// `SO_SNDBUF` and `SO_RCVBUF` asked for each connection (the kernel may cap them);
-    /// `None` keeps the system's. Default 4 MiB: fewer system calls per large message.
+    /// `SO_SNDBUF` and `SO_RCVBUF` of each Unix-socket connection; `None` keeps the
+    /// system's. TCP connections keep the kernel's autotuning (setting these would turn
+    /// it off). Default 128 KiB: measured with `examples/coll_bench.rs` on one host, a
+    /// small buffer keeps the data in flight in cache and beats both the default
+    /// (208 KiB) and 4 MiB from 4 MiB messages up (2 ranks, 16 MiB all-reduce: 7.9 ms with
+    /// 128 KiB, 10.3 ms with 4 MiB).
     pub socket_buffer_bytes: Option<usize>,
 }
 
@@ -70,7 +74,7 @@ impl Default for CommOptions {
             op_timeout: None,
             max_message_bytes: 1 << 30,
             keepalive: Keepalive::default(),
-            socket_buffer_bytes: Some(4 << 20),
+            socket_buffer_bytes: Some(128 << 10),
         }
     }
 }

@@ -21,8 +21,11 @@ pub(crate) mod slice_reduce;
 /// (`ceil(log2 p)` rounds, each moving the whole slice: latency-optimal) to the ring
 /// reduce-scatter + all-gather (`2(p-1)` rounds moving `1/p` of it each:
 /// bandwidth-optimal) at this many bytes of slice, provided the slice has at least one
-/// element per rank. Measured with `examples/coll_bench.rs` (see the crate README notes
-/// in `lib.rs`): on one host over Unix sockets the ring wins from a few tens of KiB.
+/// element per rank. Measured with `examples/coll_bench.rs --sweep` (Unix sockets, one
+/// two-core host, f64 sums, median of the slowest rank): 2 ranks, 32 KiB: recursive
+/// doubling 10.7 us, ring 17.2 us; 64 KiB: 25.7 us against 22.3 us; 4 ranks, 32 KiB:
+/// 60.9 us against 64.6 us; 64 KiB: 113 us against 79 us. The ring's lead grows with
+/// size (1 MiB, 2 ranks: 656 us against 294 us).
 pub const ALL_REDUCE_RING_MIN_BYTES: usize = 64 << 10;
 
 /// `broadcast` switches from the binomial tree (the whole value down `ceil(log2 p)`
