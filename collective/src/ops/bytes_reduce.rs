@@ -15,7 +15,7 @@
 
 use crate::call::Call;
 use crate::error::{BoxError, CollectiveError, Result};
-use crate::ops::pof2_floor;
+use crate::ops::{doubling_partner, pof2_floor};
 
 /// The caller's combine function, as the algorithms take it.
 pub(crate) type Combine<'f> = &'f mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<u8>, BoxError>;
@@ -97,12 +97,7 @@ pub(crate) fn all_reduce(
     let rounds = pof2.trailing_zeros() as usize;
     if let Some(nr) = new_rank {
         for k in 0..rounds {
-            let partner_new = nr ^ (1 << k);
-            let partner = if partner_new < rem {
-                2 * partner_new + 1
-            } else {
-                partner_new + rem
-            };
+            let (partner, partner_new) = doubling_partner(p, nr, k);
             let theirs = call.sendrecv_owned(partner, &acc, 0, partner, 0, 1 + k)?;
             acc = if partner_new < nr {
                 combine_checked(call, combine, theirs, acc)?

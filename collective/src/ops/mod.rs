@@ -72,6 +72,20 @@ pub(crate) fn pof2_floor(p: usize) -> usize {
     1 << (usize::BITS - 1 - p.leading_zeros())
 }
 
+/// The partner of participant `new_rank` in round `k` of recursive doubling over a world
+/// of `p` folded to a power of two (the first `2 * (p - pof2)` ranks pair up, the odd one
+/// of each pair standing in for both): its real rank, and its participant number.
+pub(crate) fn doubling_partner(p: usize, new_rank: usize, k: usize) -> (usize, usize) {
+    let rem = p - pof2_floor(p);
+    let partner_new = new_rank ^ (1 << k);
+    let partner = if partner_new < rem {
+        2 * partner_new + 1
+    } else {
+        partner_new + rem
+    };
+    (partner, partner_new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@
 use crate::call::Call;
 use crate::element::{bytes, bytes_mut, reduce_keep_left, reduce_keep_right, Element, ReduceOp};
 use crate::error::Result;
-use crate::ops::{block_range, pof2_floor, ring, AllReduceAlgorithm};
+use crate::ops::{block_range, doubling_partner, pof2_floor, ring, AllReduceAlgorithm};
 
 pub(crate) fn all_reduce<T: Element>(
     call: &mut Call<'_>,
@@ -86,12 +86,7 @@ fn recursive_doubling<T: Element>(
         let rounds = pof2.trailing_zeros() as usize;
         if let Some(nr) = new_rank {
             for k in 0..rounds {
-                let partner_new = nr ^ (1 << k);
-                let partner = if partner_new < rem {
-                    2 * partner_new + 1
-                } else {
-                    partner_new + rem
-                };
+                let (partner, partner_new) = doubling_partner(p, nr, k);
                 call.sendrecv_into(
                     partner,
                     bytes(data),
