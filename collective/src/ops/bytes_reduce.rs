@@ -15,7 +15,7 @@
 
 use crate::call::Call;
 use crate::error::{BoxError, CollectiveError, Result};
-use crate::ops::{doubling_partner, pof2_floor};
+use crate::ops::{Doubling, DoublingRole};
 
 /// The caller's combine function, as the algorithms take it.
 pub(crate) type Combine<'f> = &'f mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<u8>, BoxError>;
@@ -79,39 +79,30 @@ pub(crate) fn all_reduce(
     if p == 1 {
         return Ok(value);
     }
-    let pof2 = pof2_floor(p);
-    let rem = p - pof2;
-    let mut acc = value;
-    let new_rank = if r < 2 * rem {
-        if r % 2 == 0 {
-            call.send(r + 1, 0, &acc, 0)?;
-            None
-        } else {
-            let lower = call.recv_owned(r - 1, 0, Some(0))?.payload;
-            acc = combine_checked(call, combine, lower, acc)?;
-            Some(r / 2)
+    let plan = Doubling::new(p, r);
+    let (new_rank, absorbs) = match plan.role {
+        DoublingRole::Folded { partner } => {
+            call.send(partner, 0, &value, 0)?;
+            return Ok(call.recv_owned(partner, 1 + plan.rounds, Some(0))?.payload);
         }
-    } else {
-        Some(r - rem)
+        DoublingRole::Active { new_rank, absorbs } => (new_rank, absorbs),
     };
-    let rounds = pof2.trailing_zeros() as usize;
-    if let Some(nr) = new_rank {
-        for k in 0..rounds {
-            let (partner, partner_new) = doubling_partner(p, nr, k);
-            let theirs = call.sendrecv_owned(partner, &acc, 0, partner, 0, 1 + k)?;
-            acc = if partner_new < nr {
-                combine_checked(call, combine, theirs, acc)?
-            } else {
-                combine_checked(call, combine, acc, theirs)?
-            };
-        }
+    let mut acc = value;
+    if let Some(lower) = absorbs {
+        let theirs = call.recv_owned(lower, 0, Some(0))?.payload;
+        acc = combine_checked(call, combine, theirs, acc)?;
     }
-    if r < 2 * rem {
-        if r % 2 == 0 {
-            acc = call.recv_owned(r + 1, 1 + rounds, Some(0))?.payload;
+    for k in 0..plan.rounds {
+        let (partner, partner_lower) = plan.partner(new_rank, k);
+        let theirs = call.sendrecv_owned(partner, &acc, 0, partner, 0, 1 + k)?;
+        acc = if partner_lower {
+            combine_checked(call, combine, theirs, acc)?
         } else {
-            call.send(r - 1, 1 + rounds, &acc, 0)?;
-        }
+            combine_checked(call, combine, acc, theirs)?
+        };
+    }
+    if let Some(lower) = absorbs {
+        call.send(lower, 1 + plan.rounds, &acc, 0)?;
     }
     Ok(acc)
 }

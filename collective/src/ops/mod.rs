@@ -72,18 +72,62 @@ pub(crate) fn pof2_floor(p: usize) -> usize {
     1 << (usize::BITS - 1 - p.leading_zeros())
 }
 
-/// The partner of participant `new_rank` in round `k` of recursive doubling over a world
-/// of `p` folded to a power of two (the first `2 * (p - pof2)` ranks pair up, the odd one
-/// of each pair standing in for both): its real rank, and its participant number.
-pub(crate) fn doubling_partner(p: usize, new_rank: usize, k: usize) -> (usize, usize) {
-    let rem = p - pof2_floor(p);
-    let partner_new = new_rank ^ (1 << k);
-    let partner = if partner_new < rem {
-        2 * partner_new + 1
-    } else {
-        partner_new + rem
-    };
-    (partner, partner_new)
+/// One rank's part in recursive doubling over a world of `p` folded to a power of two:
+/// the first `2 * (p - pof2)` ranks pair up, the odd one of each pair standing in for
+/// both. Steps: 0 is the fold, `1 + k` round `k`, `1 + rounds` the unfold.
+pub(crate) struct Doubling {
+    /// Rounds among the `pof2` participants.
+    pub rounds: usize,
+    pub role: DoublingRole,
+    rem: usize,
+}
+
+pub(crate) enum DoublingRole {
+    /// An even rank of a pair: hands its value to `partner` (the odd one) in the fold
+    /// and takes the result back from it in the unfold.
+    Folded { partner: usize },
+    /// A participant, number `new_rank` of `pof2`; `absorbs`: the even rank of its pair
+    /// (if any), whose value it folds in first and to which it gives the result back.
+    Active {
+        new_rank: usize,
+        absorbs: Option<usize>,
+    },
+}
+
+impl Doubling {
+    /// Rank `r`'s part (`p` >= 2).
+    pub(crate) fn new(p: usize, r: usize) -> Doubling {
+        let pof2 = pof2_floor(p);
+        let rem = p - pof2;
+        let role = match r {
+            r if r < 2 * rem && r % 2 == 0 => DoublingRole::Folded { partner: r + 1 },
+            r if r < 2 * rem => DoublingRole::Active {
+                new_rank: r / 2,
+                absorbs: Some(r - 1),
+            },
+            r => DoublingRole::Active {
+                new_rank: r - rem,
+                absorbs: None,
+            },
+        };
+        Doubling {
+            rounds: pof2.trailing_zeros() as usize,
+            role,
+            rem,
+        }
+    }
+
+    /// The partner of participant `new_rank` in round `k`: its real rank, and whether
+    /// it holds lower ranks' values (its participant number is the smaller).
+    pub(crate) fn partner(&self, new_rank: usize, k: usize) -> (usize, bool) {
+        let partner_new = new_rank ^ (1 << k);
+        let partner = if partner_new < self.rem {
+            2 * partner_new + 1
+        } else {
+            partner_new + self.rem
+        };
+        (partner, partner_new < new_rank)
+    }
 }
 
 #[cfg(test)]

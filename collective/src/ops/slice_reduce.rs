@@ -16,7 +16,7 @@
 use crate::call::Call;
 use crate::element::{bytes, bytes_mut, reduce_keep_left, reduce_keep_right, Element, ReduceOp};
 use crate::error::Result;
-use crate::ops::{block_range, doubling_partner, pof2_floor, ring, AllReduceAlgorithm};
+use crate::ops::{block_range, ring, AllReduceAlgorithm, Doubling, DoublingRole};
 
 pub(crate) fn all_reduce<T: Element>(
     call: &mut Call<'_>,
@@ -67,48 +67,39 @@ fn recursive_doubling<T: Element>(
     if p == 1 {
         return Ok(());
     }
-    let pof2 = pof2_floor(p);
-    let rem = p - pof2;
+    let plan = Doubling::new(p, r);
+    let (new_rank, absorbs) = match plan.role {
+        DoublingRole::Folded { partner } => {
+            // Folded: hand the slice to the pair's odd rank, take the result back.
+            call.send(partner, 0, bytes(data), aux)?;
+            return call.recv_into(partner, 1 + plan.rounds, bytes_mut(data), aux);
+        }
+        DoublingRole::Active { new_rank, absorbs } => (new_rank, absorbs),
+    };
     call.with_scratch::<T, _>(data.len(), |call, scratch| {
-        // Fold: even ranks below 2 rem hand their slice up and wait.
-        let new_rank = if r < 2 * rem {
-            if r % 2 == 0 {
-                call.send(r + 1, 0, bytes(data), aux)?;
-                None
-            } else {
-                call.recv_into(r - 1, 0, bytes_mut(scratch), aux)?;
+        if let Some(lower) = absorbs {
+            call.recv_into(lower, 0, bytes_mut(scratch), aux)?;
+            reduce_keep_right(op, scratch, data);
+        }
+        for k in 0..plan.rounds {
+            let (partner, partner_lower) = plan.partner(new_rank, k);
+            call.sendrecv_into(
+                partner,
+                bytes(data),
+                partner,
+                bytes_mut(scratch),
+                1 + k,
+                aux,
+            )?;
+            if partner_lower {
                 reduce_keep_right(op, scratch, data);
-                Some(r / 2)
-            }
-        } else {
-            Some(r - rem)
-        };
-        let rounds = pof2.trailing_zeros() as usize;
-        if let Some(nr) = new_rank {
-            for k in 0..rounds {
-                let (partner, partner_new) = doubling_partner(p, nr, k);
-                call.sendrecv_into(
-                    partner,
-                    bytes(data),
-                    partner,
-                    bytes_mut(scratch),
-                    1 + k,
-                    aux,
-                )?;
-                if partner_new < nr {
-                    reduce_keep_right(op, scratch, data);
-                } else {
-                    reduce_keep_left(op, data, scratch);
-                }
+            } else {
+                reduce_keep_left(op, data, scratch);
             }
         }
-        // Unfold: the odd ranks hand the result back.
-        if r < 2 * rem {
-            if r % 2 == 0 {
-                call.recv_into(r + 1, 1 + rounds, bytes_mut(data), aux)?;
-            } else {
-                call.send(r - 1, 1 + rounds, bytes(data), aux)?;
-            }
+        // Unfold: hand the result back to the pair's even rank.
+        if let Some(lower) = absorbs {
+            call.send(lower, 1 + plan.rounds, bytes(data), aux)?;
         }
         Ok(())
     })
