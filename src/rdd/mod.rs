@@ -193,24 +193,12 @@ impl<T: Data> Rdd<T> {
         compute: ComputeFn,
         payload: Vec<u8>,
     ) -> Rdd<U> {
-        let (captures, scope_invalid) = crate::plan::node_captures();
-        let node = LineageNode {
-            id: self.ctx.next_rdd_id(),
-            num_partitions,
-            deps: parents
-                .into_iter()
-                .map(|parent| LineageDep::Narrow { parent, one_to_one })
-                .collect(),
-            compute_fn: compute.to_offset(),
-            payload,
-            name: op_name(op, at),
-            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: scope_invalid,
-            partitioner: None,
-            pinned: false,
-            captures,
-        };
-        Rdd::from_node(self.ctx.clone(), Arc::new(node))
+        let deps = parents
+            .into_iter()
+            .map(|parent| LineageDep::Narrow { parent, one_to_one })
+            .collect();
+        self.ctx
+            .new_rdd(op, at, num_partitions, deps, compute, payload)
     }
 
     /// Creates a node that reads a new shuffle of this RDD.
@@ -226,21 +214,10 @@ impl<T: Data> Rdd<T> {
         read_payload: Vec<u8>,
     ) -> Rdd<U> {
         let spec = self.shuffle_spec(num_partitions, write, write_payload);
-        let (captures, scope_invalid) = crate::plan::node_captures();
-        let node = LineageNode {
-            id: self.ctx.next_rdd_id(),
-            num_partitions,
-            deps: vec![LineageDep::Shuffle(Arc::new(spec))],
-            compute_fn: read.to_offset(),
-            payload: read_payload,
-            name: op_name(op, at),
-            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: scope_invalid,
-            partitioner: None,
-            pinned: false,
-            captures,
-        };
-        let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
+        let deps = vec![LineageDep::Shuffle(Arc::new(spec))];
+        let rdd: Rdd<U> = self
+            .ctx
+            .new_rdd(op, at, num_partitions, deps, read, read_payload);
         let parent = self.node.num_partitions;
         if num_partitions == 0 && parent > 0 {
             return rdd.invalid(format!(
@@ -324,5 +301,37 @@ impl<T: Data> Rdd<T> {
             .store(ProtoLevel::StorageNone as i32, Ordering::Relaxed);
         self.ctx.unpersist(self.node.id);
         self.clone()
+    }
+}
+
+impl Context {
+    /// A new RDD on a fresh lineage node: `deps`, run by `compute` over `payload`, named
+    /// `op at FILE:LINE`, carrying the `capture!` values of the operator call running now
+    /// (or marked invalid if they cannot run); no partitioner, not persisted. Every
+    /// source, narrow, shuffle and cogroup node is made here.
+    pub(crate) fn new_rdd<U: Data>(
+        &self,
+        op: &str,
+        at: &Location<'_>,
+        num_partitions: u32,
+        deps: Vec<LineageDep>,
+        compute: ComputeFn,
+        payload: Vec<u8>,
+    ) -> Rdd<U> {
+        let (captures, scope_invalid) = crate::plan::node_captures();
+        let node = LineageNode {
+            id: self.next_rdd_id(),
+            num_partitions,
+            deps,
+            compute_fn: compute.to_offset(),
+            payload,
+            name: op_name(op, at),
+            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
+            invalid: scope_invalid,
+            partitioner: None,
+            pinned: false,
+            captures,
+        };
+        Rdd::from_node(self.clone(), Arc::new(node))
     }
 }

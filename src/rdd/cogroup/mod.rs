@@ -19,18 +19,16 @@ pub use tagged::{Groups3, Groups4};
 
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::atomic::AtomicI32;
 use std::sync::Arc;
 
-use ember_proto::{dependency, RddNode, StorageLevel as ProtoLevel};
+use ember_proto::{dependency, RddNode};
 use serde::{Deserialize, Serialize};
 
 use super::partitioning::{default_partitioner, plain_write};
-use super::{op_name, Rdd};
+use super::Rdd;
 use crate::data::{Data, Key};
 use crate::error::{EmberError, Result};
-use crate::plan::op::OpRef;
-use crate::plan::{LineageDep, LineageNode};
+use crate::plan::LineageDep;
 use crate::shuffle::{read_dependency_blocks, Partitioner};
 use crate::spill::aggregate::{Aggregate, ExternalAggregator};
 use crate::task::{into_batches, record_spills};
@@ -70,24 +68,14 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     ) -> Rdd<(K, Groups<V, W>)> {
         let n = target.num_partitions() as u32;
         let compute: ComputeFn = cogroup_compute::<K, V, W>;
-        let (captures, scope_invalid) = crate::plan::node_captures();
-        let node = LineageNode {
-            id: self.ctx.next_rdd_id(),
-            num_partitions: n,
-            deps: vec![
-                self.side_dependency("cogroup", &target),
-                other.side_dependency("cogroup", &target),
-            ],
-            compute_fn: compute.to_offset(),
-            payload: Vec::new(),
-            name: op_name("cogroup", at),
-            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: scope_invalid,
-            partitioner: Some(target),
-            pinned: false,
-            captures,
-        };
-        let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
+        let deps = vec![
+            self.side_dependency("cogroup", &target),
+            other.side_dependency("cogroup", &target),
+        ];
+        let rdd: Rdd<(K, Groups<V, W>)> = self
+            .ctx
+            .new_rdd("cogroup", at, n, deps, compute, Vec::new())
+            .with_partitioner(Some(target));
         if n == 0 && self.node.num_partitions + other.node.num_partitions > 0 {
             return rdd.invalid("cannot cogroup into 0 partitions");
         }

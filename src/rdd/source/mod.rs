@@ -13,17 +13,13 @@ mod text;
 
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::atomic::AtomicI32;
-use std::sync::Arc;
 
-use ember_proto::{RddNode, StorageLevel as ProtoLevel};
+use ember_proto::RddNode;
 
-use super::{op_name, Rdd};
+use super::Rdd;
 use crate::context::Context;
 use crate::data::{decode, Data};
 use crate::error::Result;
-use crate::plan::op::OpRef;
-use crate::plan::LineageNode;
 #[cfg(any(feature = "csv", feature = "parquet"))]
 use crate::task::Batches;
 use crate::task::{ComputeFn, TaskContext};
@@ -91,20 +87,6 @@ impl Context {
         compute: ComputeFn,
         payload: Vec<u8>,
     ) -> Rdd<T> {
-        let (captures, scope_invalid) = crate::plan::node_captures();
-        let node = LineageNode {
-            id: self.next_rdd_id(),
-            num_partitions: partitions,
-            deps: Vec::new(),
-            compute_fn: compute.to_offset(),
-            payload,
-            name: op_name(op, at),
-            storage: AtomicI32::new(ProtoLevel::StorageNone as i32),
-            invalid: scope_invalid,
-            partitioner: None,
-            pinned: false,
-            captures,
-        };
-        Rdd::from_node(self.clone(), Arc::new(node))
+        self.new_rdd(op, at, partitions, Vec::new(), compute, payload)
     }
 }
