@@ -1,11 +1,12 @@
-//! `Context`: the entry point of a job (Spark's `SparkContext`). It owns the
-//! connection to the scheduler (an in-process local cluster, or a remote driver in
-//! cluster mode), hands out RDD, shuffle, broadcast and accumulator ids, creates source
-//! RDDs, and runs jobs for actions.
+//! `Context`: the entry point of a job (Spark's `SparkContext`). It holds its
+//! [`Backend`](crate::backend::Backend) (local mode or a cluster session, chosen in
+//! `connect.rs`), hands out RDD, shuffle, broadcast and accumulator ids, and runs jobs
+//! for actions (`job.rs`); sources are `impl Context` blocks beside their compute
+//! functions (`rdd/source/`, `rdd/parquet.rs`, `rdd/csv.rs`).
 //!
 //! Invariant: ids are unique for the context's lifetime; dropping the last handle
-//! stops the context's [`cleaner`](crate::cleaner), shuts the local cluster down and
-//! removes its work directory. While the context lives, the cleaner forgets the
+//! stops the context's [`cleaner`](crate::cleaner), then shuts the backend down (local
+//! mode: its task threads joined and its work directory removed). While the context lives, the cleaner forgets the
 //! shuffles and cached blocks no live RDD reaches any more.
 
 use std::collections::HashMap;

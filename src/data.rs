@@ -1,8 +1,10 @@
-//! The bounds on what can flow through an RDD.
+//! The bounds on what can flow through an RDD, and how it is serialised.
 //!
 //! Records cross task, stage and process boundaries: they are serialised into shuffle
 //! files, cached, and sent back to the driver, so every record type is serde-serialisable
 //! and owned (`'static`). Keys of pair operators additionally hash and compare.
+//! [`encode`] / [`decode`] (postcard) serialise records, partition state and plan
+//! values; a decode failure is a typed error naming what was being read.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -6,10 +6,12 @@
 //! distance between two functions), so a worker resolves it back to the function.
 //!
 //! This module is the one gate from an offset back to a function: every offset is
-//! resolved by [`OpRef::from_offset`], which takes a [`BinaryChecked`] — the proof,
-//! minted once where a plan is accepted (or for offsets this process made itself), that
-//! the offsets it resolves were made by this very binary. The safety argument is
-//! stated once, where the proof is minted, not at each resolution.
+//! resolved by its one transmute, [`fn_at`] — through [`OpRef::from_offset`] for the
+//! fields of one function type, directly (and `unsafe`) for the two that hold many —
+//! and both take a [`BinaryChecked`]: the proof, minted once where a plan is accepted
+//! (or for offsets this process made itself), that the offsets it resolves were made
+//! by this very binary. That half of the safety argument is stated once, where the
+//! proof is minted, not at each resolution.
 //!
 //! Invariants:
 //! - An offset is only resolved in a process whose binary hash equals the plan's
