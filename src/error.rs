@@ -86,6 +86,17 @@ pub enum EmberError {
         message: String,
     },
 
+    /// A collective of a barrier task failed (a peer rank died or failed, a peer of
+    /// another stage, mismatched calls): the whole barrier stage reruns.
+    #[error("barrier task rank {rank} of {world}: {op} failed: {source}")]
+    Collective {
+        rank: u32,
+        world: u32,
+        op: String,
+        #[source]
+        source: ember_collective::CollectiveError,
+    },
+
     /// The job was cancelled or the context shut down while it ran.
     #[error("job cancelled: {0}")]
     Cancelled(String),

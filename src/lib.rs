@@ -92,6 +92,7 @@
 
 mod accumulator;
 mod backend;
+mod barrier;
 mod block_store;
 mod broadcast;
 pub mod capture;
@@ -121,6 +122,7 @@ mod task;
 pub mod text;
 
 pub use accumulator::{Accumulator, AccumulatorValue};
+pub use barrier::{BarrierContext, Element, RddBarrier, ReduceOp};
 pub use broadcast::Broadcast;
 pub use conf::{job_args, Conf, Master, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;

@@ -75,7 +75,18 @@ impl TaskLauncher for LocalLauncher {
 
     fn kill(&mut self, _executor_id: &str, task_id: u64) {
         // A running task stops at its next batch; its late status is ignored.
-        self.env.killed.insert(task_id);
+        self.env.kill_task(task_id);
+    }
+
+    fn barrier_peers(
+        &mut self,
+        _executor_id: &str,
+        task_ids: &[u64],
+        peers: &ember_proto::BarrierPeers,
+    ) {
+        self.env
+            .rendezvous
+            .deliver(peers.stage_attempt, task_ids, &peers.addresses);
     }
 
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
@@ -132,6 +143,9 @@ impl LocalCluster {
 
     /// Starts the task threads and offers their slots to the scheduler.
     pub(crate) fn start_workers(&self, scheduler: &SchedulerHandle, threads: usize) {
+        self.env
+            .rendezvous
+            .set_reporter(Box::new(ToScheduler(scheduler.sender())));
         let mut workers = self.workers.lock();
         for i in 0..threads {
             let rx = self.tasks.clone();
@@ -141,11 +155,12 @@ impl LocalCluster {
                 .name(format!("ember-task-{i}"))
                 .spawn(move || {
                     while let Ok((bytes, stage)) = rx.recv() {
-                        let status = run_encoded_task(&env, &bytes, Some(&stage));
-                        if status_tx
-                            .send(SchedulerEvent::TaskFinished(Box::new(status)))
-                            .is_err()
-                        {
+                        let finished = run_encoded_task(&env, &bytes, Some(&stage));
+                        let sent = status_tx
+                            .send(SchedulerEvent::TaskFinished(Box::new(finished.status)));
+                        // A barrier task's peers see it gone only now.
+                        drop(finished.linger);
+                        if sent.is_err() {
                             break;
                         }
                     }
@@ -171,6 +186,19 @@ impl LocalCluster {
         if let Some(dir) = self.work_dir.take() {
             let _ = dir.close();
         }
+    }
+}
+
+/// Barrier tasks' addresses, straight to the in-process scheduler.
+struct ToScheduler(Sender<SchedulerEvent>);
+
+impl crate::env::AddressReporter for ToScheduler {
+    fn report(&self, task_id: u64, address: String) {
+        let _ = self.0.send(SchedulerEvent::BarrierAddress {
+            task_id,
+            executor_id: LOCAL_EXECUTOR.to_string(),
+            address,
+        });
     }
 }
 

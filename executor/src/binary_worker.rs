@@ -57,6 +57,8 @@ pub enum WorkerCmd {
     Kill(KillTask),
     Cleanup(CleanupSession),
     Unpersist(ember_proto::UnpersistRdd),
+    /// A barrier stage's peers, for this worker's ranks (`task_ids`).
+    BarrierPeers(ember_proto::BarrierPeers),
 }
 
 /// Starts the worker actor for binary `sha` and session `session`, its processes
@@ -235,6 +237,12 @@ impl BinaryWorker {
                 _ => tracing::debug!(task_id = kill.task_id, "kill for a task with no worker"),
             },
             WorkerCmd::Cleanup(c) => self.cleanup(c),
+            WorkerCmd::BarrierPeers(p) => match self.worker.as_mut() {
+                Some(live) if p.task_ids.iter().any(|id| live.tasks.contains(id)) => {
+                    live.send(to_worker::Msg::BarrierPeers(p));
+                }
+                _ => tracing::debug!("barrier peers for ranks with no worker"),
+            },
             WorkerCmd::Unpersist(u) => {
                 // A worker that is not running holds no cached blocks.
                 if let Some(live) = self.worker.as_mut() {
@@ -331,7 +339,10 @@ impl BinaryWorker {
                     self.store_broadcasts(&task, broadcasts);
                     self.env.fail(task.task_id, msg.to_string()).await;
                 }
-                WorkerCmd::Kill(_) | WorkerCmd::Unpersist(_) | WorkerCmd::ForgetPlans(_) => {}
+                WorkerCmd::Kill(_)
+                | WorkerCmd::Unpersist(_)
+                | WorkerCmd::ForgetPlans(_)
+                | WorkerCmd::BarrierPeers(_) => {}
                 WorkerCmd::Cleanup(c) => self.cleanup(c),
             }
         }
@@ -405,9 +416,18 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
             tracing::warn!(worker = %live.proc.name, "worker said Ready twice; ignored");
         }
         from_worker::Msg::Memory(m) => live.memory.set(m.reserved_bytes),
-        from_worker::Msg::BarrierAddress(_) => {
-            // Barrier tasks are not run yet (issue 35).
-            tracing::warn!(worker = %live.proc.name, "worker sent a barrier address; ignored");
+        from_worker::Msg::BarrierAddress(a) => {
+            // Relayed only for a task this worker runs; the driver checks the rest
+            // (that the task is a running rank here, the address's size).
+            if live.tasks.contains(&a.task_id) {
+                env.relay_barrier_address(a).await;
+            } else {
+                tracing::warn!(
+                    worker = %live.proc.name,
+                    task_id = a.task_id,
+                    "worker sent a barrier address for a task it is not running; dropped"
+                );
+            }
         }
     }
     Ok(())

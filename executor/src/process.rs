@@ -14,6 +14,8 @@
 //! | `EMBER_WORKER_SHUFFLE_DIR` | `<work_dir>/shuffle/session-<i>`, the session's      |
 //! | `EMBER_WORKER_DIR`         | `<work_dir>/workers/<sha16>-<n>/`, private scratch   |
 //! | `EMBER_BINARY_SHA256`      | the binary's hash                                    |
+//! | `EMBER_WORKER_HOST`        | the executor's advertised host (barrier peers' TCP)  |
+//! | `EMBER_WORKER_BARRIER_TCP` | `1` with worker uids: barrier ranks use TCP only     |
 //!
 //! A worker runs job code, so it gets no credential of the executor's: `EMBER_SECRET`,
 //! `EMBER_SECRET_FILE`, `EMBER_EXECUTOR_SECRET_FILE` and `EMBER_OPERATOR_SECRET_FILE`
@@ -204,6 +206,11 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         .env("EMBER_WORKER_SHUFFLE_DIR", &shuffle_dir)
         .env("EMBER_WORKER_DIR", &files.scratch)
         .env("EMBER_BINARY_SHA256", spec.sha)
+        .env("EMBER_WORKER_HOST", &spec.config.advertise_host)
+        .env(
+            "EMBER_WORKER_BARRIER_TCP",
+            if spec.config.worker_users.is_some() { "1" } else { "0" },
+        )
         .stdin(Stdio::null())
         .kill_on_drop(true);
     for name in WITHHELD_ENV {

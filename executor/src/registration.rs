@@ -349,10 +349,7 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
         Some(driver_message::Msg::Registered(_)) => {
             tracing::warn!("driver sent Registered again; ignored");
         }
-        Some(driver_message::Msg::BarrierPeers(_)) => {
-            // Barrier tasks are not run here yet (issue 35).
-            tracing::warn!("driver sent barrier peers; ignored");
-        }
+        Some(driver_message::Msg::BarrierPeers(p)) => workers.barrier_peers(p),
         None => tracing::warn!("driver sent an empty or unknown message; ignored"),
     }
 }

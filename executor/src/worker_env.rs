@@ -98,6 +98,14 @@ impl WorkerEnv {
         true
     }
 
+    /// Passes a barrier task's rendezvous address on to the driver.
+    pub async fn relay_barrier_address(&self, address: ember_proto::BarrierAddress) {
+        let msg = ExecutorMessage {
+            msg: Some(executor_message::Msg::BarrierAddress(address)),
+        };
+        let _ = self.to_driver.send(msg).await;
+    }
+
     /// Reports task `task_id` failed with a user-visible `message`.
     pub async fn fail(&self, task_id: u64, mut message: String) {
         limits::bound_message(&mut message);

@@ -257,6 +257,24 @@ impl Workers {
         }
     }
 
+    /// Hands a barrier stage's peers to the workers running its ranks named in
+    /// `peers.task_ids` (each worker gets the ranks it runs); ranks not running here
+    /// are skipped (they ended, and the scheduler reruns the stage).
+    pub fn barrier_peers(&mut self, peers: ember_proto::BarrierPeers) {
+        let mut by_worker: HashMap<WorkerKey, Vec<u64>> = HashMap::new();
+        for id in &peers.task_ids {
+            match self.task_workers.get(id) {
+                Some(key) => by_worker.entry(key.clone()).or_default().push(*id),
+                None => tracing::debug!(task_id = id, "barrier peers for a task not running here"),
+            }
+        }
+        for (key, task_ids) in by_worker {
+            let mut p = peers.clone();
+            p.task_ids = task_ids;
+            self.send(&key, WorkerCmd::BarrierPeers(p));
+        }
+    }
+
     /// Records that task `task_id` went to `key`'s worker; forgets the tasks no longer
     /// running once the record has grown past twice the running set.
     fn remember_worker(&mut self, task_id: u64, key: WorkerKey) {

@@ -149,7 +149,13 @@ pub enum SchedulerEvent {
     /// A running task of a barrier stage reports where it listens for its peers (at
     /// most `ember_proto::limits::MAX_BARRIER_ADDRESS_BYTES`, once per task); once
     /// every rank of the attempt has, [`TaskLauncher::barrier_peers`] gets them all.
-    BarrierAddress { task_id: u64, address: String },
+    /// `executor_id` is who relayed it: an address counts only from the executor the
+    /// task runs on.
+    BarrierAddress {
+        task_id: u64,
+        executor_id: String,
+        address: String,
+    },
     /// An executor offers `slots` task slots.
     ExecutorAdded {
         executor_id: String,

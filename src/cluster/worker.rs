@@ -43,6 +43,12 @@ pub mod vars {
     pub const SHUFFLE_DIR: &str = "EMBER_WORKER_SHUFFLE_DIR";
     pub const WORK_DIR: &str = "EMBER_WORKER_DIR";
     pub const BINARY: &str = "EMBER_BINARY_SHA256";
+    /// The host peers on other hosts reach this executor at (barrier tasks listen on
+    /// its IP when their gang spans hosts).
+    pub const HOST: &str = "EMBER_WORKER_HOST";
+    /// `1`: barrier tasks listen on TCP even within one host (workers run as
+    /// separate users, whose socket directories are private).
+    pub const BARRIER_TCP: &str = "EMBER_WORKER_BARRIER_TCP";
 }
 
 /// If this process was started as a worker, serves tasks until the executor lets go,
@@ -97,6 +103,13 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     let writer = Arc::new(Mutex::new(
         stream.try_clone().map_err(|e| format!("socket: {e}"))?,
     ));
+    let _ = env.rendezvous.listen.set(crate::env::BarrierListen {
+        tcp_ip: std::env::var(vars::HOST).ok().and_then(|h| resolve(&h)),
+        force_tcp: std::env::var(vars::BARRIER_TCP).is_ok_and(|v| v == "1"),
+        socket_dir: work_dir.clone(),
+    });
+    env.rendezvous
+        .set_reporter(Box::new(ToExecutor(writer.clone())));
     write_frame(
         &writer,
         &FromWorker {
@@ -118,14 +131,17 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             .name(format!("ember-task-{i}"))
             .spawn(move || {
                 while let Ok((task, stage)) = rx.recv() {
-                    let status = if env.killed.remove(&task.task_id).is_some() {
-                        killed_status(&env, task.task_id)
+                    let finished = if env.killed.remove(&task.task_id).is_some() {
+                        killed_status(&env, task.task_id).into()
                     } else {
                         match crate::task::own_plan(task, stage.as_ref()) {
                             Ok((task, stage)) => crate::task::run_task(&env, task, stage),
-                            Err((task_id, msg)) => crate::task::failed(&env, task_id, msg),
+                            Err((task_id, msg)) => {
+                                crate::task::failed(&env, task_id, msg).into()
+                            }
                         }
                     };
+                    let crate::task::Finished { status, linger } = finished;
                     // Bounded here, where it goes on the wire: a huge error or result
                     // fails this task only.
                     let status = ember_proto::limits::fit_status(
@@ -135,7 +151,10 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                     let frame = FromWorker {
                         msg: Some(from_worker::Msg::Status(status)),
                     };
-                    if write_frame(&writer, &frame).is_err() {
+                    let written = write_frame(&writer, &frame);
+                    // A barrier task's peers see it gone only now.
+                    drop(linger);
+                    if written.is_err() {
                         std::process::exit(0);
                     }
                 }
@@ -206,7 +225,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
             }
             Some(to_worker::Msg::Kill(k)) => {
                 // A running task stops at its next batch; a queued one does not start.
-                env.killed.insert(k.task_id);
+                env.kill_task(k.task_id);
             }
             Some(to_worker::Msg::Broadcast(b)) => {
                 env.broadcast_bytes
@@ -220,12 +239,34 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 env.broadcasts.retain(|id, _| !in_range(id));
                 env.broadcast_bytes.retain(|id, _| !in_range(id));
             }
-            Some(to_worker::Msg::BarrierPeers(_)) => {
-                debug!("barrier peers arrived, but this worker runs no barrier tasks yet");
+            Some(to_worker::Msg::BarrierPeers(p)) => {
+                env.rendezvous
+                    .deliver(p.stage_attempt, &p.task_ids, &p.addresses);
             }
             None => {}
         }
     }
+}
+
+/// Barrier tasks' addresses, as frames to the executor (which relays them).
+struct ToExecutor(Arc<Mutex<UnixStream>>);
+
+impl crate::env::AddressReporter for ToExecutor {
+    fn report(&self, task_id: u64, address: String) {
+        let frame = FromWorker {
+            msg: Some(from_worker::Msg::BarrierAddress(
+                ember_proto::BarrierAddress { task_id, address },
+            )),
+        };
+        // A closed socket ends the worker anyway (see the task threads).
+        let _ = write_frame(&self.0, &frame);
+    }
+}
+
+/// The first IP `host` resolves to, if any.
+fn resolve(host: &str) -> Option<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    (host, 0).to_socket_addrs().ok()?.next().map(|a| a.ip())
 }
 
 fn killed_status(env: &ExecutorEnv, task_id: u64) -> TaskStatus {

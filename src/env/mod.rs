@@ -1,7 +1,7 @@
 //! What an executor provides to the tasks it runs: its identity, its shuffle directory
 //! and scratch directory (spills, disk-cached blocks), its memory pool, its block store
 //! for cached partitions, its broadcast values, and (in a cluster worker) connections to
-//! other executors' shuffle services.
+//! other executors' shuffle services, and the rendezvous of its barrier tasks.
 //!
 //! Invariants: one `ExecutorEnv` per executor process (one in local mode, one per
 //! worker in cluster mode); map outputs go to `shuffle_dir`, which in cluster mode is the
@@ -18,8 +18,10 @@ use crate::block_store::BlockStore;
 use crate::memory::MemoryPool;
 
 mod remote_blocks;
+mod rendezvous;
 
 pub(crate) use remote_blocks::{RemoteBlockSource, RemoteBlockStream};
+pub(crate) use rendezvous::{AddressReporter, BarrierListen, Registration, Rendezvous, WaitEnd};
 
 /// Shared state of one executor.
 pub(crate) struct ExecutorEnv {
@@ -40,6 +42,8 @@ pub(crate) struct ExecutorEnv {
     pub killed: dashmap::DashSet<u64>,
     /// Reads of map outputs held by other executors (cluster workers only).
     pub remote: Option<Arc<dyn RemoteBlockSource>>,
+    /// Barrier tasks' addresses out, their peers in (see `rendezvous.rs`).
+    pub rendezvous: Rendezvous,
 }
 
 impl ExecutorEnv {
@@ -85,11 +89,19 @@ impl ExecutorEnv {
             broadcast_bytes: DashMap::new(),
             killed: dashmap::DashSet::new(),
             remote,
+            rendezvous: Rendezvous::new(),
         })
     }
 
     pub(crate) fn shuffle_dir(&self) -> PathBuf {
         self.shuffle_dir.clone()
+    }
+
+    /// Asks task `task_id` to stop: a running task stops at its next batch (or its
+    /// next collective, which fails at once), a queued one does not start.
+    pub(crate) fn kill_task(&self, task_id: u64) {
+        self.killed.insert(task_id);
+        self.rendezvous.kill(task_id);
     }
 
     pub(crate) fn spill_dir(&self) -> PathBuf {

@@ -12,6 +12,7 @@
 //!   depth is freed without recursion; dropping a shuffle's last spec tells the
 //!   context's cleaner that no live RDD reaches that shuffle.
 
+mod barrier;
 pub(crate) mod op;
 
 use std::collections::HashSet;
@@ -42,6 +43,8 @@ pub(crate) struct LineageNode {
     pub pinned: bool,
     /// Values of the `capture!` closures of the operator that made it.
     pub captures: Vec<ember_proto::Capture>,
+    /// Made by a barrier RDD's operator: its stage is a barrier stage.
+    pub barrier: bool,
 }
 
 /// How a node reads its parent.
@@ -137,8 +140,7 @@ impl LineageNode {
             storage: self.storage.load(Ordering::Relaxed),
             pinned: self.pinned,
             captures: self.captures.clone(),
-            // No barrier RDDs in the job library yet (issue 35).
-            barrier: false,
+            barrier: self.barrier,
         }
     }
 
@@ -181,6 +183,8 @@ pub(crate) fn build_plan(
             }
         }
     }
+    barrier::check(&order, root.id, &partitions)
+        .map_err(crate::error::EmberError::InvalidArgument)?;
     Ok(Plan {
         nodes: order,
         final_rdd: root.id,

@@ -161,6 +161,7 @@ impl<T: Data> Rdd<T> {
             partitioner: self.partitioner(),
             pinned: true,
             captures,
+            barrier: false,
         };
         let rdd = Rdd::from_node(self.ctx.clone(), Arc::new(node));
         // Tracked by the cleaner under the id in place of `staged` (dropped below), so

@@ -22,7 +22,7 @@ mod pair_values;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod partition_actions;
-mod partition_op;
+pub(crate) mod partition_op;
 mod partitioning;
 mod pipe;
 mod position;
@@ -271,6 +271,7 @@ impl<T: Data> Rdd<T> {
                     partitioner: old.partitioner.clone(),
                     pinned: false,
                     captures: old.captures.clone(),
+                    barrier: old.barrier,
                 };
                 self.node = Arc::new(node);
             }
@@ -331,6 +332,7 @@ impl Context {
             partitioner: None,
             pinned: false,
             captures,
+            barrier: false,
         };
         Rdd::from_node(self.clone(), Arc::new(node))
     }

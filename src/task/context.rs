@@ -58,6 +58,9 @@ pub(crate) struct TaskContext {
     pub(crate) captures: super::captures::Captures,
     /// The plan was built by this binary: its offsets resolve here.
     checked: BinaryChecked,
+    /// A barrier stage's task: its membership of the gang (joined before the context
+    /// was made, see `run_task`).
+    pub(crate) barrier: Option<Rc<super::barrier::TaskBarrier>>,
 }
 
 impl TaskContext {
@@ -66,6 +69,7 @@ impl TaskContext {
         env: Arc<ExecutorEnv>,
         desc: TaskDescription,
         stage: Arc<StagePlan>,
+        barrier: Option<Rc<super::barrier::TaskBarrier>>,
     ) -> Result<Self> {
         let plan = stage.plan();
         if plan.binary_hash != env.binary_id {
@@ -100,6 +104,7 @@ impl TaskContext {
             cached: RefCell::new(Vec::new()),
             captures,
             checked,
+            barrier,
         })
     }
 

@@ -15,6 +15,7 @@
 
 mod accumulators;
 mod attempt;
+mod barrier;
 mod captures;
 mod context;
 mod panic;
@@ -22,6 +23,7 @@ mod read_through;
 mod stage_plan;
 
 pub(crate) use accumulators::TaskAccumulator;
+pub(crate) use barrier::TaskBarrier;
 pub(crate) use captures::{RebuildFn, Rebuilt};
 pub(crate) use context::{
     captured, into_batches, record_spills, Batches, ComputeFn, Erased, ResultFn, ShuffleWriteFn,
@@ -43,22 +45,41 @@ use crate::env::ExecutorEnv;
 use crate::error::EmberError;
 use crate::plan::op::OpRef;
 
+/// A task's status, and what must live until it is sent: a barrier task's connections
+/// to its peers, so that a rank failing on its own reports before its peers see it
+/// gone and report failures of their own (the scheduler names the first).
+pub(crate) struct Finished {
+    pub status: TaskStatus,
+    pub linger: Option<Rc<TaskBarrier>>,
+}
+
+impl From<TaskStatus> for Finished {
+    fn from(status: TaskStatus) -> Self {
+        Finished {
+            status,
+            linger: None,
+        }
+    }
+}
+
 /// Decodes and runs one task of `stage` (or of the plan the description carries, if
 /// any); always returns a status, never panics.
 pub(crate) fn run_encoded_task(
     env: &std::sync::Arc<ExecutorEnv>,
     bytes: &[u8],
     stage: Option<&Arc<StagePlan>>,
-) -> TaskStatus {
+) -> Finished {
     let desc = match TaskDescription::decode(bytes) {
         Ok(desc) => desc,
         // No task id can be read: report under an id no task has, so the failure is
         // not pinned on a live task.
-        Err(e) => return failed(env, u64::MAX, format!("undecodable task description: {e}")),
+        Err(e) => {
+            return failed(env, u64::MAX, format!("undecodable task description: {e}")).into()
+        }
     };
     match own_plan(desc, stage) {
         Ok((desc, stage)) => run_task(env, desc, stage),
-        Err((task_id, msg)) => failed(env, task_id, msg),
+        Err((task_id, msg)) => failed(env, task_id, msg).into(),
     }
 }
 
@@ -100,16 +121,32 @@ pub(crate) fn failed(env: &ExecutorEnv, task_id: u64, msg: String) -> TaskStatus
     }
 }
 
-/// Runs a decoded task of `stage`.
+/// Runs a decoded task of `stage` (a barrier task joins its gang first).
 pub(crate) fn run_task(
     env: &Arc<ExecutorEnv>,
-    desc: TaskDescription,
+    mut desc: TaskDescription,
     stage: Arc<StagePlan>,
-) -> TaskStatus {
+) -> Finished {
     let start = Instant::now();
     let task_id = desc.task_id;
     panic::install_hook();
-    let outcome = panic::catch(|| run_inner(env, desc, stage));
+    let gang = match desc.barrier.take() {
+        Some(b) => match TaskBarrier::join(env, task_id, &b) {
+            Ok(gang) => Some(Rc::new(gang)),
+            Err(e) => {
+                env.killed.remove(&task_id);
+                let status = TaskStatus {
+                    task_id,
+                    executor_id: env.executor_id.clone(),
+                    metrics: None,
+                    outcome: Some(task_status::Outcome::Failure(failure_of(e))),
+                };
+                return status.into();
+            }
+        },
+        None => None,
+    };
+    let outcome = panic::catch(|| run_inner(env, desc, stage, gang.clone()));
     env.killed.remove(&task_id);
     let (outcome, mut metrics) = match outcome {
         Ok((Ok(success), metrics)) => (task_status::Outcome::Success(success), metrics),
@@ -122,11 +159,14 @@ pub(crate) fn run_task(
         ),
     };
     metrics.run_time_micros = start.elapsed().as_micros() as u64;
-    TaskStatus {
-        task_id,
-        executor_id: env.executor_id.clone(),
-        metrics: Some(metrics),
-        outcome: Some(outcome),
+    Finished {
+        status: TaskStatus {
+            task_id,
+            executor_id: env.executor_id.clone(),
+            metrics: Some(metrics),
+            outcome: Some(outcome),
+        },
+        linger: gang,
     }
 }
 
@@ -155,8 +195,13 @@ fn failure_of(e: EmberError) -> TaskFailure {
 
 type Inner = (crate::error::Result<TaskSuccess>, ember_proto::TaskMetrics);
 
-fn run_inner(env: &Arc<ExecutorEnv>, desc: TaskDescription, stage: Arc<StagePlan>) -> Inner {
-    let tc = match TaskContext::new(env.clone(), desc, stage) {
+fn run_inner(
+    env: &Arc<ExecutorEnv>,
+    desc: TaskDescription,
+    stage: Arc<StagePlan>,
+    gang: Option<Rc<TaskBarrier>>,
+) -> Inner {
+    let tc = match TaskContext::new(env.clone(), desc, stage, gang) {
         Ok(tc) => Rc::new(tc),
         Err(e) => return (Err(e), Default::default()),
     };

@@ -461,10 +461,18 @@ async fn read_channel(
                 warn!(executor = %id, "executor sent `register` twice; ignoring it");
                 state.executors.touch(&id, None)
             }
-            Some(executor_message::Msg::BarrierAddress(_)) => {
-                // Barrier stages are not carried to executors yet (issue 35).
-                warn!(executor = %id, "executor sent a barrier address; ignoring it");
-                state.executors.touch(&id, None)
+            Some(executor_message::Msg::BarrierAddress(a)) => {
+                // The scheduler bounds the address and checks that the task is a rank
+                // running on this executor.
+                let known = state.executors.touch(&id, None);
+                if known {
+                    state.scheduler.send(SchedulerEvent::BarrierAddress {
+                        task_id: a.task_id,
+                        executor_id: id.clone(),
+                        address: a.address,
+                    });
+                }
+                known
             }
             None => {
                 warn!(executor = %id, "executor sent an empty message; ignoring it");

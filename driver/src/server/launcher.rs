@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::Sender;
 use ember_proto::{
-    driver_message, task_failure, task_status, KillTask, TaskDescription, TaskFailure, TaskStatus,
+    driver_message, task_failure, task_status, BarrierPeers, KillTask, TaskDescription, TaskFailure, TaskStatus,
 };
 use tracing::{debug, error};
 
@@ -118,6 +118,16 @@ impl TaskLauncher for GrpcLauncher {
         self.flush();
         debug!(shuffles = ?shuffle_ids, "telling every executor to delete released shuffles");
         self.executors.remove_shuffles(shuffle_ids);
+    }
+
+    fn barrier_peers(&mut self, executor_id: &str, task_ids: &[u64], peers: &BarrierPeers) {
+        // The ranks were launched in an earlier pass; flush anyway, so nothing decided
+        // before reaches the executor after the peers.
+        self.flush();
+        let mut peers = peers.clone();
+        peers.task_ids = task_ids.to_vec();
+        self.executors
+            .send(executor_id, driver_message::Msg::BarrierPeers(peers));
     }
 
     fn kill(&mut self, executor_id: &str, task_id: u64) {

@@ -432,8 +432,12 @@ impl Scheduler {
                 self.fail_job(job_id, JobFailure::Cancelled(reason))
             }
             SchedulerEvent::TaskFinished(status) => self.task_finished(*status),
-            SchedulerEvent::BarrierAddress { task_id, address } => {
-                self.barrier_address(task_id, address)
+            SchedulerEvent::BarrierAddress {
+                task_id,
+                executor_id,
+                address,
+            } => {
+                self.barrier_address(task_id, &executor_id, address)
             }
             SchedulerEvent::ExecutorAdded {
                 executor_id,

@@ -129,6 +129,17 @@ impl Scheduler {
             *p = Some(next);
         }
         let attempt = gang.attempt;
+        // One host when every chosen executor's shuffle address names the same host.
+        let hosts: std::collections::BTreeSet<&str> = place
+            .iter()
+            .filter_map(|i| free.get(i.unwrap_or_default()))
+            .filter_map(|(id, _)| self.executors.get(id))
+            .map(|e| host_of(&e.shuffle_address))
+            .collect();
+        let one_host = hosts.len() <= 1;
+        if let Some(g) = self.stages.get_mut(&stage_id).and_then(|s| s.gang.as_mut()) {
+            g.one_host = one_host;
+        }
         let mut ranks = Vec::with_capacity(place.len());
         for (rank, i) in place.into_iter().enumerate() {
             let exec_id = free[i.unwrap_or_default()].0.clone();
@@ -164,5 +175,27 @@ impl Scheduler {
             g.ranks = ranks;
         }
         true
+    }
+}
+
+/// The host part of a shuffle address (`http://host:port`, `host:port`, `[v6]:port`;
+/// empty in local mode).
+fn host_of(address: &str) -> &str {
+    let rest = address.split_once("://").map_or(address, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn host_of_a_shuffle_address() {
+        assert_eq!(super::host_of("http://10.0.0.5:7078"), "10.0.0.5");
+        assert_eq!(super::host_of("executor-1:7078"), "executor-1");
+        assert_eq!(super::host_of("http://[::1]:7078/"), "[::1]");
+        assert_eq!(super::host_of(""), "");
     }
 }

@@ -67,6 +67,8 @@ pub(in crate::scheduler) struct Gang {
     addresses: Vec<Option<String>>,
     reported: u32,
     peers_sent: bool,
+    /// Whether every rank was placed on executors of one host (set at launch).
+    one_host: bool,
     /// A result stage's results of the ranks that succeeded: partition -> (executor,
     /// result), and their total bytes.
     results: BTreeMap<u32, (String, Vec<u8>)>,
@@ -92,6 +94,7 @@ impl Gang {
             rank,
             key: self.key.clone(),
             stage_attempt: self.attempt,
+            one_host: self.one_host,
         }
     }
 
@@ -152,6 +155,7 @@ impl Scheduler {
             addresses: vec![None; world as usize],
             reported: 0,
             peers_sent: false,
+            one_host: false,
             results: BTreeMap::new(),
             result_bytes: 0,
             deferred: Vec::new(),

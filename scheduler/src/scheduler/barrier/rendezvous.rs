@@ -5,7 +5,7 @@
 //! authenticating with the attempt's key; nothing else goes through the scheduler.
 //!
 //! Invariants: an address counts only from a running task of the stage's current
-//! attempt, once per rank, when not empty and at most [`MAX_BARRIER_ADDRESS_BYTES`]; the
+//! attempt, relayed by the executor it runs on, once per rank, when not empty and at most [`MAX_BARRIER_ADDRESS_BYTES`]; the
 //! peers go out at most once per attempt, to each hosting executor once, with that
 //! executor's running ranks in rank order. Anything else is ignored with a log line
 //! (quoting at most a bounded prefix of the address), never a panic.
@@ -24,7 +24,12 @@ use crate::limits::for_log;
 
 impl Scheduler {
     /// Task `task_id` reports its rendezvous address.
-    pub(in crate::scheduler) fn barrier_address(&mut self, task_id: u64, address: String) {
+    pub(in crate::scheduler) fn barrier_address(
+        &mut self,
+        task_id: u64,
+        executor_id: &str,
+        address: String,
+    ) {
         if address.is_empty() || address.len() > MAX_BARRIER_ADDRESS_BYTES {
             warn!(
                 task = task_id,
@@ -49,6 +54,15 @@ impl Scheduler {
             }
             return;
         };
+        if run.executor_id != executor_id {
+            warn!(
+                task = task_id,
+                executor = %executor_id,
+                runs_on = %run.executor_id,
+                "refusing a barrier address relayed by an executor the task does not run on"
+            );
+            return;
+        }
         let (stage_id, stage_attempt, rank) = (run.stage_id, run.stage_attempt, run.partition);
         let Some(st) = self.stages.get_mut(&stage_id) else {
             return;

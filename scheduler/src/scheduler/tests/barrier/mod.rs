@@ -9,7 +9,7 @@ mod failures; // Spark's failure rule and the attempt limit
 mod launch; // all or none, free slots only, too wide, no speculation
 mod rendezvous; // addresses in, peers out
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -72,6 +72,8 @@ impl Seen {
 struct Gangs {
     sched: SchedulerHandle,
     out: Receiver<Out>,
+    /// Where each task seen launched went (the executor that relays its address).
+    ran_on: std::cell::RefCell<HashMap<u64, String>>,
 }
 
 /// How long the scheduler is given to react before a step counts as settled.
@@ -82,7 +84,11 @@ impl Gangs {
     fn new(executors: &[(&str, u32)], config: SchedulerConfig) -> Self {
         let (tx, out) = crossbeam_channel::unbounded();
         let sched = SchedulerHandle::start(config, Box::new(Recorder(tx)));
-        let g = Gangs { sched, out };
+        let g = Gangs {
+            sched,
+            out,
+            ran_on: Default::default(),
+        };
         for (id, slots) in executors {
             g.add_executor(id, *slots);
         }
@@ -114,7 +120,10 @@ impl Gangs {
                     }
                     continue; // a flush alone is no activity (speculation ticks)
                 }
-                Out::Launch(e, t) => pass.push((e, *t)),
+                Out::Launch(e, t) => {
+                    self.ran_on.borrow_mut().insert(t.task_id, e.clone());
+                    pass.push((e, *t))
+                }
                 Out::Kill(id) => seen.kills.push(id),
                 Out::Peers(e, ids, p) => seen.peers.push((e, ids, p)),
             }
@@ -134,7 +143,10 @@ impl Gangs {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.out.recv_timeout(left).expect("a dispatch pass") {
-                Out::Launch(e, t) => pass.push((e, *t)),
+                Out::Launch(e, t) => {
+                    self.ran_on.borrow_mut().insert(t.task_id, e.clone());
+                    pass.push((e, *t))
+                }
                 Out::Flush if !pass.is_empty() => return pass,
                 Out::Flush => {}
                 other => panic!("expected launches, got {other:?}"),
@@ -188,9 +200,16 @@ impl Gangs {
         self.reply(exec, task, task_status::Outcome::Failure(failure));
     }
 
+    /// `task` reports `address` through the executor it was launched on.
     fn address(&self, task: &TaskDescription, address: &str) {
+        let exec = self.ran_on.borrow().get(&task.task_id).cloned();
+        self.address_via(&exec.unwrap_or_default(), task, address);
+    }
+
+    fn address_via(&self, executor_id: &str, task: &TaskDescription, address: &str) {
         self.sched.send(SchedulerEvent::BarrierAddress {
             task_id: task.task_id,
+            executor_id: executor_id.into(),
             address: address.into(),
         });
     }

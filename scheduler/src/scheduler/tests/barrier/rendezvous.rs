@@ -68,6 +68,7 @@ fn bad_addresses_are_ignored_and_never_stop_the_scheduler() {
     let (r0, r1) = (&ranks[0].1, &ranks[1].1);
     g.sched.send(SchedulerEvent::BarrierAddress {
         task_id: 9_999,
+        executor_id: "e1".into(),
         address: "unknown".into(),
     });
     g.address(&plain.1, "not-a-barrier-task");
@@ -76,6 +77,7 @@ fn bad_addresses_are_ignored_and_never_stop_the_scheduler() {
         r0,
         &"x".repeat(ember_proto::limits::MAX_BARRIER_ADDRESS_BYTES + 1),
     );
+    g.address_via("e2", r0, "posing-as-e1");
     g.address(r0, "a0");
     g.address(r0, "a0-again");
     assert!(g.settle().peers.is_empty(), "rank 1 has not reported");

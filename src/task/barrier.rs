@@ -1,0 +1,204 @@
+//! A barrier task joining its gang before any of its operators run: bind an endpoint,
+//! report its address (rendezvous), wait for every rank's, and connect the
+//! authenticated mesh; then the communicator the task's barrier operators call
+//! collectives on, with what each call moved and waited for (for the UI).
+//!
+//! Invariants: a task of a barrier stage joins exactly once, before user code, so every
+//! rank of an attempt reports whatever its operators do (a cached input, an empty
+//! partition); the stage key is never logged nor put in an error; the peers' addresses
+//! are parsed ([`PeerAddr::parse`] bounds them) and checked (one per rank, this rank's
+//! own at its index) before anything connects; a kill aborts the wait or the
+//! collective in progress (`env/rendezvous.rs`).
+
+use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
+
+use ember_collective::{CommOptions, Communicator, Endpoint, PeerAddr, StageKey};
+use ember_proto::BarrierTask;
+
+use crate::env::{ExecutorEnv, Registration, WaitEnd};
+use crate::error::{EmberError, Result};
+
+/// How long a rank waits for the others' addresses: a backstop only, since a rank
+/// whose executor died is noticed by the scheduler, which kills the others.
+const PEERS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One collective call as the UI shows it.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub(crate) struct CallRecord {
+    pub op: String,
+    /// Time since the task's previous collective (or since the mesh stood): compute.
+    pub compute_micros: u64,
+    /// Time inside the collective: transfer and waiting for slower ranks.
+    pub wait_micros: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// A barrier task's membership of its gang.
+pub(crate) struct TaskBarrier {
+    pub rank: u32,
+    pub world: u32,
+    pub stage_attempt: u32,
+    comm: RefCell<Communicator>,
+    last_end: Cell<Instant>,
+    pub(crate) calls: RefCell<Vec<CallRecord>>,
+    _registration: Registration,
+}
+
+impl TaskBarrier {
+    /// Joins the gang `desc` describes as task `task_id`.
+    pub(crate) fn join(env: &ExecutorEnv, task_id: u64, desc: &BarrierTask) -> Result<TaskBarrier> {
+        let (rank, world) = (desc.rank, desc.world);
+        if world == 0 || rank >= world {
+            return Err(EmberError::Plan(format!(
+                "barrier task {task_id}: rank {rank} in a world of {world}"
+            )));
+        }
+        let key: [u8; StageKey::LEN] = desc.key.as_slice().try_into().map_err(|_| {
+            EmberError::Plan(format!(
+                "barrier task {task_id}: a stage key of {} bytes (expected {})",
+                desc.key.len(),
+                StageKey::LEN
+            ))
+        })?;
+        let key = StageKey::from_bytes(key);
+        let failed = |what: &str, e: ember_collective::CollectiveError| EmberError::Collective {
+            rank,
+            world,
+            op: what.to_string(),
+            source: e,
+        };
+        let endpoint = bind(env, desc.one_host).map_err(|e| failed("listening for peers", e))?;
+        let me = endpoint.addr().clone();
+        let registration =
+            env.rendezvous
+                .register(task_id, desc.stage_attempt, endpoint.abort_handle());
+        if env.killed.contains(&task_id) {
+            registration.kill();
+        }
+        if !env.rendezvous.report(task_id, me.to_string()) {
+            return Err(EmberError::Plan(
+                "this executor cannot run barrier tasks: it has no way to report their addresses"
+                    .into(),
+            ));
+        }
+        let started = Instant::now();
+        let addresses = match registration.wait_peers(PEERS_TIMEOUT) {
+            Ok(a) => a,
+            Err(WaitEnd::Killed) => {
+                return Err(EmberError::Cancelled(format!(
+                    "barrier task rank {rank} of {world} killed while waiting for its peers"
+                )))
+            }
+            Err(WaitEnd::TimedOut(t)) => {
+                return Err(EmberError::Cluster(format!(
+                    "barrier task rank {rank} of {world}: the peers' addresses did not arrive within {t:?}"
+                )))
+            }
+        };
+        if addresses.len() != world as usize {
+            return Err(EmberError::Plan(format!(
+                "barrier task rank {rank}: {} peer addresses for a world of {world}",
+                addresses.len()
+            )));
+        }
+        let peers = addresses
+            .iter()
+            .map(|a| PeerAddr::parse(a))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| failed("reading the peers' addresses", e))?;
+        if peers[rank as usize] != me {
+            return Err(EmberError::Plan(format!(
+                "barrier task rank {rank}: the peers name another address for this rank"
+            )));
+        }
+        let comm = Communicator::connect(endpoint, rank as usize, &peers, &key, CommOptions::default())
+            .map_err(|e| match e {
+                ember_collective::CollectiveError::Aborted => EmberError::Cancelled(format!(
+                    "barrier task rank {rank} of {world} killed while connecting to its peers"
+                )),
+                e => failed("connecting to the peers", e),
+            })?;
+        tracing::debug!(
+            rank,
+            world,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "barrier task joined its gang"
+        );
+        // Kept registered while the communicator lives: a kill aborts its collectives.
+        Ok(TaskBarrier {
+            _registration: registration,
+            rank,
+            world,
+            stage_attempt: desc.stage_attempt,
+            comm: RefCell::new(comm),
+            last_end: Cell::new(Instant::now()),
+            calls: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Runs one collective `op` on the communicator, recording its times and bytes;
+    /// a failure names the collective and this rank (an abort is the task's kill).
+    pub(crate) fn call<R>(
+        &self,
+        op: &str,
+        body: impl FnOnce(&mut Communicator) -> ember_collective::Result<R>,
+    ) -> Result<R> {
+        let mut comm = self.comm.try_borrow_mut().map_err(|_| {
+            EmberError::InvalidArgument(format!(
+                "barrier {op}: a collective called from inside another's combine function"
+            ))
+        })?;
+        let start = Instant::now();
+        let before = comm.stats();
+        let result = body(&mut comm);
+        let after = comm.stats();
+        let end = Instant::now();
+        self.calls.borrow_mut().push(CallRecord {
+            op: op.to_string(),
+            compute_micros: start.duration_since(self.last_end.get()).as_micros() as u64,
+            wait_micros: end.duration_since(start).as_micros() as u64,
+            bytes_sent: after.bytes_sent - before.bytes_sent,
+            bytes_received: after.bytes_received - before.bytes_received,
+        });
+        self.last_end.set(end);
+        result.map_err(|e| match e {
+            ember_collective::CollectiveError::Aborted => EmberError::Cancelled(format!(
+                "barrier task rank {} of {} killed during {op}",
+                self.rank, self.world
+            )),
+            e => EmberError::Collective {
+                rank: self.rank,
+                world: self.world,
+                op: op.to_string(),
+                source: e,
+            },
+        })
+    }
+}
+
+/// Binds this rank's endpoint: a Unix socket when every rank is on this host (and the
+/// executor allows it), else TCP on the executor's advertised IP.
+fn bind(env: &ExecutorEnv, one_host: bool) -> ember_collective::Result<Endpoint> {
+    let listen = env.rendezvous.listen.get().cloned().unwrap_or_default();
+    if one_host && !listen.force_tcp {
+        let dir = if listen.socket_dir.as_os_str().is_empty() {
+            env.work_dir.clone()
+        } else {
+            listen.socket_dir.clone()
+        };
+        // `ec-<16 hex>/s` follows the directory; fall back to the system's temp dir
+        // when the work dir is too deep for `sun_path`.
+        let dir = if dir.as_os_str().len() + 22 <= ember_collective::MAX_UNIX_PATH {
+            dir
+        } else {
+            std::env::temp_dir()
+        };
+        return Endpoint::bind_unix(&dir);
+    }
+    match listen.tcp_ip {
+        Some(ip) => Endpoint::bind_tcp(ip),
+        None => Endpoint::bind_tcp(std::net::IpAddr::from([127, 0, 0, 1])),
+    }
+}
