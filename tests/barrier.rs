@@ -323,3 +323,79 @@ fn operators_that_run_a_subset_of_a_barrier_stage_are_refused() {
     assert_eq!(all, (0..10).collect::<Vec<u32>>());
     assert_eq!(b.repartition(1).take(3).unwrap().len(), 3);
 }
+
+/// 40 supersteps over 3 ranks, checkpointing every 5; on attempt 1, rank 2 fails at
+/// superstep 23. Each rank returns (first superstep it ran, attempt, final state bits).
+fn supersteps(fail: bool) -> Vec<(u64, u32, Vec<u64>)> {
+    let ctx = ctx(3);
+    ctx.parallelize(vec![0u32, 1, 2], 3)
+        .barrier()
+        .map_partitions_with(fail, |fail: &bool, b, _r: Records<u32>| {
+            let (mut first, mut state) = (0u64, vec![1.0f64, -2.0, 0.5]);
+            if let Some((step, saved)) = b.restore_state::<Vec<f64>>()? {
+                (first, state) = (step + 1, saved);
+            }
+            for step in first..40 {
+                if *fail && b.stage_attempt() == 1 && b.rank() == 2 && step == 23 {
+                    panic!("rank 2 dies in superstep 23");
+                }
+                let mut mix: Vec<f64> = state.iter().map(|x| x * (b.rank() as f64 + 1.5)).collect();
+                b.all_reduce_slice(&mut mix, ReduceOp::Sum)?;
+                state = mix.iter().map(|x| (x / 4.5).sin() + 0.25).collect();
+                if (step + 1) % 5 == 0 {
+                    b.checkpoint_state(step, &state)?;
+                }
+            }
+            Ok(vec![(first, b.stage_attempt(), state.iter().map(|x| x.to_bits()).collect())])
+        })
+        .collect()
+        .unwrap()
+}
+
+#[test]
+fn a_rerun_resumes_from_the_last_committed_superstep_with_the_fault_free_answer() {
+    let clean = supersteps(false);
+    assert!(clean.iter().all(|(first, attempt, _)| *first == 0 && *attempt == 1));
+    let faulty = supersteps(true);
+    for (rank, ((first, attempt, bits), (_, _, want))) in faulty.iter().zip(&clean).enumerate() {
+        // Superstep 19's checkpoint is the last committed before 23 failed: the rerun
+        // starts at 20, four supersteps (fewer than the period of 5) run again.
+        assert_eq!((*first, *attempt), (20, 2), "rank {rank}");
+        assert_eq!(bits, want, "rank {rank}: the fault-free state, bit for bit");
+    }
+}
+
+#[test]
+fn logreg_barrier_and_tree_aggregate_forms_give_the_same_weights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let weights = |mode: &str| -> Vec<f64> {
+        let args = [
+            "--master", "local[3]", "--mode", mode, "--rows", "3001", "--features", "5",
+            "--iterations", "25", "--seed", "7",
+        ];
+        let run = common::process::run_example("logreg", &args, tmp.path());
+        assert!(run.success, "logreg --mode {mode}: {run:?}");
+        let line = run
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("weights="))
+            .unwrap_or_else(|| panic!("no weights line: {}", run.stdout));
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with("per_iteration_ms=")),
+            "{}",
+            run.stdout
+        );
+        line.split(',').map(|w| w.parse().unwrap()).collect()
+    };
+    let barrier = weights("barrier");
+    let tree = weights("tree");
+    let floor = weights("floor");
+    assert_eq!(barrier.len(), 5);
+    for other in [&tree, &floor] {
+        for (a, b) in barrier.iter().zip(other) {
+            assert!((a - b).abs() <= 1e-12 * a.abs().max(b.abs()), "{barrier:?} vs {other:?}");
+        }
+    }
+    // Gradient descent moved the weights toward the generating ones' signs.
+    assert!(barrier[0] < 0.0 && barrier[4] > 0.0, "{barrier:?}");
+}

@@ -26,17 +26,29 @@ use crate::task::{TaskBarrier, TaskContext};
 #[derive(Clone)]
 pub struct BarrierContext {
     tc: Rc<TaskContext>,
+    /// This stage's superstep checkpoints, if the context has a checkpoint directory.
+    checkpoints: Option<std::path::PathBuf>,
 }
 
 impl BarrierContext {
     /// The context of the barrier task running `tc`.
-    pub(crate) fn of(tc: &Rc<TaskContext>) -> Result<BarrierContext> {
+    pub(crate) fn of(
+        tc: &Rc<TaskContext>,
+        checkpoints: Option<std::path::PathBuf>,
+    ) -> Result<BarrierContext> {
         if tc.barrier.is_none() {
             return Err(EmberError::Plan(
                 "a barrier operator ran in a task that is not of a barrier stage".into(),
             ));
         }
-        Ok(BarrierContext { tc: tc.clone() })
+        Ok(BarrierContext {
+            tc: tc.clone(),
+            checkpoints,
+        })
+    }
+
+    pub(super) fn checkpoint_dir(&self) -> Option<std::path::PathBuf> {
+        self.checkpoints.clone()
     }
 
     fn gang(&self) -> &TaskBarrier {

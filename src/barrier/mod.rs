@@ -11,6 +11,7 @@
 //! stage may change the partition count or combine RDDs, and no action may run only
 //! some of its partitions.
 
+mod checkpoint;
 mod context;
 
 pub use context::BarrierContext;
@@ -69,6 +70,13 @@ impl<T: Data> RddBarrier<T> {
         let _capture_f = assert_stateless(&f);
         let compute: ComputeFn = narrow_compute::<BarrierMapPartitionsOp<S, T, U, I, F>>;
         let rdd = &self.rdd;
+        let checkpoints = Checkpoints {
+            root: rdd
+                .ctx
+                .checkpoint_root_if_any()
+                .map(|p| p.to_string_lossy().into_owned()),
+            token: rand::random(),
+        };
         let mut child: Rdd<U> = rdd.narrow_child(
             "barrier map_partitions",
             Location::caller(),
@@ -76,13 +84,21 @@ impl<T: Data> RddBarrier<T> {
             true,
             rdd.node.num_partitions,
             compute,
-            encode("barrier map_partitions", &state),
+            encode("barrier map_partitions", &(state, checkpoints)),
         );
         if let Some(node) = Arc::get_mut(&mut child.node) {
             node.barrier = true;
         }
         child
     }
+}
+
+/// Where a barrier node's superstep checkpoints go: the context's checkpoint directory
+/// when it has one, and a token naming this node there.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Checkpoints {
+    root: Option<String>,
+    token: u64,
 }
 
 /// The operator of a barrier `map_partitions`.
@@ -105,9 +121,16 @@ where
         _part: u32,
         input: Batches<T>,
     ) -> Result<Batches<U>> {
-        let s: S = decode("barrier map_partitions state", payload)?;
+        let (s, checkpoints): (S, Checkpoints) =
+            decode("barrier map_partitions state", payload)?;
         let f = conjure::<F>();
-        let context = BarrierContext::of(tc)?;
+        let dir = checkpoints.root.map(|root| {
+            std::path::Path::new(&root).join(format!(
+                "barrier-{:016x}-s{}",
+                checkpoints.token, tc.stage_id
+            ))
+        });
+        let context = BarrierContext::of(tc, dir)?;
         let error = Rc::new(RefCell::new(None));
         let records = Records::new(input, error.clone());
         let out = f(&s, context, records)?.into_iter();

@@ -77,6 +77,21 @@ impl Context {
     }
 }
 
+impl Context {
+    /// The checkpoint directory if there is one (set, or local mode's default), for
+    /// barrier stages' superstep checkpoints; `None` in a cluster with none set.
+    pub(crate) fn checkpoint_root_if_any(&self) -> Option<PathBuf> {
+        let here = Location::caller();
+        let has_one =
+            self.inner.checkpoint_dir.lock().is_some() || self.local_work_dir().is_some();
+        if has_one {
+            self.checkpoint_root(here).ok()
+        } else {
+            None
+        }
+    }
+}
+
 fn make_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
