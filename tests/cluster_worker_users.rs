@@ -232,4 +232,17 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
         &cluster,
         || !a_dir.exists(),
     );
+
+    // A barrier stage under worker uids: its ranks listen on TCP (a worker's private
+    // socket directory is closed to other uids) and still agree with local mode.
+    let logreg = ["--rows", "2000", "--features", "4", "--iterations", "5"];
+    let run = cluster.run("logreg", &logreg, s);
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    let mut local_args = vec!["--master", "local[4]"];
+    local_args.extend(logreg);
+    let local = run_example("logreg", &local_args, s);
+    assert!(local.success, "{local:?}");
+    let weights = |out: &str| out.lines().find(|l| l.starts_with("weights=")).map(str::to_string);
+    assert_eq!(weights(&run.stdout), weights(&local.stdout));
+    assert!(weights(&run.stdout).is_some(), "{}", run.stdout);
 }
