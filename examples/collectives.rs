@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
-use ember::{BarrierContext, ReduceOp, Records};
+use ember::{BarrierContext, Records, ReduceOp};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Serialize, Deserialize, PartialEq)]

@@ -98,7 +98,10 @@ fn step(w: &mut [f64], g: &[f64], rows: u64) {
 }
 
 fn partition_rows(shape: &Shape, p: u64) -> (u64, u64) {
-    (p * shape.rows / shape.parts, (p + 1) * shape.rows / shape.parts)
+    (
+        p * shape.rows / shape.parts,
+        (p + 1) * shape.rows / shape.parts,
+    )
 }
 
 /// The cached data set: one block per partition.
@@ -148,7 +151,10 @@ fn barrier(blocks: &Rdd<Block>, shape: Shape) -> anyhow::Result<(Vec<f64>, f64)>
         })
         .collect()?;
     let (w, secs, ran) = out.into_iter().next().context("rank 0 returned nothing")?;
-    Ok((w, secs * f64::from(shape.iterations) / f64::from(ran.max(1))))
+    Ok((
+        w,
+        secs * f64::from(shape.iterations) / f64::from(ran.max(1)),
+    ))
 }
 
 /// The `tree_aggregate` form: one job per iteration.
@@ -251,7 +257,10 @@ fn main() -> anyhow::Result<()> {
             other => bail!("unknown argument {other:?}; {usage}"),
         }
     }
-    ensure!(shape.rows > 0 && shape.features > 0, "--rows and --features must be positive");
+    ensure!(
+        shape.rows > 0 && shape.features > 0,
+        "--rows and --features must be positive"
+    );
     let (w, secs) = match mode.as_str() {
         "barrier" => barrier(&blocks(&ctx, shape)?, shape)?,
         "tree" => tree(&blocks(&ctx, shape)?, shape)?,

@@ -156,8 +156,8 @@ impl LocalCluster {
                 .spawn(move || {
                     while let Ok((bytes, stage)) = rx.recv() {
                         let finished = run_encoded_task(&env, &bytes, Some(&stage));
-                        let sent = status_tx
-                            .send(SchedulerEvent::TaskFinished(Box::new(finished.status)));
+                        let sent =
+                            status_tx.send(SchedulerEvent::TaskFinished(Box::new(finished.status)));
                         // A barrier task's peers see it gone only now.
                         drop(finished.linger);
                         if sent.is_err() {

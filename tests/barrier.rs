@@ -7,7 +7,7 @@
 mod common;
 
 use common::ctx;
-use ember::{BarrierContext, EmberError, ReduceOp, Records, Result};
+use ember::{BarrierContext, EmberError, Records, ReduceOp, Result};
 
 /// What one rank saw of every collective.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -56,7 +56,10 @@ fn everything(b: BarrierContext, _records: Records<u32>) -> Result<Vec<Seen>> {
     let (rank, world) = (b.rank(), b.world());
     b.barrier()?;
     let root = world - 1;
-    let broadcast = b.broadcast(root, (rank == root).then(|| vec![u64::MAX, 42, rank as u64]))?;
+    let broadcast = b.broadcast(
+        root,
+        (rank == root).then(|| vec![u64::MAX, 42, rank as u64]),
+    )?;
     let reduce = b.reduce(0, vec![rank as u64], |mut a, b| {
         a.extend(b);
         a
@@ -101,7 +104,9 @@ fn expected(rank: usize, world: usize) -> Seen {
     let small: Vec<Vec<i64>> = ranks.clone().map(|r| input_i64(r, SMALL)).collect();
     let u64s: Vec<Vec<u64>> = ranks.clone().map(|r| input_u64(r, LEN)).collect();
     let elementwise = |len: usize, f: &dyn Fn(usize, usize) -> i64| -> Vec<i64> {
-        (0..len).map(|i| ranks.clone().map(|r| f(r, i)).sum()).collect()
+        (0..len)
+            .map(|i| ranks.clone().map(|r| f(r, i)).sum())
+            .collect()
     };
     let sum_small = elementwise(SMALL, &|r, i| small[r][i]);
     // MPI's block distribution: the first len % world ranks get one more element.
@@ -186,7 +191,11 @@ fn float_reductions_are_bit_identical_across_ranks_runs_and_placements() {
         );
         // Another run, and more slots than ranks (the ranks land on other threads).
         assert_eq!(float_sums(4, 4, len), first, "a second run (len {len})");
-        assert_eq!(float_sums(6, 4, len), first, "another placement (len {len})");
+        assert_eq!(
+            float_sums(6, 4, len),
+            first,
+            "another placement (len {len})"
+        );
         // And close to the plain sum (the order differs, the bits may).
         let plain: Vec<f64> = (0..len)
             .map(|i| {
@@ -200,10 +209,7 @@ fn float_reductions_are_bit_identical_across_ranks_runs_and_placements() {
             .collect();
         for (bits, want) in first[0].iter().zip(&plain) {
             let got = f64::from_bits(*bits);
-            assert!(
-                (got - want).abs() <= want.abs() * 1e-12,
-                "{got} vs {want}"
-            );
+            assert!((got - want).abs() <= want.abs() * 1e-12, "{got} vs {want}");
         }
     }
 }
@@ -228,7 +234,10 @@ fn stages_before_and_after_a_barrier_stage_are_ordinary() {
                 .collect::<Vec<_>>())
         });
     normalised.cache();
-    let out = normalised.reduce_by_key(|a, b| (a.0 + b.0, a.1)).collect().unwrap();
+    let out = normalised
+        .reduce_by_key(|a, b| (a.0 + b.0, a.1))
+        .collect()
+        .unwrap();
     let mut out = out;
     out.sort();
     assert_eq!(out, vec![(0, (20_000, 30_000)), (1, (10_000, 30_000))]);
@@ -288,10 +297,7 @@ fn a_stage_wider_than_the_cluster_fails_at_once_naming_both_numbers() {
         .count()
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("needs 4 slots but the cluster has 2"),
-        "{err}"
-    );
+    assert!(err.contains("needs 4 slots but the cluster has 2"), "{err}");
 }
 
 #[test]
@@ -302,7 +308,10 @@ fn operators_that_run_a_subset_of_a_barrier_stage_are_refused() {
         .barrier()
         .map_partitions(|_b, r: Records<u32>| Ok(r));
     let take = b.take(1).unwrap_err().to_string();
-    assert!(take.contains("1 of the 2 partitions of a barrier RDD"), "{take}");
+    assert!(
+        take.contains("1 of the 2 partitions of a barrier RDD"),
+        "{take}"
+    );
     let first = b.first().unwrap_err().to_string();
     assert!(first.contains("of a barrier RDD"), "{first}");
     let coalesced = b.coalesce(1).collect().unwrap_err().to_string();
@@ -316,7 +325,10 @@ fn operators_that_run_a_subset_of_a_barrier_stage_are_refused() {
         .collect()
         .unwrap_err()
         .to_string();
-    assert!(zipped.contains("combines the partitions of 2 RDDs"), "{zipped}");
+    assert!(
+        zipped.contains("combines the partitions of 2 RDDs"),
+        "{zipped}"
+    );
     // Through a shuffle, the barrier stage runs whole and the rest is ordinary.
     let mut all = b.repartition(1).collect().unwrap();
     all.sort();
@@ -346,7 +358,11 @@ fn supersteps(fail: bool) -> Vec<(u64, u32, Vec<u64>)> {
                     b.checkpoint_state(step, &state)?;
                 }
             }
-            Ok(vec![(first, b.stage_attempt(), state.iter().map(|x| x.to_bits()).collect())])
+            Ok(vec![(
+                first,
+                b.stage_attempt(),
+                state.iter().map(|x| x.to_bits()).collect(),
+            )])
         })
         .collect()
         .unwrap()
@@ -355,7 +371,9 @@ fn supersteps(fail: bool) -> Vec<(u64, u32, Vec<u64>)> {
 #[test]
 fn a_rerun_resumes_from_the_last_committed_superstep_with_the_fault_free_answer() {
     let clean = supersteps(false);
-    assert!(clean.iter().all(|(first, attempt, _)| *first == 0 && *attempt == 1));
+    assert!(clean
+        .iter()
+        .all(|(first, attempt, _)| *first == 0 && *attempt == 1));
     let faulty = supersteps(true);
     for (rank, ((first, attempt, bits), (_, _, want))) in faulty.iter().zip(&clean).enumerate() {
         // Superstep 19's checkpoint is the last committed before 23 failed: the rerun
@@ -370,8 +388,18 @@ fn logreg_barrier_and_tree_aggregate_forms_give_the_same_weights() {
     let tmp = tempfile::tempdir().unwrap();
     let weights = |mode: &str| -> Vec<f64> {
         let args = [
-            "--master", "local[3]", "--mode", mode, "--rows", "3001", "--features", "5",
-            "--iterations", "25", "--seed", "7",
+            "--master",
+            "local[3]",
+            "--mode",
+            mode,
+            "--rows",
+            "3001",
+            "--features",
+            "5",
+            "--iterations",
+            "25",
+            "--seed",
+            "7",
         ];
         let run = common::process::run_example("logreg", &args, tmp.path());
         assert!(run.success, "logreg --mode {mode}: {run:?}");
@@ -381,7 +409,9 @@ fn logreg_barrier_and_tree_aggregate_forms_give_the_same_weights() {
             .find_map(|l| l.strip_prefix("weights="))
             .unwrap_or_else(|| panic!("no weights line: {}", run.stdout));
         assert!(
-            run.stdout.lines().any(|l| l.starts_with("per_iteration_ms=")),
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with("per_iteration_ms=")),
             "{}",
             run.stdout
         );
@@ -393,7 +423,10 @@ fn logreg_barrier_and_tree_aggregate_forms_give_the_same_weights() {
     assert_eq!(barrier.len(), 5);
     for other in [&tree, &floor] {
         for (a, b) in barrier.iter().zip(other) {
-            assert!((a - b).abs() <= 1e-12 * a.abs().max(b.abs()), "{barrier:?} vs {other:?}");
+            assert!(
+                (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+                "{barrier:?} vs {other:?}"
+            );
         }
     }
     // Gradient descent moved the weights toward the generating ones' signs.

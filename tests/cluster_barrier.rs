@@ -39,7 +39,9 @@ fn newest_committed(root: &Path) -> Option<u64> {
         for stage in fs::read_dir(ctx_dir.path()).into_iter().flatten().flatten() {
             for step in fs::read_dir(stage.path()).into_iter().flatten().flatten() {
                 let name = step.file_name().to_string_lossy().into_owned();
-                let n = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok());
+                let n = name
+                    .strip_prefix("step-")
+                    .and_then(|n| n.parse::<u64>().ok());
                 if let (Some(n), true) = (n, step.path().join("COMMITTED").is_file()) {
                     best = best.max(Some(n));
                 }
@@ -62,7 +64,8 @@ fn barrier_stages_span_executors_and_survive_a_killed_one() {
     );
     assert!(run.success, "collectives: {run:?}\n{}", cluster.logs());
     assert!(
-        run.stdout.contains("op=all_reduce ranks=4 bytes=65536 median_us="),
+        run.stdout
+            .contains("op=all_reduce ranks=4 bytes=65536 median_us="),
         "{}",
         run.stdout
     );
@@ -97,8 +100,16 @@ fn barrier_stages_span_executors_and_survive_a_killed_one() {
     // The rerun needs four slots: it waits for a new executor.
     cluster.add_executor();
     let done = job.wait();
-    assert!(done.success, "logreg after the kill: {done:?}\n{}", cluster.logs());
-    assert_eq!(weights(&done.stdout), want, "the fault-free weights, bit for bit");
+    assert!(
+        done.success,
+        "logreg after the kill: {done:?}\n{}",
+        cluster.logs()
+    );
+    assert_eq!(
+        weights(&done.stdout),
+        want,
+        "the fault-free weights, bit for bit"
+    );
 
     // The rerun resumed from a checkpoint at least as new as the one seen before the
     // kill, so at most the 10 supersteps of one period ran again.

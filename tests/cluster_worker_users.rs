@@ -242,7 +242,11 @@ fn each_session_runs_as_its_own_uid_and_reads_no_secret_nor_another_sessions_shu
     local_args.extend(logreg);
     let local = run_example("logreg", &local_args, s);
     assert!(local.success, "{local:?}");
-    let weights = |out: &str| out.lines().find(|l| l.starts_with("weights=")).map(str::to_string);
+    let weights = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("weights="))
+            .map(str::to_string)
+    };
     assert_eq!(weights(&run.stdout), weights(&local.stdout));
     assert!(weights(&run.stdout).is_some(), "{}", run.stdout);
 }

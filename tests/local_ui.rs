@@ -172,6 +172,72 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
         serde_json::json!([]),
         "unpersisted"
     );
+    // A barrier stage: each rank's collectives, per superstep, in the API and on the
+    // stage page.
+    let sums = ctx
+        .parallelize(vec![1.0f64, 2.0], 2)
+        .barrier()
+        .map_partitions(|b, r: ember::Records<f64>| {
+            let mut v: Vec<f64> = r.collect();
+            b.barrier()?;
+            for _ in 0..3 {
+                b.all_reduce_slice(&mut v, ember::ReduceOp::Sum)?;
+            }
+            Ok(v)
+        })
+        .collect()
+        .unwrap();
+    assert_eq!(sums, vec![12.0, 12.0]);
+    let jobs = api("/api/v1/jobs");
+    let job = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["job_id"].as_u64())
+        .max()
+        .unwrap();
+    let barrier_stage = api(&format!("/api/v1/jobs/{job}/stages"))[0]["stage_id"]
+        .as_u64()
+        .unwrap();
+    let mut tasks = serde_json::Value::Null;
+    for _ in 0..100 {
+        tasks = api(&format!("/api/v1/stages/{barrier_stage}/tasks"));
+        if tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["barrier"].is_object())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for t in tasks.as_array().unwrap() {
+        let steps = t["barrier"]["supersteps"].as_array().unwrap();
+        let ops: Vec<&str> = steps.iter().map(|s| s["op"].as_str().unwrap()).collect();
+        assert_eq!(
+            ops,
+            [
+                "barrier",
+                "all_reduce_slice",
+                "all_reduce_slice",
+                "all_reduce_slice"
+            ],
+            "{t}"
+        );
+        // One f64 each way per all-reduce between two ranks, with frame headers.
+        assert!(steps[1]["bytes_sent"].as_u64().unwrap() >= 8, "{t}");
+        assert!(steps[1]["bytes_received"].as_u64().unwrap() >= 8, "{t}");
+    }
+    let stage_number = api(&format!("/api/v1/jobs/{job}/stages"))[0]["number"].clone();
+    let (_, page) = get(&addr, &format!("/apps/{app}/stages/{stage_number}")).unwrap();
+    assert!(page.contains("<h2>Supersteps (attempt 1)</h2>"), "{page}");
+    assert!(page.contains("<th>rank 1 in collective</th>"), "{page}");
+    assert_eq!(
+        page.matches("<td>all_reduce_slice</td>").count(),
+        3,
+        "{page}"
+    );
     drop(cached);
     drop(ctx);
     assert!(
@@ -185,7 +251,18 @@ fn a_local_context_serves_its_ui_and_writes_its_event_log() {
         .unwrap()
         .path();
     let replayed = ember_ui::event_log::replay(&log).unwrap();
-    assert_eq!(replayed.jobs().len(), 2, "the reduce and the cached count");
+    assert_eq!(
+        replayed.jobs().len(),
+        3,
+        "the reduce, the cached count and the barrier job"
+    );
+    let replayed_tasks = replayed.stage_tasks(barrier_stage as u32).unwrap();
+    assert!(
+        replayed_tasks
+            .iter()
+            .all(|t| t.barrier.as_ref().is_some_and(|b| b.supersteps.len() == 4)),
+        "the supersteps are in the event log"
+    );
     assert_eq!(replayed.job_stages(0).unwrap()[0].metrics.records_in, 1000);
     // The log carries the configuration and the cached RDD's life (gone at the end).
     assert_eq!(

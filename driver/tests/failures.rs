@@ -124,6 +124,7 @@ async fn dropping_the_job_stream_cancels_the_job_and_kills_its_task() {
     // The task slot comes back once the killed attempt reports; the next job runs.
     exec.send(ember_proto::executor_message::Msg::Status(
         ember_proto::TaskStatus {
+            barrier: None,
             task_id: task.task_id,
             executor_id: exec.id.clone(),
             metrics: None,

@@ -81,6 +81,7 @@ async fn run_job(
             Some(sid) => {
                 map_tasks += 1;
                 let status = TaskStatus {
+                    barrier: None,
                     task_id: task.task_id,
                     executor_id: exec.id.clone(),
                     metrics: None,

@@ -209,7 +209,11 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
         .env("EMBER_WORKER_HOST", &spec.config.advertise_host)
         .env(
             "EMBER_WORKER_BARRIER_TCP",
-            if spec.config.worker_users.is_some() { "1" } else { "0" },
+            if spec.config.worker_users.is_some() {
+                "1"
+            } else {
+                "0"
+            },
         )
         .stdin(Stdio::null())
         .kill_on_drop(true);

@@ -128,6 +128,7 @@ impl Drop for WorkerEnv {
 /// A `TaskStatus` failing `task_id` with `UserError(message)`.
 pub fn failed_status(task_id: u64, executor_id: &str, message: String) -> TaskStatus {
     TaskStatus {
+        barrier: None,
         task_id,
         executor_id: executor_id.to_string(),
         metrics: None,

@@ -55,6 +55,13 @@ pub const MAX_FETCH_REQUEST_BYTES: u64 = 1 << 30;
 /// `world` x this.
 pub const MAX_BARRIER_ADDRESS_BYTES: usize = 512;
 
+/// Collective calls a barrier task's status lists (`BarrierMetrics.supersteps`); later
+/// ones are only counted. Also what the scheduler passes on, whatever a status says.
+pub const MAX_SUPERSTEPS: usize = 10_000;
+
+/// Longest collective name in a `Superstep`, in bytes.
+pub const MAX_SUPERSTEP_OP_BYTES: usize = 32;
+
 /// Longest failure message sent, in bytes (plus the truncation suffix).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
 

@@ -107,6 +107,7 @@ fn respond(
             None => task_success::Output::Result(task.partition.to_le_bytes().to_vec()),
         };
         let status = TaskStatus {
+            barrier: None,
             task_id: task.task_id,
             executor_id,
             metrics: Some(Default::default()),

@@ -98,6 +98,22 @@ pub enum ListenerEvent {
         failure: Option<String>,
         time_ms: u64,
     },
+    /// A task of a barrier stage ended: its collective calls in order (each one
+    /// superstep's compute, then its communication), at most
+    /// `ember_proto::limits::MAX_SUPERSTEPS` listed and the rest counted in `dropped`;
+    /// `resumed_after`: the superstep checkpoint it resumed from, if any. Sent before the
+    /// task's `TaskEnded`.
+    TaskSupersteps {
+        task_id: u64,
+        stage_id: u32,
+        stage_attempt: u32,
+        partition: u32,
+        executor_id: String,
+        supersteps: Vec<ember_proto::Superstep>,
+        dropped: u64,
+        resumed_after: Option<u64>,
+        time_ms: u64,
+    },
     JobEnded {
         job_id: u64,
         succeeded: bool,

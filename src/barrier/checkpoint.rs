@@ -102,7 +102,12 @@ impl BarrierContext {
             });
         }
         let state = decode(&what, rest)?;
-        tracing::info!(step, rank = self.rank(), "resuming from a superstep checkpoint");
+        self.gang().note_resumed(step);
+        tracing::info!(
+            step,
+            rank = self.rank(),
+            "resuming from a superstep checkpoint"
+        );
         Ok(Some((step, state)))
     }
 }
@@ -132,7 +137,9 @@ fn newest_committed(dir: &Path, world: u32) -> Result<Option<u64>> {
             Ok(h) if h.step == step && h.world == world => {
                 best = best.max(Some(step));
             }
-            _ => tracing::warn!(path = %marker.display(), "ignoring an unreadable or foreign commit marker"),
+            _ => {
+                tracing::warn!(path = %marker.display(), "ignoring an unreadable or foreign commit marker")
+            }
         }
     }
     Ok(best)

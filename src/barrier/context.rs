@@ -51,7 +51,7 @@ impl BarrierContext {
         self.checkpoints.clone()
     }
 
-    fn gang(&self) -> &TaskBarrier {
+    pub(super) fn gang(&self) -> &TaskBarrier {
         // `of` checked it is there, and a task's barrier never goes away.
         self.tc.barrier.as_deref().expect("a barrier task's gang")
     }

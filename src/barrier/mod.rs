@@ -121,8 +121,7 @@ where
         _part: u32,
         input: Batches<T>,
     ) -> Result<Batches<U>> {
-        let (s, checkpoints): (S, Checkpoints) =
-            decode("barrier map_partitions state", payload)?;
+        let (s, checkpoints): (S, Checkpoints) = decode("barrier map_partitions state", payload)?;
         let f = conjure::<F>();
         let dir = checkpoints.root.map(|root| {
             std::path::Path::new(&root).join(format!(

@@ -136,9 +136,7 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                     } else {
                         match crate::task::own_plan(task, stage.as_ref()) {
                             Ok((task, stage)) => crate::task::run_task(&env, task, stage),
-                            Err((task_id, msg)) => {
-                                crate::task::failed(&env, task_id, msg).into()
-                            }
+                            Err((task_id, msg)) => crate::task::failed(&env, task_id, msg).into(),
                         }
                     };
                     let crate::task::Finished { status, linger } = finished;
@@ -271,6 +269,7 @@ fn resolve(host: &str) -> Option<std::net::IpAddr> {
 
 fn killed_status(env: &ExecutorEnv, task_id: u64) -> TaskStatus {
     TaskStatus {
+        barrier: None,
         task_id,
         executor_id: env.executor_id.clone(),
         metrics: None,

@@ -226,7 +226,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             r2.kill(7);
         });
-        assert_eq!(reg.wait_peers(Duration::from_secs(30)), Err(WaitEnd::Killed));
+        assert_eq!(
+            reg.wait_peers(Duration::from_secs(30)),
+            Err(WaitEnd::Killed)
+        );
         assert!(abort.is_aborted(), "the kill fired the endpoint's abort");
         killer.join().unwrap();
         drop(reg);

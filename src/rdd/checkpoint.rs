@@ -82,8 +82,7 @@ impl Context {
     /// barrier stages' superstep checkpoints; `None` in a cluster with none set.
     pub(crate) fn checkpoint_root_if_any(&self) -> Option<PathBuf> {
         let here = Location::caller();
-        let has_one =
-            self.inner.checkpoint_dir.lock().is_some() || self.local_work_dir().is_some();
+        let has_one = self.inner.checkpoint_dir.lock().is_some() || self.local_work_dir().is_some();
         if has_one {
             self.checkpoint_root(here).ok()
         } else {

@@ -1,7 +1,8 @@
 //! A barrier task joining its gang before any of its operators run: bind an endpoint,
 //! report its address (rendezvous), wait for every rank's, and connect the
 //! authenticated mesh; then the communicator the task's barrier operators call
-//! collectives on, with what each call moved and waited for (for the UI).
+//! collectives on, with what each call moved and waited for (`BarrierMetrics`, for the
+//! web UI: at most `MAX_SUPERSTEPS` calls listed, the rest counted).
 //!
 //! Invariants: a task of a barrier stage joins exactly once, before user code, so every
 //! rank of an attempt reports whatever its operators do (a cached input, an empty
@@ -14,7 +15,8 @@ use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use ember_collective::{CommOptions, Communicator, Endpoint, PeerAddr, StageKey};
-use ember_proto::BarrierTask;
+use ember_proto::limits::MAX_SUPERSTEPS;
+use ember_proto::{BarrierMetrics, BarrierTask, Superstep};
 
 use crate::env::{ExecutorEnv, Registration, WaitEnd};
 use crate::error::{EmberError, Result};
@@ -23,18 +25,6 @@ use crate::error::{EmberError, Result};
 /// whose executor died is noticed by the scheduler, which kills the others.
 const PEERS_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// One collective call as the UI shows it.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub(crate) struct CallRecord {
-    pub op: String,
-    /// Time since the task's previous collective (or since the mesh stood): compute.
-    pub compute_micros: u64,
-    /// Time inside the collective: transfer and waiting for slower ranks.
-    pub wait_micros: u64,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-}
-
 /// A barrier task's membership of its gang.
 pub(crate) struct TaskBarrier {
     pub rank: u32,
@@ -42,7 +32,8 @@ pub(crate) struct TaskBarrier {
     pub stage_attempt: u32,
     comm: RefCell<Communicator>,
     last_end: Cell<Instant>,
-    pub(crate) calls: RefCell<Vec<CallRecord>>,
+    /// What its collectives did, for the UI (at most `MAX_SUPERSTEPS` listed).
+    report: RefCell<BarrierMetrics>,
     _registration: Registration,
 }
 
@@ -113,13 +104,19 @@ impl TaskBarrier {
                 "barrier task rank {rank}: the peers name another address for this rank"
             )));
         }
-        let comm = Communicator::connect(endpoint, rank as usize, &peers, &key, CommOptions::default())
-            .map_err(|e| match e {
-                ember_collective::CollectiveError::Aborted => EmberError::Cancelled(format!(
-                    "barrier task rank {rank} of {world} killed while connecting to its peers"
-                )),
-                e => failed("connecting to the peers", e),
-            })?;
+        let comm = Communicator::connect(
+            endpoint,
+            rank as usize,
+            &peers,
+            &key,
+            CommOptions::default(),
+        )
+        .map_err(|e| match e {
+            ember_collective::CollectiveError::Aborted => EmberError::Cancelled(format!(
+                "barrier task rank {rank} of {world} killed while connecting to its peers"
+            )),
+            e => failed("connecting to the peers", e),
+        })?;
         tracing::debug!(
             rank,
             world,
@@ -134,7 +131,11 @@ impl TaskBarrier {
             stage_attempt: desc.stage_attempt,
             comm: RefCell::new(comm),
             last_end: Cell::new(Instant::now()),
-            calls: RefCell::new(Vec::new()),
+            report: RefCell::new(BarrierMetrics {
+                rank,
+                stage_attempt: desc.stage_attempt,
+                ..Default::default()
+            }),
         })
     }
 
@@ -155,13 +156,20 @@ impl TaskBarrier {
         let result = body(&mut comm);
         let after = comm.stats();
         let end = Instant::now();
-        self.calls.borrow_mut().push(CallRecord {
-            op: op.to_string(),
-            compute_micros: start.duration_since(self.last_end.get()).as_micros() as u64,
-            wait_micros: end.duration_since(start).as_micros() as u64,
-            bytes_sent: after.bytes_sent - before.bytes_sent,
-            bytes_received: after.bytes_received - before.bytes_received,
-        });
+        {
+            let mut report = self.report.borrow_mut();
+            if report.supersteps.len() < MAX_SUPERSTEPS {
+                report.supersteps.push(Superstep {
+                    op: op.to_string(),
+                    compute_micros: start.duration_since(self.last_end.get()).as_micros() as u64,
+                    wait_micros: end.duration_since(start).as_micros() as u64,
+                    bytes_sent: after.bytes_sent - before.bytes_sent,
+                    bytes_received: after.bytes_received - before.bytes_received,
+                });
+            } else {
+                report.dropped += 1;
+            }
+        }
         self.last_end.set(end);
         result.map_err(|e| match e {
             ember_collective::CollectiveError::Aborted => EmberError::Cancelled(format!(
@@ -175,6 +183,20 @@ impl TaskBarrier {
                 source: e,
             },
         })
+    }
+}
+
+impl TaskBarrier {
+    /// Notes that the task resumed from the checkpoint of superstep `step`.
+    pub(crate) fn note_resumed(&self, step: u64) {
+        let mut report = self.report.borrow_mut();
+        report.resumed = true;
+        report.resumed_after = step;
+    }
+
+    /// What its collectives did so far, for the task's status.
+    pub(crate) fn report(&self) -> BarrierMetrics {
+        self.report.borrow().clone()
     }
 }
 

@@ -112,6 +112,7 @@ pub(crate) fn own_plan(
 /// A failed status for `task_id` saying `msg`.
 pub(crate) fn failed(env: &ExecutorEnv, task_id: u64, msg: String) -> TaskStatus {
     TaskStatus {
+        barrier: None,
         task_id,
         executor_id: env.executor_id.clone(),
         metrics: None,
@@ -136,6 +137,7 @@ pub(crate) fn run_task(
             Err(e) => {
                 env.killed.remove(&task_id);
                 let status = TaskStatus {
+                    barrier: None,
                     task_id,
                     executor_id: env.executor_id.clone(),
                     metrics: None,
@@ -165,6 +167,7 @@ pub(crate) fn run_task(
             executor_id: env.executor_id.clone(),
             metrics: Some(metrics),
             outcome: Some(outcome),
+            barrier: gang.as_ref().map(|g| g.report()),
         },
         linger: gang,
     }

@@ -60,6 +60,29 @@ impl Metrics {
     }
 }
 
+/// One collective call of a barrier task: the compute before it, the time in it
+/// (moving data and waiting for slower ranks), and the bytes it moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuperstepInfo {
+    pub op: String,
+    pub compute_micros: u64,
+    pub wait_micros: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl From<&ember_proto::Superstep> for SuperstepInfo {
+    fn from(s: &ember_proto::Superstep) -> Self {
+        SuperstepInfo {
+            op: s.op.clone(),
+            compute_micros: s.compute_micros,
+            wait_micros: s.wait_micros,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+        }
+    }
+}
+
 /// A stage of a job's DAG.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageRef {
@@ -170,6 +193,18 @@ pub enum AppEvent {
         metrics: Metrics,
         succeeded: bool,
         failure: Option<String>,
+        time_ms: u64,
+    },
+    /// A barrier task's collectives, in call order (sent before its `TaskEnded`).
+    TaskSupersteps {
+        task_id: u64,
+        stage_id: u32,
+        stage_attempt: u32,
+        partition: u32,
+        executor_id: String,
+        supersteps: Vec<SuperstepInfo>,
+        dropped: u64,
+        resumed_after: Option<u64>,
         time_ms: u64,
     },
     JobEnded {
@@ -316,6 +351,27 @@ impl From<&ListenerEvent> for AppEvent {
                 failure,
                 time_ms,
             },
+            L::TaskSupersteps {
+                task_id,
+                stage_id,
+                stage_attempt,
+                partition,
+                executor_id,
+                supersteps,
+                dropped,
+                resumed_after,
+                time_ms,
+            } => AppEvent::TaskSupersteps {
+                task_id,
+                stage_id,
+                stage_attempt,
+                partition,
+                executor_id,
+                supersteps: supersteps.iter().map(SuperstepInfo::from).collect(),
+                dropped,
+                resumed_after,
+                time_ms,
+            },
             L::JobEnded {
                 job_id,
                 succeeded,
@@ -393,6 +449,7 @@ impl AppEvent {
             AppEvent::StageFailed { .. } => "stage_failed",
             AppEvent::TaskStarted { .. } => "task_started",
             AppEvent::TaskEnded { .. } => "task_ended",
+            AppEvent::TaskSupersteps { .. } => "task_supersteps",
             AppEvent::JobEnded { .. } => "job_ended",
             AppEvent::ExecutorAdded { .. } => "executor_added",
             AppEvent::ExecutorLost { .. } => "executor_lost",
@@ -431,6 +488,14 @@ impl AppEvent {
             } => {
                 texts.push(executor_id);
                 texts.extend(failure.as_mut());
+            }
+            AppEvent::TaskSupersteps {
+                executor_id,
+                supersteps,
+                ..
+            } => {
+                texts.push(executor_id);
+                texts.extend(supersteps.iter_mut().map(|s| &mut s.op));
             }
             AppEvent::JobEnded { failure, .. } => texts.extend(failure.as_mut()),
             AppEvent::ExecutorAdded { executor_id, .. } => texts.push(executor_id),

@@ -296,6 +296,7 @@ pub(crate) fn stage_page(
     }
     body.push_str("<h2>Timeline</h2>");
     body.push_str(&crate::timeline::stage_timeline(tasks));
+    body.push_str(&crate::pages::supersteps::section(tasks));
     let _ = write!(body, "<h2>Tasks ({})</h2>", tasks.len());
     body.push_str(
         "<table><tr><th>Task</th><th>Partition</th><th>Attempt</th><th>Executor</th><th>Status</th><th>Duration</th>\

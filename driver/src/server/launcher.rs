@@ -21,7 +21,8 @@ use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::Sender;
 use ember_proto::{
-    driver_message, task_failure, task_status, BarrierPeers, KillTask, TaskDescription, TaskFailure, TaskStatus,
+    driver_message, task_failure, task_status, BarrierPeers, KillTask, TaskDescription,
+    TaskFailure, TaskStatus,
 };
 use tracing::{debug, error};
 
@@ -83,6 +84,7 @@ impl GrpcLauncher {
         debug!(tasks = ids.len(), executor = %executor_id, "cannot launch: {gone}");
         for task_id in ids {
             self.report(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                barrier: None,
                 task_id,
                 executor_id: executor_id.to_string(),
                 metrics: None,

@@ -397,6 +397,7 @@ impl FakeExecutor {
     /// Reports `task` done with `result` as its output.
     pub async fn succeed(&self, task: &TaskDescription, result: Vec<u8>) {
         let status = TaskStatus {
+            barrier: None,
             task_id: task.task_id,
             executor_id: self.id.clone(),
             metrics: None,

@@ -150,6 +150,7 @@ pub(crate) async fn recv(w: &mut WorkerFramed) -> to_worker::Msg {
 
 pub(crate) async fn send_status(w: &mut WorkerFramed, task_id: u64) {
     let status = TaskStatus {
+        barrier: None,
         task_id,
         executor_id: "made-up".into(),
         metrics: None,

@@ -19,7 +19,7 @@ use crate::limits::for_log;
 use crate::listener::{now_ms, ListenerEvent};
 
 impl Scheduler {
-    pub(super) fn task_finished(&mut self, status: TaskStatus) {
+    pub(super) fn task_finished(&mut self, mut status: TaskStatus) {
         if let Some(executor_id) = self.abandoned.remove(&status.task_id) {
             self.free_slot(&executor_id);
             self.drop_stale_output(&status);
@@ -38,6 +38,9 @@ impl Scheduler {
             return;
         };
         self.free_slot(&run.executor_id);
+        if let Some(b) = status.barrier.take() {
+            self.report_supersteps(&run, b);
+        }
         let metrics = status.metrics.unwrap_or_default();
         let succeeded = matches!(status.outcome, Some(task_status::Outcome::Success(_)));
         self.note_run_time(&run, succeeded, &metrics);
@@ -62,6 +65,40 @@ impl Scheduler {
             ex.in_flight = ex.in_flight.saturating_sub(1);
             self.refile(executor_id);
         }
+    }
+
+    /// Passes a barrier task's collectives on to the listeners (the web UI), bounded
+    /// whatever the status says.
+    fn report_supersteps(&mut self, run: &TaskRun, mut b: ember_proto::BarrierMetrics) {
+        use ember_proto::limits::{MAX_SUPERSTEPS, MAX_SUPERSTEP_OP_BYTES};
+        if !self.stages.get(&run.stage_id).is_some_and(|s| s.barrier) {
+            return;
+        }
+        if b.supersteps.len() > MAX_SUPERSTEPS {
+            let extra = (b.supersteps.len() - MAX_SUPERSTEPS) as u64;
+            b.supersteps.truncate(MAX_SUPERSTEPS);
+            b.dropped = b.dropped.saturating_add(extra);
+        }
+        for s in &mut b.supersteps {
+            if s.op.len() > MAX_SUPERSTEP_OP_BYTES {
+                let mut cut = MAX_SUPERSTEP_OP_BYTES;
+                while !s.op.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                s.op.truncate(cut);
+            }
+        }
+        self.listeners.emit(|| ListenerEvent::TaskSupersteps {
+            task_id: run.task_id,
+            stage_id: run.stage_id,
+            stage_attempt: run.stage_attempt,
+            partition: run.partition,
+            executor_id: run.executor_id.clone(),
+            supersteps: b.supersteps.clone(),
+            dropped: b.dropped,
+            resumed_after: b.resumed.then_some(b.resumed_after),
+            time_ms: now_ms(),
+        });
     }
 
     /// Counts a finished task of `run`'s stage toward (or against) pipelining it.

@@ -436,9 +436,7 @@ impl Scheduler {
                 task_id,
                 executor_id,
                 address,
-            } => {
-                self.barrier_address(task_id, &executor_id, address)
-            }
+            } => self.barrier_address(task_id, &executor_id, address),
             SchedulerEvent::ExecutorAdded {
                 executor_id,
                 slots,

@@ -1,8 +1,10 @@
 //! Pages beyond jobs, stages and executors, one file each: the summary quantiles of a
 //! stage's tasks (`summary`), cached and checkpointed RDDs (`storage`) and the
-//! application's configuration (`environment`). They use `html`'s frame and escaping.
+//! application's configuration (`environment`), a barrier stage's supersteps
+//! (`supersteps`). They use `html`'s frame and escaping.
 
 pub(crate) mod dag_ops;
 pub(crate) mod environment;
 pub(crate) mod storage;
 pub(crate) mod summary;
+pub(crate) mod supersteps;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Serialize;
 
-use crate::event::{AppEvent, Metrics, OperatorRef, StageRef};
+use crate::event::{AppEvent, Metrics, OperatorRef, StageRef, SuperstepInfo};
 
 pub mod environment;
 pub mod quantiles;
@@ -110,6 +110,19 @@ pub struct TaskInfo {
     pub finished_ms: Option<u64>,
     pub metrics: Metrics,
     pub error: Option<String>,
+    /// A barrier task's collectives (absent for other tasks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barrier: Option<BarrierInfo>,
+}
+
+/// What a barrier task's collectives did: one entry per call, in order.
+#[derive(Debug, Clone, Serialize)]
+pub struct BarrierInfo {
+    pub supersteps: Vec<SuperstepInfo>,
+    /// Calls beyond those listed.
+    pub dropped: u64,
+    /// The superstep checkpoint the task resumed from, if any.
+    pub resumed_after: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -278,6 +291,7 @@ impl AppStatus {
                     finished_ms: None,
                     metrics: Metrics::default(),
                     error: None,
+                    barrier: None,
                 });
                 self.let_old_tasks_go();
             }
@@ -299,6 +313,26 @@ impl AppStatus {
                 failure,
                 *time_ms,
             ),
+            AppEvent::TaskSupersteps {
+                task_id,
+                stage_id,
+                supersteps,
+                dropped,
+                resumed_after,
+                ..
+            } => {
+                if let Some(t) = self
+                    .tasks
+                    .get_mut(stage_id)
+                    .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == *task_id))
+                {
+                    t.barrier = Some(BarrierInfo {
+                        supersteps: supersteps.clone(),
+                        dropped: *dropped,
+                        resumed_after: *resumed_after,
+                    });
+                }
+            }
             AppEvent::JobEnded {
                 job_id,
                 succeeded,

@@ -91,6 +91,7 @@ impl Harness {
     fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
         self.sched
             .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                barrier: None,
                 task_id: task.task_id,
                 executor_id: exec.to_string(),
                 metrics: Some(Default::default()),

@@ -28,6 +28,7 @@ fn one_stage(tasks: u32) -> Plan {
 fn done(h: &Harness, exec: &str, task: &ember_proto::TaskDescription, micros: u64) {
     h.sched
         .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+            barrier: None,
             task_id: task.task_id,
             executor_id: exec.to_string(),
             metrics: Some(TaskMetrics {

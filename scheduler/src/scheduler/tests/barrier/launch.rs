@@ -67,6 +67,7 @@ fn a_rank_never_waits_behind_a_pipelined_task() {
     let quick = |e: &str, t: &TaskDescription| {
         g.sched
             .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                barrier: None,
                 task_id: t.task_id,
                 executor_id: e.into(),
                 metrics: Some(TaskMetrics {

@@ -157,6 +157,7 @@ impl Gangs {
     fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
         self.sched
             .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+                barrier: None,
                 task_id: task.task_id,
                 executor_id: exec.into(),
                 metrics: Some(TaskMetrics::default()),
