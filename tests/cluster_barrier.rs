@@ -54,7 +54,15 @@ fn newest_committed(root: &Path) -> Option<u64> {
 #[test]
 fn barrier_stages_span_executors_and_survive_a_killed_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start(2, 2, None);
+    let events = tmp.path().join("events");
+    let mut cluster = Cluster::start_with(
+        2,
+        2,
+        None,
+        &["--event-log-dir", events.to_str().unwrap()],
+        &[],
+        &[],
+    );
 
     // Four ranks over two executors: one all-reduce stage timed end to end.
     let run = cluster.run(
@@ -129,4 +137,44 @@ fn barrier_stages_span_executors_and_survive_a_killed_one() {
         logs.contains("a task of a barrier stage failed; rerunning all 4 of its tasks"),
         "{logs}"
     );
+
+    // The event log says the same: the failed attempt's surviving ranks got to superstep
+    // F, the rerun's ranks resumed after R, and F - R is at most one checkpoint period.
+    let mut reached = 0u64;
+    let mut resumed_after = Vec::new();
+    for file in fs::read_dir(&events).unwrap().flatten() {
+        for line in fs::read_to_string(file.path()).unwrap_or_default().lines() {
+            let e: serde_json::Value = serde_json::from_str(line).unwrap();
+            if e["event"] != "task_supersteps" {
+                continue;
+            }
+            let steps = e["supersteps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["op"] == "all_reduce_slice")
+                .count() as u64;
+            match e["resumed_after"].as_u64() {
+                Some(r) => resumed_after.push(r),
+                // The last call is the one that failed: steps - 1 completed.
+                None if e["stage_attempt"] == 1 => reached = reached.max(steps.saturating_sub(1)),
+                None => {}
+            }
+        }
+    }
+    assert!(
+        reached > 0,
+        "no superstep of the failed attempt in the event log"
+    );
+    assert!(
+        resumed_after.len() >= 4,
+        "every rank of the rerun resumed: {resumed_after:?}"
+    );
+    for r in &resumed_after {
+        assert!(*r >= seen, "resumed after {r}, before {seen}");
+        assert!(
+            reached.saturating_sub(r + 1) <= 10,
+            "{reached} supersteps done before the kill, resumed after {r}: more than 10 run again"
+        );
+    }
 }

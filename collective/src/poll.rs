@@ -25,6 +25,33 @@ pub(crate) fn ready(entry: &libc::pollfd) -> bool {
     entry.revents != 0
 }
 
+/// [`wait`], after polling without blocking for up to `spin` (yielding the core between
+/// polls, so a busy host loses little).
+pub(crate) fn wait_spinning(
+    fds: &mut [libc::pollfd],
+    deadline: Option<Instant>,
+    spin: std::time::Duration,
+) -> io::Result<bool> {
+    let until = Instant::now() + spin;
+    loop {
+        // SAFETY: `fds` is a valid, exclusively borrowed slice of pollfd for the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        if n > 0 {
+            return Ok(true);
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        if Instant::now() >= until || deadline.is_some_and(|d| Instant::now() >= d) {
+            return wait(fds, deadline);
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Waits until one of `fds` is ready (`Ok(true)`) or `deadline` passes (`Ok(false)`).
 pub(crate) fn wait(fds: &mut [libc::pollfd], deadline: Option<Instant>) -> io::Result<bool> {
     loop {

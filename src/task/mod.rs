@@ -112,10 +112,10 @@ pub(crate) fn own_plan(
 /// A failed status for `task_id` saying `msg`.
 pub(crate) fn failed(env: &ExecutorEnv, task_id: u64, msg: String) -> TaskStatus {
     TaskStatus {
-        barrier: None,
         task_id,
         executor_id: env.executor_id.clone(),
         metrics: None,
+        barrier: None,
         outcome: Some(task_status::Outcome::Failure(TaskFailure {
             reason: Some(task_failure::Reason::UserError(msg)),
         })),
@@ -132,20 +132,29 @@ pub(crate) fn run_task(
     let task_id = desc.task_id;
     panic::install_hook();
     let gang = match desc.barrier.take() {
-        Some(b) => match TaskBarrier::join(env, task_id, &b) {
-            Ok(gang) => Some(Rc::new(gang)),
-            Err(e) => {
-                env.killed.remove(&task_id);
-                let status = TaskStatus {
-                    barrier: None,
-                    task_id,
-                    executor_id: env.executor_id.clone(),
-                    metrics: None,
-                    outcome: Some(task_status::Outcome::Failure(failure_of(e))),
-                };
-                return status.into();
+        Some(b) => {
+            let joined = match panic::catch(|| TaskBarrier::join(env, task_id, &b)) {
+                Ok(Ok(gang)) => Ok(Rc::new(gang)),
+                Ok(Err(e)) => Err(failure_of(e)),
+                Err(panic) => Err(failure_of(EmberError::Plan(format!(
+                    "barrier task {task_id} panicked joining its gang: {panic}"
+                )))),
+            };
+            match joined {
+                Ok(gang) => Some(gang),
+                Err(failure) => {
+                    env.killed.remove(&task_id);
+                    let status = TaskStatus {
+                        task_id,
+                        executor_id: env.executor_id.clone(),
+                        metrics: None,
+                        outcome: Some(task_status::Outcome::Failure(failure)),
+                        barrier: None,
+                    };
+                    return status.into();
+                }
             }
-        },
+        }
         None => None,
     };
     let outcome = panic::catch(|| run_inner(env, desc, stage, gang.clone()));

@@ -12,12 +12,15 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Serialize;
 
-use crate::event::{AppEvent, Metrics, OperatorRef, StageRef, SuperstepInfo};
+use crate::event::{AppEvent, Metrics, OperatorRef, StageRef};
 
 pub mod environment;
 pub mod quantiles;
 mod queries;
 pub mod storage;
+mod tasks;
+
+pub use tasks::{BarrierInfo, TaskInfo};
 
 /// Jobs kept (Spark's `spark.ui.retainedJobs` default).
 pub const MAX_JOBS: usize = 1000;
@@ -94,35 +97,6 @@ pub struct StageInfo {
     /// Sum over successful task attempts.
     pub metrics: Metrics,
     pub failure: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TaskInfo {
-    pub task_id: u64,
-    pub stage_id: u32,
-    pub stage_attempt: u32,
-    pub partition: u32,
-    pub attempt: u32,
-    pub executor_id: String,
-    pub speculative: bool,
-    pub status: Status,
-    pub launched_ms: u64,
-    pub finished_ms: Option<u64>,
-    pub metrics: Metrics,
-    pub error: Option<String>,
-    /// A barrier task's collectives (absent for other tasks).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub barrier: Option<BarrierInfo>,
-}
-
-/// What a barrier task's collectives did: one entry per call, in order.
-#[derive(Debug, Clone, Serialize)]
-pub struct BarrierInfo {
-    pub supersteps: Vec<SuperstepInfo>,
-    /// Calls beyond those listed.
-    pub dropped: u64,
-    /// The superstep checkpoint the task resumed from, if any.
-    pub resumed_after: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -320,19 +294,7 @@ impl AppStatus {
                 dropped,
                 resumed_after,
                 ..
-            } => {
-                if let Some(t) = self
-                    .tasks
-                    .get_mut(stage_id)
-                    .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == *task_id))
-                {
-                    t.barrier = Some(BarrierInfo {
-                        supersteps: supersteps.clone(),
-                        dropped: *dropped,
-                        resumed_after: *resumed_after,
-                    });
-                }
-            }
+            } => self.task_supersteps(*task_id, *stage_id, supersteps, *dropped, *resumed_after),
             AppEvent::JobEnded {
                 job_id,
                 succeeded,
@@ -477,60 +439,6 @@ impl AppStatus {
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn task_ended(
-        &mut self,
-        task_id: u64,
-        stage_id: u32,
-        executor_id: &str,
-        metrics: &Metrics,
-        succeeded: bool,
-        failure: &Option<String>,
-        at: u64,
-    ) {
-        if succeeded {
-            self.tasks_succeeded_total += 1;
-        } else {
-            self.tasks_failed_total += 1;
-        }
-        self.task_seconds
-            .0
-            .observe(metrics.run_time_micros as f64 / 1_000_000.0);
-        if let Some(s) = self.stages.get_mut(&stage_id) {
-            s.tasks_running = s.tasks_running.saturating_sub(1);
-            if succeeded {
-                s.tasks_succeeded += 1;
-                s.metrics.add(metrics);
-            } else {
-                s.tasks_failed += 1;
-            }
-        }
-        if let Some(x) = self.executors.get_mut(executor_id) {
-            x.tasks_running = x.tasks_running.saturating_sub(1);
-            if succeeded {
-                x.tasks_succeeded += 1;
-                x.shuffle_bytes_written += metrics.shuffle_bytes_written;
-                x.shuffle_bytes_read += metrics.shuffle_bytes_read;
-            } else {
-                x.tasks_failed += 1;
-            }
-        }
-        if let Some(t) = self
-            .tasks
-            .get_mut(&stage_id)
-            .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == task_id))
-        {
-            t.status = if succeeded {
-                Status::Succeeded
-            } else {
-                Status::Failed
-            };
-            t.finished_ms = Some(at);
-            t.metrics = *metrics;
-            t.error = failure.clone();
-        }
-    }
-
     /// Keeps at most [`MAX_JOBS`] jobs: finished ones go, oldest first, with the stages
     /// (and their tasks) no kept job lists.
     fn let_old_jobs_go(&mut self) {
@@ -552,21 +460,6 @@ impl AppStatus {
             self.stages.retain(|id, _| kept.contains(id));
             self.tasks.retain(|id, _| kept.contains(id));
             self.task_entries = self.tasks.values().map(VecDeque::len).sum();
-        }
-    }
-
-    /// Keeps at most [`MAX_TASKS`] task entries: the oldest stage's oldest go first (a
-    /// stage whose entries have all gone keeps its counts).
-    fn let_old_tasks_go(&mut self) {
-        while self.task_entries > MAX_TASKS {
-            let Some(mut oldest) = self.tasks.first_entry() else {
-                return;
-            };
-            oldest.get_mut().pop_front();
-            self.task_entries -= 1;
-            if oldest.get().is_empty() {
-                oldest.remove();
-            }
         }
     }
 }
