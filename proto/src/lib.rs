@@ -16,6 +16,7 @@ pub mod limits;
 #[cfg(feature = "listener")]
 pub mod listener;
 pub mod operator_secret;
+mod redacted;
 pub mod refusal_log;
 pub mod shuffle_input;
 pub mod units;
