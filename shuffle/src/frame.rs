@@ -71,9 +71,14 @@ pub const FRAME_TARGET_BYTES: usize = 64 * 1024;
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// Largest uncompressed frame accepted by encoder and decoder (so one record < 1 GiB).
 pub const MAX_FRAME_BYTES: usize = 1 << 30;
-/// Capacity the encoder reserves for its pending buffer (target plus room for the record
+/// Capacity a pending buffer may keep after a frame (target plus room for the record
 /// that crosses the target). A buffer grown far past this by a huge record is shrunk back.
 const PENDING_CAPACITY: usize = FRAME_TARGET_BYTES + 4 * 1024;
+/// What the encoder reserves at its first record; the buffer then grows as records come.
+/// Small, because a map task of a wide shuffle has an encoder per reducer and most of
+/// them see a few records: reserving the full frame for each of 1,000 reducers cost a
+/// 1,000 x 1,000 shuffle a page fault per reducer per map task.
+const FIRST_PENDING_CAPACITY: usize = 1024;
 
 /// Accumulates serialised records and emits them as compressed frames into a sink.
 #[derive(Debug, Default)]
@@ -95,7 +100,7 @@ impl FrameEncoder {
     #[inline]
     pub fn push<T: Serialize + ?Sized>(&mut self, record: &T, sink: &mut Vec<u8>) -> Result<()> {
         if self.pending.capacity() == 0 {
-            self.pending.reserve_exact(PENDING_CAPACITY);
+            self.pending.reserve_exact(FIRST_PENDING_CAPACITY);
         }
         let start = self.pending.len();
         // postcard's `serialize_with_flavor` minus its wrapper, which is not `#[inline]`: whether

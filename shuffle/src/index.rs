@@ -80,9 +80,17 @@ impl IndexFile {
 
     /// [`IndexFile::read`] of a file already open (`path` names it in errors).
     pub fn read_from(file: &mut File, path: &Path) -> Result<IndexFile> {
+        let len = file
+            .metadata()
+            .map_err(|e| ShuffleError::io(path, e))?
+            .len();
+        Self::read_with_len(file, path, len)
+    }
+
+    /// [`IndexFile::read_from`] of a file whose length (from `fstat`) is `len`.
+    pub fn read_with_len(file: &mut File, path: &Path, len: u64) -> Result<IndexFile> {
         let what = path.display().to_string();
         let io = |e| ShuffleError::io(path, e);
-        let len = file.metadata().map_err(io)?.len();
         if len < TAIL_BYTES as u64 {
             return Err(corrupt(
                 &what,

@@ -9,7 +9,8 @@
 //!
 //! Modules: [`frame`] (record/frame codec shared by both sides), [`writer`] (map side,
 //! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
-//! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index).
+//! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index),
+//! [`index_cache`] (parsed indexes kept per process, keyed by the file's inode and version).
 //! Which reducer a record goes to (partitioners) is the job library's business.
 //!
 //! Invariants: the file is written under a temporary name and renamed into place whole,
@@ -21,6 +22,7 @@ mod append_flavor;
 mod error;
 pub mod frame;
 pub mod index;
+pub mod index_cache;
 pub mod reader;
 pub mod writer;
 

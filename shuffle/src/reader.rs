@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::data_path;
 use crate::error::{Result, ShuffleError};
 use crate::frame::FrameDecoder;
-use crate::index::{BlockEntry, IndexFile};
+use crate::index::BlockEntry;
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,7 +59,7 @@ impl BlockId {
 pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, BlockEntry)> {
     let path = data_path(dir, id.shuffle_id, id.map_partition);
     let mut file = File::open(&path).map_err(|e| data_file_failed(id, &path, "cannot open", e))?;
-    let index = IndexFile::read_from(&mut file, &path).map_err(|e| match e {
+    let index = crate::index_cache::index_of(&mut file, &path).map_err(|e| match e {
         ShuffleError::Io { path, source } => id.fetch_failed(format!(
             "cannot read the index of shuffle data file {}: {source}",
             path.display()
@@ -78,7 +78,7 @@ pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, Bl
 }
 
 /// A non-empty local block's data file (its length checked against its index, see
-/// [`IndexFile::read`]), positioned at the block's first byte; `None` for an empty block.
+/// [`crate::index::IndexFile::read`]), positioned at the block's first byte; `None` for an empty block.
 fn open_local_block(dir: &Path, id: &BlockId) -> Result<Option<(File, PathBuf, BlockEntry)>> {
     let (mut file, path, entry) = locate_local_block(dir, id)?;
     if entry.len == 0 {
@@ -120,7 +120,7 @@ pub fn verify_block(id: &BlockId, source: &str, bytes: &[u8], expected_crc: u32)
     Ok(())
 }
 
-/// Read buffer of a local block being decoded.
+/// Read buffer of a local block being decoded (a smaller block gets a buffer of its size).
 pub const LOCAL_READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Opens local block `id` and decodes its records lazily from its data file, verifying
@@ -132,7 +132,12 @@ pub fn open_block_records<T: DeserializeOwned>(
     let Some((file, path, entry)) = open_local_block(dir, id)? else {
         return Ok(BlockRecords::from_bytes(id.clone(), Vec::new()));
     };
-    let reader = BlockBytes::File(BufReader::with_capacity(LOCAL_READ_BUFFER_BYTES, file));
+    // A buffer no larger than the block: a tiny block (a wide shuffle's) is one read of
+    // its own bytes, not of 64 KiB of the file after it.
+    let capacity = usize::try_from(entry.len).map_or(LOCAL_READ_BUFFER_BYTES, |len| {
+        len.min(LOCAL_READ_BUFFER_BYTES)
+    });
+    let reader = BlockBytes::File(BufReader::with_capacity(capacity, file));
     let origin = format!("shuffle data file {}", path.display());
     Ok(BlockRecords::checked(id.clone(), reader, entry, origin))
 }

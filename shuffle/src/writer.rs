@@ -502,8 +502,8 @@ mod tests {
         w.write(2, &(1, "x".into())).unwrap();
         let one = w.buffered_bytes();
         assert!(
-            one >= 64 * 1024,
-            "pending buffer is reserved on first write: {one}"
+            (1024..64 * 1024).contains(&one),
+            "a small pending buffer is reserved on first write, and counted: {one}"
         );
         for i in 0..100_000 {
             w.write((i % 4) as u32, &(i, format!("{i:020}"))).unwrap();
