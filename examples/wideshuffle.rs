@@ -1,9 +1,10 @@
 //! A wide shuffle of tiny data, for measuring what a shuffle costs per map and reduce
-//! task: `wideshuffle [--master M] [--maps M] [--reducers R] [--records N] [--runs K]`
-//! sums `1` per key over `N` records (`key = i % 1000`) spread over `M` map partitions
-//! into `R` reduce partitions, `K` times in one context (default 1000 x 1000, 10,000
-//! records, 3 runs), checks the answer against the plain computation and prints each
-//! run's time as `ANCHOR` lines.
+//! task: `wideshuffle [--master M] [--maps M] [--reducers R] [--records N] [--runs K]
+//! [--range 1]` sums `1` per key over `N` records (`key = i % 1000`) spread over `M` map
+//! partitions into `R` reduce partitions, `K` times in one context (default 1000 x 1000,
+//! 10,000 records, 3 runs), checks the answer against the plain computation and prints
+//! each run's time as `ANCHOR` lines. The records come from `parallelize` (shipped with
+//! the plan), or with `--range 1` from `range(0, N, M)` (generated in the map tasks).
 
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use anyhow::{bail, ensure};
 fn main() -> anyhow::Result<()> {
     let ctx = ember::Context::from_env()?;
     let (mut maps, mut reducers, mut records, mut runs) = (1000usize, 1000usize, 10_000u64, 3usize);
+    let mut from_range = false;
     let mut args = ember::job_args().into_iter().skip(1);
     while let Some(a) = args.next() {
         let mut value = || -> anyhow::Result<u64> {
@@ -24,9 +26,10 @@ fn main() -> anyhow::Result<()> {
             "--reducers" => reducers = value()? as usize,
             "--records" => records = value()?,
             "--runs" => runs = value()? as usize,
+            "--range" => from_range = value()? == 1,
             other => bail!(
                 "unknown argument {other:?}; usage: wideshuffle [--master M] [--maps M] \
-                 [--reducers R] [--records N] [--runs K]"
+                 [--reducers R] [--records N] [--runs K] [--range 1]"
             ),
         }
     }
@@ -35,8 +38,12 @@ fn main() -> anyhow::Result<()> {
     let mut times = Vec::new();
     for run in 0..runs.max(1) {
         let t = Instant::now();
-        let counts = ctx
-            .parallelize(data.clone(), maps)
+        let source = if from_range {
+            ctx.range(0, records as i64, maps).map(|i: i64| i as u64)
+        } else {
+            ctx.parallelize(data.clone(), maps)
+        };
+        let counts = source
             .map(|i: u64| (i % 1000, 1u64))
             .reduce_by_key_into(|a, b| a + b, reducers)
             .collect()?;
