@@ -1,6 +1,6 @@
 //! Barrier stages on a cluster of two executors: ranks on both talk directly (the
 //! driver relays only their addresses), the answers equal local mode's bit for bit, and
-//! an executor killed (SIGKILL) in the middle of a 120-superstep job ends the stage's
+//! an executor killed (SIGKILL) in the middle of a 200-superstep job ends the stage's
 //! other ranks, the stage waits for slots, reruns from the last superstep every rank
 //! committed, and gives the fault-free answer.
 
@@ -15,11 +15,11 @@ use common::process::run_example;
 
 const LOGREG: [&str; 8] = [
     "--rows",
-    "100000",
+    "60000",
     "--features",
     "16",
     "--iterations",
-    "120",
+    "200",
     "--checkpoint-every",
     "10",
 ];
@@ -94,12 +94,12 @@ fn barrier_stages_span_executors_and_survive_a_killed_one() {
     let deadline = Instant::now() + Duration::from_secs(240);
     let seen = loop {
         match newest_committed(&ckpt) {
-            Some(step) if step >= 39 => break step,
+            Some(step) if step >= 79 => break step,
             _ => {}
         }
         assert!(
             Instant::now() < deadline,
-            "no superstep checkpoint 39 in time\n{}",
+            "no superstep checkpoint 79 in time\n{}",
             cluster.logs()
         );
         std::thread::sleep(Duration::from_millis(20));
