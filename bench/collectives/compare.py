@@ -23,6 +23,7 @@ daemons are stopped whatever happens.
 import argparse, os, re, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from emberbench import release  # noqa: E402
 from emberbench.cluster import Cluster  # noqa: E402
 
 CASES = [("barrier", 0, 20000), ("all_reduce", 8, 20000), ("all_reduce", 65536, 2000),
@@ -51,19 +52,14 @@ def main():
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if "mpi" in engines and (not shutil.which("mpicc") or not shutil.which("mpirun")):
         sys.exit("compare.py: mpicc/mpirun not found (apt-get install openmpi-bin libopenmpi-dev)")
-    for build in (["-p", "ember-collective", "--example", "coll_bench"],
-                  ["-p", "ember", "--example", "collectives"],
-                  ["-p", "ember-driver", "-p", "ember-executor"]):
-        subprocess.run(["cargo", "build", "--release", "-q", *build], cwd=repo, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(repo, "target"))
-    rel = os.path.join(target, "release")
+    rel = release.build(repo, ["-p", "ember-collective", "--example", "coll_bench"],
+                        ["-p", "ember", "--example", "collectives"],
+                        ["-p", "ember-driver", "-p", "ember-executor"])
     crate_bin = os.path.join(rel, "examples", "coll_bench")
     job_bin = os.path.join(rel, "examples", "collectives")
-    bins = {"ember-driver": os.path.join(rel, "ember-driver"),
-            "ember-executor": os.path.join(rel, "ember-executor")}
+    bins = release.daemons(rel)
     tmp = tempfile.mkdtemp(prefix="ember-coll-")
-    env = dict(os.environ, TMPDIR=tmp, EMBER_LOG="warn")
-    env.pop("EMBER_MASTER", None)
+    env = release.run_env(tmp)
     results = {e: {} for e in engines}
     try:
         mpi_bin = os.path.join(tmp, "mpi_coll")

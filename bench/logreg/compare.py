@@ -23,6 +23,7 @@ The daemons are stopped and the temp dir removed whatever happens.
 import argparse, os, re, shutil, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from emberbench import release  # noqa: E402
 from emberbench.cluster import Cluster  # noqa: E402
 
 SHAPES = [(1_000_000, 32, 100, True), (10_000, 32, 200, False)]
@@ -72,16 +73,12 @@ def main():
     ap.add_argument("--python", default=sys.executable, help="a python with pyspark")
     a = ap.parse_args()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for build in (["-p", "ember", "--example", "logreg"], ["-p", "ember-driver", "-p", "ember-executor"]):
-        subprocess.run(["cargo", "build", "--release", "-q", *build], cwd=repo, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(repo, "target"))
-    rel = os.path.join(target, "release")
+    rel = release.build(repo, ["-p", "ember", "--example", "logreg"],
+                        ["-p", "ember-driver", "-p", "ember-executor"])
     logreg = os.path.join(rel, "examples", "logreg")
-    bins = {"ember-driver": os.path.join(rel, "ember-driver"),
-            "ember-executor": os.path.join(rel, "ember-executor")}
+    bins = release.daemons(rel)
     tmp = tempfile.mkdtemp(prefix="ember-logreg-")
-    env = dict(os.environ, TMPDIR=tmp, EMBER_LOG="warn")
-    env.pop("EMBER_MASTER", None)
+    env = release.run_env(tmp)
     script = os.path.join(tmp, "pyspark_lr.py")
     with open(script, "w") as f:
         f.write(PYSPARK)
