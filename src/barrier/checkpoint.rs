@@ -18,7 +18,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -27,6 +27,7 @@ use serde::Serialize;
 use super::BarrierContext;
 use crate::data::{decode, encode};
 use crate::error::{EmberError, Result};
+use crate::rdd::make_private_dir;
 
 const COMMITTED: &str = "COMMITTED";
 
@@ -160,14 +161,6 @@ fn remove_older(dir: &Path, step: u64) {
         if older {
             let _ = fs::remove_dir_all(entry.path());
         }
-    }
-}
-
-fn make_private_dir(dir: &Path) -> Result<()> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(EmberError::io(dir, e)),
     }
 }
 

@@ -106,7 +106,6 @@ fn serve(socket: PathBuf) -> Result<(), String> {
     let _ = env.rendezvous.listen.set(crate::env::BarrierListen {
         tcp_ip: std::env::var(vars::HOST).ok().and_then(|h| resolve(&h)),
         force_tcp: std::env::var(vars::BARRIER_TCP).is_ok_and(|v| v == "1"),
-        socket_dir: work_dir.clone(),
     });
     env.rendezvous
         .set_reporter(Box::new(ToExecutor(writer.clone())));

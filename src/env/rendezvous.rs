@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,8 +27,9 @@ pub(crate) trait AddressReporter: Send + Sync {
     fn report(&self, task_id: u64, address: String);
 }
 
-/// Where this executor's barrier tasks listen.
-#[derive(Clone, Debug, Default)]
+/// Where this executor's barrier tasks listen when their gang spans hosts, or must use
+/// TCP (Unix sockets go in the executor's work dir). Unset: TCP on 127.0.0.1.
+#[derive(Debug)]
 pub(crate) struct BarrierListen {
     /// The IP peers on other hosts reach this executor at (a worker's executor's
     /// advertised host), if known.
@@ -37,8 +37,6 @@ pub(crate) struct BarrierListen {
     /// Listen on TCP even when every rank is on one host (workers running as separate
     /// users cannot reach each other's private socket directories).
     pub force_tcp: bool,
-    /// Where Unix socket directories go.
-    pub socket_dir: PathBuf,
 }
 
 struct Slot {

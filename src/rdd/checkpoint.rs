@@ -91,7 +91,8 @@ impl Context {
     }
 }
 
-fn make_private_dir(dir: &Path) -> Result<()> {
+/// Creates `dir` with mode 0700, or accepts it if it is already a directory.
+pub(crate) fn make_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => Ok(()),

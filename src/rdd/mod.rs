@@ -57,6 +57,7 @@ pub use pipe::{PipeOptions, INHERITED_ENV as INHERITED_PIPE_ENV};
 pub use position::LinePosition;
 pub use stats::StatCounter;
 
+pub(crate) use checkpoint::make_private_dir;
 pub(crate) use name::op_name;
 
 /// A resilient distributed dataset of `T` records: partitioned, immutable, and

@@ -203,24 +203,17 @@ impl TaskBarrier {
 /// Binds this rank's endpoint: a Unix socket when every rank is on this host (and the
 /// executor allows it), else TCP on the executor's advertised IP.
 fn bind(env: &ExecutorEnv, one_host: bool) -> ember_collective::Result<Endpoint> {
-    let listen = env.rendezvous.listen.get().cloned().unwrap_or_default();
-    if one_host && !listen.force_tcp {
-        let dir = if listen.socket_dir.as_os_str().is_empty() {
+    let listen = env.rendezvous.listen.get();
+    if one_host && !listen.is_some_and(|l| l.force_tcp) {
+        // `ec-<16 hex>/s` follows the work dir; fall back to the system's temp dir when
+        // the work dir is too deep for `sun_path`.
+        let dir = if env.work_dir.as_os_str().len() + 22 <= ember_collective::MAX_UNIX_PATH {
             env.work_dir.clone()
-        } else {
-            listen.socket_dir.clone()
-        };
-        // `ec-<16 hex>/s` follows the directory; fall back to the system's temp dir
-        // when the work dir is too deep for `sun_path`.
-        let dir = if dir.as_os_str().len() + 22 <= ember_collective::MAX_UNIX_PATH {
-            dir
         } else {
             std::env::temp_dir()
         };
         return Endpoint::bind_unix(&dir);
     }
-    match listen.tcp_ip {
-        Some(ip) => Endpoint::bind_tcp(ip),
-        None => Endpoint::bind_tcp(std::net::IpAddr::from([127, 0, 0, 1])),
-    }
+    let ip = listen.and_then(|l| l.tcp_ip);
+    Endpoint::bind_tcp(ip.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])))
 }

@@ -80,21 +80,16 @@ impl Scheduler {
             b.dropped = b.dropped.saturating_add(extra);
         }
         for s in &mut b.supersteps {
-            if s.op.len() > MAX_SUPERSTEP_OP_BYTES {
-                let mut cut = MAX_SUPERSTEP_OP_BYTES;
-                while !s.op.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                s.op.truncate(cut);
-            }
+            let cut = s.op.floor_char_boundary(MAX_SUPERSTEP_OP_BYTES);
+            s.op.truncate(cut);
         }
-        self.listeners.emit(|| ListenerEvent::TaskSupersteps {
+        self.listeners.emit(move || ListenerEvent::TaskSupersteps {
             task_id: run.task_id,
             stage_id: run.stage_id,
             stage_attempt: run.stage_attempt,
             partition: run.partition,
             executor_id: run.executor_id.clone(),
-            supersteps: b.supersteps.clone(),
+            supersteps: b.supersteps,
             dropped: b.dropped,
             resumed_after: b.resumed.then_some(b.resumed_after),
             time_ms: now_ms(),

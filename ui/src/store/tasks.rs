@@ -79,11 +79,7 @@ impl AppStatus {
                 x.tasks_failed += 1;
             }
         }
-        if let Some(t) = self
-            .tasks
-            .get_mut(&stage_id)
-            .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == task_id))
-        {
+        if let Some(t) = self.task_entry(stage_id, task_id) {
             t.status = if succeeded {
                 Status::Succeeded
             } else {
@@ -95,6 +91,15 @@ impl AppStatus {
         }
     }
 
+    /// Task `task_id`'s entry: the last with its id in its stage's list.
+    fn task_entry(&mut self, stage_id: u32, task_id: u64) -> Option<&mut TaskInfo> {
+        self.tasks
+            .get_mut(&stage_id)?
+            .iter_mut()
+            .rev()
+            .find(|t| t.task_id == task_id)
+    }
+
     /// A barrier task's collectives: kept on its entry.
     pub(super) fn task_supersteps(
         &mut self,
@@ -104,11 +109,7 @@ impl AppStatus {
         dropped: u64,
         resumed_after: Option<u64>,
     ) {
-        if let Some(t) = self
-            .tasks
-            .get_mut(&stage_id)
-            .and_then(|l| l.iter_mut().rev().find(|t| t.task_id == task_id))
-        {
+        if let Some(t) = self.task_entry(stage_id, task_id) {
             t.barrier = Some(BarrierInfo {
                 supersteps: supersteps.to_vec(),
                 dropped,

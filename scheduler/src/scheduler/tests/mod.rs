@@ -89,14 +89,7 @@ impl Harness {
     }
 
     fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
-        self.sched
-            .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
-                barrier: None,
-                task_id: task.task_id,
-                executor_id: exec.to_string(),
-                metrics: Some(Default::default()),
-                outcome: Some(outcome),
-            })));
+        self.sched.send(finished(exec, task, outcome));
     }
 
     fn succeed(&self, exec: &str, task: &TaskDescription) {
@@ -514,4 +507,15 @@ fn duplicate_or_out_of_range_partitions_are_refused_or_merged() {
         Err(JobFailure::InvalidPlan(m)) => assert!(m.contains("partition 7"), "{m}"),
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// `task`'s status from `exec`, ending with `outcome` (no metrics beyond the defaults).
+fn finished(exec: &str, task: &TaskDescription, outcome: task_status::Outcome) -> SchedulerEvent {
+    SchedulerEvent::TaskFinished(Box::new(TaskStatus {
+        task_id: task.task_id,
+        executor_id: exec.to_string(),
+        metrics: Some(Default::default()),
+        outcome: Some(outcome),
+        barrier: None,
+    }))
 }

@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::{
     dependency::Kind, task_failure, task_status, task_success, AccumulatorUpdate, BarrierPeers,
     Dependency, MapStatus, Plan, RddNode, ShuffleDependency, TaskDescription, TaskFailure,
-    TaskMetrics, TaskStatus, TaskSuccess,
+    TaskSuccess,
 };
 
 use super::reducers;
@@ -155,14 +155,7 @@ impl Gangs {
     }
 
     fn reply(&self, exec: &str, task: &TaskDescription, outcome: task_status::Outcome) {
-        self.sched
-            .send(SchedulerEvent::TaskFinished(Box::new(TaskStatus {
-                barrier: None,
-                task_id: task.task_id,
-                executor_id: exec.into(),
-                metrics: Some(TaskMetrics::default()),
-                outcome: Some(outcome),
-            })));
+        self.sched.send(super::finished(exec, task, outcome));
     }
 
     /// A success: a result task returns `[partition, stage attempt]` (which attempt a
