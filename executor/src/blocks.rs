@@ -4,11 +4,14 @@
 //!
 //! Invariants:
 //! * Blocks go out in the order of the request's `map_partitions`, each as chunks of at
-//!   most [`CHUNK_BYTES`] read from the data file at the block's offset; the first chunk
-//!   of a block carries `first`, `block_len` and the index's `crc32`; an empty block is
-//!   exactly one chunk with `first` and no data. The crc is not verified here: the
-//!   reducer checks it on the bytes it received.
-//! * At most [`CHANNEL_CHUNKS`] chunks per request wait in memory: a slow reducer slows
+//!   most [`CHUNK_BYTES`] read from the data file at the block's offset (or from memory
+//!   when the output is resident, `ember_shuffle::resident`); the first chunk of a block
+//!   carries `first`, `block_len` and the index's `crc32`; an empty block is exactly one
+//!   chunk with `first` and no data. The crc is not verified here: the reducer checks it
+//!   on the bytes it received. Consecutive chunks travel together in `BlockChunks`
+//!   messages of at most 1 MiB of data (or one chunk) and `MAX_CHUNKS_PER_MESSAGE`
+//!   chunks, so a thousand tiny blocks are one message, not a thousand.
+//! * At most [`CHANNEL_CHUNKS`] messages per request wait in memory: a slow reducer slows
 //!   the reads instead of growing the daemon. Each request is read by one task on the
 //!   blocking pool (plain file I/O, no pool hop per block), which it holds while it
 //!   streams.
@@ -36,10 +39,11 @@ use std::sync::{Arc, Mutex};
 
 use ember_proto::auth::MAX_MESSAGE_BYTES;
 pub use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
+use ember_proto::limits::{CHUNKS_MESSAGE_BYTES, MAX_CHUNKS_PER_MESSAGE};
 use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
-use ember_proto::{BlockChunk, FetchBlocksRequest};
-use ember_shuffle::reader::locate_local_block;
+use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
+use ember_shuffle::reader::{open_local_block, LocalBlock};
 use ember_shuffle::BlockId;
 use ember_shuffle::ShuffleError;
 use tokio::net::TcpListener;
@@ -49,7 +53,7 @@ use tonic::{Request, Response, Status};
 
 /// Largest piece of a block in one message.
 pub const CHUNK_BYTES: usize = 1024 * 1024;
-/// Chunks buffered per request between the file reads and the network.
+/// `BlockChunks` messages buffered per request between the file reads and the network.
 pub const CHANNEL_CHUNKS: usize = 4;
 /// Most map ids one fetch may name: the default of the driver's
 /// `--max-partitions-per-node` (100,000), so no map stage a default driver accepts
@@ -157,7 +161,7 @@ impl ShuffleService {
 
 #[tonic::async_trait]
 impl Shuffle for ShuffleService {
-    type FetchBlocksStream = ReceiverStream<Result<BlockChunk, Status>>;
+    type FetchBlocksStream = ReceiverStream<Result<BlockChunks, Status>>;
 
     async fn fetch_blocks(
         &self,
@@ -231,7 +235,9 @@ impl Shuffle for ShuffleService {
 
 /// Checks `req` before anything is sent: no map id twice, every map id an output this
 /// executor holds for the shuffle, and at most `max_bytes` of blocks in all (unless one
-/// block is asked). Reads only the indexes. Runs on the blocking pool.
+/// block is asked). Reads only the indexes (and makes small outputs resident, see
+/// `ember_shuffle::resident`, so the stream that follows reads them from memory). Runs on
+/// the blocking pool.
 fn check_request(
     dir: &Path,
     executor_id: &str,
@@ -249,24 +255,26 @@ fn check_request(
                 req.shuffle_id, req.reduce_partition
             )));
         }
-        let data = ember_shuffle::data_path(dir, req.shuffle_id, map_partition);
-        if !data.exists() {
-            return Err(Status::invalid_argument(format!(
-                "map id {map_partition} is not a map output executor {executor_id} holds \
-                 for shuffle {} ({} does not exist)",
-                req.shuffle_id,
-                data.display()
-            )));
-        }
         let id = BlockId {
             executor_id: executor_id.to_string(),
             shuffle_id: req.shuffle_id,
             map_partition,
             reduce_partition: req.reduce_partition,
         };
-        // A broken file is reported by the stream (DATA_LOSS), block by block.
-        if let Ok((_, _, entry)) = locate_local_block(dir, &id) {
-            total = total.saturating_add(entry.len);
+        match open_local_block(dir, &id) {
+            Ok(block) => total = total.saturating_add(block.len()),
+            Err(_) => {
+                let data = ember_shuffle::data_path(dir, req.shuffle_id, map_partition);
+                if !data.exists() {
+                    return Err(Status::invalid_argument(format!(
+                        "map id {map_partition} is not a map output executor {executor_id} \
+                         holds for shuffle {} ({} does not exist)",
+                        req.shuffle_id,
+                        data.display()
+                    )));
+                }
+                // A broken file is reported by the stream (DATA_LOSS), block by block.
+            }
         }
     }
     if req.map_partitions.len() > 1 && total > max_bytes {
@@ -281,14 +289,53 @@ fn check_request(
     Ok(())
 }
 
+/// Chunks gathered into `BlockChunks` messages: a message goes out when the next chunk
+/// would take its data past [`CHUNKS_MESSAGE_BYTES`] or it holds
+/// [`MAX_CHUNKS_PER_MESSAGE`] chunks, and at the end.
+struct Batcher<'a> {
+    tx: &'a mpsc::Sender<Result<BlockChunks, Status>>,
+    chunks: Vec<BlockChunk>,
+    bytes: usize,
+}
+
+impl Batcher<'_> {
+    /// Adds `chunk`, sending the message before it if full; `false` if the reducer went
+    /// away.
+    fn push(&mut self, chunk: BlockChunk) -> bool {
+        let full = self.chunks.len() >= MAX_CHUNKS_PER_MESSAGE
+            || self.bytes + chunk.data.len() > CHUNKS_MESSAGE_BYTES;
+        if full && !self.chunks.is_empty() && !self.flush() {
+            return false;
+        }
+        self.bytes += chunk.data.len();
+        self.chunks.push(chunk);
+        true
+    }
+
+    /// Sends what is gathered (nothing if nothing is); `false` if the reducer went away.
+    fn flush(&mut self) -> bool {
+        if self.chunks.is_empty() {
+            return true;
+        }
+        self.bytes = 0;
+        let chunks = std::mem::take(&mut self.chunks);
+        self.tx.blocking_send(Ok(BlockChunks { chunks })).is_ok()
+    }
+}
+
 /// Sends every requested block down `tx`; `Ok` also when the reducer went away. Runs
 /// on the blocking pool.
 fn stream_blocks(
     dir: &Path,
     executor_id: &str,
     req: &FetchBlocksRequest,
-    tx: &mpsc::Sender<Result<BlockChunk, Status>>,
+    tx: &mpsc::Sender<Result<BlockChunks, Status>>,
 ) -> Result<(), Status> {
+    let mut out = Batcher {
+        tx,
+        chunks: Vec::new(),
+        bytes: 0,
+    };
     for &map_partition in &req.map_partitions {
         let id = BlockId {
             executor_id: executor_id.to_string(),
@@ -296,28 +343,42 @@ fn stream_blocks(
             map_partition,
             reduce_partition: req.reduce_partition,
         };
-        if !send_block(dir, &id, tx)? {
-            return Ok(());
+        match send_block(dir, &id, &mut out) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(status) => {
+                // The blocks before the failed one still reach the reducer, then the error.
+                out.flush();
+                return Err(status);
+            }
         }
     }
+    out.flush();
     Ok(())
 }
 
-/// Streams one block; `Ok(false)` if the reducer went away.
-fn send_block(
-    dir: &Path,
-    id: &BlockId,
-    tx: &mpsc::Sender<Result<BlockChunk, Status>>,
-) -> Result<bool, Status> {
-    use std::io::{Read, Seek};
+/// Adds one block's chunks to `out`; `Ok(false)` if the reducer went away.
+fn send_block(dir: &Path, id: &BlockId, out: &mut Batcher) -> Result<bool, Status> {
+    use std::io::Read;
     let what = |msg: &dyn std::fmt::Display| {
         format!(
             "shuffle {} map {} reduce {} on executor {}: {msg}",
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let (mut file, data_path, entry) = match locate_local_block(dir, id) {
-        Ok(found) => found,
+    let (mut reader, data_path, entry): (Box<dyn Read>, _, _) = match open_local_block(dir, id) {
+        Ok(LocalBlock::Empty) => {
+            let chunk = BlockChunk {
+                map_partition: id.map_partition,
+                block_len: 0,
+                crc32: 0,
+                data: Vec::new(),
+                first: true,
+            };
+            return Ok(out.push(chunk));
+        }
+        Ok(LocalBlock::Resident(block, path, entry)) => (Box::new(block), path, entry),
+        Ok(LocalBlock::File(file, path, entry)) => (Box::new(file), path, entry),
         Err(e) => {
             let msg = match e {
                 ShuffleError::FetchFailed { message, .. } => message,
@@ -340,26 +401,21 @@ fn send_block(
         data: Vec::new(),
         first: true,
     };
-    if entry.len == 0 {
-        return Ok(tx.blocking_send(Ok(chunk)).is_ok());
-    }
-    let shown = data_path.display();
-    file.seek(std::io::SeekFrom::Start(entry.offset))
-        .map_err(|e| Status::data_loss(what(&format!("cannot seek in {shown}: {e}"))))?;
     let mut remaining = entry.len;
     while remaining > 0 {
         let n = remaining.min(CHUNK_BYTES as u64) as usize;
         let mut data = vec![0u8; n];
-        file.read_exact(&mut data).map_err(|e| {
+        reader.read_exact(&mut data).map_err(|e| {
             Status::data_loss(what(&format!(
-                "short read of shuffle data file {shown} at offset {}: {e}",
+                "short read of shuffle data file {} at offset {}: {e}",
+                data_path.display(),
                 entry.offset + (entry.len - remaining)
             )))
         })?;
         remaining -= n as u64;
         crate::metrics::metrics().served(n as u64);
         chunk.data = data;
-        if tx.blocking_send(Ok(chunk)).is_err() {
+        if !out.push(chunk) {
             return Ok(false);
         }
         chunk = BlockChunk {

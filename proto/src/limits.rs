@@ -6,7 +6,8 @@
 //! ([`MAX_LAUNCH_BATCH`], [`MAX_STATUS_BATCH`], [`MAX_EVENT_BATCH`], [`BATCH_BYTES`]),
 //! and so are the stage plans an executor holds for the driver ([`MAX_HELD_PLANS`],
 //! [`MAX_HELD_PLAN_BYTES`]). One `FetchBlocks` request asks for at most
-//! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block. A barrier
+//! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block, and its answer
+//! comes in messages of at most [`MAX_CHUNKS_PER_MESSAGE`] chunks. A barrier
 //! task's rendezvous address is at most [`MAX_BARRIER_ADDRESS_BYTES`].
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
@@ -49,6 +50,12 @@ pub const MAX_HELD_PLAN_BYTES: usize = 64 << 20;
 /// always served whole, whatever its size). Reducers split their fetches from one
 /// executor into requests under it by the block sizes their task carries.
 pub const MAX_FETCH_REQUEST_BYTES: u64 = 1 << 30;
+
+/// Most block chunks one `BlockChunks` message of a block stream carries.
+pub const MAX_CHUNKS_PER_MESSAGE: usize = 4096;
+/// Data (over its chunks) past which a `BlockChunks` message takes no further chunk; a
+/// chunk itself is at most this long, so a message holds at most twice this.
+pub const CHUNKS_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// Longest rendezvous address a barrier task may report (`BarrierAddress.address`), in
 /// bytes: the scheduler refuses a longer one, so a stage's `BarrierPeers` stays within

@@ -23,8 +23,9 @@ use crate::index::IndexFile;
 /// Block entries (over all cached indexes) the cache holds at most: 24 MB of them.
 pub const MAX_ENTRIES: usize = 1 << 20;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
+/// A file's identity and version as `fstat`/`stat` report them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileKey {
     dev: u64,
     ino: u64,
     len: u64,
@@ -32,9 +33,10 @@ struct Key {
     mtime_nsec: i64,
 }
 
-impl Key {
-    fn of(meta: &Metadata) -> Key {
-        Key {
+impl FileKey {
+    /// The key of the file `meta` describes.
+    pub fn of(meta: &Metadata) -> FileKey {
+        FileKey {
             dev: meta.dev(),
             ino: meta.ino(),
             len: meta.len(),
@@ -46,7 +48,7 @@ impl Key {
 
 #[derive(Default)]
 struct Cache {
-    indexes: HashMap<Key, Arc<IndexFile>>,
+    indexes: HashMap<FileKey, Arc<IndexFile>>,
     entries: usize,
 }
 
@@ -58,15 +60,20 @@ fn cache() -> &'static Mutex<Cache> {
 /// The index of the open map output `file` (at `path`, for errors): from the cache when
 /// this very file's was read before, else read, validated and remembered.
 pub fn index_of(file: &mut File, path: &Path) -> Result<Arc<IndexFile>> {
+    index_and_key(file, path).map(|(index, _)| index)
+}
+
+/// [`index_of`], with the key of the file it describes.
+pub fn index_and_key(file: &mut File, path: &Path) -> Result<(Arc<IndexFile>, FileKey)> {
     let meta = file.metadata().map_err(|e| ShuffleError::io(path, e))?;
-    let key = Key::of(&meta);
+    let key = FileKey::of(&meta);
     if let Some(index) = cache()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .indexes
         .get(&key)
     {
-        return Ok(index.clone());
+        return Ok((index.clone(), key));
     }
     let index = Arc::new(IndexFile::read_with_len(file, path, meta.len())?);
     let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
@@ -78,7 +85,7 @@ pub fn index_of(file: &mut File, path: &Path) -> Result<Arc<IndexFile>> {
     if n <= MAX_ENTRIES && c.indexes.insert(key, index.clone()).is_none() {
         c.entries += n;
     }
-    Ok(index)
+    Ok((index, key))
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //! Modules: [`frame`] (record/frame codec shared by both sides), [`writer`] (map side,
 //! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
 //! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index),
-//! [`index_cache`] (parsed indexes kept per process, keyed by the file's inode and version).
+//! [`index_cache`] (parsed indexes kept per process, keyed by the file's inode and version),
+//! [`resident`] (small map outputs' blocks kept in memory per process, served only while
+//! the file is unchanged).
 //! Which reducer a record goes to (partitioners) is the job library's business.
 //!
 //! Invariants: the file is written under a temporary name and renamed into place whole,
@@ -24,6 +26,7 @@ pub mod frame;
 pub mod index;
 pub mod index_cache;
 pub mod reader;
+pub mod resident;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +69,7 @@ pub fn remove_shuffle_files(dir: &Path, shuffle_ids: &[u32]) -> usize {
     if shuffle_ids.is_empty() {
         return 0;
     }
+    resident::forget_shuffles(dir, shuffle_ids);
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return 0,

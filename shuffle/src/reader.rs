@@ -26,10 +26,14 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::data_path;
 use crate::error::{Result, ShuffleError};
 use crate::frame::FrameDecoder;
-use crate::index::BlockEntry;
+use crate::index::{BlockEntry, IndexFile};
+use crate::index_cache::{index_and_key, FileKey};
+use crate::resident::{self, ResidentBlock, ResidentOutput};
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -58,35 +62,117 @@ impl BlockId {
 /// message says "cannot open".
 pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, BlockEntry)> {
     let path = data_path(dir, id.shuffle_id, id.map_partition);
-    let mut file = File::open(&path).map_err(|e| data_file_failed(id, &path, "cannot open", e))?;
-    let index = crate::index_cache::index_of(&mut file, &path).map_err(|e| match e {
+    let (file, index, _) = open_indexed(id, &path)?;
+    let entry = entry_of(
+        id,
+        &path,
+        index.entry(id.reduce_partition),
+        index.num_reduce(),
+    )?;
+    Ok((file, path, entry))
+}
+
+/// The map output file at `path` opened, with its index and version.
+fn open_indexed(id: &BlockId, path: &Path) -> Result<(File, Arc<IndexFile>, FileKey)> {
+    let mut file = File::open(path).map_err(|e| data_file_failed(id, path, "cannot open", e))?;
+    let (index, key) = index_and_key(&mut file, path).map_err(|e| match e {
         ShuffleError::Io { path, source } => id.fetch_failed(format!(
             "cannot read the index of shuffle data file {}: {source}",
             path.display()
         )),
         other => id.fetch_failed(other.to_string()),
     })?;
-    let entry = index.entry(id.reduce_partition).ok_or_else(|| {
-        id.fetch_failed(format!(
-            "shuffle data file {} has {} reduce partitions, block {} does not exist",
-            path.display(),
-            index.num_reduce(),
-            id.reduce_partition
-        ))
-    })?;
-    Ok((file, path, entry))
+    Ok((file, index, key))
 }
 
-/// A non-empty local block's data file (its length checked against its index, see
-/// [`crate::index::IndexFile::read`]), positioned at the block's first byte; `None` for an empty block.
-fn open_local_block(dir: &Path, id: &BlockId) -> Result<Option<(File, PathBuf, BlockEntry)>> {
-    let (mut file, path, entry) = locate_local_block(dir, id)?;
+/// Block `id`'s `entry` as looked up in the index (of `num_reduce` blocks) of the file at
+/// `path`: a missing one is a `FetchFailed` saying so.
+fn entry_of(
+    id: &BlockId,
+    path: &Path,
+    entry: Option<BlockEntry>,
+    num_reduce: u32,
+) -> Result<BlockEntry> {
+    entry.ok_or_else(|| {
+        id.fetch_failed(format!(
+            "shuffle data file {} has {num_reduce} reduce partitions, block {} does not exist",
+            path.display(),
+            id.reduce_partition
+        ))
+    })
+}
+
+/// Where a local block's bytes are, with the path of its map output file and its entry
+/// in that file's index.
+pub enum LocalBlock {
+    /// A block of no bytes.
+    Empty,
+    /// In memory, from a resident map output (see [`crate::resident`]).
+    Resident(ResidentBlock, PathBuf, BlockEntry),
+    /// In the data file, positioned at the block's first byte (read `entry.len` bytes).
+    File(File, PathBuf, BlockEntry),
+}
+
+impl LocalBlock {
+    /// The block's length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            LocalBlock::Empty => 0,
+            LocalBlock::Resident(_, _, e) | LocalBlock::File(_, _, e) => e.len,
+        }
+    }
+
+    /// Whether the block has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Finds local block `id`: in a resident map output when its file is resident (or small
+/// enough to become so now), else in its data file (its length checked against its
+/// index, see [`crate::index::IndexFile::read`]).
+pub fn open_local_block(dir: &Path, id: &BlockId) -> Result<LocalBlock> {
+    let path = data_path(dir, id.shuffle_id, id.map_partition);
+    if let Some(output) = resident::get(&path) {
+        return resident_block(id, path, output);
+    }
+    let (mut file, index, key) = open_indexed(id, &path)?;
+    if let Some(output) = resident::admit(&file, &path, key, &index) {
+        return resident_block(id, path, output);
+    }
+    let entry = entry_of(
+        id,
+        &path,
+        index.entry(id.reduce_partition),
+        index.num_reduce(),
+    )?;
     if entry.len == 0 {
-        return Ok(None);
+        return Ok(LocalBlock::Empty);
     }
     file.seek(SeekFrom::Start(entry.offset))
         .map_err(|e| data_file_failed(id, &path, "cannot seek in", e))?;
-    Ok(Some((file, path, entry)))
+    Ok(LocalBlock::File(file, path, entry))
+}
+
+/// Block `id` of the resident `output` of the file at `path`.
+fn resident_block(id: &BlockId, path: PathBuf, output: Arc<ResidentOutput>) -> Result<LocalBlock> {
+    let entry = entry_of(
+        id,
+        &path,
+        output.entry(id.reduce_partition),
+        output.num_reduce(),
+    )?;
+    if entry.len == 0 {
+        return Ok(LocalBlock::Empty);
+    }
+    match ResidentBlock::new(output, entry) {
+        Some(block) => Ok(LocalBlock::Resident(block, path, entry)),
+        None => Err(id.fetch_failed(format!(
+            "block {} of shuffle data file {} lies outside its data",
+            id.reduce_partition,
+            path.display()
+        ))),
+    }
 }
 
 /// The `FetchFailed` for an I/O error `what` on the data file at `path`.
@@ -96,13 +182,16 @@ fn data_file_failed(id: &BlockId, path: &Path, what: &str, e: io::Error) -> Shuf
 
 /// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
 pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
-    let Some((mut file, path, entry)) = open_local_block(dir, id)? else {
-        return Ok(Vec::new());
+    let (mut reader, path, entry): (Box<dyn Read>, _, _) = match open_local_block(dir, id)? {
+        LocalBlock::Empty => return Ok(Vec::new()),
+        LocalBlock::Resident(block, path, entry) => (Box::new(block), path, entry),
+        LocalBlock::File(file, path, entry) => (Box::new(file), path, entry),
     };
     let len = usize::try_from(entry.len)
         .map_err(|_| id.fetch_failed(format!("block of {} bytes is too large", entry.len)))?;
     let mut bytes = vec![0u8; len];
-    file.read_exact(&mut bytes)
+    reader
+        .read_exact(&mut bytes)
         .map_err(|e| data_file_failed(id, &path, "short read of", e))?;
     verify_block(id, &path.display().to_string(), &bytes, entry.crc)?;
     Ok(bytes)
@@ -129,23 +218,35 @@ pub fn open_block_records<T: DeserializeOwned>(
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let Some((file, path, entry)) = open_local_block(dir, id)? else {
-        return Ok(BlockRecords::from_bytes(id.clone(), Vec::new()));
+    let (reader, path, entry) = match open_local_block(dir, id)? {
+        LocalBlock::Empty => return Ok(BlockRecords::from_bytes(id.clone(), Vec::new())),
+        LocalBlock::Resident(block, path, entry) => (BlockBytes::Resident(block), path, entry),
+        LocalBlock::File(file, path, entry) => {
+            // A buffer no larger than the block: a tiny block is one read of its own
+            // bytes, not of 64 KiB of the file after it.
+            let capacity = usize::try_from(entry.len).map_or(LOCAL_READ_BUFFER_BYTES, |len| {
+                len.min(LOCAL_READ_BUFFER_BYTES)
+            });
+            (
+                BlockBytes::File(BufReader::with_capacity(capacity, file)),
+                path,
+                entry,
+            )
+        }
     };
-    // A buffer no larger than the block: a tiny block (a wide shuffle's) is one read of
-    // its own bytes, not of 64 KiB of the file after it.
-    let capacity = usize::try_from(entry.len).map_or(LOCAL_READ_BUFFER_BYTES, |len| {
-        len.min(LOCAL_READ_BUFFER_BYTES)
-    });
-    let reader = BlockBytes::File(BufReader::with_capacity(capacity, file));
-    let origin = format!("shuffle data file {}", path.display());
-    Ok(BlockRecords::checked(id.clone(), reader, entry, origin))
+    Ok(BlockRecords::checked(
+        id.clone(),
+        reader,
+        entry,
+        Origin::File(path),
+    ))
 }
 
 /// Where a block's bytes come from: memory (a fetched block) or a local data file.
 pub enum BlockBytes {
     Memory(Cursor<Vec<u8>>),
     File(BufReader<File>),
+    Resident(ResidentBlock),
 }
 
 impl Read for BlockBytes {
@@ -154,6 +255,7 @@ impl Read for BlockBytes {
         match self {
             BlockBytes::Memory(c) => c.read(buf),
             BlockBytes::File(f) => f.read(buf),
+            BlockBytes::Resident(r) => r.read(buf),
         }
     }
 }
@@ -190,13 +292,12 @@ impl<T: DeserializeOwned, R: Read> BlockRecords<T, R> {
     /// Decodes a block of `entry.len` bytes from `reader` (reading no further), checking
     /// length and crc as the bytes go by; a mismatch is the last item (see module docs).
     pub fn from_stream(id: BlockId, reader: R, entry: BlockEntry) -> Self {
-        let origin = format!("the block stream from executor {}", id.executor_id);
-        Self::checked(id, reader, entry, origin)
+        Self::checked(id, reader, entry, Origin::Stream)
     }
 
     /// [`BlockRecords::from_stream`], with `origin` naming where the bytes come from in
     /// errors.
-    fn checked(id: BlockId, reader: R, entry: BlockEntry, origin: String) -> Self {
+    fn checked(id: BlockId, reader: R, entry: BlockEntry, origin: Origin) -> Self {
         let expect = Expect {
             len: entry.len,
             crc: entry.crc,
@@ -235,14 +336,19 @@ impl<T: DeserializeOwned, R: Read> BlockRecords<T, R> {
         if x.seen != x.len {
             return Err(self.id.fetch_failed(format!(
                 "block {} in {} ended after {} of {} bytes",
-                self.id.reduce_partition, x.origin, x.seen, x.len
+                self.id.reduce_partition,
+                x.origin.describe(&self.id),
+                x.seen,
+                x.len
             )));
         }
         let actual = x.hasher.clone().finalize();
         if actual != x.crc {
             return Err(self.id.fetch_failed(format!(
                 "checksum mismatch in block {} read from {}: expected {:08x} got {actual:08x}",
-                self.id.reduce_partition, x.origin, x.crc
+                self.id.reduce_partition,
+                x.origin.describe(&self.id),
+                x.crc
             )));
         }
         Ok(())
@@ -266,7 +372,10 @@ impl<T: DeserializeOwned, R: Read> Iterator for BlockRecords<T, R> {
             Err(e) => {
                 self.done = true;
                 let message = match &self.decoder.get_ref().expect {
-                    Some(x) => format!("undecodable shuffle block from {}: {e}", x.origin),
+                    Some(x) => format!(
+                        "undecodable shuffle block from {}: {e}",
+                        x.origin.describe(&self.id)
+                    ),
                     None => format!("undecodable shuffle block: {e}"),
                 };
                 Some(Err(self.id.fetch_failed(message)))
@@ -290,7 +399,25 @@ struct Expect {
     seen: u64,
     hasher: crc32fast::Hasher,
     /// Where the bytes come from, for errors.
-    origin: String,
+    origin: Origin,
+}
+
+/// Where a checked block's bytes come from, named in errors only (so reading a block
+/// formats nothing).
+enum Origin {
+    /// A local map output file.
+    File(PathBuf),
+    /// The block stream from the executor holding the block.
+    Stream,
+}
+
+impl Origin {
+    fn describe(&self, id: &BlockId) -> String {
+        match self {
+            Origin::File(path) => format!("shuffle data file {}", path.display()),
+            Origin::Stream => format!("the block stream from executor {}", id.executor_id),
+        }
+    }
 }
 
 impl<R: Read> Read for Checked<R> {

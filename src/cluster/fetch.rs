@@ -7,16 +7,20 @@
 //! (executor unreachable, file missing there, short or corrupt block) is a typed
 //! `FetchFailed` naming the executor, shuffle, map and reduce partition, so the
 //! scheduler reruns exactly that map output. Bytes in flight per stream are bounded by
-//! the server's chunk queue and HTTP/2 flow control, not by the block count. Every
+//! the server's chunk queue and HTTP/2 flow control, not by the block count; chunks come
+//! several to a message (`BlockChunks`), so the reducer waits on the network once per
+//! message, not once per block. Every
 //! request carries the shuffle key of the session owning the shuffle (learned from
 //! that session's tasks, see [`RemoteShuffle::learn_key`]) and no other credential:
 //! executors serve a session's blocks only to it, and workers hold no cluster secret.
 
 use dashmap::DashMap;
 use ember_proto::auth::MAX_MESSAGE_BYTES;
+use ember_proto::limits::MAX_CHUNKS_PER_MESSAGE;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::IdRange;
-use ember_proto::{BlockChunk, FetchBlocksRequest};
+use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
+use std::collections::VecDeque;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
@@ -127,7 +131,8 @@ impl RemoteBlockSource for RemoteShuffle {
             maps,
             next: 0,
             stream: None,
-            carry: None,
+            pending: VecDeque::new(),
+            ended: false,
             failed: false,
         })
     }
@@ -142,9 +147,11 @@ pub(crate) struct RemoteBlocks {
     reduce: u32,
     maps: Vec<u32>,
     next: usize,
-    stream: Option<Streaming<BlockChunk>>,
-    /// A chunk read ahead that starts the next block.
-    carry: Option<BlockChunk>,
+    stream: Option<Streaming<BlockChunks>>,
+    /// Chunks received and not yet taken, in stream order.
+    pending: VecDeque<BlockChunk>,
+    /// The stream ended (after the chunks in `pending`).
+    ended: bool,
     failed: bool,
 }
 
@@ -158,7 +165,8 @@ impl RemoteBlocks {
         }
     }
 
-    async fn next_block(&mut self, map: u32) -> std::result::Result<Vec<u8>, String> {
+    /// The next message of the stream (opening it first if need be); `None` at its end.
+    async fn receive(&mut self) -> std::result::Result<Option<BlockChunks>, String> {
         if self.stream.is_none() {
             let mut client = match timed(&self.executor_id, self.owner.client(&self.address))
                 .await?
@@ -185,19 +193,47 @@ impl RemoteBlocks {
             }
         }
         let stream = self.stream.as_mut().expect("stream opened above");
-        let first = match self.carry.take() {
-            Some(c) => c,
-            None => match timed(&self.executor_id, stream.message()).await? {
-                Ok(Some(c)) => c,
-                Ok(None) => return Err("the block stream ended before this block".into()),
-                Err(s) => {
-                    return Err(format!(
-                        "executor {}: {}",
-                        self.executor_id,
-                        status_text(&s)
-                    ))
-                }
-            },
+        match timed(&self.executor_id, stream.message()).await? {
+            Ok(m) => Ok(m),
+            Err(s) => Err(format!(
+                "executor {}: {}",
+                self.executor_id,
+                status_text(&s)
+            )),
+        }
+    }
+
+    /// The next chunk of the stream; `None` at its end. Waits on the network only when
+    /// no received chunk is left.
+    fn next_chunk(&mut self) -> std::result::Result<Option<BlockChunk>, String> {
+        if let Some(c) = self.pending.pop_front() {
+            return Ok(Some(c));
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        match runtime::block_on(self.receive())? {
+            None => {
+                self.ended = true;
+                Ok(None)
+            }
+            Some(m) if m.chunks.is_empty() || m.chunks.len() > MAX_CHUNKS_PER_MESSAGE => {
+                Err(format!(
+                    "executor {} sent a message of {} block chunks (1 to {MAX_CHUNKS_PER_MESSAGE} expected)",
+                    self.executor_id,
+                    m.chunks.len()
+                ))
+            }
+            Some(m) => {
+                self.pending.extend(m.chunks);
+                Ok(self.pending.pop_front())
+            }
+        }
+    }
+
+    fn next_block(&mut self, map: u32) -> std::result::Result<Vec<u8>, String> {
+        let Some(first) = self.next_chunk()? else {
+            return Err("the block stream ended before this block".into());
         };
         if !first.first || first.map_partition != map {
             return Err(format!(
@@ -213,22 +249,13 @@ impl RemoteBlocks {
         let mut bytes = first.data;
         bytes.reserve(len.saturating_sub(bytes.len()));
         while bytes.len() < len {
-            match timed(&self.executor_id, stream.message()).await? {
-                Ok(Some(c)) if !c.first && c.map_partition == map => {
-                    bytes.extend_from_slice(&c.data)
-                }
-                Ok(Some(c)) => {
-                    self.carry = Some(c);
+            match self.next_chunk()? {
+                Some(c) if !c.first && c.map_partition == map => bytes.extend_from_slice(&c.data),
+                Some(c) => {
+                    self.pending.push_front(c);
                     break;
                 }
-                Ok(None) => break,
-                Err(s) => {
-                    return Err(format!(
-                        "executor {}: {}",
-                        self.executor_id,
-                        status_text(&s)
-                    ))
-                }
+                None => break,
             }
         }
         if bytes.len() != len {
@@ -259,7 +286,7 @@ impl Iterator for RemoteBlocks {
         let map = self.maps[self.next];
         self.next += 1;
         let id = self.id(map);
-        match runtime::block_on(self.next_block(map)) {
+        match self.next_block(map) {
             Ok(bytes) => Some(Ok((id, bytes))),
             Err(message) => {
                 self.failed = true;

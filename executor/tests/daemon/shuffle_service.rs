@@ -4,8 +4,9 @@ use std::path::Path;
 
 use ember_executor::blocks::{self, ShuffleService, CHUNK_BYTES};
 use ember_proto::auth::AddSecret;
+use ember_proto::limits::{CHUNKS_MESSAGE_BYTES, MAX_CHUNKS_PER_MESSAGE};
 use ember_proto::shuffle_client::ShuffleClient;
-use ember_proto::{BlockChunk, FetchBlocksRequest};
+use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
 use ember_shuffle::{data_path, IndexFile, ShuffleWriter};
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
@@ -133,6 +134,19 @@ async fn fetch_of(
     reduce: u32,
     maps: Vec<u32>,
 ) -> (Vec<BlockChunk>, Option<tonic::Status>) {
+    let (messages, err) = fetch_messages(c, shuffle, key, reduce, maps).await;
+    (messages.into_iter().flat_map(|m| m.chunks).collect(), err)
+}
+
+/// [`fetch_of`] returning the messages as they came, each checked against the bounds
+/// of a `BlockChunks` message.
+async fn fetch_messages(
+    c: &mut Client,
+    shuffle: u32,
+    key: &str,
+    reduce: u32,
+    maps: Vec<u32>,
+) -> (Vec<BlockChunks>, Option<tonic::Status>) {
     let req = FetchBlocksRequest {
         shuffle_id: shuffle,
         reduce_partition: reduce,
@@ -143,12 +157,25 @@ async fn fetch_of(
         Ok(r) => r.into_inner(),
         Err(s) => return (Vec::new(), Some(s)),
     };
-    let mut chunks = Vec::new();
+    let mut messages = Vec::new();
     loop {
         match within("a block chunk", stream.message()).await {
-            Ok(Some(chunk)) => chunks.push(chunk),
-            Ok(None) => return (chunks, None),
-            Err(s) => return (chunks, Some(s)),
+            Ok(Some(m)) => {
+                let bytes: usize = m.chunks.iter().map(|c| c.data.len()).sum();
+                assert!(
+                    !m.chunks.is_empty() && m.chunks.len() <= MAX_CHUNKS_PER_MESSAGE,
+                    "a message of {} chunks",
+                    m.chunks.len()
+                );
+                assert!(
+                    m.chunks.len() == 1 || bytes <= CHUNKS_MESSAGE_BYTES,
+                    "{} chunks of {bytes} bytes in one message",
+                    m.chunks.len()
+                );
+                messages.push(m)
+            }
+            Ok(None) => return (messages, None),
+            Err(s) => return (messages, Some(s)),
         }
     }
 }
@@ -221,6 +248,37 @@ async fn blocks_arrive_whole_in_request_order_with_their_crc() {
     let (want, want_crc) = block_on_disk(&server.shuffle_dir, 0, 2);
     assert_eq!(chunks.len(), 1);
     assert_eq!((chunks[0].data.clone(), chunks[0].crc32), (want, want_crc));
+}
+
+/// A wide shuffle's tiny blocks travel many to a message: 300 map outputs' blocks of a
+/// few records each arrive in one message, byte for byte as on disk, in request order;
+/// and the same outputs asked again (served from memory now) arrive the same.
+#[tokio::test]
+async fn many_small_blocks_share_one_message() {
+    let server = start().await;
+    let mut c = client(&server.url, Some(SECRET)).await;
+    let maps: Vec<u32> = (2..302).rev().collect();
+    for &m in &maps {
+        let mut w = ShuffleWriter::<(u64, String)>::new(&server.shuffle_dir, SHUFFLE, m, 3);
+        for r in 0..3 {
+            w.write(r, &(u64::from(m), format!("tiny-{m}-{r}")))
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    for _ in 0..2 {
+        let (messages, err) = fetch_messages(&mut c, SHUFFLE, KEY, 1, maps.clone()).await;
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(messages.len(), 1, "300 tiny blocks in one message");
+        let chunks: Vec<BlockChunk> = messages.into_iter().flat_map(|m| m.chunks).collect();
+        let got = blocks_of(&chunks);
+        assert_eq!(got.iter().map(|b| b.0).collect::<Vec<_>>(), maps);
+        for (map, len, crc, bytes) in got {
+            let (want, want_crc) = block_on_disk(&server.shuffle_dir, map, 1);
+            assert_eq!((len as usize, crc), (want.len(), want_crc));
+            assert!(bytes == want, "block of map {map} differs from the file");
+        }
+    }
 }
 
 #[tokio::test]
