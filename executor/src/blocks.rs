@@ -44,6 +44,7 @@ use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
 use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
 use ember_shuffle::reader::{open_local_block, LocalBlock};
+use ember_shuffle::resident::View;
 use ember_shuffle::BlockId;
 use ember_shuffle::ShuffleError;
 use tokio::net::TcpListener;
@@ -168,6 +169,7 @@ impl Shuffle for ShuffleService {
         request: Request<FetchBlocksRequest>,
     ) -> Result<Response<Self::FetchBlocksStream>, Status> {
         let req = request.into_inner();
+        let (shuffle_id, reduce_partition) = (req.shuffle_id, req.reduce_partition);
         if req.map_partitions.len() > MAX_FETCH_MAP_IDS {
             let status = Status::invalid_argument(format!(
                 "the fetch of shuffle {} reduce {} names {} map ids, over the \
@@ -198,28 +200,25 @@ impl Shuffle for ShuffleService {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let checked = {
-            let (dir, executor_id, max) =
-                (dir.clone(), executor_id.clone(), self.max_request_bytes);
-            let req = req.clone();
-            tokio::task::spawn_blocking(move || check_request(&dir, &executor_id, &req, max))
-                .await
-                .map_err(|e| Status::internal(format!("checking a fetch request failed: {e}")))?
-        };
-        if let Err(status) = checked {
-            tracing::warn!(
-                shuffle_id = req.shuffle_id,
-                reduce_partition = req.reduce_partition,
-                "refused a shuffle fetch: {}",
-                status.message()
-            );
-            return Err(status);
-        }
+        let max = self.max_request_bytes;
         let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
-        // One blocking task per request reads every block in turn (plain file I/O, one
-        // hop to the blocking pool per request, not several per block).
+        let (checked_tx, checked) = tokio::sync::oneshot::channel();
+        // One blocking task per request checks it, answers through `checked`, then reads
+        // every block in turn (plain file I/O, one hop to the blocking pool per request,
+        // not several per block; the blocks the check found in memory are not looked up
+        // again).
         tokio::task::spawn_blocking(move || {
-            if let Err(status) = stream_blocks(&dir, &executor_id, &req, &tx) {
+            let found = match check_request(&dir, &executor_id, &req, max) {
+                Ok(found) => found,
+                Err(status) => {
+                    let _ = checked_tx.send(Err(status));
+                    return;
+                }
+            };
+            if checked_tx.send(Ok(())).is_err() {
+                return;
+            }
+            if let Err(status) = stream_blocks(&dir, &executor_id, &req, found, &tx) {
                 tracing::warn!(
                     shuffle_id = req.shuffle_id,
                     reduce_partition = req.reduce_partition,
@@ -229,6 +228,20 @@ impl Shuffle for ShuffleService {
                 let _ = tx.blocking_send(Err(status));
             }
         });
+        let refused = match checked.await {
+            Ok(Ok(())) => None,
+            Ok(Err(status)) => Some(status),
+            Err(_) => Some(Status::internal("checking a fetch request failed")),
+        };
+        if let Some(status) = refused {
+            tracing::warn!(
+                shuffle_id,
+                reduce_partition,
+                "refused a shuffle fetch: {}",
+                status.message()
+            );
+            return Err(status);
+        }
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
@@ -236,17 +249,20 @@ impl Shuffle for ShuffleService {
 /// Checks `req` before anything is sent: no map id twice, every map id an output this
 /// executor holds for the shuffle, and at most `max_bytes` of blocks in all (unless one
 /// block is asked). Reads only the indexes (and makes small outputs resident, see
-/// `ember_shuffle::resident`, so the stream that follows reads them from memory). Runs on
-/// the blocking pool.
+/// `ember_shuffle::resident`). Returns, per map id in order, the block if it was found in
+/// memory or empty (so the stream need not look it up again; a block in a file is
+/// reopened then, so no request holds many files open). Runs on the blocking pool.
 fn check_request(
     dir: &Path,
     executor_id: &str,
     req: &FetchBlocksRequest,
     max_bytes: u64,
-) -> Result<(), Status> {
-    // Grows with the ids actually checked, never sized from the wire count.
+) -> Result<Vec<Option<LocalBlock>>, Status> {
+    // Grow with the ids actually checked, never sized from the wire count.
     let mut seen = std::collections::HashSet::new();
+    let mut found = Vec::new();
     let mut total = 0u64;
+    let view = View::now();
     for &map_partition in &req.map_partitions {
         if !seen.insert(map_partition) {
             return Err(Status::invalid_argument(format!(
@@ -261,9 +277,16 @@ fn check_request(
             map_partition,
             reduce_partition: req.reduce_partition,
         };
-        match open_local_block(dir, &id) {
-            Ok(block) => total = total.saturating_add(block.len()),
+        match open_local_block(&view, dir, &id) {
+            Ok(block) => {
+                total = total.saturating_add(block.len());
+                found.push(match block {
+                    LocalBlock::File(..) => None,
+                    in_memory => Some(in_memory),
+                });
+            }
             Err(_) => {
+                found.push(None);
                 let data = ember_shuffle::data_path(dir, req.shuffle_id, map_partition);
                 if !data.exists() {
                     return Err(Status::invalid_argument(format!(
@@ -286,7 +309,7 @@ fn check_request(
             req.map_partitions.len()
         )));
     }
-    Ok(())
+    Ok(found)
 }
 
 /// Chunks gathered into `BlockChunks` messages: a message goes out when the next chunk
@@ -323,12 +346,14 @@ impl Batcher<'_> {
     }
 }
 
-/// Sends every requested block down `tx`; `Ok` also when the reducer went away. Runs
-/// on the blocking pool.
+/// Sends every requested block down `tx` (those `found` by the check as they were
+/// found, the others looked up now); `Ok` also when the reducer went away. Runs on the
+/// blocking pool.
 fn stream_blocks(
     dir: &Path,
     executor_id: &str,
     req: &FetchBlocksRequest,
+    found: Vec<Option<LocalBlock>>,
     tx: &mpsc::Sender<Result<BlockChunks, Status>>,
 ) -> Result<(), Status> {
     let mut out = Batcher {
@@ -336,14 +361,19 @@ fn stream_blocks(
         chunks: Vec::new(),
         bytes: 0,
     };
-    for &map_partition in &req.map_partitions {
+    let view = View::now();
+    for (&map_partition, block) in req.map_partitions.iter().zip(found) {
         let id = BlockId {
             executor_id: executor_id.to_string(),
             shuffle_id: req.shuffle_id,
             map_partition,
             reduce_partition: req.reduce_partition,
         };
-        match send_block(dir, &id, &mut out) {
+        let block = match block {
+            Some(block) => Ok(block),
+            None => open_local_block(&view, dir, &id),
+        };
+        match send_block(dir, &id, block, &mut out) {
             Ok(true) => {}
             Ok(false) => return Ok(()),
             Err(status) => {
@@ -357,8 +387,14 @@ fn stream_blocks(
     Ok(())
 }
 
-/// Adds one block's chunks to `out`; `Ok(false)` if the reducer went away.
-fn send_block(dir: &Path, id: &BlockId, out: &mut Batcher) -> Result<bool, Status> {
+/// Adds the chunks of block `id` (as looked up: `block`) to `out`; `Ok(false)` if the
+/// reducer went away.
+fn send_block(
+    dir: &Path,
+    id: &BlockId,
+    block: ember_shuffle::Result<LocalBlock>,
+    out: &mut Batcher,
+) -> Result<bool, Status> {
     use std::io::Read;
     let what = |msg: &dyn std::fmt::Display| {
         format!(
@@ -366,7 +402,7 @@ fn send_block(dir: &Path, id: &BlockId, out: &mut Batcher) -> Result<bool, Statu
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let (mut reader, data_path, entry): (Box<dyn Read>, _, _) = match open_local_block(dir, id) {
+    let (mut reader, data_path, entry): (Box<dyn Read>, Arc<Path>, _) = match block {
         Ok(LocalBlock::Empty) => {
             let chunk = BlockChunk {
                 map_partition: id.map_partition,
@@ -377,8 +413,11 @@ fn send_block(dir: &Path, id: &BlockId, out: &mut Batcher) -> Result<bool, Statu
             };
             return Ok(out.push(chunk));
         }
-        Ok(LocalBlock::Resident(block, path, entry)) => (Box::new(block), path, entry),
-        Ok(LocalBlock::File(file, path, entry)) => (Box::new(file), path, entry),
+        Ok(LocalBlock::Resident(block, entry)) => {
+            let path = block.output().path().clone();
+            (Box::new(block), path, entry)
+        }
+        Ok(LocalBlock::File(file, path, entry)) => (Box::new(file), Arc::from(path), entry),
         Err(e) => {
             let msg = match e {
                 ShuffleError::FetchFailed { message, .. } => message,

@@ -33,7 +33,7 @@ use crate::error::{Result, ShuffleError};
 use crate::frame::FrameDecoder;
 use crate::index::{BlockEntry, IndexFile};
 use crate::index_cache::{index_and_key, FileKey};
-use crate::resident::{self, ResidentBlock, ResidentOutput};
+use crate::resident::{self, ResidentBlock, ResidentOutput, View};
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,14 +102,15 @@ fn entry_of(
     })
 }
 
-/// Where a local block's bytes are, with the path of its map output file and its entry
-/// in that file's index.
+/// Where a local block's bytes are, with its entry in its map output's index.
 pub enum LocalBlock {
     /// A block of no bytes.
     Empty,
-    /// In memory, from a resident map output (see [`crate::resident`]).
-    Resident(ResidentBlock, PathBuf, BlockEntry),
-    /// In the data file, positioned at the block's first byte (read `entry.len` bytes).
+    /// In memory, from a resident map output (see [`crate::resident`]; the output's
+    /// path is `block.output().path()`).
+    Resident(ResidentBlock, BlockEntry),
+    /// In the data file at the path, positioned at the block's first byte (read
+    /// `entry.len` bytes).
     File(File, PathBuf, BlockEntry),
 }
 
@@ -118,7 +119,7 @@ impl LocalBlock {
     pub fn len(&self) -> u64 {
         match self {
             LocalBlock::Empty => 0,
-            LocalBlock::Resident(_, _, e) | LocalBlock::File(_, _, e) => e.len,
+            LocalBlock::Resident(_, e) | LocalBlock::File(_, _, e) => e.len,
         }
     }
 
@@ -128,17 +129,18 @@ impl LocalBlock {
     }
 }
 
-/// Finds local block `id`: in a resident map output when its file is resident (or small
-/// enough to become so now), else in its data file (its length checked against its
-/// index, see [`crate::index::IndexFile::read`]).
-pub fn open_local_block(dir: &Path, id: &BlockId) -> Result<LocalBlock> {
-    let path = data_path(dir, id.shuffle_id, id.map_partition);
-    if let Some(output) = resident::get(&path) {
-        return resident_block(id, path, output);
+/// Finds local block `id`: in a resident map output when its file is resident in `view`
+/// (or small enough to become so now), else in its data file (its length checked
+/// against its index, see [`crate::index::IndexFile::read`]).
+pub fn open_local_block(view: &View, dir: &Path, id: &BlockId) -> Result<LocalBlock> {
+    if let Some(output) = view.get(dir, id.shuffle_id, id.map_partition) {
+        return resident_block(id, output);
     }
+    let path = data_path(dir, id.shuffle_id, id.map_partition);
     let (mut file, index, key) = open_indexed(id, &path)?;
-    if let Some(output) = resident::admit(&file, &path, key, &index) {
-        return resident_block(id, path, output);
+    let which = (dir, id.shuffle_id, id.map_partition);
+    if let Some(output) = resident::admit(which, &file, &path, key, &index) {
+        return resident_block(id, output);
     }
     let entry = entry_of(
         id,
@@ -154,19 +156,20 @@ pub fn open_local_block(dir: &Path, id: &BlockId) -> Result<LocalBlock> {
     Ok(LocalBlock::File(file, path, entry))
 }
 
-/// Block `id` of the resident `output` of the file at `path`.
-fn resident_block(id: &BlockId, path: PathBuf, output: Arc<ResidentOutput>) -> Result<LocalBlock> {
+/// Block `id` of the resident `output`.
+fn resident_block(id: &BlockId, output: Arc<ResidentOutput>) -> Result<LocalBlock> {
     let entry = entry_of(
         id,
-        &path,
+        output.path(),
         output.entry(id.reduce_partition),
         output.num_reduce(),
     )?;
     if entry.len == 0 {
         return Ok(LocalBlock::Empty);
     }
+    let path = output.path().clone();
     match ResidentBlock::new(output, entry) {
-        Some(block) => Ok(LocalBlock::Resident(block, path, entry)),
+        Some(block) => Ok(LocalBlock::Resident(block, entry)),
         None => Err(id.fetch_failed(format!(
             "block {} of shuffle data file {} lies outside its data",
             id.reduce_partition,
@@ -182,9 +185,13 @@ fn data_file_failed(id: &BlockId, path: &Path, what: &str, e: io::Error) -> Shuf
 
 /// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
 pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
-    let (mut reader, path, entry): (Box<dyn Read>, _, _) = match open_local_block(dir, id)? {
+    let view = View::now();
+    let (mut reader, path, entry): (Box<dyn Read>, _, _) = match open_local_block(&view, dir, id)? {
         LocalBlock::Empty => return Ok(Vec::new()),
-        LocalBlock::Resident(block, path, entry) => (Box::new(block), path, entry),
+        LocalBlock::Resident(block, entry) => {
+            let path = block.output().path().to_path_buf();
+            (Box::new(block), path, entry)
+        }
         LocalBlock::File(file, path, entry) => (Box::new(file), path, entry),
     };
     let len = usize::try_from(entry.len)
@@ -215,31 +222,27 @@ pub const LOCAL_READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Opens local block `id` and decodes its records lazily from its data file, verifying
 /// length and crc as the bytes go by (a mismatch is the last item, see module docs).
 pub fn open_block_records<T: DeserializeOwned>(
+    view: &View,
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let (reader, path, entry) = match open_local_block(dir, id)? {
+    let (reader, origin, entry) = match open_local_block(&view, dir, id)? {
         LocalBlock::Empty => return Ok(BlockRecords::from_bytes(id.clone(), Vec::new())),
-        LocalBlock::Resident(block, path, entry) => (BlockBytes::Resident(block), path, entry),
+        LocalBlock::Resident(block, entry) => {
+            let origin = Origin::Resident(block.output().path().clone());
+            (BlockBytes::Resident(block), origin, entry)
+        }
         LocalBlock::File(file, path, entry) => {
             // A buffer no larger than the block: a tiny block is one read of its own
             // bytes, not of 64 KiB of the file after it.
             let capacity = usize::try_from(entry.len).map_or(LOCAL_READ_BUFFER_BYTES, |len| {
                 len.min(LOCAL_READ_BUFFER_BYTES)
             });
-            (
-                BlockBytes::File(BufReader::with_capacity(capacity, file)),
-                path,
-                entry,
-            )
+            let reader = BufReader::with_capacity(capacity, file);
+            (BlockBytes::File(reader), Origin::File(path), entry)
         }
     };
-    Ok(BlockRecords::checked(
-        id.clone(),
-        reader,
-        entry,
-        Origin::File(path),
-    ))
+    Ok(BlockRecords::checked(id.clone(), reader, entry, origin))
 }
 
 /// Where a block's bytes come from: memory (a fetched block) or a local data file.
@@ -407,6 +410,8 @@ struct Expect {
 enum Origin {
     /// A local map output file.
     File(PathBuf),
+    /// A resident copy of the local map output file at this path.
+    Resident(Arc<Path>),
     /// The block stream from the executor holding the block.
     Stream,
 }
@@ -415,6 +420,7 @@ impl Origin {
     fn describe(&self, id: &BlockId) -> String {
         match self {
             Origin::File(path) => format!("shuffle data file {}", path.display()),
+            Origin::Resident(path) => format!("shuffle data file {}", path.display()),
             Origin::Stream => format!("the block stream from executor {}", id.executor_id),
         }
     }
@@ -487,7 +493,7 @@ mod tests {
     }
 
     fn collect(dir: &Path, reduce: u32) -> Result<Vec<(u32, String)>> {
-        open_block_records(dir, &id(reduce))?.collect()
+        open_block_records(&crate::resident::View::now(), dir, &id(reduce))?.collect()
     }
 
     #[test]

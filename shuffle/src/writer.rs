@@ -364,10 +364,14 @@ mod tests {
     fn read_all(dir: &Path, shuffle_id: u32, map: u32, n: u32) -> Vec<Vec<Rec>> {
         (0..n)
             .map(|r| {
-                open_block_records::<Rec>(dir, &block(shuffle_id, map, r))
-                    .unwrap()
-                    .collect::<Result<Vec<_>>>()
-                    .unwrap()
+                open_block_records::<Rec>(
+                    &crate::resident::View::now(),
+                    dir,
+                    &block(shuffle_id, map, r),
+                )
+                .unwrap()
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
             })
             .collect()
     }
@@ -532,10 +536,11 @@ mod tests {
                 bytes_written: 0
             }
         );
-        let recs: Vec<u32> = open_block_records(dir.path(), &block(1, 2, 1))
-            .unwrap()
-            .collect::<Result<_>>()
-            .unwrap();
+        let recs: Vec<u32> =
+            open_block_records(&crate::resident::View::now(), dir.path(), &block(1, 2, 1))
+                .unwrap()
+                .collect::<Result<_>>()
+                .unwrap();
         assert!(recs.is_empty());
     }
 

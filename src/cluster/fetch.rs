@@ -21,6 +21,7 @@ use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::IdRange;
 use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
 use std::collections::VecDeque;
+use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
@@ -114,6 +115,9 @@ impl RemoteShuffle {
 impl RemoteBlockSource for RemoteShuffle {
     /// The blocks of reduce partition `reduce` of `shuffle_id` from map outputs `maps`,
     /// all held by `executor_id` serving at `address`, verified, in the order of `maps`.
+    /// The request goes out now and its answer is received in the background (at most
+    /// [`PREFETCH_MESSAGES`] messages ahead of the reader), so the serving executor reads
+    /// the blocks while the reducer works on others.
     fn fetch(
         self: std::sync::Arc<Self>,
         executor_id: &str,
@@ -122,15 +126,27 @@ impl RemoteBlockSource for RemoteShuffle {
         reduce: u32,
         maps: Vec<u32>,
     ) -> RemoteBlockStream {
+        let (tx, messages) = mpsc::channel(PREFETCH_MESSAGES);
+        let request = FetchBlocksRequest {
+            shuffle_id,
+            reduce_partition: reduce,
+            map_partitions: maps.clone(),
+            session_key: self.key_for(shuffle_id),
+        };
+        runtime::get().spawn(receive_all(
+            self,
+            executor_id.to_string(),
+            address.to_string(),
+            request,
+            tx,
+        ));
         Box::new(RemoteBlocks {
-            owner: self,
             executor_id: executor_id.to_string(),
-            address: address.to_string(),
             shuffle_id,
             reduce,
             maps,
             next: 0,
-            stream: None,
+            messages,
             pending: VecDeque::new(),
             ended: false,
             failed: false,
@@ -138,16 +154,73 @@ impl RemoteBlockSource for RemoteShuffle {
     }
 }
 
-/// Iterator over the verified bytes of remote blocks; yields at most one error, last.
-pub(crate) struct RemoteBlocks {
+/// Messages of one block stream received ahead of its reader (each at most about 1 MiB
+/// of data, `limits::CHUNKS_MESSAGE_BYTES`, besides what HTTP/2 flow control lets in).
+pub(crate) const PREFETCH_MESSAGES: usize = 2;
+
+/// Sends `request` to `executor_id` at `address` and forwards each message of its answer
+/// to `tx`, then ends (dropping `tx`) at the stream's end, after forwarding an error, or
+/// when the reader went away.
+async fn receive_all(
     owner: std::sync::Arc<RemoteShuffle>,
     executor_id: String,
     address: String,
+    request: FetchBlocksRequest,
+    tx: mpsc::Sender<std::result::Result<BlockChunks, String>>,
+) {
+    let mut stream = match open_stream(&owner, &executor_id, &address, request).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            let _ = tx.send(Err(e)).await;
+            return;
+        }
+    };
+    loop {
+        let message = match timed(&executor_id, stream.message()).await {
+            Ok(Ok(Some(m))) => Ok(m),
+            Ok(Ok(None)) => return,
+            Ok(Err(s)) => Err(format!("executor {executor_id}: {}", status_text(&s))),
+            Err(e) => Err(e),
+        };
+        let failed = message.is_err();
+        if tx.send(message).await.is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// The answer stream of `request` to `executor_id` at `address`.
+async fn open_stream(
+    owner: &RemoteShuffle,
+    executor_id: &str,
+    address: &str,
+    request: FetchBlocksRequest,
+) -> std::result::Result<Streaming<BlockChunks>, String> {
+    let mut client = match timed(executor_id, owner.client(address)).await? {
+        Ok(c) => c,
+        Err(e) => return Err(format!("executor {executor_id} unreachable: {e}")),
+    };
+    match timed(executor_id, client.fetch_blocks(request)).await? {
+        Ok(r) => Ok(r.into_inner()),
+        Err(s) => {
+            owner.clients.remove(address);
+            Err(format!(
+                "executor {executor_id} refused the fetch: {}",
+                status_text(&s)
+            ))
+        }
+    }
+}
+
+/// Iterator over the verified bytes of remote blocks; yields at most one error, last.
+pub(crate) struct RemoteBlocks {
+    executor_id: String,
     shuffle_id: u32,
     reduce: u32,
     maps: Vec<u32>,
     next: usize,
-    stream: Option<Streaming<BlockChunks>>,
+    /// The answer's messages, from [`receive_all`].
+    messages: mpsc::Receiver<std::result::Result<BlockChunks, String>>,
     /// Chunks received and not yet taken, in stream order.
     pending: VecDeque<BlockChunk>,
     /// The stream ended (after the chunks in `pending`).
@@ -165,46 +238,8 @@ impl RemoteBlocks {
         }
     }
 
-    /// The next message of the stream (opening it first if need be); `None` at its end.
-    async fn receive(&mut self) -> std::result::Result<Option<BlockChunks>, String> {
-        if self.stream.is_none() {
-            let mut client = match timed(&self.executor_id, self.owner.client(&self.address))
-                .await?
-            {
-                Ok(c) => c,
-                Err(e) => return Err(format!("executor {} unreachable: {e}", self.executor_id)),
-            };
-            let request = FetchBlocksRequest {
-                shuffle_id: self.shuffle_id,
-                reduce_partition: self.reduce,
-                map_partitions: self.maps.clone(),
-                session_key: self.owner.key_for(self.shuffle_id),
-            };
-            match timed(&self.executor_id, client.fetch_blocks(request)).await? {
-                Ok(r) => self.stream = Some(r.into_inner()),
-                Err(s) => {
-                    self.owner.clients.remove(&self.address);
-                    return Err(format!(
-                        "executor {} refused the fetch: {}",
-                        self.executor_id,
-                        status_text(&s)
-                    ));
-                }
-            }
-        }
-        let stream = self.stream.as_mut().expect("stream opened above");
-        match timed(&self.executor_id, stream.message()).await? {
-            Ok(m) => Ok(m),
-            Err(s) => Err(format!(
-                "executor {}: {}",
-                self.executor_id,
-                status_text(&s)
-            )),
-        }
-    }
-
-    /// The next chunk of the stream; `None` at its end. Waits on the network only when
-    /// no received chunk is left.
+    /// The next chunk of the stream; `None` at its end. Waits only when no received
+    /// chunk is left.
     fn next_chunk(&mut self) -> std::result::Result<Option<BlockChunk>, String> {
         if let Some(c) = self.pending.pop_front() {
             return Ok(Some(c));
@@ -212,19 +247,20 @@ impl RemoteBlocks {
         if self.ended {
             return Ok(None);
         }
-        match runtime::block_on(self.receive())? {
+        match self.messages.blocking_recv() {
             None => {
                 self.ended = true;
                 Ok(None)
             }
-            Some(m) if m.chunks.is_empty() || m.chunks.len() > MAX_CHUNKS_PER_MESSAGE => {
+            Some(Err(e)) => Err(e),
+            Some(Ok(m)) if m.chunks.is_empty() || m.chunks.len() > MAX_CHUNKS_PER_MESSAGE => {
                 Err(format!(
                     "executor {} sent a message of {} block chunks (1 to {MAX_CHUNKS_PER_MESSAGE} expected)",
                     self.executor_id,
                     m.chunks.len()
                 ))
             }
-            Some(m) => {
+            Some(Ok(m)) => {
                 self.pending.extend(m.chunks);
                 Ok(self.pending.pop_front())
             }

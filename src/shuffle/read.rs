@@ -13,6 +13,8 @@
 //! aggregates come out bit-identical); every record of every non-empty block is yielded
 //! exactly once, or the iterator ends with a typed `FetchFailed` naming the block that
 //! could not be read; `shuffle_bytes_read` counts the compressed block sizes asked for.
+//! The first [`EAGER_FETCHES`] remote requests go out when the reader is built, so remote
+//! executors serve while local blocks are read.
 
 use std::rc::Rc;
 
@@ -62,6 +64,11 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
     };
     read_dependency_blocks(tc, &dep, reduce)
 }
+
+/// Fetch requests a reducer sends as it starts; later ones go out when first needed.
+/// Each has at most `cluster::fetch::PREFETCH_MESSAGES` messages (about 1 MiB each)
+/// received ahead of the reader.
+const EAGER_FETCHES: usize = 8;
 
 /// One fetch request: executor id, shuffle address, the maps asked, their bytes.
 type FetchRequest = (String, String, Vec<u32>, u64);
@@ -159,9 +166,20 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         sources.push(Source::Remote(i, m));
     }
     let dir = tc.env.shuffle_dir();
-    // One stream per request, opened when its first block is needed.
-    let mut streams: Vec<Option<RemoteBlockStream>> = remote.iter().map(|_| None).collect();
+    // This task's view of the resident map outputs (see `ember_shuffle::resident`).
+    let view = ember_shuffle::resident::View::now();
+    // One stream per request: the first EAGER_FETCHES sent now, so the executors serving
+    // them read their blocks while this task reads local ones (and earlier streams); the
+    // rest when their first block is needed.
     let env = tc.env.clone();
+    let mut streams: Vec<Option<RemoteBlockStream>> = remote
+        .iter()
+        .enumerate()
+        .map(|(i, (executor_id, address, maps, _))| {
+            let fetcher = env.remote.clone().filter(|_| i < EAGER_FETCHES)?;
+            Some(fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone()))
+        })
+        .collect();
     let mut sources = sources.into_iter();
     let mut current: Option<(u32, BlockRecords<T>)> = None;
     let tc = tc.clone();
@@ -174,7 +192,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             current = None;
         }
         match sources.next()? {
-            Source::Local(id) => match open_block_records::<T>(&dir, &id) {
+            Source::Local(id) => match open_block_records::<T>(&view, &dir, &id) {
                 Ok(records) => current = Some((id.map_partition, records)),
                 Err(e) => return Some(Err(e.into())),
             },
