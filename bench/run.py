@@ -5,6 +5,7 @@
                          [--engines ember,duckdb,polars,spark]
                          [--jobs wordcount,kvsum,sort,latency,tiny,scaling,cluster,faults] [--small]
                          [--jobs scheduling,memory,tenx,smallfiles,wideshuffle,pagerank]
+                         [--jobs join,skewjoin]
                          [--profile release|debug]
 
 Stdlib only (Python 3.11); matplotlib is used for the plot if this interpreter or the
@@ -26,13 +27,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from emberbench.build import build_daemons, build_examples, snapshot_profile  # noqa: E402
-from emberbench.checks import input_line_digest, kv_expected_digest  # noqa: E402
+from emberbench.checks import input_line_digest, join_expected, join_gen_key, kv_expected_digest  # noqa: E402
 from emberbench.cluster import Cluster, ClusterError, sha256_of  # noqa: E402
 from emberbench.config import (ALL_ENGINES, ALL_JOBS, DEFAULT_JOBS, CLUSTER_CORES, CLUSTER_EXAMPLES,  # noqa: E402
                                CLUSTER_EXECUTORS, CLUSTER_FIRST, CLUSTER_JOBS, CLUSTER_LATENCY, CLUSTER_LOCAL,
                                CLUSTER_WC, DAEMONS, DATASET_TINY, DATASETS_FULL, DATASETS_SMALL,
-                               DEFAULT_REFERENCE, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, KNOWN_KV,
-                               KNOWN_TEXT, PROFILES, REPO, die, log)
+                               DEFAULT_REFERENCE, INSTALL_HINT, JOB_ENGINES, JOB_EXAMPLE, JOIN_FACT,
+                               JOIN_JOBS, KNOWN_JOIN, KNOWN_KV, KNOWN_TEXT, PROFILES, REPO, die, log)
 from emberbench.data import data_files, ensure_dataset, warm_up  # noqa: E402
 from emberbench.engines import Ctx, detect_references  # noqa: E402
 from emberbench.faults import run_faults_job  # noqa: E402
@@ -51,8 +52,9 @@ def parse_args():
                     help="ember runs for the tiny job (Spark does --runs of them); default 10")
     ap.add_argument("--engines", default=",".join(ALL_ENGINES))
     ap.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
-                    help=f"default {','.join(DEFAULT_JOBS)}; also {','.join(SCALE_JOBS)}")
-    ap.add_argument("--small", action="store_true", help="100 MiB text and 5M-record kv instead of 1 GiB / 50M")
+                    help=f"default {','.join(DEFAULT_JOBS)}; also {','.join(SCALE_JOBS + JOIN_JOBS)}")
+    ap.add_argument("--small", action="store_true",
+                    help="100 MiB text, 5M-record kv and 500k-key dim instead of 1 GiB / 50M / 5M")
     ap.add_argument("--reference", "--shared", dest="reference", default=DEFAULT_REFERENCE,
                     help=f"the data generator, reference jobs and output checker (default {DEFAULT_REFERENCE})")
     ap.add_argument("--venv", default="/tmp/spark-venv", help="venv with pyspark, duckdb, polars")
@@ -157,6 +159,28 @@ def on_cluster(ctx, cluster, engine, rnd, inp, man):
     return as_record(res)
 
 
+def join_answer(ctx, job, fact_dir, fact_man, dim_dir, dim_man, notes):
+    """Computes (or reads from its cache) the join job's exact answer from the input files,
+    which every engine's output is checked against, and finds its pinned figures."""
+    try:
+        exp = join_expected(fact_dir, fact_man, dim_dir, dim_man)
+    except ValueError as e:
+        die(f"{job}: the dimension set {dim_dir} is not what the join jobs need: {e}")
+    ctx.join_expected[job] = exp
+    known = KNOWN_JOIN.get(join_gen_key(fact_man, dim_man))
+    ctx.join_known[job] = known
+    figures = (len(exp["sums"]), exp["total"], exp["digest"])
+    if known and figures != known:
+        notes.append(f"{job}: the answer computed from the input {figures} differs from the pinned "
+                     f"{known} (emberbench/config.py KNOWN_JOIN): generator or check changed? "
+                     f"(every run of the job FAILs)")
+    elif not known:
+        log(f"check: {job}: no pinned answer for these data sets; computed {figures} (attrs, total in "
+            f"thousandths, digest) for KNOWN_JOIN")
+    if exp["unmatched"]:
+        notes.append(f"{job}: {exp['unmatched']} of {fact_man['records']} fact records have no key in {dim_dir}")
+
+
 def main():
     # SIGTERM unwinds like Ctrl-C, so the cluster's try/finally and atexit clean up
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
@@ -167,6 +191,9 @@ def main():
     ctx.kv_digest = None
     ctx.kvsum_digest = None
     ctx.tiny_expected = None
+    ctx.join_dim = None      # the join jobs' dimension set
+    ctx.join_expected = {}   # job -> checks.join_expected(...) of its fact set
+    ctx.join_known = {}      # job -> KNOWN_JOIN's pinned answer, when there is one
     ctx.text_gen_key = lambda man: (man.get("_gen_bytes"), man.get("files"), man.get("seed"))
     notes = []
     for f in ("gen_data.py", "verify_output.py", "single_node.py"):
@@ -205,7 +232,9 @@ def main():
     # ---- data
     sets = DATASETS_SMALL if args.small else DATASETS_FULL
     need_text = any(j in args.jobs for j in ("wordcount", "scaling", "cluster"))
-    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults", "memory", "tenx"))
+    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults", "memory", "tenx", "join"))
+    need_kvskew = "skewjoin" in args.jobs
+    need_dim = any(j in args.jobs for j in JOIN_JOBS)
     need_tiny = "tiny" in args.jobs
     gen_py = sys.executable
     datasets, manifests = {}, {}
@@ -229,6 +258,11 @@ def main():
         known = KNOWN_KV.get((mk["records"], mk["keys"], mk["files"], mk["seed"]))
         if known and (mk["distinct_keys"], mk["value_sum_thousandths"]) != known:
             notes.append(f"kv manifest differs from bench/reference/README.md's figures {known}: generator changed?")
+    if need_kvskew:
+        load("kvskew", *sets["kvskew"])
+    if need_dim:
+        load("dim", *sets["dim"])
+        ctx.join_dim = datasets["dim"]
     if need_tiny:
         load("tiny", *DATASET_TINY)
         exp = {}
@@ -362,6 +396,9 @@ def main():
             inp, man = datasets["kv"], manifests["kv"]
         elif job == "tiny":
             inp, man = datasets["tiny"], manifests["tiny"]
+        elif job in JOIN_JOBS:
+            inp, man = datasets[JOIN_FACT[job]], manifests[JOIN_FACT[job]]
+            join_answer(ctx, job, inp, man, datasets["dim"], manifests["dim"], notes)
         if job == "kvsum" and "ember" in job_engines and ctx.kvsum_digest is None:
             ctx.kvsum_digest = kv_expected_digest(inp, man)
         if job == "sort" and ctx.kv_digest is None and args.sort_digest:
@@ -371,9 +408,12 @@ def main():
             job_engines.remove("duckdb")
             job_engines.insert(0, "duckdb")
         rounds = args.tiny_runs if job == "tiny" else args.runs
-        log(f"\n== {job} on {inp or '(no input)'}: {', '.join(job_engines)}; {rounds} rounds")
+        shown = f"{inp} joined with {ctx.join_dim}" if job in JOIN_JOBS else inp or "(no input)"
+        log(f"\n== {job} on {shown}: {', '.join(job_engines)}; {rounds} rounds")
         if inp:
             warm_up(inp, warmed)
+        if job in JOIN_JOBS:
+            warm_up(ctx.join_dim, warmed)
         for e in job_engines:
             rows_order.append((job, e))
         for rnd in range(rounds):

@@ -7,8 +7,9 @@ import re
 import subprocess
 import sys
 import time
+from array import array
 
-from .config import KNOWN_TEXT, log
+from .config import KNOWN_JOIN, KNOWN_TEXT, log
 from .data import data_files
 
 
@@ -171,6 +172,134 @@ def check_kv_lines(lines, man, expected_digest=None):
     ok = not msgs
     return ok, msgs or [f"keys={n} sum={total // 1000}.{total % 1000:03d} exact"
                         + (", every per-key sum exact" if expected_digest else "")]
+
+
+def thousandths_text(t):
+    """Integer thousandths as `[-]INT.DDD`, the form every engine prints a sum in."""
+    a = abs(t)
+    return f"{'-' if t < 0 else ''}{a // 1000}.{a % 1000:03d}"
+
+
+def join_gen_key(fact_man, dim_man):
+    """The generator parameters a join answer depends on: KNOWN_JOIN's key."""
+    return (fact_man["kind"], fact_man["records"], fact_man["keys"], fact_man["files"], fact_man["seed"],
+            fact_man.get("skew_percent", 0), fact_man.get("hot_key"),
+            dim_man["keys"], dim_man["groups"], dim_man["files"], dim_man["seed"])
+
+
+def join_expected(fact_dir, fact_man, dim_dir, dim_man):
+    """The exact answer of the join jobs over the fact set fact_dir (`key,value` lines) and the
+    dimension set dim_dir (`key,attr` lines), computed here from the input files themselves,
+    not by any engine nor from the generator's formulas: a dict with "sums" ({attr: sum of the
+    values of the fact records whose key dim maps to attr, in thousandths}; attrs no fact record
+    joins are absent, as in an inner join), "joined" and "unmatched" (fact records with and
+    without a dim key) and "digest" (order-independent, of the `attr<TAB>sum` lines). Cached
+    as `_bench_join_<dim set name>.json` next to the fact set's manifest, keyed by both
+    manifests. Raises ValueError if the dimension set is not `key,attr` lines with every key
+    in [0, keys) at most once."""
+    name = f"_bench_join_{os.path.basename(os.path.normpath(dim_dir))}.json"
+    both = {"fact": fact_man, "dim": dim_man}
+    r = cached_digest(fact_dir, name, both, lambda: _join_expected(fact_dir, dim_dir, dim_man))
+    return {**r, "sums": {int(a): t for a, t in r["sums"]}}
+
+
+def _join_expected(fact_dir, dim_dir, dim_man):
+    log(f"check: computing the expected per-attr sums of {fact_dir} joined with {dim_dir} once "
+        f"(for the join check)")
+    t0 = time.time()
+    nkeys = dim_man["keys"]
+    attr_of = array("q", [-1]) * nkeys
+    for f in data_files(dim_dir):
+        with open(f, "rb") as fh:
+            for no, line in enumerate(fh, 1):
+                try:
+                    k, a = map(int, line.split(b","))
+                except ValueError:
+                    raise ValueError(f"{f}:{no}: {line[:60]!r} is not key,attr") from None
+                if not 0 <= k < nkeys or a < 0 or attr_of[k] != -1:
+                    raise ValueError(f"{f}:{no}: key {k} outside [0,{nkeys}) or seen before, or attr {a} < 0")
+                attr_of[k] = a
+    sums = {}
+    joined = unmatched = 0
+    for f in data_files(fact_dir):
+        with open(f, "rb") as fh:
+            for line in fh:
+                k, v = line.split(b",")
+                k = int(k)
+                a = attr_of[k] if 0 <= k < nkeys else -1
+                if a < 0:
+                    unmatched += 1
+                    continue
+                ip, _, fp = v.strip().partition(b".")
+                t = abs(int(ip)) * 1000 + int((fp + b"000")[:3] or b"0")
+                sums[a] = sums.get(a, 0) + (-t if ip.startswith(b"-") else t)
+                joined += 1
+    digest = 0
+    for a, t in sums.items():
+        digest += line_hash(f"{a}\t{thousandths_text(t)}".encode())
+    log(f"check: done in {time.time() - t0:.0f} s ({joined} fact records joined, {unmatched} without a "
+        f"dimension key, {len(sums)} attrs)")
+    return {"sums": sorted(sums.items()), "joined": joined, "unmatched": unmatched,
+            "total": sum(sums.values()), "digest": f"{digest & ((1 << 64) - 1):016x}"}
+
+
+def check_join_output(out_path, expected, known=None, is_dir=True):
+    """A join job's output (a directory of part-* files with _SUCCESS, or one file when
+    is_dir is False): `attr<TAB>sum` lines, sum with exactly 3 decimals, every attr once;
+    the set of attrs and every sum must equal `expected` (join_expected) exactly. `known`:
+    KNOWN_JOIN's pinned (attrs, total in thousandths, digest) for these data sets, which the
+    output must match as well (it fails if the generator or this check changed).
+    Returns (ok, [messages])."""
+    msgs = []
+    if is_dir and not os.path.exists(os.path.join(out_path, "_SUCCESS")):
+        msgs.append("no _SUCCESS")
+    files = data_files(out_path) if is_dir else [out_path]
+    if is_dir and not files:
+        msgs.append("no part-* files")
+    pat = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
+    got = {}
+    digest = bad = dup = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            for line in fh:
+                line = line.rstrip(b"\n")
+                m = pat.match(line)
+                if not m:
+                    bad += 1
+                    if bad <= 3:
+                        msgs.append(f"malformed line {line[:60]!r} in {os.path.basename(f)}: expected attr<TAB>sum")
+                    continue
+                a = int(m.group(1))
+                t = int(m.group(3)) * 1000 + int(m.group(4))
+                if a in got:
+                    dup += 1
+                    continue
+                got[a] = -t if m.group(2) else t
+                digest += line_hash(line)
+    if bad > 3:
+        msgs.append(f"{bad} malformed lines in all")
+    if dup:
+        msgs.append(f"{dup} attrs appear more than once")
+    want = expected["sums"]
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    wrong = sorted(a for a in set(got) & set(want) if got[a] != want[a])
+    if missing:
+        msgs.append(f"{len(missing)} attrs missing, e.g. {missing[:3]}")
+    if extra:
+        msgs.append(f"{len(extra)} attrs that no joined fact record has, e.g. {extra[:3]}")
+    for a in wrong[:3]:
+        msgs.append(f"attr {a}: sum {thousandths_text(got[a])} != {thousandths_text(want[a])} computed from the input")
+    if len(wrong) > 3:
+        msgs.append(f"{len(wrong)} attrs with a wrong sum in all")
+    digest = f"{digest & ((1 << 64) - 1):016x}"
+    total = sum(got.values())
+    if known:
+        if (len(got), total, digest) != tuple(known):
+            msgs.append(f"attrs={len(got)} total={total} digest={digest} != pinned {tuple(known)} "
+                        f"(bench/reference/README.md; the generator or this check changed?)")
+    return not msgs, msgs or [f"attrs={len(got)} sum={thousandths_text(total)}: every per-attr sum exact"
+                              + (", digest = pinned" if known else "")]
 
 
 def output_sha256(out_path):

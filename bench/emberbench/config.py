@@ -13,7 +13,12 @@ ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
 DEFAULT_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
 # The scale jobs (emberbench/scale.py): run when named in --jobs.
 SCALE_JOB_NAMES = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank"]
-ALL_JOBS = DEFAULT_JOBS + SCALE_JOB_NAMES
+# The join jobs, run when named in --jobs: the fact set (kv; kvskew for skewjoin) joined
+# record by record with the dimension set `key,attr` (every key once, attr in DIM_GROUPS
+# groups), the sum of value per attr.
+JOIN_JOBS = ["join", "skewjoin"]
+JOIN_FACT = {"join": "kv", "skewjoin": "kvskew"}
+ALL_JOBS = DEFAULT_JOBS + SCALE_JOB_NAMES + JOIN_JOBS
 
 # Which engines can run which job (ember is always first: it is what the ratios are about).
 JOB_ENGINES = {
@@ -25,10 +30,13 @@ JOB_ENGINES = {
     "scaling": ["ember"],
     "cluster": ["ember"],
     "faults": ["ember"],
+    "join": ["ember", "duckdb", "polars", "spark"],
+    "skewjoin": ["ember", "duckdb", "polars", "spark"],
 }
 # ember example each job needs (the cluster job also runs `latency`, see CLUSTER_EXAMPLES).
 JOB_EXAMPLE = {"wordcount": "wordcount", "kvsum": "kvsum", "sort": "sort", "latency": "latency",
-               "tiny": "wordcount", "scaling": "wordcount", "cluster": "wordcount", "faults": "faultjob"}
+               "tiny": "wordcount", "scaling": "wordcount", "cluster": "wordcount", "faults": "faultjob",
+               "join": "joinsum", "skewjoin": "joinsum"}
 # Jobs that run on a local cluster of ember daemons (they need DAEMONS built).
 CLUSTER_JOBS = ("cluster", "faults")
 
@@ -76,16 +84,26 @@ FAULTS_LABELS = {
 # cargo profiles the harness can build (--profile): name -> cargo flags (target/<name>/).
 PROFILES = {"release": ["--release"], "debug": []}
 SPARK_CLASS = {"wordcount": "WordCount", "kvsum": "KvSum", "sort": "SortByKey", "latency": "Latency",
-               "tiny": "WordCount"}
+               "tiny": "WordCount", "join": "JoinSum", "skewjoin": "JoinSum"}
 
 # Data sets: name -> (generator args). `--jobs 2` is added when generating.
+# The join jobs' sets: "dim" has a key for each of the kv set's keys (so every fact record
+# joins), "kvskew" is the kv set with 20 % of its records' keys rewritten to one hot key.
+DIM_GROUPS = 1000
+SKEW_PERCENT = 20
 DATASETS_FULL = {
     "text": ("text1g", ["text", "--bytes", "1073741824", "--files", "8", "--seed", "1"]),
     "kv": ("kv", ["kv", "--records", "50000000", "--keys", "5000000", "--files", "8", "--seed", "3"]),
+    "kvskew": ("kvskew", ["kvskew", "--records", "50000000", "--keys", "5000000", "--files", "8", "--seed", "3",
+                          "--skew-percent", str(SKEW_PERCENT)]),
+    "dim": ("dim5m", ["dim", "--keys", "5000000", "--groups", str(DIM_GROUPS), "--files", "4", "--seed", "5"]),
 }
 DATASETS_SMALL = {
     "text": ("text100m", ["text", "--bytes", "104857600", "--files", "4", "--seed", "2"]),
     "kv": ("kv5m", ["kv", "--records", "5000000", "--keys", "500000", "--files", "8", "--seed", "3"]),
+    "kvskew": ("kvskew5m", ["kvskew", "--records", "5000000", "--keys", "500000", "--files", "8", "--seed", "3",
+                            "--skew-percent", str(SKEW_PERCENT)]),
+    "dim": ("dim500k", ["dim", "--keys", "500000", "--groups", str(DIM_GROUPS), "--files", "4", "--seed", "5"]),
 }
 DATASET_TINY = ("tiny1k", ["text", "--bytes", "1024", "--files", "1", "--seed", "4"])
 
@@ -98,6 +116,14 @@ KNOWN_TEXT = {
 KNOWN_KV = {
     # (records, keys, files, seed): (distinct keys, exact value sum in thousandths)
     (50000000, 5000000, 8, 3): (4999752, 24998224826264),
+}
+
+KNOWN_JOIN = {
+    # checks.join_gen_key(fact manifest, dim manifest): (attrs in the answer, exact total in
+    # thousandths, digest of the attr<TAB>sum lines); see bench/reference/README.md. The
+    # --small sets (kv5m / kvskew5m joined with dim500k); the full sets are not pinned yet.
+    ("kv", 5000000, 500000, 8, 3, 0, None, 500000, 1000, 4, 5): (1000, 2500090342031, "f3e023489a3facf8"),
+    ("kvskew", 5000000, 500000, 8, 3, 20, 170619, 500000, 1000, 4, 5): (1000, 2500090342031, "2050a12d0a420a6d"),
 }
 
 INSTALL_HINT = ("python3 -m venv {venv} && {venv}/bin/pip install -r {req}\n"

@@ -10,6 +10,11 @@ import time
 from .config import die, log
 
 
+# Generator arguments of the kv, kvskew and dim sets and the manifest field each must equal.
+MANIFEST_FIELDS = {"--records": "records", "--keys": "keys", "--groups": "groups",
+                   "--skew-percent": "skew_percent", "--hot-key": "hot_key"}
+
+
 def data_files(d):
     return sorted(glob.glob(os.path.join(d, "part-*")))
 
@@ -34,8 +39,10 @@ def manifest_matches(d, gen_args):
         if not (per * files <= man.get("bytes", -1) < per * files + files * 128):
             return None, f"manifest bytes {man.get('bytes')} do not match --bytes {want}"
     else:
-        if man.get("records") != int(a["--records"]) or man.get("keys") != int(a["--keys"]):
-            return None, f"manifest is for records={man.get('records')} keys={man.get('keys')}"
+        # kv, kvskew, dim: every numeric generator argument given is a manifest field
+        for flag, field in MANIFEST_FIELDS.items():
+            if flag in a and man.get(field) != int(a[flag]):
+                return None, f"manifest is for {field}={man.get(field)}, not {flag} {a[flag]}"
     listed = {pf["file"]: pf["bytes"] for pf in man.get("per_file", [])}
     present = {os.path.basename(p): os.path.getsize(p) for p in data_files(d)}
     if listed != present:

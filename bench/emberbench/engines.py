@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 
-from .config import CLUSTER_LATENCY, FAULTS_PARTITIONS, JOB_EXAMPLE, SPARK_CLASS
+from .config import CLUSTER_LATENCY, FAULTS_PARTITIONS, JOB_EXAMPLE, JOIN_JOBS, SPARK_CLASS
 
 
 def detect_references(args):
@@ -49,7 +49,8 @@ def engine_label(engine):
 
 
 def make_command(ctx, job, engine, inp, out, master="local[2]"):
-    """(cmd, env) for one run. `master` is ember's: local[N] or the cluster job's driver URL."""
+    """(cmd, env) for one run. `master` is ember's: local[N] or the cluster job's driver URL.
+    For the join jobs `inp` is the fact set and ctx.join_dim the dimension set."""
     ember_env = {"EMBER_LOG": "warn", "EMBER_PROGRESS": "0", "EMBER_MASTER": master,
                  "EMBER_EXECUTOR_MEMORY": ctx.args.executor_memory}
     if engine.startswith("ember"):
@@ -61,11 +62,16 @@ def make_command(ctx, job, engine, inp, out, master="local[2]"):
             return [ctx.bins["faultjob"], "--master", master, "--partitions", str(FAULTS_PARTITIONS),
                     inp, out], ember_env
         exe = ctx.bins[JOB_EXAMPLE[job]]
+        if job in JOIN_JOBS:
+            return [exe, "--master", master, "--dim", ctx.join_dim, inp, out], ember_env
         return [exe, "--master", master, inp, out], ember_env
     if engine in ("duckdb", "polars") and job == "sort":
         # bench/reference/single_node.py has no sort; this repository's reference does.
         return [ctx.refs["python"], os.path.join(os.path.dirname(__file__), "sort_ref.py"), engine,
                 inp, out], {}
+    if engine in ("duckdb", "polars") and job in JOIN_JOBS:
+        return [ctx.refs["python"], os.path.join(ctx.reference, "single_node.py"), engine, "joinsum",
+                ctx.join_dim, inp, out], {}
     if engine in ("duckdb", "polars"):
         cmd = [ctx.refs["python"], os.path.join(ctx.reference, "single_node.py"), engine, job, inp]
         if job == "wordcount":
@@ -73,10 +79,12 @@ def make_command(ctx, job, engine, inp, out, master="local[2]"):
         return cmd, {}
     if engine == "spark":
         cmd = [ctx.refs["spark"]["submit"], "--master", "local[2]"]
-        if job in ("wordcount", "kvsum", "sort"):
+        if job in ("wordcount", "kvsum", "sort") or job in JOIN_JOBS:
             cmd += ["--driver-memory", ctx.args.spark_driver_memory]
         cmd += ["--class", SPARK_CLASS[job], ctx.args.spark_jar]
-        if job in ("wordcount", "tiny", "sort"):
+        if job in JOIN_JOBS:
+            cmd += [ctx.join_dim, inp, out, str(ctx.args.spark_partitions)]
+        elif job in ("wordcount", "tiny", "sort"):
             cmd += [inp, out, str(ctx.args.spark_partitions)]
         elif job == "kvsum":
             cmd += [inp, str(ctx.args.spark_partitions)]

@@ -10,9 +10,9 @@ import subprocess
 import threading
 import time
 
-from .checks import (check_faultjob_output, check_kvsum_output, check_latency_anchors, check_ref_anchors,
-                     check_sorted_output, check_tiny_output, check_wordcount_output)
-from .config import CLUSTER_LATENCY, log
+from .checks import (check_faultjob_output, check_join_output, check_kvsum_output, check_latency_anchors,
+                     check_ref_anchors, check_sorted_output, check_tiny_output, check_wordcount_output)
+from .config import CLUSTER_LATENCY, JOIN_JOBS, log
 from .engines import make_command
 
 
@@ -140,7 +140,11 @@ def do_run(ctx, job, engine, rnd, inp, man, master="local[2]"):
         ok, msgs = False, [f"exit status {res.rc}; stderr tail:\n{tail(res.stderr_path)}"]
     else:
         t0 = time.time()
-        if engine.startswith("ember"):
+        if job in JOIN_JOBS:
+            # every engine writes attr<TAB>sum lines: DuckDB and Polars one file, ember and Spark a directory
+            ok, msgs = check_join_output(out, ctx.join_expected[job], ctx.join_known.get(job),
+                                         is_dir=engine not in ("duckdb", "polars"))
+        elif engine.startswith("ember"):
             if job == "latency" or engine == CLUSTER_LATENCY:
                 ok, msgs = check_latency_anchors(res.anchors)
             elif job in ("wordcount", "scaling", "cluster"):

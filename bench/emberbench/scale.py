@@ -10,7 +10,9 @@
   times) under 512m, against DuckDB with memory_limit 512MB (`scale_ref.py`).
 - `smallfiles`: wordcount over a directory of many small files (bench/small_files.py's
   set), ember local[2] against DuckDB.
-- `wideshuffle`: 1,000 maps x 1,000 reduces of 10,000 records, local[2] and on the cluster.
+- `wideshuffle`: 1,000 maps x 1,000 reduces of 1 M records from `range` (issue 36's job:
+  `range(0, 1_000_000, 1000).map(|x| (x % 1000, 1)).reduce_by_key_into(+, 1000).count()`),
+  local[2] and on the cluster.
 - `pagerank`: 10 iterations over a 200,000-edge graph, local[2].
 
 Every answer is checked: manytasks, decisions and wideshuffle check themselves (a count, every
@@ -262,7 +264,8 @@ def run_smallfiles(ctx, rounds):
 
 
 def run_wideshuffle(ctx, rounds):
-    return local_and_cluster(ctx, "wideshuffle", ctx.bins["wideshuffle"], ["--runs", "3"],
+    return local_and_cluster(ctx, "wideshuffle", ctx.bins["wideshuffle"],
+                             ["--runs", "3", "--records", "1000000", "--range", "1"],
                              ["--runs", "1", "--maps", "10"], anchor_check("median_s"), rounds)
 
 
