@@ -226,7 +226,7 @@ pub fn open_block_records<T: DeserializeOwned>(
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let (reader, origin, entry) = match open_local_block(&view, dir, id)? {
+    let (reader, origin, entry) = match open_local_block(view, dir, id)? {
         LocalBlock::Empty => return Ok(BlockRecords::from_bytes(id.clone(), Vec::new())),
         LocalBlock::Resident(block, entry) => {
             let origin = Origin::Resident(block.output().path().clone());
