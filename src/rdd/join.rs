@@ -1,11 +1,14 @@
-//! Joins of pair RDDs, all built on `cogroup` (`cogroup/`: each side shuffled unless
-//! already partitioned by the target), then each key's groups are expanded (inner,
-//! left/right/full outer join, subtract_by_key) with `flat_map_values`, so the result
-//! keeps the cogroup's partitioner as in Spark.
+//! Joins of pair RDDs. The inner join is a shuffled hash join (`cogroup/hash_join.rs`:
+//! the sides shuffled as a cogroup shuffles them, one side held in a hash table, the
+//! other streamed past it); the outer joins and `subtract_by_key` are built on `cogroup`
+//! (`cogroup/`: each side shuffled unless already partitioned by the target), each key's
+//! groups expanded with `flat_map_values`. Every result keeps the target partitioner as
+//! in Spark.
 
 use std::panic::Location;
 
 use super::cogroup::Groups;
+use super::partitioning::default_partitioner;
 use super::Rdd;
 use crate::data::{Data, Key};
 use crate::shuffle::Partitioner;
@@ -17,13 +20,15 @@ impl<K: Key, V: Data> Rdd<(K, V)> {
     /// Pairs of values for keys present in both RDDs.
     #[track_caller]
     pub fn join<W: Data>(&self, other: &Rdd<(K, W)>) -> Rdd<(K, (V, W))> {
-        inner_pairs(self.cogroup(other))
+        let target = default_partitioner::<K>(&self.ctx, &[&self.node, &other.node]);
+        self.hash_join_to(other, target, Location::caller())
     }
 
     /// [`join`](Self::join) into `partitions` partitions (Spark's `join(other, n)`).
     #[track_caller]
     pub fn join_into<W: Data>(&self, other: &Rdd<(K, W)>, partitions: usize) -> Rdd<(K, (V, W))> {
-        inner_pairs(self.cogroup_into(other, partitions))
+        let n = u32::try_from(partitions).unwrap_or(u32::MAX);
+        self.hash_join_to(other, Partitioner::hash::<K>(n), Location::caller())
     }
 
     /// Every left record, with each matching right value or `None`; partitioned by
@@ -166,20 +171,6 @@ fn full_pairs<K: Key, V: Data, W: Data>(
                         out.push((Some(v.clone()), Some(w.clone())));
                     }
                 }
-            }
-        }
-        out
-    })
-}
-
-/// Every pair of a key's values on the two sides (the inner join of a cogroup).
-#[track_caller]
-fn inner_pairs<K: Key, V: Data, W: Data>(groups: Rdd<(K, Groups<V, W>)>) -> Rdd<(K, (V, W))> {
-    groups.flat_map_values(|(vs, ws): (Vec<V>, Vec<W>)| {
-        let mut out = Vec::with_capacity(vs.len() * ws.len());
-        for v in &vs {
-            for w in &ws {
-                out.push((v.clone(), w.clone()));
             }
         }
         out

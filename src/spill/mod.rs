@@ -21,6 +21,7 @@
 
 pub mod aggregate;
 mod aggregator;
+pub(crate) mod anchor;
 pub mod run;
 pub mod size;
 pub mod sort;

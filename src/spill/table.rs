@@ -34,6 +34,7 @@ use hashbrown::HashTable;
 use serde::Serialize;
 
 use super::aggregator::Aggregate;
+use super::anchor::Anchor;
 use super::size::SizeEstimator;
 
 /// Sub-tables of a partitioned table (a power of two).
@@ -97,69 +98,6 @@ fn prefetch_ahead<T>(bucket: &[T]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = bucket;
-}
-
-/// Where a hashbrown table's entries end and its control bytes begin, and its bucket
-/// mask: hashbrown stores bucket `i`'s entry at `ctrl - (i + 1) * size_of::<T>()` and its
-/// control byte at `ctrl + i`, and starts the probe for a hash at bucket `hash & mask`.
-/// `ctrl == 0`: not known (an empty or new table).
-#[derive(Clone, Copy, Default)]
-struct Anchor {
-    ctrl: usize,
-    mask: usize,
-}
-
-impl Anchor {
-    /// The anchor of a table of `buckets` buckets whose bucket `index` holds the entry at
-    /// address `entry`.
-    fn at<T>(entry: usize, index: usize, buckets: usize) -> Anchor {
-        Anchor {
-            ctrl: entry.wrapping_add(index.wrapping_add(1).wrapping_mul(std::mem::size_of::<T>())),
-            mask: buckets.wrapping_sub(1),
-        }
-    }
-
-    /// The anchor of `table`, from any entry it holds.
-    fn of<T>(table: &HashTable<T>) -> Anchor {
-        match table.iter_buckets().next() {
-            Some(i) => match table.get_bucket(i) {
-                Some(e) => Anchor::at::<T>(e as *const T as usize, i, table.num_buckets()),
-                None => Anchor::default(),
-            },
-            None => Anchor::default(),
-        }
-    }
-
-    /// Asks the cache for the control group and the first entries a lookup of `hash`
-    /// reads. Integer arithmetic only: the addresses are hints and never dereferenced.
-    #[inline]
-    fn prefetch<T>(self, hash: u64) {
-        if self.ctrl == 0 {
-            return;
-        }
-        let i = hash as usize & self.mask;
-        let ctrl = self.ctrl.wrapping_add(i);
-        let entry = self
-            .ctrl
-            .wrapping_sub(i.wrapping_add(1).wrapping_mul(std::mem::size_of::<T>()));
-        prefetch_line(ctrl);
-        prefetch_line(entry);
-        // The probe goes on to buckets i + 1, i + 2, ...: lower addresses.
-        prefetch_line(entry.wrapping_sub(64));
-    }
-}
-
-/// A T0 prefetch of the line holding `addr`.
-#[inline]
-fn prefetch_line(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it neither faults nor changes memory, whatever the
-    // address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
 }
 
 /// The sub-table of a key with hash `hash` under `mask` (0 for a plain table).

@@ -13,6 +13,7 @@
 //! its shuffle would have (partition `p` of a side partitioned by the target holds
 //! exactly the keys the target sends to `p`).
 
+mod hash_join;
 mod tagged;
 
 pub use tagged::{Groups3, Groups4};
