@@ -8,7 +8,12 @@ keys, sums equal to 1e-9 relative).
 
     cargo build --release --example parquet_etl
     python3 bench/parquet_etl.py --input /work/data/kv.parquet --out /work/bench-out/petl \
-        [--ember-partitions 64]
+        [--ember-partitions 64] [--make-from KV_DIR]
+
+`--make-from KV_DIR` first writes --input with DuckDB from the kv set in KV_DIR (`key,value`
+text, bench/reference/gen_data.py kv): every record, its value negated when a hash of its
+position is odd, so about half the rows are filtered out and, the signs being random, no row
+group's statistics rule any out.
 """
 
 import argparse
@@ -52,6 +57,20 @@ def polars_run(inp, out):
                    env={**os.environ, "POLARS_MAX_THREADS": "2"})
 
 
+def make_input(kv_dir, dest):
+    import duckdb
+    c = duckdb.connect()
+    c.execute("SET threads=2")
+    c.execute(f"""COPY (
+        SELECT key, CASE WHEN hash(n) % 2 = 1 THEN -value ELSE value END AS value FROM (
+            SELECT key, value, row_number() OVER () AS n
+            FROM read_csv('{kv_dir}/part-*.txt', header=false,
+                          columns={{'key': 'BIGINT', 'value': 'DOUBLE'}})))
+        TO '{dest}' (FORMAT parquet)""")
+    t = c.execute(f"SELECT count(*), count_if(value < 0) FROM read_parquet('{dest}')").fetchone()
+    print(f"made {dest}: {t[0]} rows, {t[1]} negative", flush=True)
+
+
 def sums(out):
     import pyarrow.parquet as pq
     t = pq.read_table(out)
@@ -66,7 +85,10 @@ def main():
     ap.add_argument("--ember-partitions", default=None,
                     help="parquet_etl --partitions (its output files and reduce tasks; "
                          "default: the example's own, 64)")
+    ap.add_argument("--make-from", default=None, help="write --input first from this kv set")
     a = ap.parse_args()
+    if a.make_from:
+        make_input(a.make_from, a.input)
     global EMBER_PARTITIONS
     EMBER_PARTITIONS = a.ember_partitions
     out = Path(a.out)
