@@ -61,6 +61,7 @@ def make_input(kv_dir, dest):
     import duckdb
     c = duckdb.connect()
     c.execute("SET threads=2")
+    c.execute("SET enable_progress_bar=false")
     c.execute(f"""COPY (
         SELECT key, CASE WHEN hash(n) % 2 = 1 THEN -value ELSE value END AS value FROM (
             SELECT key, value, row_number() OVER () AS n

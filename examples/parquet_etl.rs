@@ -2,7 +2,10 @@
 //! `parquet_etl [--master M] [--partitions P] INPUT OUTPUT`.
 //!
 //! INPUT is Parquet (a file, a directory or a glob) with columns `key` (int64) and
-//! `value` (double); other columns are not read. Rows with `value >= 0` are kept, and
+//! `value` (double); other columns are not read. Rows with `value >= 0` are kept (the
+//! filter is pushed into the read, as Spark pushes a DataFrame filter down: row groups
+//! whose statistics rule every row out are skipped, and the rest are filtered on their
+//! Arrow columns before any row becomes a record), and
 //! OUTPUT gets Parquet files with columns `key` (int64) and `sum` (double), one
 //! `part-NNNNN.parquet` per partition (P of them, default 64), then `_SUCCESS`. Like
 //! Spark SQL's `spark.sql.shuffle.partitions` (200), P is a count of its own, not the
@@ -43,10 +46,9 @@ fn main() -> anyhow::Result<()> {
     };
     let parts = args.partitions.unwrap_or(SHUFFLE_PARTITIONS);
     let rows = ctx
-        .read_parquet::<Row>(&args.input)
+        .read_parquet_where::<Row>(&args.input, ember::RowFilter::ge("value", 0.0))
         .with_context(|| format!("reading {}", args.input))?;
-    rows.filter(|r: &Row| r.value >= 0.0)
-        .map(|r: Row| (r.key, r.value))
+    rows.map(|r: Row| (r.key, r.value))
         .reduce_by_key_into(|a: f64, b: f64| a + b, parts)
         .map(|(key, sum): (i64, f64)| KeySum { key, sum })
         .save_as_parquet(&args.output)
