@@ -240,7 +240,9 @@ def run_smallfiles(ctx, rounds):
     with open(os.path.join(inp, "_manifest.json")) as f:
         manifest = json.load(f)
     runs, order = [], []
-    engines = ["ember local[2]"] + (["duckdb"] if ctx.refs.get("duckdb", {}).get("ok") else [])
+    # DuckDB runs just before each ember run (issue 36: every ember run paired with the
+    # DuckDB run before it, --runs 5 for its five pairs).
+    engines = (["duckdb"] if ctx.refs.get("duckdb", {}).get("ok") else []) + ["ember local[2]"]
     order.extend(("smallfiles", e) for e in engines)
     for rnd in range(rounds):
         for e in engines:
