@@ -11,6 +11,7 @@
 //! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
 //! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index),
 //! [`index_cache`] (parsed indexes kept per process, keyed by the file's inode and version),
+//! [`local`] (finding a local block: its file and index, or its resident copy),
 //! [`resident`] (small map outputs' blocks kept in memory per process, served only while
 //! the file is unchanged).
 //! Which reducer a record goes to (partitioners) is the job library's business.
@@ -25,6 +26,7 @@ mod error;
 pub mod frame;
 pub mod index;
 pub mod index_cache;
+pub mod local;
 pub mod reader;
 pub mod resident;
 pub mod writer;
