@@ -17,7 +17,6 @@ mod alloc;
 mod kv;
 
 use anyhow::Context as _;
-use ember::LinePosition;
 
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
@@ -30,15 +29,7 @@ fn main() -> anyhow::Result<()> {
     let records = ctx
         .text_file_with_positions(&args.input, parts)
         .with_context(|| format!("reading {}", args.input))?
-        .map(
-            |(pos, line): (LinePosition, String)| match kv::parse_line(&line) {
-                Some(kv) => kv,
-                None => panic!(
-                    "malformed line at {pos}: {}: expected key,value",
-                    ember::io::excerpt(&line)
-                ),
-            },
-        );
+        .map(kv::parsed);
     let counts = records
         .map(|(k, _): (u64, i64)| (k, 1u64))
         .reduce_by_key(|a: u64, b: u64| a + b);

@@ -74,15 +74,7 @@ fn main() -> anyhow::Result<()> {
     let facts = ctx
         .text_file_with_positions(&args.input, parts)
         .with_context(|| format!("reading {}", args.input))?
-        .map(
-            |(pos, line): (LinePosition, String)| match kv::parse_line(&line) {
-                Some(kv) => kv,
-                None => panic!(
-                    "malformed line at {pos}: {}: expected key,value",
-                    ember::io::excerpt(&line)
-                ),
-            },
-        );
+        .map(kv::parsed);
     facts
         .join_into(&dim, join_parts)
         .map(|(_, (value, attr)): (u64, (i64, u64))| (attr, value))

@@ -16,7 +16,6 @@ mod alloc;
 mod kv;
 
 use anyhow::Context as _;
-use ember::LinePosition;
 
 fn main() -> anyhow::Result<()> {
     alloc::keep_freed_memory();
@@ -29,15 +28,7 @@ fn main() -> anyhow::Result<()> {
         .text_file_with_positions(&args.input, parts)
         .with_context(|| format!("reading {}", args.input))?;
     let sums = lines
-        .map(
-            |(pos, line): (LinePosition, String)| match kv::parse_line(&line) {
-                Some(kv) => kv,
-                None => panic!(
-                    "malformed line at {pos}: {}: expected key,value",
-                    ember::io::excerpt(&line)
-                ),
-            },
-        )
+        .map(kv::parsed)
         .reduce_by_key(|a: i64, b: i64| {
             a.checked_add(b)
                 .unwrap_or_else(|| panic!("sum overflows: {a} + {b} thousandths"))

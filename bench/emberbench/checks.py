@@ -125,6 +125,19 @@ def check_kvsum_output(out_path, man, expected_digest=None):
     return ok, more
 
 
+KEY_THOUSANDTHS = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
+
+
+def key_thousandths(line):
+    """A `key<TAB>[-]digits.ddd` output line (no newline) as (key, sum in thousandths), or
+    None if it is not one."""
+    m = KEY_THOUSANDTHS.match(line)
+    if not m:
+        return None
+    v = int(m.group(3)) * 1000 + int(m.group(4))
+    return int(m.group(1)), -v if m.group(2) else v
+
+
 def check_kv_lines(lines, man, expected_digest=None):
     """The kvsum check over `(file name, line)` pairs: `key<TAB>sum` lines, 3 decimals,
     every key once and in range, as many keys as the manifest's distinct_keys, the exact
@@ -136,18 +149,16 @@ def check_kv_lines(lines, man, expected_digest=None):
     n = 0
     total = 0
     dup = bad = 0
-    pat = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
     for name, line in lines:
         line = line.rstrip(b"\n")
-        m = pat.match(line)
-        if not m:
+        kv = key_thousandths(line)
+        if kv is None:
             bad += 1
             if bad <= 3:
                 msgs.append(f"malformed line {line[:60]!r} in {name}")
             continue
-        k = int(m.group(1))
-        v = int(m.group(3)) * 1000 + int(m.group(4))
-        total += -v if m.group(2) else v
+        k, v = kv
+        total += v
         n += 1
         digest += line_hash(line)
         if k >= nkeys:
@@ -256,25 +267,23 @@ def check_join_output(out_path, expected, known=None, is_dir=True):
     files = data_files(out_path) if is_dir else [out_path]
     if is_dir and not files:
         msgs.append("no part-* files")
-    pat = re.compile(rb"^(\d+)\t(-?)(\d+)\.(\d{3})$")
     got = {}
     digest = bad = dup = 0
     for f in files:
         with open(f, "rb") as fh:
             for line in fh:
                 line = line.rstrip(b"\n")
-                m = pat.match(line)
-                if not m:
+                kv = key_thousandths(line)
+                if kv is None:
                     bad += 1
                     if bad <= 3:
                         msgs.append(f"malformed line {line[:60]!r} in {os.path.basename(f)}: expected attr<TAB>sum")
                     continue
-                a = int(m.group(1))
-                t = int(m.group(3)) * 1000 + int(m.group(4))
+                a, t = kv
                 if a in got:
                     dup += 1
                     continue
-                got[a] = -t if m.group(2) else t
+                got[a] = t
                 digest += line_hash(line)
     if bad > 3:
         msgs.append(f"{bad} malformed lines in all")

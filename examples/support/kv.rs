@@ -7,6 +7,19 @@
 // Each example uses a different subset of this module.
 #![allow(dead_code)]
 
+/// A line of the kv set with its position as `(key, thousandths)`, for
+/// `text_file_with_positions(..).map(kv::parsed)`; a malformed line panics, which fails
+/// its task and the job with the line's `file:line` and a bounded excerpt of it.
+pub fn parsed((pos, line): (ember::LinePosition, String)) -> (u64, i64) {
+    match parse_line(&line) {
+        Some(kv) => kv,
+        None => panic!(
+            "malformed line at {pos}: {}: expected key,value",
+            ember::io::excerpt(&line)
+        ),
+    }
+}
+
 /// `key,value` with `key` a u64 and `value` in thousandths; `None` if malformed.
 /// Spaces around either field are allowed.
 ///

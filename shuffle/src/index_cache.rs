@@ -91,27 +91,7 @@ pub fn index_and_key(file: &mut File, path: &Path) -> Result<(Arc<IndexFile>, Fi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::BlockEntry;
-    use std::io::Write;
-
-    fn write_output(path: &Path, blocks: &[&[u8]]) {
-        let tmp = path.with_extension("tmp");
-        let mut f = File::create(&tmp).unwrap();
-        let mut entries = Vec::new();
-        let mut offset = 0;
-        for b in blocks {
-            f.write_all(b).unwrap();
-            entries.push(BlockEntry {
-                offset,
-                len: b.len() as u64,
-                crc: if b.is_empty() { 0 } else { crc32fast::hash(b) },
-            });
-            offset += b.len() as u64;
-        }
-        f.write_all(&IndexFile::encode(&entries)).unwrap();
-        drop(f);
-        std::fs::rename(&tmp, path).unwrap();
-    }
+    use crate::test_output::write_output;
 
     #[test]
     fn a_rewritten_output_is_never_served_the_old_index() {

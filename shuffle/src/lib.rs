@@ -29,6 +29,8 @@ pub mod index_cache;
 pub mod local;
 pub mod reader;
 pub mod resident;
+#[cfg(test)]
+mod test_output;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

@@ -24,12 +24,7 @@ use crate::resident::{self, ResidentBlock, ResidentOutput, View};
 pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, BlockEntry)> {
     let path = data_path(dir, id.shuffle_id, id.map_partition);
     let (file, index, _) = open_indexed(id, &path)?;
-    let entry = entry_of(
-        id,
-        &path,
-        index.entry(id.reduce_partition),
-        index.num_reduce(),
-    )?;
+    let entry = index_entry(id, &path, &index)?;
     Ok((file, path, entry))
 }
 
@@ -44,6 +39,16 @@ fn open_indexed(id: &BlockId, path: &Path) -> Result<(File, Arc<IndexFile>, File
         other => id.fetch_failed(other.to_string()),
     })?;
     Ok((file, index, key))
+}
+
+/// Block `id`'s entry in `index` (of the file at `path`).
+fn index_entry(id: &BlockId, path: &Path, index: &IndexFile) -> Result<BlockEntry> {
+    entry_of(
+        id,
+        path,
+        index.entry(id.reduce_partition),
+        index.num_reduce(),
+    )
 }
 
 /// Block `id`'s `entry` as looked up in the index (of `num_reduce` blocks) of the file at
@@ -103,12 +108,7 @@ pub fn open_local_block(view: &View, dir: &Path, id: &BlockId) -> Result<LocalBl
     if let Some(output) = resident::admit(which, &file, &path, key, &index) {
         return resident_block(id, output);
     }
-    let entry = entry_of(
-        id,
-        &path,
-        index.entry(id.reduce_partition),
-        index.num_reduce(),
-    )?;
+    let entry = index_entry(id, &path, &index)?;
     if entry.len == 0 {
         return Ok(LocalBlock::Empty);
     }

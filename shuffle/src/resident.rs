@@ -360,26 +360,8 @@ impl Read for ResidentBlock {
 mod tests {
     use super::*;
     use crate::index_cache::index_and_key;
+    use crate::test_output::write_output;
     use std::io::Write;
-
-    fn write_output(path: &Path, blocks: &[&[u8]]) {
-        let tmp = path.with_extension("tmp");
-        let mut f = File::create(&tmp).unwrap();
-        let mut entries = Vec::new();
-        let mut offset = 0;
-        for b in blocks {
-            f.write_all(b).unwrap();
-            entries.push(BlockEntry {
-                offset,
-                len: b.len() as u64,
-                crc: crc32fast::hash(b),
-            });
-            offset += b.len() as u64;
-        }
-        f.write_all(&IndexFile::encode(&entries)).unwrap();
-        drop(f);
-        std::fs::rename(&tmp, path).unwrap();
-    }
 
     fn admit_path(dir: &Path, shuffle: u32, map: u32) -> Option<Arc<ResidentOutput>> {
         let path = crate::data_path(dir, shuffle, map);
