@@ -53,8 +53,8 @@ pub const MAX_FETCH_REQUEST_BYTES: u64 = 1 << 30;
 
 /// Most block chunks one `BlockChunks` message of a block stream carries.
 pub const MAX_CHUNKS_PER_MESSAGE: usize = 4096;
-/// Data (over its chunks) past which a `BlockChunks` message takes no further chunk; a
-/// chunk itself is at most this long, so a message holds at most twice this.
+/// Most data (over its chunks) in one `BlockChunks` message: a message takes no chunk
+/// that would carry it past this, and a chunk itself is at most this long.
 pub const CHUNKS_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// Longest rendezvous address a barrier task may report (`BarrierAddress.address`), in

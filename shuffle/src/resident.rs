@@ -22,6 +22,11 @@
 //!   were read from ([`FileKey`]); any change after that `stat` is an event the next
 //!   view applies (views need the same lock). Without inotify (none available, or no
 //!   watch left) nothing is admitted and every read goes to the files.
+//! - A watched directory is the one its device and inode were when it was watched: a
+//!   directory removed and made again at the same path is watched afresh (its
+//!   predecessor's outputs dropped) when an output is next admitted there, and one
+//!   directory under two spellings is watched under the first only. A lost event queue
+//!   drops every output and closes the inotify instance (every watch with it).
 //! - Bytes served from here are crc-checked per block as they decode, as bytes read from
 //!   the file are.
 //! - The cache holds at most [`MAX_BYTES`] (data plus a compact index); an output that
@@ -33,7 +38,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -90,25 +95,30 @@ fn cost(data: usize, blocks: usize) -> usize {
     data + (2 * blocks + 1) * 4 + 256
 }
 
-/// A watched directory's resident outputs by (shuffle id, map partition).
+/// A watched directory (the one whose device and inode were seen when it was watched)
+/// and its resident outputs by (shuffle id, map partition).
 struct Dir {
     wd: WatchDescriptor,
+    dev: u64,
+    ino: u64,
     outputs: HashMap<(u32, u32), Arc<ResidentOutput>>,
 }
 
 /// Directories by their path's bytes (cheap to hash).
 #[derive(Default)]
 struct Table {
-    /// `None` before the first admission; `Some(None)` when inotify is unavailable.
+    /// `None` before the first admission (and after a lost event queue);
+    /// `Some(None)` when inotify is unavailable.
     watcher: Option<Option<Inotify>>,
     dirs: HashMap<OsString, Dir>,
     by_wd: HashMap<i32, OsString>,
     bytes: usize,
 }
 
-/// What a change to a file of a watched directory (or to the directory) is seen by.
-const WATCHED: WatchMask = WatchMask::MODIFY
-    .union(WatchMask::ATTRIB)
+/// What a change to a file of a watched directory (or to the directory) is seen by. Not
+/// `MODIFY`: every write of a map task's temporary would be an event; a file written in
+/// place is seen when it is closed (`CLOSE_WRITE`).
+const WATCHED: WatchMask = WatchMask::ATTRIB
     .union(WatchMask::CLOSE_WRITE)
     .union(WatchMask::CREATE)
     .union(WatchMask::DELETE)
@@ -126,7 +136,6 @@ impl Table {
         };
         let mut buf = [0u8; 4096];
         let mut changed: Vec<(i32, EventMask, Option<OsString>)> = Vec::new();
-        let mut broken = false;
         loop {
             match watcher.read_events(&mut buf) {
                 Ok(events) => changed.extend(events.map(|e| {
@@ -134,47 +143,54 @@ impl Table {
                     (e.wd.get_watch_descriptor_id(), e.mask, name)
                 })),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!("inotify read failed, resident shuffle outputs dropped: {e}");
-                    broken = true;
-                    break;
+                    self.forget_all(Some(None));
+                    return;
                 }
             }
         }
-        if broken {
-            self.watcher = Some(None);
-            self.dirs.clear();
-            self.by_wd.clear();
-            self.bytes = 0;
-            return;
-        }
         for (wd, mask, name) in changed {
+            if mask.contains(EventMask::Q_OVERFLOW) {
+                // Changes were lost, a directory's own removal among them perhaps: start
+                // over with no watch (closing the instance removes them all).
+                tracing::debug!("inotify queue overflowed, resident shuffle outputs dropped");
+                self.forget_all(None);
+                return;
+            }
             self.apply(wd, mask, name);
         }
     }
 
-    fn apply(&mut self, wd: i32, mask: EventMask, name: Option<OsString>) {
-        if mask.contains(EventMask::Q_OVERFLOW) {
-            for dir in self.dirs.values_mut() {
-                dir.outputs.clear();
+    /// Drops every output and watch; `watcher` is what stands in the instance's place.
+    fn forget_all(&mut self, watcher: Option<Option<Inotify>>) {
+        self.watcher = watcher;
+        self.dirs.clear();
+        self.by_wd.clear();
+        self.bytes = 0;
+    }
+
+    /// Drops directory `key`, its outputs and its watch.
+    fn forget_dir(&mut self, key: &std::ffi::OsStr) {
+        if let Some(dir) = self.dirs.remove(key) {
+            self.bytes -= dir.outputs.values().map(|o| o.cost()).sum::<usize>();
+            self.by_wd.remove(&dir.wd.get_watch_descriptor_id());
+            if let Some(Some(w)) = self.watcher.as_mut() {
+                // Already gone after IGNORED; otherwise it is no longer needed.
+                let _ = w.watches().remove(dir.wd);
             }
-            self.bytes = 0;
-            return;
         }
-        let Some(path) = self.by_wd.get(&wd) else {
+    }
+
+    fn apply(&mut self, wd: i32, mask: EventMask, name: Option<OsString>) {
+        let Some(path) = self.by_wd.get(&wd).cloned() else {
             return;
         };
         let gone =
             EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::UNMOUNT;
         if mask.intersects(gone) {
-            if let Some(dir) = self.dirs.remove(path) {
-                self.bytes -= dir.outputs.values().map(|o| o.cost()).sum::<usize>();
-                if let Some(Some(w)) = self.watcher.as_mut() {
-                    // Already gone after IGNORED; otherwise it is no longer needed.
-                    let _ = w.watches().remove(dir.wd);
-                }
-            }
-            self.by_wd.remove(&wd);
+            self.forget_dir(&path);
             return;
         }
         // A temporary of an output names it too (dot-prefixed or not): dropping the
@@ -183,16 +199,28 @@ impl Table {
             .as_ref()
             .and_then(|n| n.to_str())
             .and_then(|n| crate::parse_file_name(n.strip_prefix('.').unwrap_or(n)));
-        if let (Some(which), Some(dir)) = (which, self.dirs.get_mut(path)) {
+        if let (Some(which), Some(dir)) = (which, self.dirs.get_mut(&path)) {
             if let Some(out) = dir.outputs.remove(&which) {
                 self.bytes -= out.cost();
             }
         }
     }
 
-    /// The watched entry of `dir`, watching it now if need be; `None` without inotify.
+    /// The watched entry of `dir`, watching it now if need be; `None` without inotify,
+    /// or when `dir` is already watched under another path (another spelling, a link).
+    /// A directory now at the path that is not the one watched (removed and made again)
+    /// is watched afresh, its predecessor's outputs dropped.
     fn watched(&mut self, dir: &Path) -> Option<&mut Dir> {
         let key = dir.as_os_str();
+        let meta = std::fs::metadata(dir).ok()?;
+        let (dev, ino) = (meta.dev(), meta.ino());
+        if self
+            .dirs
+            .get(key)
+            .is_some_and(|d| (d.dev, d.ino) != (dev, ino))
+        {
+            self.forget_dir(key);
+        }
         if !self.dirs.contains_key(key) {
             let watcher = self
                 .watcher
@@ -211,10 +239,15 @@ impl Table {
                     return None;
                 }
             };
-            self.by_wd
-                .insert(wd.get_watch_descriptor_id(), key.to_os_string());
+            let id = wd.get_watch_descriptor_id();
+            if self.by_wd.get(&id).is_some_and(|other| other != key) {
+                return None;
+            }
+            self.by_wd.insert(id, key.to_os_string());
             let entry = Dir {
                 wd,
+                dev,
+                ino,
                 outputs: HashMap::new(),
             };
             self.dirs.insert(key.to_os_string(), entry);
@@ -256,8 +289,9 @@ impl View {
 /// Makes map `map` of shuffle `shuffle` in `dir`, open as `file` (at `path`, of version
 /// `key`, with `index`, a checked one: contiguous blocks ending where the index starts)
 /// resident if it is small enough and the cache has room: reads its data section whole.
-/// `None` (and nothing kept) for a larger output, a full cache, a file no longer at its
-/// path, no inotify, or when the read fails; the caller reads the file instead.
+/// `None` (and nothing kept) for a larger output, one of a single block, a full cache, a
+/// file no longer at its path, no inotify, or when the read fails; the caller reads the
+/// file instead.
 pub fn admit(
     (dir, shuffle, map): (&Path, u32, u32),
     file: &File,
@@ -271,8 +305,14 @@ pub fn admit(
         return None;
     }
     let cost = cost(len as usize, n);
-    if table().read().unwrap_or_else(|p| p.into_inner()).bytes + cost > MAX_BYTES {
-        return None;
+    // Room and a watch first, so an output that cannot be kept costs no read.
+    {
+        let mut t = table().write().unwrap_or_else(|p| p.into_inner());
+        t.sync();
+        if t.bytes + cost > MAX_BYTES {
+            return None;
+        }
+        t.watched(dir)?;
     }
     // Bounded by MAX_OUTPUT_BYTES above, so every offset fits in u32.
     let mut data = vec![0u8; len as usize];
@@ -446,5 +486,23 @@ mod tests {
             !t.dirs.contains_key(path.as_os_str()),
             "the deleted directory is unwatched"
         );
+    }
+
+    #[test]
+    fn a_directory_made_again_at_the_same_path_starts_afresh() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("session-0");
+        std::fs::create_dir(&d).unwrap();
+        write_output(&crate::data_path(&d, 11, 0), &[b"old", b"1"]);
+        admit_path(&d, 11, 0).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::create_dir(&d).unwrap();
+        write_output(&crate::data_path(&d, 11, 0), &[b"new", b"2"]);
+        assert!(
+            get(&d, 11, 0).is_none(),
+            "the removed directory's output is gone"
+        );
+        admit_path(&d, 11, 0).unwrap();
+        assert_eq!(block(get(&d, 11, 0).unwrap(), 0), b"new");
     }
 }

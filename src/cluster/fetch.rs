@@ -154,8 +154,10 @@ impl RemoteBlockSource for RemoteShuffle {
     }
 }
 
-/// Messages of one block stream received ahead of its reader (each at most about 1 MiB
-/// of data, `limits::CHUNKS_MESSAGE_BYTES`, besides what HTTP/2 flow control lets in).
+/// Messages of one block stream the receiving task may queue for its reader (each at
+/// most `limits::CHUNKS_MESSAGE_BYTES` of data, 1 MiB); beyond them the reader holds
+/// the chunks of the message it is taking apart, and HTTP/2 flow control bounds what
+/// the connection has buffered.
 pub(crate) const PREFETCH_MESSAGES: usize = 2;
 
 /// Sends `request` to `executor_id` at `address` and forwards each message of its answer
@@ -168,7 +170,11 @@ async fn receive_all(
     request: FetchBlocksRequest,
     tx: mpsc::Sender<std::result::Result<BlockChunks, String>>,
 ) {
-    let mut stream = match open_stream(&owner, &executor_id, &address, request).await {
+    let opened = tokio::select! {
+        _ = tx.closed() => return,
+        s = open_stream(&owner, &executor_id, &address, request) => s,
+    };
+    let mut stream = match opened {
         Ok(stream) => stream,
         Err(e) => {
             let _ = tx.send(Err(e)).await;
@@ -176,7 +182,12 @@ async fn receive_all(
         }
     };
     loop {
-        let message = match timed(&executor_id, stream.message()).await {
+        // The reader gone (its task ended or failed), the stream is dropped at once.
+        let message = tokio::select! {
+            _ = tx.closed() => return,
+            m = timed(&executor_id, stream.message()) => m,
+        };
+        let message = match message {
             Ok(Ok(Some(m))) => Ok(m),
             Ok(Ok(None)) => return,
             Ok(Err(s)) => Err(format!("executor {executor_id}: {}", status_text(&s))),

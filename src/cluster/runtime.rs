@@ -2,7 +2,8 @@
 //!
 //! Invariants: created on first use only, so local mode never starts it; it lives for
 //! the rest of the process; library code on ordinary threads enters it with
-//! [`block_on`], never from inside one of its own tasks.
+//! [`block_on`] (or waits on a channel one of its tasks fills, `blocking_recv`, as a
+//! remote block stream does), never from inside one of its own tasks.
 
 use std::sync::OnceLock;
 

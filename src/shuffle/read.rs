@@ -13,8 +13,8 @@
 //! aggregates come out bit-identical); every record of every non-empty block is yielded
 //! exactly once, or the iterator ends with a typed `FetchFailed` naming the block that
 //! could not be read; `shuffle_bytes_read` counts the compressed block sizes asked for.
-//! The first [`EAGER_FETCHES`] remote requests go out when the reader is built, so remote
-//! executors serve while local blocks are read.
+//! Small remote requests among the first [`EAGER_FETCHES`] go out when the reader is
+//! built, so remote executors serve them while local blocks are read.
 
 use std::rc::Rc;
 
@@ -65,10 +65,13 @@ pub(crate) fn read_indexed_blocks<T: DeserializeOwned + 'static>(
     read_dependency_blocks(tc, &dep, reduce)
 }
 
-/// Fetch requests a reducer sends as it starts; later ones go out when first needed.
-/// Each has at most `cluster::fetch::PREFETCH_MESSAGES` messages (about 1 MiB each)
-/// received ahead of the reader.
+/// Fetch requests a reducer sends as it starts (among its first ones, those of at most
+/// [`EAGER_FETCH_BYTES`]); the others go out when their first block is needed.
 const EAGER_FETCHES: usize = 8;
+/// The largest request sent before it is needed: its answer fits in the serving
+/// executor's queue for the request (4 messages of up to 1 MiB), so the executor's
+/// blocking thread finishes it without waiting for this reducer to read.
+const EAGER_FETCH_BYTES: u64 = 2 << 20;
 
 /// One fetch request: executor id, shuffle address, the maps asked, their bytes.
 type FetchRequest = (String, String, Vec<u32>, u64);
@@ -176,7 +179,8 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         .iter()
         .enumerate()
         .map(|(i, (executor_id, address, maps, _))| {
-            let fetcher = env.remote.clone().filter(|_| i < EAGER_FETCHES)?;
+            let small = remote[i].3 <= EAGER_FETCH_BYTES;
+            let fetcher = env.remote.clone().filter(|_| i < EAGER_FETCHES && small)?;
             Some(fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone()))
         })
         .collect();

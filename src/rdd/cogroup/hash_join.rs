@@ -8,13 +8,18 @@
 //! shuffled and the map statuses say its blocks for this partition are smaller.
 //!
 //! Invariants:
-//! - The pairs are exactly those of the cogroup-based join (`join.rs`, `inner_pairs`):
-//!   for every key in both sides, every (left value, right value) pair, each once; only
-//!   their order differs (probe order, then the build values of a key in read order).
+//! - The pairs are exactly those of a join through `cogroup` (every key's groups
+//!   expanded, as the outer joins in `join.rs` are): for every key in both sides, every
+//!   (left value, right value) pair, each once; only their order differs (probe order,
+//!   then the build values of a key in read order). `tests/hash_join.rs` checks them
+//!   against a reference; `tests/pair_joins_sorts.rs` against nested loops.
 //! - The build table's memory is charged to the task's pool as it grows (a sampled
-//!   per-record estimate, `spill::size`). When the pool says no, the partition falls
-//!   back to the external cogroup (which spills): the records already in the table move
-//!   into it, the rest of both sides follow, so no record is lost or read twice.
+//!   per-record estimate, `spill::size`, with each entry's inline size counted twice for
+//!   the table's empty slots and the moment it doubles). When the pool says no, the
+//!   partition falls back to the external cogroup (which spills): the records already in
+//!   the table move into it, the rest of both sides follow, so no record is lost or read
+//!   twice. The table keeps its charge until it has moved over, so the cogroup spills
+//!   small runs meanwhile: a slow path, never one over the limit.
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -214,7 +219,7 @@ fn hash_join<K: Key, V: Data, W: Data, B: Data, P: Data>(
 ) -> Result<Batches<(K, (V, W))>> {
     let mut table = Table::new();
     let mut reservation = tc.reservation("join");
-    let mut estimate = SizeEstimator::new::<(K, B)>(24);
+    let mut estimate = SizeEstimator::new::<(K, B)>(std::mem::size_of::<Entry<K, B>>() + 24);
     while let Some(r) = build.next() {
         let (k, b) = r?;
         estimate.update(&(&k, &b));
