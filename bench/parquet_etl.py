@@ -40,20 +40,25 @@ def ember(inp, out):
                    env={**os.environ, "EMBER_LOG": "warn", "EMBER_PROGRESS": "0"})
 
 
+# The query in DuckDB and in Polars: `python -c CODE INPUT OUTPUT_FILE` (2 threads each;
+# Polars takes POLARS_MAX_THREADS=2 from the environment). bench/run.py's `parquet` job runs
+# the same code.
+DUCKDB_CODE = ("import duckdb,sys; c=duckdb.connect(); c.execute('SET threads=2'); "
+               "c.execute(f\"COPY (SELECT key, sum(value) AS sum FROM read_parquet('{sys.argv[1]}') "
+               "WHERE value >= 0 GROUP BY key) TO '{sys.argv[2]}' (FORMAT parquet)\")")
+POLARS_CODE = ("import polars as pl,sys; "
+               "pl.scan_parquet(sys.argv[1]).filter(pl.col('value') >= 0).group_by('key')"
+               ".agg(pl.col('value').sum().alias('sum')).sink_parquet(sys.argv[2])")
+
+
 def duckdb_run(inp, out):
-    code = ("import duckdb,sys; c=duckdb.connect(); c.execute('SET threads=2'); "
-            "c.execute(f\"COPY (SELECT key, sum(value) AS sum FROM read_parquet('{sys.argv[1]}') "
-            "WHERE value >= 0 GROUP BY key) TO '{sys.argv[2]}' (FORMAT parquet)\")")
     out.mkdir()
-    subprocess.run([sys.executable, "-c", code, str(inp), str(out / "part.parquet")], check=True)
+    subprocess.run([sys.executable, "-c", DUCKDB_CODE, str(inp), str(out / "part.parquet")], check=True)
 
 
 def polars_run(inp, out):
-    code = ("import polars as pl,sys; "
-            "pl.scan_parquet(sys.argv[1]).filter(pl.col('value') >= 0).group_by('key')"
-            ".agg(pl.col('value').sum().alias('sum')).sink_parquet(sys.argv[2])")
     out.mkdir()
-    subprocess.run([sys.executable, "-c", code, str(inp), str(out / "part.parquet")], check=True,
+    subprocess.run([sys.executable, "-c", POLARS_CODE, str(inp), str(out / "part.parquet")], check=True,
                    env={**os.environ, "POLARS_MAX_THREADS": "2"})
 
 

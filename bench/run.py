@@ -232,7 +232,7 @@ def main():
     # ---- data
     sets = DATASETS_SMALL if args.small else DATASETS_FULL
     need_text = any(j in args.jobs for j in ("wordcount", "scaling", "cluster"))
-    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults", "memory", "tenx", "join"))
+    need_kv = any(j in args.jobs for j in ("kvsum", "sort", "faults", "memory", "tenx", "join", "parquet"))
     need_kvskew = "skewjoin" in args.jobs
     need_dim = any(j in args.jobs for j in JOIN_JOBS)
     need_tiny = "tiny" in args.jobs

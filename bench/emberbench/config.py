@@ -12,7 +12,7 @@ DEFAULT_REFERENCE = os.path.join(BENCH_DIR, "reference")
 ALL_ENGINES = ["ember", "duckdb", "polars", "spark"]
 DEFAULT_JOBS = ["wordcount", "kvsum", "sort", "latency", "tiny", "scaling", "cluster", "faults"]
 # The scale jobs (emberbench/scale.py): run when named in --jobs.
-SCALE_JOB_NAMES = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank"]
+SCALE_JOB_NAMES = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank", "parquet"]
 # The join jobs, run when named in --jobs: the fact set (kv; kvskew for skewjoin) joined
 # record by record with the dimension set `key,attr` (every key once, attr in DIM_GROUPS
 # groups), the sum of value per attr.

@@ -14,12 +14,15 @@
   `range(0, 1_000_000, 1000).map(|x| (x % 1000, 1)).reduce_by_key_into(+, 1000).count()`),
   local[2] and on the cluster.
 - `pagerank`: 10 iterations over a 200,000-edge graph, local[2].
+- `parquet`: Parquet ETL (filter, sum per key, Parquet out) on a 50 M-row file DuckDB wrote
+  from the kv set, ember against DuckDB and Polars (`parquet_job.py`).
 
 Every answer is checked: manytasks, decisions and wideshuffle check themselves (a count, every
 partition's result, every key's count); sorts by bench/reference/verify_output.py (records, order,
 key sum); tenx kvsum by the exact per-key sums' total and key count, and key by key against
 DuckDB's; smallfiles against its manifest's word totals; pagerank against the same
-iteration computed here in Python (every rank within 1e-6).
+iteration computed here in Python (every rank within 1e-6); parquet against pyarrow's
+group-by of its input (every key, every sum within 1e-9 relative).
 """
 import json
 import os
@@ -33,10 +36,11 @@ from .config import REPO, log
 from .data import data_files
 from .runs import rm, run_measured, tail
 
-SCALE_JOBS = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank"]
+SCALE_JOBS = ["scheduling", "memory", "tenx", "smallfiles", "wideshuffle", "pagerank", "parquet"]
 # The ember examples each job runs (the scheduler's `decisions` is built separately).
 SCALE_EXAMPLES = {"scheduling": ["manytasks"], "memory": ["sort"], "tenx": ["kvsum", "sort"],
-                  "smallfiles": ["wordcount"], "wideshuffle": ["wideshuffle"], "pagerank": ["pagerank"]}
+                  "smallfiles": ["wordcount"], "wideshuffle": ["wideshuffle"], "pagerank": ["pagerank"],
+                  "parquet": ["parquet_etl"]}
 SCALE_CLUSTER_JOBS = ("scheduling", "wideshuffle")
 MEMORY_LIMITS = ["64m", "128m", "512m"]
 MEMORY_OVERHEAD_MIB = 64
@@ -341,6 +345,9 @@ def run_scale_job(ctx, job, datasets, manifests):
             return run_wideshuffle(ctx, rounds)
         if job == "pagerank":
             return run_pagerank(ctx, rounds)
+        if job == "parquet":
+            from .parquet_job import run_parquet
+            return run_parquet(ctx, datasets["kv"], rounds, record, ember_env)
     except ClusterError as e:
         log(f"{job}: FAILED: the cluster did not start: {e}")
         return [{"job": job, "engine": "cluster", "round": 0, "ok": False, "check": [str(e)],
