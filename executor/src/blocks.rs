@@ -402,8 +402,8 @@ fn send_block(
             id.shuffle_id, id.map_partition, id.reduce_partition, id.executor_id
         )
     };
-    let (mut reader, data_path, entry): (Box<dyn Read>, Arc<Path>, _) = match block {
-        Ok(LocalBlock::Empty) => {
+    let (mut reader, data_path, entry) = match block.map(LocalBlock::into_reader) {
+        Ok(None) => {
             let chunk = BlockChunk {
                 map_partition: id.map_partition,
                 block_len: 0,
@@ -413,11 +413,7 @@ fn send_block(
             };
             return Ok(out.push(chunk));
         }
-        Ok(LocalBlock::Resident(block, entry)) => {
-            let path = block.output().path().clone();
-            (Box::new(block), path, entry)
-        }
-        Ok(LocalBlock::File(file, path, entry)) => (Box::new(file), Arc::from(path), entry),
+        Ok(Some(found)) => found,
         Err(e) => {
             let msg = match e {
                 ShuffleError::FetchFailed { message, .. } => message,

@@ -18,16 +18,6 @@ use crate::index_cache::{index_and_key, FileKey};
 use crate::reader::{verify_block, BlockId};
 use crate::resident::{self, ResidentBlock, ResidentOutput, View};
 
-/// Opens `id`'s map output file in `dir` and reads and validates its index; returns the
-/// open file, its path and the block's entry. A missing file is a `FetchFailed` whose
-/// message says "cannot open".
-pub fn locate_local_block(dir: &Path, id: &BlockId) -> Result<(File, PathBuf, BlockEntry)> {
-    let path = data_path(dir, id.shuffle_id, id.map_partition);
-    let (file, index, _) = open_indexed(id, &path)?;
-    let entry = index_entry(id, &path, &index)?;
-    Ok((file, path, entry))
-}
-
 /// The map output file at `path` opened, with its index and version.
 fn open_indexed(id: &BlockId, path: &Path) -> Result<(File, Arc<IndexFile>, FileKey)> {
     let mut file = File::open(path).map_err(|e| data_file_failed(id, path, "cannot open", e))?;
@@ -93,6 +83,19 @@ impl LocalBlock {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The block's bytes as a reader (read `entry.len` of them), the path of its map
+    /// output file and its entry; `None` for an empty block.
+    pub fn into_reader(self) -> Option<(Box<dyn Read + Send>, Arc<Path>, BlockEntry)> {
+        match self {
+            LocalBlock::Empty => None,
+            LocalBlock::Resident(block, entry) => {
+                let path = block.output().path().clone();
+                Some((Box::new(block), path, entry))
+            }
+            LocalBlock::File(file, path, entry) => Some((Box::new(file), Arc::from(path), entry)),
+        }
+    }
 }
 
 /// Finds local block `id`: in a resident map output when its file is resident in `view`
@@ -146,14 +149,9 @@ fn data_file_failed(id: &BlockId, path: &Path, what: &str, e: io::Error) -> Shuf
 
 /// Reads block `id` from the shuffle files in `dir` and verifies its checksum.
 pub fn read_local_block(dir: &Path, id: &BlockId) -> Result<Vec<u8>> {
-    let view = View::now();
-    let (mut reader, path, entry): (Box<dyn Read>, _, _) = match open_local_block(&view, dir, id)? {
-        LocalBlock::Empty => return Ok(Vec::new()),
-        LocalBlock::Resident(block, entry) => {
-            let path = block.output().path().to_path_buf();
-            (Box::new(block), path, entry)
-        }
-        LocalBlock::File(file, path, entry) => (Box::new(file), path, entry),
+    let Some((mut reader, path, entry)) = open_local_block(&View::now(), dir, id)?.into_reader()
+    else {
+        return Ok(Vec::new());
     };
     let len = usize::try_from(entry.len)
         .map_err(|_| id.fetch_failed(format!("block of {} bytes is too large", entry.len)))?;

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Result, ShuffleError};
 use crate::frame::FrameDecoder;
 use crate::index::BlockEntry;
-pub use crate::local::{locate_local_block, open_local_block, read_local_block, LocalBlock};
+pub use crate::local::{open_local_block, read_local_block, LocalBlock};
 use crate::resident::{ResidentBlock, View};
 
 /// Names one block: the output of one map task for one reducer, and who holds it.
@@ -298,6 +298,7 @@ impl<R: Read> Read for Checked<R> {
 mod tests {
     use super::*;
     use crate::data_path;
+    use crate::index::IndexFile;
     use crate::writer::ShuffleWriter;
 
     const N: u32 = 4;
@@ -365,7 +366,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
         let path = data_path(dir.path(), 3, 1);
-        let (_, _, entry) = locate_local_block(dir.path(), &id(1)).unwrap();
+        let entry = IndexFile::read(&path).unwrap().entry(1).unwrap();
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[(entry.offset + entry.len / 2) as usize] ^= 0x40;
         std::fs::write(&path, &bytes).unwrap();
@@ -431,7 +432,8 @@ mod tests {
     fn streamed_blocks_are_verified_at_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let want = setup(dir.path());
-        let (_, path, entry) = locate_local_block(dir.path(), &id(2)).unwrap();
+        let path = data_path(dir.path(), 3, 1);
+        let entry = IndexFile::read(&path).unwrap().entry(2).unwrap();
         let file = std::fs::read(path).unwrap();
         let mut stream = file[entry.offset as usize..].to_vec(); // runs past the block
         let got: Result<Vec<(u32, String)>> =

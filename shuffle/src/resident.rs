@@ -206,6 +206,16 @@ impl Table {
         }
     }
 
+    /// After applying the changes reported so far: the watched entry of `dir` if an
+    /// output of `cost` fits in the cache (see [`Table::watched`]).
+    fn room_in(&mut self, dir: &Path, cost: usize) -> Option<&mut Dir> {
+        self.sync();
+        if self.bytes + cost > MAX_BYTES {
+            return None;
+        }
+        self.watched(dir)
+    }
+
     /// The watched entry of `dir`, watching it now if need be; `None` without inotify,
     /// or when `dir` is already watched under another path (another spelling, a link).
     /// A directory now at the path that is not the one watched (removed and made again)
@@ -306,14 +316,10 @@ pub fn admit(
     }
     let cost = cost(len as usize, n);
     // Room and a watch first, so an output that cannot be kept costs no read.
-    {
-        let mut t = table().write().unwrap_or_else(|p| p.into_inner());
-        t.sync();
-        if t.bytes + cost > MAX_BYTES {
-            return None;
-        }
-        t.watched(dir)?;
-    }
+    table()
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .room_in(dir, cost)?;
     // Bounded by MAX_OUTPUT_BYTES above, so every offset fits in u32.
     let mut data = vec![0u8; len as usize];
     file.read_exact_at(&mut data, 0).ok()?;
@@ -327,17 +333,11 @@ pub fn admit(
         data,
     });
     let mut t = table().write().unwrap_or_else(|p| p.into_inner());
-    t.sync();
-    if t.bytes + cost > MAX_BYTES {
-        return None;
-    }
-    t.watched(dir)?;
+    let outputs = &mut t.room_in(dir, cost)?.outputs;
     // Watched now: a change after this stat is an event a later view applies.
-    let current = std::fs::metadata(path).is_ok_and(|m| FileKey::of(&m) == key);
-    if !current {
+    if !std::fs::metadata(path).is_ok_and(|m| FileKey::of(&m) == key) {
         return None;
     }
-    let outputs = &mut t.watched(dir)?.outputs;
     let old = outputs.insert((shuffle, map), out.clone());
     t.bytes += cost;
     if let Some(old) = old {

@@ -337,6 +337,20 @@ impl<K: Key, V, W, B: Clone, P> Probe<K, V, W, B, P> {
     }
 }
 
+impl<K: Key, V, W, B, P: Clone> Probe<K, V, W, B, P> {
+    /// The pair of probe record (`k`, `p`) with build value `b`; `next` (the index in
+    /// `table.more` of the key's next build value, `END` if none) is left pending, the
+    /// key and probe value moved rather than cloned into the last pair.
+    fn emit(&mut self, k: K, p: P, b: B, next: u32) -> (K, (V, W)) {
+        if next == END {
+            return (self.pair)(k, b, p);
+        }
+        let out = (self.pair)(k.clone(), b, p.clone());
+        self.pending = Some((k, p, next));
+        out
+    }
+}
+
 impl<K: Key, V, W, B: Clone, P: Clone> Iterator for Probe<K, V, W, B, P> {
     type Item = Result<(K, (V, W))>;
 
@@ -347,12 +361,7 @@ impl<K: Key, V, W, B: Clone, P: Clone> Iterator for Probe<K, V, W, B, P> {
                     continue;
                 };
                 let (b, next) = (b.clone(), *next);
-                if next == END {
-                    return Some(Ok((self.pair)(k, b, p)));
-                }
-                let out = (self.pair)(k.clone(), b, p.clone());
-                self.pending = Some((k, p, next));
-                return Some(Ok(out));
+                return Some(Ok(self.emit(k, p, b, next)));
             }
             if self.ahead.is_empty() {
                 self.read_ahead();
@@ -361,14 +370,8 @@ impl<K: Key, V, W, B: Clone, P: Clone> Iterator for Probe<K, V, W, B, P> {
                 return self.failed.take().map(Err);
             };
             if let Some((_, b, first, _)) = self.table.entries.find(hash, |e| e.0 == k) {
-                let b = b.clone();
-                if *first == END {
-                    return Some(Ok((self.pair)(k, b, p)));
-                }
-                let first = *first;
-                let out = (self.pair)(k.clone(), b, p.clone());
-                self.pending = Some((k, p, first));
-                return Some(Ok(out));
+                let (b, first) = (b.clone(), *first);
+                return Some(Ok(self.emit(k, p, b, first)));
             }
         }
     }
