@@ -263,6 +263,7 @@ fn check_request(
     let mut found = Vec::new();
     let mut total = 0u64;
     let view = View::now();
+    let mut id = request_block(executor_id, req);
     for &map_partition in &req.map_partitions {
         if !seen.insert(map_partition) {
             return Err(Status::invalid_argument(format!(
@@ -271,12 +272,7 @@ fn check_request(
                 req.shuffle_id, req.reduce_partition
             )));
         }
-        let id = BlockId {
-            executor_id: executor_id.to_string(),
-            shuffle_id: req.shuffle_id,
-            map_partition,
-            reduce_partition: req.reduce_partition,
-        };
+        id.map_partition = map_partition;
         match open_local_block(&view, dir, &id) {
             Ok(block) => {
                 total = total.saturating_add(block.len());
@@ -310,6 +306,17 @@ fn check_request(
         )));
     }
     Ok(found)
+}
+
+/// The id of a block `req` asks for from `executor_id` (its map partition to be set per
+/// block: one id per request, not one allocation per block).
+fn request_block(executor_id: &str, req: &FetchBlocksRequest) -> BlockId {
+    BlockId {
+        executor_id: executor_id.to_string(),
+        shuffle_id: req.shuffle_id,
+        map_partition: 0,
+        reduce_partition: req.reduce_partition,
+    }
 }
 
 /// Chunks gathered into `BlockChunks` messages: a message goes out when the next chunk
@@ -362,13 +369,9 @@ fn stream_blocks(
         bytes: 0,
     };
     let view = View::now();
+    let mut id = request_block(executor_id, req);
     for (&map_partition, block) in req.map_partitions.iter().zip(found) {
-        let id = BlockId {
-            executor_id: executor_id.to_string(),
-            shuffle_id: req.shuffle_id,
-            map_partition,
-            reduce_partition: req.reduce_partition,
-        };
+        id.map_partition = map_partition;
         let block = match block {
             Some(block) => Ok(block),
             None => open_local_block(&view, dir, &id),
