@@ -171,17 +171,19 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
     let dir = tc.env.shuffle_dir();
     // This task's view of the resident map outputs (see `ember_shuffle::resident`).
     let view = ember_shuffle::resident::View::now();
-    // One stream per request: the first EAGER_FETCHES sent now, so the executors serving
-    // them read their blocks while this task reads local ones (and earlier streams); the
-    // rest when their first block is needed.
+    // One stream per request: small ones among the first EAGER_FETCHES sent now, so the
+    // executors serving them read their blocks while this task reads local ones (and
+    // earlier streams); the rest when their first block is needed.
     let env = tc.env.clone();
+    let open = move |(executor_id, address, maps, _): &FetchRequest| {
+        let fetcher = env.remote.clone().expect("checked above");
+        fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
+    };
     let mut streams: Vec<Option<RemoteBlockStream>> = remote
         .iter()
         .enumerate()
-        .map(|(i, (executor_id, address, maps, _))| {
-            let small = remote[i].3 <= EAGER_FETCH_BYTES;
-            let fetcher = env.remote.clone().filter(|_| i < EAGER_FETCHES && small)?;
-            Some(fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone()))
+        .map(|(i, request)| {
+            (i < EAGER_FETCHES && request.3 <= EAGER_FETCH_BYTES).then(|| open(request))
         })
         .collect();
     let mut sources = sources.into_iter();
@@ -201,11 +203,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 Err(e) => return Some(Err(e.into())),
             },
             Source::Remote(i, m) => {
-                let stream = streams[i].get_or_insert_with(|| {
-                    let (executor_id, address, maps, _) = &remote[i];
-                    let fetcher = env.remote.clone().expect("checked above");
-                    fetcher.fetch(executor_id, address, shuffle_id, reduce, maps.clone())
-                });
+                let stream = streams[i].get_or_insert_with(|| open(&remote[i]));
                 match stream.next() {
                     Some(Ok((id, bytes))) => {
                         current = Some((id.map_partition, BlockRecords::from_bytes(id, bytes)))
