@@ -11,7 +11,7 @@
 //!   on the bytes it received. Consecutive chunks travel together in `BlockChunks`
 //!   messages of at most 1 MiB of data (or one chunk) and `MAX_CHUNKS_PER_MESSAGE`
 //!   chunks, so a thousand tiny blocks are one message, not a thousand.
-//! * At most [`CHANNEL_CHUNKS`] messages per request wait in memory: a slow reducer slows
+//! * At most [`CHANNEL_MESSAGES`] messages per request wait in memory: a slow reducer slows
 //!   the reads instead of growing the daemon. Each request is read by one task on the
 //!   blocking pool (plain file I/O, no pool hop per block), which it holds while it
 //!   streams.
@@ -55,7 +55,7 @@ use tonic::{Request, Response, Status};
 /// Largest piece of a block in one message.
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 /// `BlockChunks` messages buffered per request between the file reads and the network.
-pub const CHANNEL_CHUNKS: usize = 4;
+pub const CHANNEL_MESSAGES: usize = 4;
 /// Most map ids one fetch may name: the default of the driver's
 /// `--max-partitions-per-node` (100,000), so no map stage a default driver accepts
 /// needs more ids from one executor in one request.
@@ -201,7 +201,7 @@ impl Shuffle for ShuffleService {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let max = self.max_request_bytes;
-        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+        let (tx, rx) = mpsc::channel(CHANNEL_MESSAGES);
         let (checked_tx, checked) = tokio::sync::oneshot::channel();
         // One blocking task per request checks it, answers through `checked`, then reads
         // every block in turn (plain file I/O, one hop to the blocking pool per request,
