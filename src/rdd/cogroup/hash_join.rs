@@ -98,31 +98,19 @@ fn hash_join_compute<K: Key, V: Data, W: Data>(
         (Some(l), Some(r)) if l < r
     );
     let out: Batches<(K, (V, W))> = if build_left {
-        let build = side_records::<(K, V)>(tc, node, 0, part)?;
         let sides = Sides {
             build: Side::Left,
             probe: Side::Right,
             pair: |k, v, w| (k, (v, w)),
         };
-        hash_join(
-            tc,
-            build,
-            || side_records::<(K, W)>(tc, node, 1, part),
-            sides,
-        )?
+        hash_join(tc, (node, part, 0), sides)?
     } else {
-        let build = side_records::<(K, W)>(tc, node, 1, part)?;
         let sides = Sides {
             build: Side::Right,
             probe: Side::Left,
             pair: |k, w, v| (k, (v, w)),
         };
-        hash_join(
-            tc,
-            build,
-            || side_records::<(K, V)>(tc, node, 0, part),
-            sides,
-        )?
+        hash_join(tc, (node, part, 1), sides)?
     };
     Ok(Box::new(out))
 }
@@ -209,14 +197,16 @@ impl<K: Key, B> Table<K, B> {
     }
 }
 
-/// Reads `build` into a table, then streams the probe side past it; falls back to the
-/// external cogroup if the table outgrows what the pool grants.
+/// Reads side `b` of partition `part` of `node` into a table, then streams the other
+/// side past it; falls back to the external cogroup if the table outgrows what the pool
+/// grants.
 fn hash_join<K: Key, V: Data, W: Data, B: Data, P: Data>(
     tc: &Rc<TaskContext>,
-    mut build: Records<K, B>,
-    probe: impl FnOnce() -> Result<Records<K, P>>,
+    (node, part, b): (&RddNode, u32, usize),
     sides: Sides<K, V, W, B, P>,
 ) -> Result<Batches<(K, (V, W))>> {
+    let mut build = side_records::<(K, B)>(tc, node, b, part)?;
+    let probe = || side_records::<(K, P)>(tc, node, 1 - b, part);
     let mut table = Table::new();
     let mut reservation = tc.reservation("join");
     let mut estimate = SizeEstimator::new::<(K, B)>(std::mem::size_of::<Entry<K, B>>() + 24);
