@@ -97,6 +97,29 @@ pub(crate) trait ReleaseTarget: Send + 'static {
     fn unpersist(&self, rdd_id: u32);
 }
 
+/// `target`, which also removes released shuffles' stored copies from `dir`
+/// (`storage:` durability) before passing the release on.
+pub(crate) fn removing_stored(
+    target: Box<dyn ReleaseTarget>,
+    dir: std::path::PathBuf,
+) -> Box<dyn ReleaseTarget> {
+    struct RemovingStored {
+        target: Box<dyn ReleaseTarget>,
+        dir: std::path::PathBuf,
+    }
+    impl ReleaseTarget for RemovingStored {
+        fn release_shuffles(&self, ids: &[u32]) {
+            let removed = crate::shuffle::stored::remove_stored_shuffles(&self.dir, ids);
+            tracing::debug!(?ids, removed, "removed stored shuffle outputs");
+            self.target.release_shuffles(ids);
+        }
+        fn unpersist(&self, rdd_id: u32) {
+            self.target.unpersist(rdd_id);
+        }
+    }
+    Box::new(RemovingStored { target, dir })
+}
+
 /// Persisted nodes by RDD id, alive while their `Weak` upgrades.
 type Persisted = Arc<Mutex<HashMap<u32, Weak<LineageNode>>>>;
 

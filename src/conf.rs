@@ -1,7 +1,7 @@
 //! Job configuration: which master to use and how much memory an executor may use,
 //! from the command line (`--master`) and the environment (`EMBER_MASTER`,
 //! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`,
-//! `EMBER_DEFAULT_PARALLELISM`).
+//! `EMBER_DEFAULT_PARALLELISM`, `EMBER_SHUFFLE_DURABILITY`).
 
 use crate::io::text_input::{Packing, DEFAULT_PACKING};
 use std::path::PathBuf;
@@ -65,6 +65,67 @@ impl Master {
     }
 }
 
+/// What happens to a map output when the executor that wrote it goes
+/// (`EMBER_SHUFFLE_DURABILITY`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ShuffleDurability {
+    /// `local`: the output lives on its executor only; if that executor is lost, lineage
+    /// recomputes it (Spark's behaviour).
+    #[default]
+    Local,
+    /// `storage:DIR`: each map output is also committed to a directory every executor
+    /// sees (a shared file system), under a directory of this application's own; when
+    /// its executor is lost, reducers read it from there and no map task runs again.
+    /// Lineage stays the fallback for a stored copy that is missing or damaged. A map
+    /// task counts as finished only once its copy is stored. Local mode ignores it (it
+    /// has no executor to lose).
+    Storage(PathBuf),
+}
+
+impl ShuffleDurability {
+    /// Parses `local` or `storage:DIR` (an absolute directory). `replicated:N` and
+    /// `storage:s3://...` are named and refused: this version does not build them yet.
+    pub fn parse(s: &str) -> Result<ShuffleDurability> {
+        let bad = |why: &str| {
+            EmberError::Config(format!(
+                "EMBER_SHUFFLE_DURABILITY: {why}, got {:?}",
+                crate::io::excerpt(s)
+            ))
+        };
+        let s = s.trim();
+        if s == "local" {
+            return Ok(ShuffleDurability::Local);
+        }
+        if s.starts_with("replicated:") {
+            return Err(bad(
+                "replicated:N is not supported by this version (use local or storage:DIR)",
+            ));
+        }
+        let Some(dir) = s.strip_prefix("storage:") else {
+            return Err(bad("expected local or storage:DIR"));
+        };
+        if dir.contains("://") {
+            return Err(bad(
+                "storage: takes a directory every executor sees; object stores are not supported by this version",
+            ));
+        }
+        let dir = PathBuf::from(dir);
+        if !dir.is_absolute() {
+            return Err(bad("storage: needs an absolute directory"));
+        }
+        Ok(ShuffleDurability::Storage(dir))
+    }
+}
+
+impl std::fmt::Display for ShuffleDurability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShuffleDurability::Local => f.write_str("local"),
+            ShuffleDurability::Storage(d) => write!(f, "storage:{}", d.display()),
+        }
+    }
+}
+
 /// A context's settings.
 #[derive(Debug, Clone)]
 pub struct Conf {
@@ -82,6 +143,9 @@ pub struct Conf {
     /// partition count of sources and of shuffles given no count (instead of the task
     /// slots, and of the largest parent's count, respectively).
     pub default_parallelism: Option<usize>,
+    /// Where map outputs are kept so that a lost executor loses none
+    /// (`EMBER_SHUFFLE_DURABILITY`, default `local`).
+    pub shuffle_durability: ShuffleDurability,
 }
 
 /// Default executor memory.
@@ -126,10 +190,15 @@ impl Conf {
             },
             _ => None,
         };
+        let shuffle_durability = match std::env::var("EMBER_SHUFFLE_DURABILITY") {
+            Ok(v) if !v.is_empty() => ShuffleDurability::parse(&v)?,
+            _ => ShuffleDurability::Local,
+        };
         Ok(Conf {
             master,
             packing,
             default_parallelism,
+            shuffle_durability,
             executor_memory,
             local_dir: std::env::var_os("EMBER_LOCAL_DIR").map(PathBuf::from),
             progress: std::env::var("EMBER_PROGRESS")
@@ -161,6 +230,7 @@ impl Conf {
             progress: true,
             packing: DEFAULT_PACKING,
             default_parallelism: None,
+            shuffle_durability: ShuffleDurability::Local,
         }
     }
 }
@@ -196,6 +266,10 @@ impl Conf {
                 "EMBER_DEFAULT_PARALLELISM",
                 self.default_parallelism
                     .map_or_else(|| "(the task slots)".into(), |n| n.to_string()),
+            ),
+            (
+                "EMBER_SHUFFLE_DURABILITY",
+                self.shuffle_durability.to_string(),
             ),
         ]
         .into_iter()
@@ -324,5 +398,36 @@ mod tests {
             Some("local".into())
         );
         assert_eq!(master_from_args(&a(&["prog", "in", "out"])), None);
+    }
+
+    #[test]
+    fn shuffle_durability_forms() {
+        assert_eq!(
+            ShuffleDurability::parse("local").unwrap(),
+            ShuffleDurability::Local
+        );
+        assert_eq!(
+            ShuffleDurability::parse("storage:/mnt/shared/ember").unwrap(),
+            ShuffleDurability::Storage("/mnt/shared/ember".into())
+        );
+        for (bad, says) in [
+            ("storage:relative/dir", "absolute"),
+            ("storage:s3://bucket/prefix", "object stores"),
+            ("replicated:1", "replicated:N"),
+            ("durable", "expected local or storage:DIR"),
+        ] {
+            let e = ShuffleDurability::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("EMBER_SHUFFLE_DURABILITY") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        let long = format!("storage:{}", "x".repeat(10_000));
+        let e = ShuffleDurability::parse(&long).unwrap_err().to_string();
+        assert!(
+            e.len() < 1000,
+            "the bad value is quoted bounded: {}",
+            e.len()
+        );
     }
 }

@@ -44,13 +44,41 @@ pub(crate) struct ContextInner {
     pub checkpoint_dir: Mutex<Option<std::path::PathBuf>>,
     /// Forgets what no live RDD reaches (see [`crate::cleaner`]).
     pub cleaner: Cleaner,
+    /// `storage:` shuffle durability in cluster mode: this application's own directory
+    /// under the configured one, where map outputs are stored (removed with the context).
+    pub shuffle_store: Option<std::path::PathBuf>,
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
         self.cleaner.stop();
         self.backend.shutdown();
+        if let Some(dir) = &self.shuffle_store {
+            // Best effort: the client may not see the directory the executors share.
+            if let Err(e) = std::fs::remove_dir_all(dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), "removing the stored shuffle outputs: {e}");
+                }
+            }
+        }
     }
+}
+
+/// This application's directory under a `storage:` durability's directory: named by
+/// process, time and session id base, so two applications never share one.
+fn shuffle_store(conf: &Conf, id_base: u32) -> Option<std::path::PathBuf> {
+    let (crate::conf::ShuffleDurability::Storage(root), crate::conf::Master::Cluster(_)) =
+        (&conf.shuffle_durability, &conf.master)
+    else {
+        return None;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    Some(root.join(format!(
+        "ember-app-{}-{nanos}-{id_base}",
+        std::process::id()
+    )))
 }
 
 impl Context {
@@ -64,9 +92,15 @@ impl Context {
         broadcast_base: u64,
     ) -> Context {
         let default_parallelism = conf.default_parallelism.unwrap_or(default_parallelism);
+        let shuffle_store = shuffle_store(&conf, id_base);
+        let release = match &shuffle_store {
+            Some(dir) => crate::cleaner::removing_stored(backend.release_target(), dir.clone()),
+            None => backend.release_target(),
+        };
         Context {
             inner: Arc::new(ContextInner {
-                cleaner: Cleaner::start(backend.release_target()),
+                cleaner: Cleaner::start(release),
+                shuffle_store,
                 conf,
                 backend,
                 binary_id,

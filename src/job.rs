@@ -74,6 +74,9 @@ impl Context {
             self.inner.binary_id.clone(),
         )?;
         plan.sample_sources = sample_sources;
+        if let Some(dir) = &self.inner.shuffle_store {
+            set_stored_dir(&mut plan, dir);
+        }
         let events = self
             .inner
             .backend
@@ -310,5 +313,18 @@ mod tests {
             err.to_string(),
             "job aborted: stage 3 (map at src/main.rs:12) failed: stage failed 4 consecutive attempts"
         );
+    }
+}
+
+/// Marks every shuffle of `plan` as stored in `dir` (`storage:` durability): its map
+/// tasks commit a copy there, and its reducers read a lost executor's outputs from it.
+fn set_stored_dir(plan: &mut ember_proto::Plan, dir: &std::path::Path) {
+    let dir = dir.to_string_lossy().into_owned();
+    for node in &mut plan.nodes {
+        for dep in &mut node.deps {
+            if let Some(ember_proto::dependency::Kind::Shuffle(s)) = dep.kind.as_mut() {
+                s.stored_dir.clone_from(&dir);
+            }
+        }
     }
 }

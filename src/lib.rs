@@ -124,7 +124,7 @@ pub mod text;
 pub use accumulator::{Accumulator, AccumulatorValue};
 pub use barrier::{BarrierContext, Element, RddBarrier, ReduceOp};
 pub use broadcast::Broadcast;
-pub use conf::{job_args, Conf, Master, DEFAULT_EXECUTOR_MEMORY};
+pub use conf::{job_args, Conf, Master, ShuffleDurability, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;

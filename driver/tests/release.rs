@@ -87,6 +87,7 @@ async fn run_job(
                     metrics: None,
                     outcome: Some(task_status::Outcome::Success(TaskSuccess {
                         output: Some(task_success::Output::MapStatus(MapStatus {
+                            stored: false,
                             shuffle_id: sid,
                             map_partition: task.partition,
                             block_sizes: vec![1, 1],

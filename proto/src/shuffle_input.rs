@@ -188,6 +188,7 @@ impl ShuffleInput {
             hosts.push((
                 text("executor id", &host.executor_id)?,
                 text("shuffle address", &host.shuffle_address)?,
+                host.from_storage,
             ));
         }
         let mut out = self.maps;
@@ -197,7 +198,7 @@ impl ShuffleInput {
             .zip(unpack(&self.map_hosts))
             .zip(unpack_sizes(&self.map_block_sizes, size_bytes));
         for ((map_partition, host), size) in triples {
-            let (executor_id, shuffle_address) = &hosts[host as usize];
+            let (executor_id, shuffle_address, from_storage) = &hosts[host as usize];
             let size = match size {
                 // As many large sizes as markers (checked above).
                 LARGE_BLOCK => large.next().copied().unwrap_or(u64::MAX),
@@ -209,6 +210,8 @@ impl ShuffleInput {
                 shuffle_address: shuffle_address.clone(),
                 block_sizes: vec![size],
                 first_reduce: self.reduce,
+                stored: *from_storage,
+                from_storage: *from_storage,
             });
         }
         Ok(out)
@@ -221,6 +224,7 @@ mod tests {
 
     fn host(e: &str) -> MapHost {
         MapHost {
+            from_storage: false,
             executor_id: prost::bytes::Bytes::copy_from_slice(e.as_bytes()),
             shuffle_address: format!("{e}:7000").into(),
         }

@@ -100,6 +100,7 @@ fn respond(
     for (executor_id, task) in launched {
         let output = match task.shuffle_id {
             Some(shuffle_id) => task_success::Output::MapStatus(MapStatus {
+                stored: false,
                 shuffle_id,
                 map_partition: task.partition,
                 block_sizes: vec![1; reduces as usize],

@@ -130,6 +130,8 @@ impl LineageNode {
                             num_reduce_partitions: s.num_reduce_partitions,
                             write_fn: s.write_fn,
                             write_payload: s.write_payload.clone(),
+                            // Set per job from the context's durability (`job.rs`).
+                            stored_dir: String::new(),
                         }),
                     }),
                 })

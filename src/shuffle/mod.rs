@@ -1,5 +1,6 @@
 //! The job side of shuffles: which reducer a record goes to ([`partitioner`]), and
-//! reading a reducer's blocks, local or remote (`read`). The file format itself (data
+//! reading a reducer's blocks, local, remote or stored (`read`); `stored`: the copies of
+//! `storage:` shuffle durability. The file format itself (data
 //! files with their index at the end, frames, checksums) is the `ember-shuffle` crate, re-exported here.
 //!
 //! Invariant: every record a map task writes reaches exactly one reducer, the one its
@@ -8,6 +9,7 @@
 
 pub mod partitioner;
 pub(crate) mod read;
+pub(crate) mod stored;
 pub(crate) mod write;
 
 pub use ember_shuffle::*;

@@ -1,7 +1,9 @@
 //! The reduce side's input: every record of one reducer's blocks of a shuffle, map
 //! output by map output.
 //!
-//! Blocks held by this executor are read from its shuffle directory; blocks held by
+//! Blocks held by this executor are read from its shuffle directory; blocks of a lost
+//! executor's outputs that were stored (`storage:` durability) from the shuffle's
+//! stored directory; blocks held by
 //! other executors (cluster mode) are fetched over their shuffle service, one stream
 //! per executor carrying all of that executor's blocks, split into several requests
 //! where the blocks' sizes add up to more than one request may ask for
@@ -16,6 +18,7 @@
 //! Small remote requests among the first [`EAGER_FETCHES`] go out when the reader is
 //! built, so remote executors serve them while local blocks are read.
 
+use std::path::Path;
 use std::rc::Rc;
 
 use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
@@ -33,6 +36,8 @@ use crate::task::{into_batches, Batches, Erased};
 enum Source {
     /// This executor's shuffle directory.
     Local(BlockId),
+    /// The shuffle's stored directory (`storage:` durability; its writer is gone).
+    Stored(BlockId),
     /// The stream from the other executor with this index in `remote`.
     /// (Then the map partition the next block of that stream must be.)
     Remote(usize, u32),
@@ -146,6 +151,15 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         }
         let size = size.unwrap_or(0);
         tc.with_metrics(|mm| mm.shuffle_bytes_read += size);
+        if loc.from_storage {
+            if super::stored::stored_dir(dep).is_none() {
+                return Err(id(&loc.executor_id)
+                    .fetch_failed("the output is stored, but its shuffle names no stored directory")
+                    .into());
+            }
+            sources.push(Source::Stored(id(&loc.executor_id)));
+            continue;
+        }
         if loc.executor_id == tc.env.executor_id {
             sources.push(Source::Local(id(&loc.executor_id)));
             continue;
@@ -169,6 +183,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         sources.push(Source::Remote(i, m));
     }
     let dir = tc.env.shuffle_dir();
+    let stored = super::stored::stored_dir(dep).map(Path::to_path_buf);
     // This task's view of the resident map outputs (see `ember_shuffle::resident`).
     let view = ember_shuffle::resident::View::now();
     // One stream per request: small ones among the first EAGER_FETCHES sent now, so the
@@ -202,6 +217,15 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 Ok(records) => current = Some((id.map_partition, records)),
                 Err(e) => return Some(Err(e.into())),
             },
+            Source::Stored(id) => {
+                let stored = stored
+                    .as_deref()
+                    .expect("checked when the sources were made");
+                match open_block_records::<T>(&view, stored, &id) {
+                    Ok(records) => current = Some((id.map_partition, records)),
+                    Err(e) => return Some(Err(e.into())),
+                }
+            }
             Source::Remote(i, m) => {
                 let stream = streams[i].get_or_insert_with(|| open(&remote[i]));
                 match stream.next() {

@@ -99,6 +99,7 @@ impl<T: Serialize> MapSide<T> {
     ) -> Result<MapStatus> {
         let spilled = self.writer.spilled_bytes();
         let out = self.writer.finish()?;
+        let stored = super::stored::store_map_output(&tc.env.shuffle_dir(), dep, map)?;
         tc.with_metrics(|m| {
             m.shuffle_bytes_written += out.bytes_written;
             m.shuffle_records_written += out.records_written;
@@ -112,6 +113,7 @@ impl<T: Serialize> MapSide<T> {
             shuffle_id: dep.shuffle_id,
             map_partition: map,
             block_sizes: out.block_sizes,
+            stored,
         })
     }
 }

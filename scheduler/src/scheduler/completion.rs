@@ -275,6 +275,8 @@ impl Scheduler {
                         shuffle_address,
                         block_sizes: ms.block_sizes,
                         first_reduce: 0,
+                        stored: ms.stored,
+                        from_storage: false,
                     },
                 );
                 let Some(st) = self.stages.get_mut(&run.stage_id) else {

@@ -58,8 +58,13 @@ impl Scheduler {
         );
         // As Spark does (without an external shuffle service): the executor a block
         // could not be fetched from is presumed to have lost every map output it holds,
-        // so they all rerun at once instead of one lost output per stage attempt.
-        for sid in self.tracker.remove_executor(&ff.executor_id) {
+        // so they all rerun at once instead of one lost output per stage attempt; those
+        // that were stored are read from storage instead (a bad stored copy is dropped
+        // alone).
+        let lost = self
+            .tracker
+            .fetch_failed(&ff.executor_id, ff.shuffle_id, ff.map_partition);
+        for sid in lost {
             self.refresh_map_stage(sid);
         }
         let max = self.config.max_stage_attempts;
@@ -295,9 +300,16 @@ impl Scheduler {
             self.task_failed(run, failure, TaskMetrics::default());
         }
         self.abandoned.retain(|_, e| e != executor_id);
-        let shuffles = self.tracker.remove_executor(executor_id);
+        let (shuffles, kept) = self.tracker.executor_lost(executor_id);
         if !shuffles.is_empty() {
             info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
+        }
+        if kept > 0 {
+            info!(
+                executor = %executor_id,
+                outputs = kept,
+                "map outputs of the lost executor are read from storage"
+            );
         }
         for sid in shuffles {
             self.refresh_map_stage(sid);

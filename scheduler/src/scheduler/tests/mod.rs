@@ -95,6 +95,7 @@ impl Harness {
     fn succeed(&self, exec: &str, task: &TaskDescription) {
         let output = match task.shuffle_id {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
+                stored: false,
                 shuffle_id: sid,
                 map_partition: task.partition,
                 block_sizes: vec![1; reducers(task, sid) as usize],

@@ -81,6 +81,7 @@ fn a_malformed_map_status_is_a_failed_attempt_not_an_output() {
         &t,
         task_status::Outcome::Success(TaskSuccess {
             output: Some(task_success::Output::MapStatus(MapStatus {
+                stored: false,
                 shuffle_id: 0,
                 map_partition: t.partition,
                 block_sizes: vec![1, 1, 1],

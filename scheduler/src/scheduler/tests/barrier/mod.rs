@@ -164,6 +164,7 @@ impl Gangs {
     fn succeed_with(&self, exec: &str, task: &TaskDescription, accumulator: u8) {
         let output = match task.shuffle_id {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
+                stored: false,
                 shuffle_id: sid,
                 map_partition: task.partition,
                 block_sizes: vec![1; reducers(task, sid) as usize],

@@ -112,6 +112,7 @@ impl MapOutputTracker {
                 outputs.hosts.push(MapHost {
                     executor_id: loc.executor_id.clone().into(),
                     shuffle_address: loc.shuffle_address.clone().into(),
+                    from_storage: false,
                 });
                 let h = outputs.hosts.len() as u32 - 1;
                 outputs.host_index.insert(loc.executor_id.clone(), h);
@@ -153,6 +154,70 @@ impl MapOutputTracker {
             }
         }
         hit
+    }
+
+    /// `executor_id` is gone: its outputs that were also stored (`MapLocation::stored`)
+    /// are read from storage from now on (their host becomes a storage host of the same
+    /// executor id, so a fetch failure there still names it); the others are forgotten.
+    /// Returns the shuffles that lost any output and how many outputs were kept.
+    pub fn executor_lost(&mut self, executor_id: &str) -> (Vec<u32>, usize) {
+        let mut hit = Vec::new();
+        let mut kept = 0;
+        for (sid, outputs) in &mut self.shuffles {
+            let mut storage_host = None;
+            for m in 0..outputs.by_map.len() {
+                let Some(loc) = outputs.by_map[m].as_mut() else {
+                    continue;
+                };
+                if loc.executor_id != executor_id || loc.from_storage {
+                    continue;
+                }
+                outputs.gathered = None;
+                if loc.stored {
+                    loc.from_storage = true;
+                    loc.shuffle_address.clear();
+                    let host = *storage_host.get_or_insert_with(|| {
+                        outputs.hosts.push(MapHost {
+                            executor_id: executor_id.to_string().into(),
+                            shuffle_address: Default::default(),
+                            from_storage: true,
+                        });
+                        outputs.hosts.len() as u32 - 1
+                    });
+                    outputs.host_of[m] = host;
+                    kept += 1;
+                } else {
+                    outputs.by_map[m] = None;
+                    outputs.missing += 1;
+                    if !hit.contains(sid) {
+                        hit.push(*sid);
+                    }
+                }
+            }
+        }
+        (hit, kept)
+    }
+
+    /// A reducer could not read map output `map` of `shuffle_id` from `executor_id`. If
+    /// the output was being read from storage, that copy is bad: only it is forgotten
+    /// (lineage recomputes it). Otherwise the executor is presumed to have lost every
+    /// output it holds, as Spark presumes without an external shuffle service: its
+    /// stored outputs are read from storage from now on, the rest are forgotten
+    /// ([`executor_lost`](Self::executor_lost)). Returns the shuffles that lost any output.
+    pub fn fetch_failed(&mut self, executor_id: &str, shuffle_id: u32, map: u32) -> Vec<u32> {
+        if let Some(outputs) = self.shuffles.get_mut(&shuffle_id) {
+            let slot = outputs.by_map.get_mut(map as usize);
+            if let Some(entry) = slot.filter(|e| {
+                e.as_ref()
+                    .is_some_and(|l| l.from_storage && l.executor_id == executor_id)
+            }) {
+                *entry = None;
+                outputs.missing += 1;
+                outputs.gathered = None;
+                return vec![shuffle_id];
+            }
+        }
+        self.executor_lost(executor_id).0
     }
 
     /// Shuffles with an output on `executor_id`.
@@ -399,151 +464,4 @@ impl Outputs {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn loc(m: u32, e: &str) -> MapLocation {
-        MapLocation {
-            map_partition: m,
-            executor_id: e.into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn tracks_missing_outputs_and_executor_loss() {
-        let mut t = MapOutputTracker::default();
-        t.register_shuffle(7, 3);
-        assert_eq!(t.missing(7), vec![0, 1, 2]);
-        t.register_output(7, loc(0, "a"));
-        t.register_output(7, loc(1, "b"));
-        t.register_output(7, loc(2, "a"));
-        assert!(t.is_available(7));
-        assert_eq!(t.remove_executor("a"), vec![7]);
-        assert_eq!(t.missing(7), vec![0, 2]);
-        assert_eq!(
-            t.remove_executor("a"),
-            Vec::<u32>::new(),
-            "a holds nothing now"
-        );
-        assert_eq!(t.missing(7), vec![0, 2], "output 1 lives on b");
-        assert_eq!(t.remove_executor("b"), vec![7]);
-        assert_eq!(t.missing(7), vec![0, 1, 2]);
-        assert!(!t.is_available(7));
-        // A second status for one partition (a speculative copy) counts once.
-        t.register_output(7, loc(0, "a"));
-        t.register_output(7, loc(0, "b"));
-        t.register_output(7, loc(1, "a"));
-        assert!(!t.is_available(7), "output 2 is still missing");
-        t.register_output(7, loc(2, "b"));
-        assert!(t.is_available(7));
-        assert_eq!(t.remove_executor("b"), vec![7]);
-        assert!(!t.is_available(7));
-        assert_eq!(t.missing(7), vec![0, 2]);
-    }
-
-    fn sized(m: u32, e: &str, reduces: u32) -> MapLocation {
-        MapLocation {
-            block_sizes: (0..reduces).map(|r| u64::from(m * 1000 + r)).collect(),
-            shuffle_address: format!("{e}:1"),
-            ..loc(m, e)
-        }
-    }
-
-    /// What a reduce task reads, from an independent walk over the registered statuses.
-    fn expected(t: &MapOutputTracker, sid: u32, r: u32) -> Vec<MapLocation> {
-        t.locations(sid)
-            .into_iter()
-            .map(|l| match l.block_sizes.get(r as usize) {
-                Some(&size) => MapLocation {
-                    block_sizes: vec![size],
-                    first_reduce: r,
-                    ..l
-                },
-                None => l,
-            })
-            .collect() // `locations` is in map order
-    }
-
-    #[test]
-    fn gathered_inputs_are_what_each_reducer_reads_however_outputs_change() {
-        let reduces = COLUMN_BLOCK * 2 + 5;
-        let mut t = MapOutputTracker::default();
-        t.register_shuffle(1, 6);
-        for m in [0, 1, 2, 4] {
-            t.register_output(1, sized(m, if m % 2 == 0 { "a" } else { "b" }, reduces));
-        }
-        let read = |t: &mut MapOutputTracker, r: u32| {
-            let input = t.input_for(1, Some(r));
-            assert_eq!(input.reduce, r);
-            let mut got = input.map_locations().expect("consistent input");
-            got.sort_by_key(|l| l.map_partition);
-            got
-        };
-        // Every reducer, out of order and twice (a retry takes a column already handed
-        // out), sees exactly its blocks.
-        let order: Vec<u32> = (0..reduces).rev().chain([3, 3, COLUMN_BLOCK + 1]).collect();
-        for &r in &order {
-            assert_eq!(read(&mut t, r), expected(&t, 1, r), "reducer {r}");
-        }
-        // Descending, the three aligned blocks are gathered once each; the retries of 3
-        // are made alone, and 129 (block 1, no longer held) gathers once more.
-        assert_eq!(t.shuffles[&1].gather_passes, 4);
-        // An output registered after a block was gathered is in the next inputs.
-        assert_eq!(read(&mut t, 10).len(), 4);
-        t.register_output(1, sized(3, "c", reduces));
-        assert_eq!(read(&mut t, 11), expected(&t, 1, 11));
-        assert_eq!(read(&mut t, 11).len(), 5);
-        // A lost executor's outputs leave the gathered block too.
-        t.remove_executor("a");
-        for r in [12, 13, reduces - 1] {
-            let got = read(&mut t, r);
-            assert_eq!(got, expected(&t, 1, r));
-            assert!(
-                got.iter().all(|l| l.executor_id != "a"),
-                "reducer {r}: {got:?}"
-            );
-        }
-        // A status with fewer blocks than the reducers: sent as it is, never guessed.
-        t.register_output(1, sized(5, "d", 3));
-        for r in [0, 2, 3, 40] {
-            assert_eq!(read(&mut t, r), expected(&t, 1, r), "reducer {r}");
-        }
-        assert_eq!(
-            t.input_for(1, Some(40)).maps.len(),
-            1,
-            "map 5 has no block 40"
-        );
-    }
-
-    #[test]
-    fn gathered_sizes_are_packed_as_narrow_as_they_fit_and_read_back_exactly() {
-        let reduces = 40;
-        let row = |m: u32, big: u64| -> MapLocation {
-            MapLocation {
-                block_sizes: (0..reduces).map(|r| u64::from(m + r) % 200 + big).collect(),
-                ..sized(m, "a", reduces)
-            }
-        };
-        let mut t = MapOutputTracker::default();
-        t.register_shuffle(2, 4);
-        for m in 0..4 {
-            t.register_output(2, row(m, 0));
-        }
-        // (the largest size so far, bytes per packed size)
-        for (step, want_bytes) in [(0, 1), (1, 2), (2, 4)] {
-            match step {
-                1 => t.register_output(2, row(1, 60_000)),
-                2 => t.register_output(2, row(3, 1 << 40)),
-                _ => {}
-            }
-            for r in 0..reduces {
-                let input = t.input_for(2, Some(r));
-                assert_eq!(input.block_size_bytes as usize, want_bytes, "reducer {r}");
-                let mut got = input.map_locations().expect("consistent input");
-                got.sort_by_key(|l| l.map_partition);
-                assert_eq!(got, expected(&t, 2, r), "reducer {r}, step {step}");
-            }
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,219 @@
+//! The map-output tracker's tests.
+
+use super::*;
+
+fn loc(m: u32, e: &str) -> MapLocation {
+    MapLocation {
+        map_partition: m,
+        executor_id: e.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn tracks_missing_outputs_and_executor_loss() {
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(7, 3);
+    assert_eq!(t.missing(7), vec![0, 1, 2]);
+    t.register_output(7, loc(0, "a"));
+    t.register_output(7, loc(1, "b"));
+    t.register_output(7, loc(2, "a"));
+    assert!(t.is_available(7));
+    assert_eq!(t.remove_executor("a"), vec![7]);
+    assert_eq!(t.missing(7), vec![0, 2]);
+    assert_eq!(
+        t.remove_executor("a"),
+        Vec::<u32>::new(),
+        "a holds nothing now"
+    );
+    assert_eq!(t.missing(7), vec![0, 2], "output 1 lives on b");
+    assert_eq!(t.remove_executor("b"), vec![7]);
+    assert_eq!(t.missing(7), vec![0, 1, 2]);
+    assert!(!t.is_available(7));
+    // A second status for one partition (a speculative copy) counts once.
+    t.register_output(7, loc(0, "a"));
+    t.register_output(7, loc(0, "b"));
+    t.register_output(7, loc(1, "a"));
+    assert!(!t.is_available(7), "output 2 is still missing");
+    t.register_output(7, loc(2, "b"));
+    assert!(t.is_available(7));
+    assert_eq!(t.remove_executor("b"), vec![7]);
+    assert!(!t.is_available(7));
+    assert_eq!(t.missing(7), vec![0, 2]);
+}
+
+fn sized(m: u32, e: &str, reduces: u32) -> MapLocation {
+    MapLocation {
+        block_sizes: (0..reduces).map(|r| u64::from(m * 1000 + r)).collect(),
+        shuffle_address: format!("{e}:1"),
+        ..loc(m, e)
+    }
+}
+
+/// What a reduce task reads, from an independent walk over the registered statuses.
+fn expected(t: &MapOutputTracker, sid: u32, r: u32) -> Vec<MapLocation> {
+    t.locations(sid)
+        .into_iter()
+        .map(|l| match l.block_sizes.get(r as usize) {
+            Some(&size) => MapLocation {
+                block_sizes: vec![size],
+                first_reduce: r,
+                ..l
+            },
+            None => l,
+        })
+        .collect() // `locations` is in map order
+}
+
+#[test]
+fn gathered_inputs_are_what_each_reducer_reads_however_outputs_change() {
+    let reduces = COLUMN_BLOCK * 2 + 5;
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(1, 6);
+    for m in [0, 1, 2, 4] {
+        t.register_output(1, sized(m, if m % 2 == 0 { "a" } else { "b" }, reduces));
+    }
+    let read = |t: &mut MapOutputTracker, r: u32| {
+        let input = t.input_for(1, Some(r));
+        assert_eq!(input.reduce, r);
+        let mut got = input.map_locations().expect("consistent input");
+        got.sort_by_key(|l| l.map_partition);
+        got
+    };
+    // Every reducer, out of order and twice (a retry takes a column already handed
+    // out), sees exactly its blocks.
+    let order: Vec<u32> = (0..reduces).rev().chain([3, 3, COLUMN_BLOCK + 1]).collect();
+    for &r in &order {
+        assert_eq!(read(&mut t, r), expected(&t, 1, r), "reducer {r}");
+    }
+    // Descending, the three aligned blocks are gathered once each; the retries of 3
+    // are made alone, and 129 (block 1, no longer held) gathers once more.
+    assert_eq!(t.shuffles[&1].gather_passes, 4);
+    // An output registered after a block was gathered is in the next inputs.
+    assert_eq!(read(&mut t, 10).len(), 4);
+    t.register_output(1, sized(3, "c", reduces));
+    assert_eq!(read(&mut t, 11), expected(&t, 1, 11));
+    assert_eq!(read(&mut t, 11).len(), 5);
+    // A lost executor's outputs leave the gathered block too.
+    t.remove_executor("a");
+    for r in [12, 13, reduces - 1] {
+        let got = read(&mut t, r);
+        assert_eq!(got, expected(&t, 1, r));
+        assert!(
+            got.iter().all(|l| l.executor_id != "a"),
+            "reducer {r}: {got:?}"
+        );
+    }
+    // A status with fewer blocks than the reducers: sent as it is, never guessed.
+    t.register_output(1, sized(5, "d", 3));
+    for r in [0, 2, 3, 40] {
+        assert_eq!(read(&mut t, r), expected(&t, 1, r), "reducer {r}");
+    }
+    assert_eq!(
+        t.input_for(1, Some(40)).maps.len(),
+        1,
+        "map 5 has no block 40"
+    );
+}
+
+#[test]
+fn gathered_sizes_are_packed_as_narrow_as_they_fit_and_read_back_exactly() {
+    let reduces = 40;
+    let row = |m: u32, big: u64| -> MapLocation {
+        MapLocation {
+            block_sizes: (0..reduces).map(|r| u64::from(m + r) % 200 + big).collect(),
+            ..sized(m, "a", reduces)
+        }
+    };
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(2, 4);
+    for m in 0..4 {
+        t.register_output(2, row(m, 0));
+    }
+    // (the largest size so far, bytes per packed size)
+    for (step, want_bytes) in [(0, 1), (1, 2), (2, 4)] {
+        match step {
+            1 => t.register_output(2, row(1, 60_000)),
+            2 => t.register_output(2, row(3, 1 << 40)),
+            _ => {}
+        }
+        for r in 0..reduces {
+            let input = t.input_for(2, Some(r));
+            assert_eq!(input.block_size_bytes as usize, want_bytes, "reducer {r}");
+            let mut got = input.map_locations().expect("consistent input");
+            got.sort_by_key(|l| l.map_partition);
+            assert_eq!(got, expected(&t, 2, r), "reducer {r}, step {step}");
+        }
+    }
+}
+
+#[test]
+fn a_lost_executors_stored_outputs_are_read_from_storage_and_the_rest_rerun() {
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(4, 4);
+    let stored = |m: u32, e: &str| MapLocation {
+        stored: true,
+        ..sized(m, e, 3)
+    };
+    t.register_output(4, stored(0, "a"));
+    t.register_output(4, sized(1, "a", 3));
+    t.register_output(4, stored(2, "b"));
+    t.register_output(4, stored(3, "a"));
+    // Gather the reducers' inputs once before the loss, as a running job would have.
+    let _ = t.input_for(4, Some(0));
+    let (lost, kept) = t.executor_lost("a");
+    assert_eq!((lost, kept), (vec![4], 2));
+    assert_eq!(
+        t.missing(4),
+        vec![1],
+        "only the unstored output of a reruns"
+    );
+    for r in 0..3 {
+        let got = t.input_for(4, Some(r)).map_locations().unwrap();
+        let by_map: Vec<(u32, &str, &str, bool, u64)> = got
+            .iter()
+            .map(|l| {
+                (
+                    l.map_partition,
+                    l.executor_id.as_str(),
+                    l.shuffle_address.as_str(),
+                    l.from_storage,
+                    l.block_sizes[0],
+                )
+            })
+            .collect();
+        assert_eq!(
+            by_map,
+            vec![
+                (0, "a", "", true, u64::from(r)),
+                (2, "b", "b:1", false, 2000 + u64::from(r)),
+                (3, "a", "", true, 3000 + u64::from(r)),
+            ],
+            "reducer {r}"
+        );
+        // A task's description says where to read, not whether a live output is stored.
+        let want: Vec<MapLocation> = expected(&t, 4, r)
+            .into_iter()
+            .map(|l| MapLocation {
+                stored: l.from_storage,
+                ..l
+            })
+            .collect();
+        assert_eq!(got, want, "reducer {r}");
+    }
+    // Losing the executor again changes nothing: its outputs live in storage now.
+    assert_eq!(t.executor_lost("a"), (Vec::new(), 0));
+    // A bad stored copy is forgotten alone; the other one stays in storage.
+    assert_eq!(t.fetch_failed("a", 4, 3), vec![4]);
+    assert_eq!(t.missing(4), vec![1, 3]);
+    assert!(t.input_for(4, Some(0)).map_locations().unwrap()[0].from_storage);
+    // A live executor's failed fetch: its stored output goes to storage, as on loss.
+    assert_eq!(t.fetch_failed("b", 4, 2), Vec::<u32>::new());
+    assert_eq!(t.missing(4), vec![1, 3]);
+    let two = t
+        .locations(4)
+        .into_iter()
+        .find(|l| l.map_partition == 2)
+        .unwrap();
+    assert!(two.from_storage && two.stored);
+}

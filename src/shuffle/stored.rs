@@ -1,0 +1,166 @@
+//! `storage:` shuffle durability, the job side: committing a map output's copy to the
+//! shuffle's stored directory (a directory every executor sees, one per application),
+//! and removing a released shuffle's copies.
+//!
+//! Invariants:
+//! * A copy is committed the way the local output is: written to a temporary name in the
+//!   same directory, synced, then renamed to `shuffle_S_M.data`, so a reader sees a whole
+//!   earlier attempt's copy or this one, never a part. Only then does the map task report
+//!   `MapStatus::stored`, so what the driver relies on is on the storage.
+//! * The copy is byte for byte the local output (blocks, then their index with crc32s):
+//!   a reducer reads it with the same reader and checks the same checksums, and a
+//!   missing or damaged copy is a typed fetch failure, after which lineage recomputes
+//!   the output.
+//! * Directories are made `0700` and copies `0600`: only the uid the application's
+//!   tasks run as reads them.
+
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+
+use ember_proto::ShuffleDependency;
+
+use crate::error::{EmberError, Result};
+
+/// The stored directory of `dep`, if its shuffle is stored.
+pub(crate) fn stored_dir(dep: &ShuffleDependency) -> Option<&Path> {
+    (!dep.stored_dir.is_empty()).then(|| Path::new(&dep.stored_dir))
+}
+
+/// Copies map output `map` of `dep`'s shuffle from `shuffle_dir` to the stored
+/// directory and commits it there; `Ok(false)` when the shuffle is not stored.
+pub(crate) fn store_map_output(
+    shuffle_dir: &Path,
+    dep: &ShuffleDependency,
+    map: u32,
+) -> Result<bool> {
+    let Some(dir) = stored_dir(dep) else {
+        return Ok(false);
+    };
+    let from = ember_shuffle::data_path(shuffle_dir, dep.shuffle_id, map);
+    let to = ember_shuffle::data_path(dir, dep.shuffle_id, map);
+    let failed = |what: &str, e: std::io::Error| {
+        EmberError::io(
+            dir,
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "storing map output {map} of shuffle {}: {what}: {e}",
+                    dep.shuffle_id
+                ),
+            ),
+        )
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| failed("making the directory", e))?;
+    let mut src = fs::File::open(&from).map_err(|e| failed("opening the local output", e))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        to.file_name().and_then(|n| n.to_str()).unwrap_or("shuffle"),
+        std::process::id(),
+        unique()
+    ));
+    let result = (|| {
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| failed("creating the copy", e))?;
+        std::io::copy(&mut src, &mut out).map_err(|e| failed("copying", e))?;
+        out.flush().map_err(|e| failed("copying", e))?;
+        out.sync_all().map_err(|e| failed("syncing the copy", e))?;
+        fs::rename(&tmp, &to).map_err(|e| failed("committing the copy", e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map(|()| true)
+}
+
+/// A number no other copy made by this process uses.
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Removes the stored copies (and temporaries) of shuffles `ids` from `dir`; a copy that
+/// is already gone is fine. Returns how many files were removed.
+pub(crate) fn remove_stored_shuffles(dir: &Path, ids: &[u32]) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(id) = name.to_str().and_then(ember_shuffle::shuffle_id_of_file) else {
+            continue;
+        };
+        if ids.contains(&id) && fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn dep(stored: &Path) -> ShuffleDependency {
+        ShuffleDependency {
+            shuffle_id: 7,
+            stored_dir: stored.to_str().unwrap().to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_stored_copy_is_the_local_output_committed_private_and_removed_on_release() {
+        let tmp = tempfile::tempdir().unwrap();
+        let local = tmp.path().join("local");
+        fs::create_dir_all(&local).unwrap();
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        fs::write(ember_shuffle::data_path(&local, 7, 3), &bytes).unwrap();
+        let stored = tmp.path().join("shared").join("app-1");
+        assert!(store_map_output(&local, &dep(&stored), 3).unwrap());
+        let copy = ember_shuffle::data_path(&stored, 7, 3);
+        assert_eq!(fs::read(&copy).unwrap(), bytes);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&copy), 0o600);
+        assert_eq!(mode(&stored), 0o700);
+        // Nothing but the committed copy is left behind.
+        let names: Vec<String> = fs::read_dir(&stored)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["shuffle_7_3.data"]);
+        // Another shuffle's copy survives the release of this one.
+        fs::write(ember_shuffle::data_path(&stored, 8, 0), b"x").unwrap();
+        assert_eq!(remove_stored_shuffles(&stored, &[7]), 1);
+        assert!(!copy.exists());
+        assert!(ember_shuffle::data_path(&stored, 8, 0).exists());
+    }
+
+    #[test]
+    fn a_shuffle_without_a_stored_dir_is_not_copied_and_a_missing_output_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plain = ShuffleDependency::default();
+        assert!(!store_map_output(tmp.path(), &plain, 0).unwrap());
+        let stored = tmp.path().join("shared");
+        let e = store_map_output(tmp.path(), &dep(&stored), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("map output 5 of shuffle 7") && e.contains("opening the local output"),
+            "{e}"
+        );
+        let leftovers = fs::read_dir(&stored).map(|d| d.count()).unwrap_or(0);
+        assert_eq!(leftovers, 0);
+    }
+}
