@@ -38,6 +38,9 @@ pub enum EmberError {
         map_partition: u32,
         reduce_partition: u32,
         message: String,
+        /// The block was read from the shuffle's stored copy (`storage:` durability), not
+        /// from its executor: the copy is bad, not the executor.
+        from_storage: bool,
     },
 
     /// Data on disk or on the wire did not decode (checksum mismatch, truncated frame).
@@ -187,6 +190,7 @@ impl From<ember_shuffle::ShuffleError> for EmberError {
                 map_partition,
                 reduce_partition,
                 message,
+                from_storage: false,
             },
             S::Corrupt { what, message } => EmberError::Corrupt { what, message },
             S::Serialization { what, message } => EmberError::Serialization { what, message },

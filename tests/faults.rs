@@ -67,10 +67,22 @@ fn spawn_faultjob(
     out: &Path,
     scratch: &Path,
 ) -> common::process::Running {
+    spawn_faultjob_with_env(cluster, switches, input, out, scratch, &[])
+}
+
+/// [`spawn_faultjob`] with more environment variables for the client.
+fn spawn_faultjob_with_env(
+    cluster: &Cluster,
+    switches: &[&str],
+    input: &Path,
+    out: &Path,
+    scratch: &Path,
+    env: &[(&str, &str)],
+) -> common::process::Running {
     let mut args = vec!["--partitions", PARTITIONS];
     args.extend_from_slice(switches);
     args.extend([input.to_str().unwrap(), out.to_str().unwrap()]);
-    cluster.spawn("faultjob", &args, scratch)
+    cluster.spawn_with_env("faultjob", &args, scratch, env)
 }
 
 /// The output of a fault-free local run of faultjob over `input`, and its count of
@@ -187,15 +199,26 @@ struct GateRun {
 /// Starts faultjob on the cluster with its gate closed; returns once the first stage
 /// has finished (a second-stage task is waiting at the gate).
 fn start_gated(cluster: &Cluster, input: &Path, scratch: &Path) -> GateRun {
+    start_gated_with_env(cluster, input, scratch, &[])
+}
+
+/// [`start_gated`] with more environment variables for the client.
+fn start_gated_with_env(
+    cluster: &Cluster,
+    input: &Path,
+    scratch: &Path,
+    env: &[(&str, &str)],
+) -> GateRun {
     let gate = scratch.join("gate");
     fs::create_dir_all(&gate).unwrap();
     let out = scratch.join("out");
-    let mut client = spawn_faultjob(
+    let mut client = spawn_faultjob_with_env(
         cluster,
         &["--gate", gate.to_str().unwrap()],
         input,
         &out,
         scratch,
+        env,
     );
     wait_for("the second stage to start", Duration::from_secs(60), || {
         assert!(!client.finished(), "the job ended before its gate opened");
@@ -273,6 +296,73 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
         vec![6, lost],
         "map stage submissions (the victim held {lost} outputs):\n{log}"
     );
+}
+
+/// `storage:` shuffle durability (issue 37): every map output is committed to a
+/// directory all executors see, so a kill -9 after the map stage loses no output and no
+/// map task runs again; the copies go when the application ends.
+#[test]
+fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let store = s.join("shared-store");
+    let durability = format!("storage:{}", store.display());
+    let mut cluster = Cluster::start(3, 1, None);
+    let run = start_gated_with_env(
+        &cluster,
+        &input,
+        s,
+        &[("EMBER_SHUFFLE_DURABILITY", durability.as_str())],
+    );
+    let (shuffle, held) = first_shuffle(&cluster, 3);
+    assert_eq!(held.iter().map(Vec::len).sum::<usize>(), 6, "{held:?}");
+    // One directory of this application's own, with a copy of every map output of the
+    // first shuffle, each byte for byte its executor's file.
+    let apps: Vec<PathBuf> = fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(apps.len(), 1, "{apps:?}");
+    let app = &apps[0];
+    assert!(app
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("ember-app-"));
+    for (i, names) in held.iter().enumerate() {
+        for name in names {
+            let local = fs::read(cluster.executor_dir(i).join("shuffle").join(name)).unwrap();
+            let file = Path::new(name).file_name().unwrap();
+            let copy = fs::read(app.join(file))
+                .unwrap_or_else(|e| panic!("no stored copy of {name}: {e}"));
+            assert_eq!(copy, local, "the stored copy of {name}");
+        }
+    }
+    let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
+    assert!(!held[victim].is_empty());
+    cluster.signal_executor(victim, "KILL");
+    let (out, records) = run.open_and_finish(&cluster);
+    assert_eq!(
+        (out, records),
+        want,
+        "output differs from the fault-free run"
+    );
+    let log = cluster.driver_log();
+    assert!(log.contains("executor lost"), "{log}");
+    assert!(
+        log.contains("map outputs of the lost executor are read from storage"),
+        "{log}"
+    );
+    // The map stage ran once, in full, and never again.
+    assert_eq!(
+        submissions(&log, shuffle),
+        vec![6],
+        "map stage submissions:\n{log}"
+    );
+    // The application's copies are gone with it.
+    assert!(!app.exists(), "{} is left behind", app.display());
 }
 
 #[test]

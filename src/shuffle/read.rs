@@ -202,19 +202,24 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         })
         .collect();
     let mut sources = sources.into_iter();
-    let mut current: Option<(u32, BlockRecords<T>)> = None;
+    // The block being read, and whether it is a stored copy.
+    let mut current: Option<(u32, BlockRecords<T>, bool)> = None;
     let tc = tc.clone();
     Ok(std::iter::from_fn(move || loop {
-        if let Some((m, c)) = current.as_mut() {
+        if let Some((m, c, from_storage)) = current.as_mut() {
             if let Some(r) = c.next() {
                 let m = *m;
-                return Some(r.map(|t| (m, t)).map_err(EmberError::from));
+                let from_storage = *from_storage;
+                return Some(
+                    r.map(|t| (m, t))
+                        .map_err(|e| read_error(e.into(), from_storage)),
+                );
             }
             current = None;
         }
         match sources.next()? {
             Source::Local(id) => match open_block_records::<T>(&view, &dir, &id) {
-                Ok(records) => current = Some((id.map_partition, records)),
+                Ok(records) => current = Some((id.map_partition, records, false)),
                 Err(e) => return Some(Err(e.into())),
             },
             Source::Stored(id) => {
@@ -222,15 +227,16 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                     .as_deref()
                     .expect("checked when the sources were made");
                 match open_block_records::<T>(&view, stored, &id) {
-                    Ok(records) => current = Some((id.map_partition, records)),
-                    Err(e) => return Some(Err(e.into())),
+                    Ok(records) => current = Some((id.map_partition, records, true)),
+                    Err(e) => return Some(Err(read_error(e.into(), true))),
                 }
             }
             Source::Remote(i, m) => {
                 let stream = streams[i].get_or_insert_with(|| open(&remote[i]));
                 match stream.next() {
                     Some(Ok((id, bytes))) => {
-                        current = Some((id.map_partition, BlockRecords::from_bytes(id, bytes)))
+                        current =
+                            Some((id.map_partition, BlockRecords::from_bytes(id, bytes), false))
                     }
                     Some(Err(e)) => return Some(Err(e)),
                     None => {
@@ -259,6 +265,29 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             })
         }
     }))
+}
+
+/// A read error of a block; a fetch failure of a stored copy says so, so the scheduler
+/// drops that copy rather than presume its (already lost) executor lost again.
+fn read_error(e: EmberError, stored: bool) -> EmberError {
+    match e {
+        EmberError::FetchFailed {
+            executor_id,
+            shuffle_id,
+            map_partition,
+            reduce_partition,
+            message,
+            from_storage,
+        } => EmberError::FetchFailed {
+            executor_id,
+            shuffle_id,
+            map_partition,
+            reduce_partition,
+            message,
+            from_storage: from_storage || stored,
+        },
+        other => other,
+    }
 }
 
 /// Reduce side without aggregation: the records as they come.

@@ -412,7 +412,9 @@ impl Cluster {
         self.spawn_with_env(name, args, scratch, extra).wait()
     }
 
-    fn spawn_with_env(
+    /// [`spawn`](Self::spawn) with more environment variables for the client.
+    #[allow(dead_code)]
+    pub fn spawn_with_env(
         &self,
         name: &str,
         args: &[&str],

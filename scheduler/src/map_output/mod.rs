@@ -198,14 +198,25 @@ impl MapOutputTracker {
         (hit, kept)
     }
 
-    /// A reducer could not read map output `map` of `shuffle_id` from `executor_id`. If
-    /// the output was being read from storage, that copy is bad: only it is forgotten
+    /// A reducer could not read map output `map` of `shuffle_id` of `executor_id`. If it
+    /// read the stored copy (`from_storage`), that copy is bad: only it is forgotten
     /// (lineage recomputes it). Otherwise the executor is presumed to have lost every
     /// output it holds, as Spark presumes without an external shuffle service: its
     /// stored outputs are read from storage from now on, the rest are forgotten
-    /// ([`executor_lost`](Self::executor_lost)). Returns the shuffles that lost any output.
-    pub fn fetch_failed(&mut self, executor_id: &str, shuffle_id: u32, map: u32) -> Vec<u32> {
-        if let Some(outputs) = self.shuffles.get_mut(&shuffle_id) {
+    /// ([`executor_lost`](Self::executor_lost)); a reducer that read the executor after
+    /// its outputs moved to storage (launched before the loss was known) changes
+    /// nothing. Returns the shuffles that lost any output.
+    pub fn fetch_failed(
+        &mut self,
+        executor_id: &str,
+        shuffle_id: u32,
+        map: u32,
+        from_storage: bool,
+    ) -> Vec<u32> {
+        if from_storage {
+            let Some(outputs) = self.shuffles.get_mut(&shuffle_id) else {
+                return Vec::new();
+            };
             let slot = outputs.by_map.get_mut(map as usize);
             if let Some(entry) = slot.filter(|e| {
                 e.as_ref()
@@ -216,6 +227,7 @@ impl MapOutputTracker {
                 outputs.gathered = None;
                 return vec![shuffle_id];
             }
+            return Vec::new();
         }
         self.executor_lost(executor_id).0
     }

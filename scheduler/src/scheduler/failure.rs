@@ -61,9 +61,12 @@ impl Scheduler {
         // so they all rerun at once instead of one lost output per stage attempt; those
         // that were stored are read from storage instead (a bad stored copy is dropped
         // alone).
-        let lost = self
-            .tracker
-            .fetch_failed(&ff.executor_id, ff.shuffle_id, ff.map_partition);
+        let lost = self.tracker.fetch_failed(
+            &ff.executor_id,
+            ff.shuffle_id,
+            ff.map_partition,
+            ff.from_storage,
+        );
         for sid in lost {
             self.refresh_map_stage(sid);
         }

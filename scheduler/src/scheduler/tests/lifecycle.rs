@@ -39,6 +39,7 @@ fn fetch_failures_on_every_attempt_fail_the_stage_not_a_task() {
                 &ex,
                 &t,
                 task_failure::Reason::FetchFailed(FetchFailure {
+                    from_storage: false,
                     executor_id: ex.clone(),
                     shuffle_id: 0,
                     map_partition: 0,
@@ -139,6 +140,7 @@ fn a_fetch_failure_reruns_every_output_of_that_executor_in_one_attempt() {
         &ex,
         &t,
         task_failure::Reason::FetchFailed(FetchFailure {
+            from_storage: false,
             executor_id: "e1".into(),
             shuffle_id: 0,
             map_partition: 0,

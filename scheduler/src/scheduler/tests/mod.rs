@@ -241,6 +241,7 @@ fn fetch_failure_reruns_only_the_lost_map_output() {
         &ex_b,
         &tb,
         task_failure::Reason::FetchFailed(FetchFailure {
+            from_storage: false,
             executor_id: map_exec[&1].clone(),
             shuffle_id: 0,
             map_partition: 1,
@@ -389,6 +390,7 @@ fn one_lost_map_output_reported_by_every_reducer_counts_as_one_stage_failure() {
             ex,
             t,
             task_failure::Reason::FetchFailed(FetchFailure {
+                from_storage: false,
                 executor_id: "e1".into(),
                 shuffle_id: 0,
                 map_partition: 1,

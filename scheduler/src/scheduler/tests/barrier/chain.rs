@@ -110,6 +110,7 @@ fn a_barrier_stage_between_shuffles_gives_the_right_results_after_a_fetch_failur
     );
     run_chain_task(&g, &first[2].0, &first[2].1, true);
     let lost = FetchFailure {
+        from_storage: false,
         executor_id: map0.0.clone(),
         shuffle_id: 0,
         map_partition: 0,
