@@ -365,6 +365,97 @@ fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     assert!(!app.exists(), "{} is left behind", app.display());
 }
 
+/// Stored copies that are missing or damaged when their executor is gone: lineage
+/// recomputes those two outputs alone (the executor's other stored outputs are read from
+/// storage), and the answer is exact.
+#[test]
+fn a_damaged_stored_copy_falls_back_to_lineage_for_that_output_alone() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let store = s.join("shared-store");
+    let durability = format!("storage:{}", store.display());
+    let mut cluster = Cluster::start(3, 1, None);
+    let run = start_gated_with_env(
+        &cluster,
+        &input,
+        s,
+        &[("EMBER_SHUFFLE_DURABILITY", durability.as_str())],
+    );
+    let (shuffle, held) = first_shuffle(&cluster, 3);
+    let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
+    let names = &held[victim];
+    assert!(names.len() >= 2, "the victim holds two outputs: {held:?}");
+    let app = fs::read_dir(&store)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let copy = |name: &String| app.join(Path::new(name).file_name().unwrap());
+    // One copy deleted, another with a flipped byte in every block (whichever reducer
+    // reads it from storage finds the damage; a reducer that fetched it from the victim
+    // before the kill does not need to).
+    fs::remove_file(copy(&names[0])).unwrap();
+    let file = copy(&names[1]);
+    let mut bytes = fs::read(&file).unwrap();
+    flip_a_byte_in_every_block(&mut bytes);
+    fs::write(&file, bytes).unwrap();
+    let (sid, map) =
+        ember::shuffle::parse_file_name(&file.file_name().unwrap().to_string_lossy()).unwrap();
+    for r in 0..6 {
+        let id = ember::shuffle::BlockId {
+            executor_id: "check".into(),
+            shuffle_id: sid,
+            map_partition: map,
+            reduce_partition: r,
+        };
+        let read = ember::shuffle::read_local_block(&app, &id);
+        assert!(
+            read.is_err() || read.unwrap().is_empty(),
+            "block {r} reads back clean"
+        );
+    }
+    cluster.signal_executor(victim, "KILL");
+    let (out, records) = run.open_and_finish(&cluster);
+    assert_eq!(
+        (out, records),
+        want,
+        "output differs from the fault-free run"
+    );
+    let log = cluster.driver_log();
+    assert!(
+        log.contains("map outputs of the lost executor are read from storage"),
+        "{log}"
+    );
+    // The map stage ran in full once; then only the two damaged outputs ran again (in
+    // one attempt or two, as the reducers' failures arrived).
+    let runs = submissions(&log, shuffle);
+    assert_eq!(runs[0], 6, "{runs:?}\n{log}");
+    assert_eq!(
+        runs[1..].iter().sum::<usize>(),
+        2,
+        "{runs:?}, the victim held {names:?}\n{log}"
+    );
+}
+
+/// Flips the middle byte of every non-empty block of a map output file (blocks, then
+/// the index: `20 * R + 16` bytes, see `shuffle/src/index.rs`).
+fn flip_a_byte_in_every_block(file: &mut [u8]) {
+    let n = file.len();
+    let r = u32::from_le_bytes(file[n - 16..n - 12].try_into().unwrap()) as usize;
+    let index = n - (20 * r + 16);
+    for b in 0..r {
+        let e = index + 20 * b;
+        let offset = u64::from_le_bytes(file[e..e + 8].try_into().unwrap()) as usize;
+        let len = u64::from_le_bytes(file[e + 8..e + 16].try_into().unwrap()) as usize;
+        if len > 0 {
+            file[offset + len / 2] ^= 0x5a;
+        }
+    }
+}
+
 #[test]
 fn killing_an_executor_during_the_map_stage_still_gives_the_same_output() {
     let scratch = tempfile::tempdir().unwrap();
