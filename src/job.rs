@@ -107,11 +107,23 @@ impl Context {
                 JobEvent::ExecutorLost {
                     executor_id,
                     reason,
+                    outputs_from_storage: 0,
                 } => {
                     // The console says so at once: the stages that run again follow.
                     warn!(
                         "lost executor {executor_id}: {reason}; what this job ran or \
                          kept there is recomputed"
+                    );
+                }
+                JobEvent::ExecutorLost {
+                    executor_id,
+                    reason,
+                    outputs_from_storage,
+                } => {
+                    warn!(
+                        "lost executor {executor_id}: {reason}; its {outputs_from_storage} \
+                         map output(s) are read from storage, what else it ran or kept \
+                         there is recomputed"
                     );
                 }
                 JobEvent::StageSkipped(info) => {

@@ -343,11 +343,18 @@ fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     assert!(!held[victim].is_empty());
     cluster.signal_executor(victim, "KILL");
-    let (out, records) = run.open_and_finish(&cluster);
+    let (out, records, console) = run.open_and_finish_with_console(&cluster);
     assert_eq!(
         (out, records),
         want,
         "output differs from the fault-free run"
+    );
+    // The client's console names the executor and says its outputs come from storage.
+    let kept = held[victim].len();
+    assert!(
+        console.contains(&format!("its {kept} map output(s) are read from storage"))
+            && console.contains("lost executor executor-"),
+        "{console}"
     );
     let log = cluster.driver_log();
     assert!(log.contains("executor lost"), "{log}");

@@ -250,8 +250,13 @@ pub enum JobEvent {
     /// A stage finished all its partitions.
     StageCompleted { stage_id: u32 },
     /// An executor this job had tasks or shuffle output on was lost; what it ran or
-    /// held is recomputed (sent before the retries it causes).
-    ExecutorLost { executor_id: String, reason: String },
+    /// held is recomputed (sent before the retries it causes), but for its
+    /// `outputs_from_storage` map outputs, read from their stored copies instead.
+    ExecutorLost {
+        executor_id: String,
+        reason: String,
+        outputs_from_storage: u32,
+    },
     /// The result of one partition of the final RDD (first successful attempt only).
     TaskResult { partition: u32, result: Vec<u8> },
     /// All partitions delivered.

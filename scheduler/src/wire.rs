@@ -71,9 +71,11 @@ pub fn to_wire(event: JobEvent) -> pb::JobEvent {
         JobEvent::ExecutorLost {
             executor_id,
             reason,
+            outputs_from_storage,
         } => W::ExecutorLost(pb::JobExecutorLost {
             executor_id,
             reason,
+            outputs_from_storage,
         }),
         JobEvent::TaskResult { partition, result } => {
             W::TaskResult(pb::TaskResult { partition, result })
@@ -146,6 +148,7 @@ pub fn from_wire(event: pb::JobEvent) -> Result<JobEvent, String> {
         W::ExecutorLost(l) => JobEvent::ExecutorLost {
             executor_id: l.executor_id,
             reason: l.reason,
+            outputs_from_storage: l.outputs_from_storage,
         },
         W::TaskResult(r) => JobEvent::TaskResult {
             partition: r.partition,
@@ -206,6 +209,7 @@ mod tests {
         round_trip(JobEvent::ExecutorLost {
             executor_id: "exec-2".into(),
             reason: "heartbeats stopped".into(),
+            outputs_from_storage: 3,
         });
         round_trip(JobEvent::StageSubmitted(info));
         round_trip(JobEvent::TaskStarted {

@@ -276,11 +276,14 @@ impl Scheduler {
                 hit.insert(stage);
             }
         }
+        // Its stored outputs move to storage, the rest are forgotten (refreshed below).
+        let (shuffles, kept) = self.tracker.executor_lost(executor_id);
         for job in self.jobs.values() {
             if job.stages.iter().any(|s| hit.contains(s)) {
                 let _ = job.events.send(JobEvent::ExecutorLost {
                     executor_id: executor_id.to_string(),
                     reason: reason.to_string(),
+                    outputs_from_storage: u32::try_from(kept).unwrap_or(u32::MAX),
                 });
             }
         }
@@ -303,7 +306,6 @@ impl Scheduler {
             self.task_failed(run, failure, TaskMetrics::default());
         }
         self.abandoned.retain(|_, e| e != executor_id);
-        let (shuffles, kept) = self.tracker.executor_lost(executor_id);
         if !shuffles.is_empty() {
             info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
         }

@@ -160,6 +160,7 @@ fn a_lost_executor_is_told_to_the_jobs_it_ran_tasks_for() {
         if let JobEvent::ExecutorLost {
             executor_id,
             reason,
+            ..
         } = &e
         {
             assert_eq!((executor_id, reason.as_str()), (&ex2, "heartbeats stopped"));
