@@ -298,24 +298,47 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
     );
 }
 
-/// `storage:` shuffle durability (issue 37): every map output is committed to a
-/// directory all executors see, so a kill -9 after the map stage loses no output and no
-/// map task runs again; the copies go when the application ends.
-#[test]
-fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
-    let scratch = tempfile::tempdir().unwrap();
-    let s = scratch.path();
+/// A gated faultjob with `storage:` durability on 3 one-core executors, its stored
+/// directory (in `scratch`) and the output of a fault-free run.
+struct Stored {
+    want: (String, u64),
+    store: PathBuf,
+    cluster: Cluster,
+    run: GateRun,
+}
+
+fn start_stored(s: &Path) -> Stored {
     let input = kv_input(s, 4000);
     let want = reference(&input, s);
     let store = s.join("shared-store");
     let durability = format!("storage:{}", store.display());
-    let mut cluster = Cluster::start(3, 1, None);
+    let cluster = Cluster::start(3, 1, None);
     let run = start_gated_with_env(
         &cluster,
         &input,
         s,
         &[("EMBER_SHUFFLE_DURABILITY", durability.as_str())],
     );
+    Stored {
+        want,
+        store,
+        cluster,
+        run,
+    }
+}
+
+/// `storage:` shuffle durability (issue 37): every map output is committed to a
+/// directory all executors see, so a kill -9 after the map stage loses no output and no
+/// map task runs again; the copies go when the application ends.
+#[test]
+fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
+    let scratch = tempfile::tempdir().unwrap();
+    let Stored {
+        want,
+        store,
+        mut cluster,
+        run,
+    } = start_stored(scratch.path());
     let (shuffle, held) = first_shuffle(&cluster, 3);
     assert_eq!(held.iter().map(Vec::len).sum::<usize>(), 6, "{held:?}");
     // One directory of this application's own, with a copy of every map output of the
@@ -378,18 +401,12 @@ fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
 #[test]
 fn a_damaged_stored_copy_falls_back_to_lineage_for_that_output_alone() {
     let scratch = tempfile::tempdir().unwrap();
-    let s = scratch.path();
-    let input = kv_input(s, 4000);
-    let want = reference(&input, s);
-    let store = s.join("shared-store");
-    let durability = format!("storage:{}", store.display());
-    let mut cluster = Cluster::start(3, 1, None);
-    let run = start_gated_with_env(
-        &cluster,
-        &input,
-        s,
-        &[("EMBER_SHUFFLE_DURABILITY", durability.as_str())],
-    );
+    let Stored {
+        want,
+        store,
+        mut cluster,
+        run,
+    } = start_stored(scratch.path());
     let (shuffle, held) = first_shuffle(&cluster, 3);
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     let names = &held[victim];

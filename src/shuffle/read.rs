@@ -269,25 +269,11 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
 
 /// A read error of a block; a fetch failure of a stored copy says so, so the scheduler
 /// drops that copy rather than presume its (already lost) executor lost again.
-fn read_error(e: EmberError, stored: bool) -> EmberError {
-    match e {
-        EmberError::FetchFailed {
-            executor_id,
-            shuffle_id,
-            map_partition,
-            reduce_partition,
-            message,
-            from_storage,
-        } => EmberError::FetchFailed {
-            executor_id,
-            shuffle_id,
-            map_partition,
-            reduce_partition,
-            message,
-            from_storage: from_storage || stored,
-        },
-        other => other,
+fn read_error(mut e: EmberError, stored: bool) -> EmberError {
+    if let EmberError::FetchFailed { from_storage, .. } = &mut e {
+        *from_storage |= stored;
     }
+    e
 }
 
 /// Reduce side without aggregation: the records as they come.
