@@ -128,6 +128,9 @@ pub enum ListenerEvent {
     ExecutorLost {
         executor_id: String,
         reason: String,
+        /// Its map outputs read from their stored copies from now on (`storage:`
+        /// shuffle durability) instead of being recomputed.
+        outputs_from_storage: u32,
         time_ms: u64,
     },
     /// A task stored a partition of a persisted RDD on its executor (reported once

@@ -221,6 +221,10 @@ pub enum AppEvent {
     ExecutorLost {
         executor_id: String,
         reason: String,
+        /// Its map outputs read from storage instead of recomputed (0 in logs written
+        /// before the field).
+        #[serde(default)]
+        outputs_from_storage: u32,
         time_ms: u64,
     },
     /// What the driver knows of an executor beyond the scheduler: its host, memory
@@ -395,10 +399,12 @@ impl From<&ListenerEvent> for AppEvent {
             L::ExecutorLost {
                 executor_id,
                 reason,
+                outputs_from_storage,
                 time_ms,
             } => AppEvent::ExecutorLost {
                 executor_id,
                 reason,
+                outputs_from_storage,
                 time_ms,
             },
             L::BlockCached {

@@ -169,6 +169,7 @@ fn events() -> Vec<AppEvent> {
         AppEvent::ExecutorLost {
             executor_id: "e2".into(),
             reason: "heartbeat timed out".into(),
+            outputs_from_storage: 0,
             time_ms: 140,
         },
     ]);

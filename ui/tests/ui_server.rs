@@ -160,6 +160,7 @@ fn events() -> Vec<AppEvent> {
         AppEvent::ExecutorLost {
             executor_id: "e2".into(),
             reason: "heartbeat timed out".into(),
+            outputs_from_storage: 2,
             time_ms: 60,
         },
     ];
@@ -222,7 +223,10 @@ fn the_store_counts_jobs_stages_tasks_and_executors() {
     let ex = s.executors();
     assert_eq!((ex[0].tasks_succeeded, ex[0].tasks_failed), (3, 0));
     assert_eq!((ex[1].tasks_succeeded, ex[1].tasks_failed), (1, 2));
-    assert_eq!(ex[1].lost_reason.as_deref(), Some("heartbeat timed out"));
+    assert_eq!(
+        ex[1].lost_reason.as_deref(),
+        Some("heartbeat timed out; 2 map output(s) read from storage")
+    );
     assert!(!s.busy());
 }
 
@@ -288,7 +292,10 @@ fn the_api_and_pages_show_the_application() {
     assert_eq!(tasks[1]["status"], "failed");
     assert_eq!(json(&addr, "/api/v1/stages/2")["status"], "failed");
     let ex = json(&addr, "/api/v1/executors");
-    assert_eq!(ex[1]["lost_reason"], "heartbeat timed out");
+    assert_eq!(
+        ex[1]["lost_reason"],
+        "heartbeat timed out; 2 map output(s) read from storage"
+    );
     assert_eq!(
         (ex[0]["host"].as_str(), ex[0]["slots"].as_u64()),
         (Some("node-1"), Some(2))
@@ -412,6 +419,10 @@ fn the_api_and_pages_show_the_application() {
     }
     let (_, execs) = get(&addr, "/executors", None);
     assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
+    assert!(
+        execs.contains("2 map output(s) read from storage"),
+        "{execs}"
+    );
     assert!(
         execs.contains("1.0 MiB / 512.0 MiB") && execs.contains("node-1"),
         "{execs}"

@@ -259,11 +259,6 @@ impl Scheduler {
         };
         self.room.remove(&(gone.level, executor_id.to_string()));
         warn!(executor = %executor_id, "executor lost: {reason}");
-        self.listeners.emit(|| ListenerEvent::ExecutorLost {
-            executor_id: executor_id.to_string(),
-            reason: reason.to_string(),
-            time_ms: now_ms(),
-        });
         // The jobs it ran tasks for or held shuffle output of hear it first.
         let mut hit: HashSet<u32> = self
             .running
@@ -278,12 +273,19 @@ impl Scheduler {
         }
         // Its stored outputs move to storage, the rest are forgotten (refreshed below).
         let (shuffles, kept) = self.tracker.executor_lost(executor_id);
+        let kept = u32::try_from(kept).unwrap_or(u32::MAX);
+        self.listeners.emit(|| ListenerEvent::ExecutorLost {
+            executor_id: executor_id.to_string(),
+            reason: reason.to_string(),
+            outputs_from_storage: kept,
+            time_ms: now_ms(),
+        });
         for job in self.jobs.values() {
             if job.stages.iter().any(|s| hit.contains(s)) {
                 let _ = job.events.send(JobEvent::ExecutorLost {
                     executor_id: executor_id.to_string(),
                     reason: reason.to_string(),
-                    outputs_from_storage: u32::try_from(kept).unwrap_or(u32::MAX),
+                    outputs_from_storage: kept,
                 });
             }
         }

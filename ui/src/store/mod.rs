@@ -354,11 +354,15 @@ impl AppStatus {
             AppEvent::ExecutorLost {
                 executor_id,
                 reason,
+                outputs_from_storage,
                 time_ms,
             } => {
                 if let Some(x) = self.executors.get_mut(executor_id) {
                     x.lost_ms = Some(*time_ms);
-                    x.lost_reason = Some(reason.clone());
+                    x.lost_reason = Some(match outputs_from_storage {
+                        0 => reason.clone(),
+                        n => format!("{reason}; {n} map output(s) read from storage"),
+                    });
                     x.tasks_running = 0;
                 }
                 self.storage.executor_lost(executor_id);

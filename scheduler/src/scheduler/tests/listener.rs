@@ -9,7 +9,7 @@ use ember_proto::task_failure;
 use super::{drain_until_end, two_stage_plan, Harness};
 use crate::{ListenerEvent, SchedulerConfig, SchedulerEvent, StageDesc};
 
-fn drain(rx: &crossbeam_channel::Receiver<ListenerEvent>) -> Vec<ListenerEvent> {
+pub(super) fn drain(rx: &crossbeam_channel::Receiver<ListenerEvent>) -> Vec<ListenerEvent> {
     let mut out = Vec::new();
     while let Ok(e) = rx.recv_timeout(Duration::from_millis(200)) {
         out.push(e);

@@ -26,6 +26,7 @@ mod panics;
 mod pipelining;
 mod recovery;
 mod release;
+mod stored;
 
 struct FakeLauncher(
     Sender<(String, TaskDescription)>,
@@ -93,9 +94,15 @@ impl Harness {
     }
 
     fn succeed(&self, exec: &str, task: &TaskDescription) {
+        self.succeed_stored(exec, task, false)
+    }
+
+    /// [`succeed`](Self::succeed); a map task's status says whether its output is also
+    /// stored (`storage:` durability).
+    fn succeed_stored(&self, exec: &str, task: &TaskDescription, stored: bool) {
         let output = match task.shuffle_id {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
-                stored: false,
+                stored,
                 shuffle_id: sid,
                 map_partition: task.partition,
                 block_sizes: vec![1; reducers(task, sid) as usize],
