@@ -309,6 +309,19 @@ pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(
         .collect()
 }
 
+/// Marks every shuffle of `plan` as stored in `dir` (`storage:` durability): its map
+/// tasks commit a copy there, and its reducers read a lost executor's outputs from it.
+fn set_stored_dir(plan: &mut ember_proto::Plan, dir: &std::path::Path) {
+    let dir = dir.to_string_lossy().into_owned();
+    for node in &mut plan.nodes {
+        for dep in &mut node.deps {
+            if let Some(ember_proto::dependency::Kind::Shuffle(s)) = dep.kind.as_mut() {
+                s.stored_dir.clone_from(&dir);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,18 +338,5 @@ mod tests {
             err.to_string(),
             "job aborted: stage 3 (map at src/main.rs:12) failed: stage failed 4 consecutive attempts"
         );
-    }
-}
-
-/// Marks every shuffle of `plan` as stored in `dir` (`storage:` durability): its map
-/// tasks commit a copy there, and its reducers read a lost executor's outputs from it.
-fn set_stored_dir(plan: &mut ember_proto::Plan, dir: &std::path::Path) {
-    let dir = dir.to_string_lossy().into_owned();
-    for node in &mut plan.nodes {
-        for dep in &mut node.deps {
-            if let Some(ember_proto::dependency::Kind::Shuffle(s)) = dep.kind.as_mut() {
-                s.stored_dir.clone_from(&dir);
-            }
-        }
     }
 }
