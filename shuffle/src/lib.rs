@@ -38,7 +38,9 @@ use std::path::{Path, PathBuf};
 pub use error::{Result, ShuffleError};
 pub use frame::{FrameDecoder, FrameEncoder, FRAME_TARGET_BYTES};
 pub use index::{BlockEntry, IndexFile};
-pub use reader::{open_block_records, read_local_block, BlockId, BlockRecords};
+pub use reader::{
+    open_block_records, open_file_block_records, read_local_block, BlockId, BlockRecords,
+};
 pub use writer::{MapOutput, ShuffleWriter};
 
 /// Path of the map output file (blocks and index) of map task `map_partition` of shuffle

@@ -120,6 +120,21 @@ pub fn open_local_block(view: &View, dir: &Path, id: &BlockId) -> Result<LocalBl
     Ok(LocalBlock::File(file, path, entry))
 }
 
+/// Finds block `id` in its data file in `dir` and nowhere else: for a map output on a
+/// shared file system (a stored copy), which the resident outputs' inotify watches would
+/// not see change on another host.
+pub fn open_file_block(dir: &Path, id: &BlockId) -> Result<LocalBlock> {
+    let path = data_path(dir, id.shuffle_id, id.map_partition);
+    let (mut file, index, _) = open_indexed(id, &path)?;
+    let entry = index_entry(id, &path, &index)?;
+    if entry.len == 0 {
+        return Ok(LocalBlock::Empty);
+    }
+    file.seek(SeekFrom::Start(entry.offset))
+        .map_err(|e| data_file_failed(id, &path, "cannot seek in", e))?;
+    Ok(LocalBlock::File(file, path, entry))
+}
+
 /// Block `id` of the resident `output`.
 fn resident_block(id: &BlockId, output: Arc<ResidentOutput>) -> Result<LocalBlock> {
     let entry = entry_of(

@@ -77,7 +77,21 @@ pub fn open_block_records<T: DeserializeOwned>(
     dir: &Path,
     id: &BlockId,
 ) -> Result<BlockRecords<T>> {
-    let (reader, origin, entry) = match open_local_block(view, dir, id)? {
+    block_records(id, open_local_block(view, dir, id)?)
+}
+
+/// [`open_block_records`] of a map output on a shared file system (a stored copy): read
+/// from its file, never through the resident outputs ([`crate::local::open_file_block`]).
+pub fn open_file_block_records<T: DeserializeOwned>(
+    dir: &Path,
+    id: &BlockId,
+) -> Result<BlockRecords<T>> {
+    block_records(id, crate::local::open_file_block(dir, id)?)
+}
+
+/// The records of `block`, decoded lazily and checked as the bytes go by.
+fn block_records<T: DeserializeOwned>(id: &BlockId, block: LocalBlock) -> Result<BlockRecords<T>> {
+    let (reader, origin, entry) = match block {
         LocalBlock::Empty => return Ok(BlockRecords::from_bytes(id.clone(), Vec::new())),
         LocalBlock::Resident(block, entry) => {
             let origin = Origin::Resident(block.output().path().clone());

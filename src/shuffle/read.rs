@@ -226,7 +226,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 let stored = stored
                     .as_deref()
                     .expect("checked when the sources were made");
-                match open_block_records::<T>(&view, stored, &id) {
+                match ember_shuffle::open_file_block_records::<T>(stored, &id) {
                     Ok(records) => current = Some((id.map_partition, records, true)),
                     Err(e) => return Some(Err(read_error(e.into(), true))),
                 }

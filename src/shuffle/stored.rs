@@ -28,15 +28,38 @@ pub(crate) fn stored_dir(dep: &ShuffleDependency) -> Option<&Path> {
     (!dep.stored_dir.is_empty()).then(|| Path::new(&dep.stored_dir))
 }
 
-/// Copies map output `map` of `dep`'s shuffle from `shuffle_dir` to the stored
-/// directory and commits it there; `Ok(false)` when the shuffle is not stored.
+/// Stores map output `map` of `dep`'s shuffle if the shuffle is stored: `true` once its
+/// copy is committed. A copy that cannot be made is not a task failure: it is logged
+/// (naming the directory and the error) and the output stays local only, with lineage
+/// as its fallback, as under `local` durability. `writer` names the executor in the
+/// copy's temporary name (executors in containers may share a pid).
 pub(crate) fn store_map_output(
     shuffle_dir: &Path,
     dep: &ShuffleDependency,
     map: u32,
-) -> Result<bool> {
+    writer: &str,
+) -> bool {
+    if stored_dir(dep).is_none() {
+        return false;
+    }
+    match copy_map_output(shuffle_dir, dep, map, writer) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("{e}; the output stays on its executor only");
+            false
+        }
+    }
+}
+
+/// Copies map output `map` from `shuffle_dir` to the stored directory and commits it.
+fn copy_map_output(
+    shuffle_dir: &Path,
+    dep: &ShuffleDependency,
+    map: u32,
+    writer: &str,
+) -> Result<()> {
     let Some(dir) = stored_dir(dep) else {
-        return Ok(false);
+        return Ok(());
     };
     let from = ember_shuffle::data_path(shuffle_dir, dep.shuffle_id, map);
     let to = ember_shuffle::data_path(dir, dep.shuffle_id, map);
@@ -58,8 +81,13 @@ pub(crate) fn store_map_output(
         .create(dir)
         .map_err(|e| failed("making the directory", e))?;
     let mut src = fs::File::open(&from).map_err(|e| failed("opening the local output", e))?;
+    let writer: String = writer
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
     let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
+        ".{}.tmp-{writer}-{}-{}",
         to.file_name().and_then(|n| n.to_str()).unwrap_or("shuffle"),
         std::process::id(),
         unique()
@@ -79,7 +107,7 @@ pub(crate) fn store_map_output(
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    result.map(|()| true)
+    result
 }
 
 /// A number no other copy made by this process uses.
@@ -128,7 +156,7 @@ mod tests {
         let bytes: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
         fs::write(ember_shuffle::data_path(&local, 7, 3), &bytes).unwrap();
         let stored = tmp.path().join("shared").join("app-1");
-        assert!(store_map_output(&local, &dep(&stored), 3).unwrap());
+        assert!(store_map_output(&local, &dep(&stored), 3, "executor-1"));
         let copy = ember_shuffle::data_path(&stored, 7, 3);
         assert_eq!(fs::read(&copy).unwrap(), bytes);
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -148,12 +176,14 @@ mod tests {
     }
 
     #[test]
-    fn a_shuffle_without_a_stored_dir_is_not_copied_and_a_missing_output_is_an_error() {
+    fn a_shuffle_without_a_stored_dir_is_not_copied_and_a_failed_copy_is_not_stored() {
         let tmp = tempfile::tempdir().unwrap();
         let plain = ShuffleDependency::default();
-        assert!(!store_map_output(tmp.path(), &plain, 0).unwrap());
+        assert!(!store_map_output(tmp.path(), &plain, 0, "e"));
         let stored = tmp.path().join("shared");
-        let e = store_map_output(tmp.path(), &dep(&stored), 5)
+        // No local output to copy: not stored, and the task goes on.
+        assert!(!store_map_output(tmp.path(), &dep(&stored), 5, "e"));
+        let e = copy_map_output(tmp.path(), &dep(&stored), 5, "e")
             .unwrap_err()
             .to_string();
         assert!(

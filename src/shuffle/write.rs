@@ -99,7 +99,8 @@ impl<T: Serialize> MapSide<T> {
     ) -> Result<MapStatus> {
         let spilled = self.writer.spilled_bytes();
         let out = self.writer.finish()?;
-        let stored = super::stored::store_map_output(&tc.env.shuffle_dir(), dep, map)?;
+        let stored =
+            super::stored::store_map_output(&tc.env.shuffle_dir(), dep, map, &tc.env.executor_id);
         tc.with_metrics(|m| {
             m.shuffle_bytes_written += out.bytes_written;
             m.shuffle_records_written += out.records_written;

@@ -198,9 +198,10 @@ impl MapOutputTracker {
         (hit, kept)
     }
 
-    /// A reducer could not read map output `map` of `shuffle_id` of `executor_id`. If it
-    /// read the stored copy (`from_storage`), that copy is bad: only it is forgotten
-    /// (lineage recomputes it). Otherwise the executor is presumed to have lost every
+    /// A reducer could not read a map output of `shuffle_id` of `executor_id`. If it read the stored copy (`from_storage`),
+    /// the stored copies of that executor's outputs of the shuffle are all presumed bad
+    /// (a store gone or unmounted would otherwise cost one stage attempt per copy) and
+    /// forgotten; lineage recomputes them. Otherwise the executor is presumed to have lost every
     /// output it holds, as Spark presumes without an external shuffle service: its
     /// stored outputs are read from storage from now on, the rest are forgotten
     /// ([`executor_lost`](Self::executor_lost)); a reducer that read the executor after
@@ -210,26 +211,40 @@ impl MapOutputTracker {
         &mut self,
         executor_id: &str,
         shuffle_id: u32,
-        map: u32,
         from_storage: bool,
     ) -> Vec<u32> {
         if from_storage {
             let Some(outputs) = self.shuffles.get_mut(&shuffle_id) else {
                 return Vec::new();
             };
-            let slot = outputs.by_map.get_mut(map as usize);
-            if let Some(entry) = slot.filter(|e| {
-                e.as_ref()
+            let mut dropped = false;
+            for entry in outputs.by_map.iter_mut() {
+                if entry
+                    .as_ref()
                     .is_some_and(|l| l.from_storage && l.executor_id == executor_id)
-            }) {
-                *entry = None;
-                outputs.missing += 1;
+                {
+                    *entry = None;
+                    outputs.missing += 1;
+                    dropped = true;
+                }
+            }
+            if dropped {
                 outputs.gathered = None;
                 return vec![shuffle_id];
             }
             return Vec::new();
         }
         self.executor_lost(executor_id).0
+    }
+
+    /// Outputs on `executor_id` that are stored and still read from it: what
+    /// [`executor_lost`](Self::executor_lost) would keep.
+    pub fn stored_on(&self, executor_id: &str) -> usize {
+        self.shuffles
+            .values()
+            .flat_map(|o| o.by_map.iter().flatten())
+            .filter(|l| l.executor_id == executor_id && l.stored && !l.from_storage)
+            .count()
     }
 
     /// Shuffles with an output on `executor_id`.

@@ -204,15 +204,22 @@ fn a_lost_executors_stored_outputs_are_read_from_storage_and_the_rest_rerun() {
     // Losing the executor again changes nothing: its outputs live in storage now.
     assert_eq!(t.executor_lost("a"), (Vec::new(), 0));
     // A reducer that read the lost executor before the loss was known changes nothing.
-    assert_eq!(t.fetch_failed("a", 4, 3, false), Vec::<u32>::new());
+    assert_eq!(t.fetch_failed("a", 4, false), Vec::<u32>::new());
     assert_eq!(t.missing(4), vec![1]);
-    // A bad stored copy is forgotten alone; the other one stays in storage.
-    assert_eq!(t.fetch_failed("a", 4, 3, true), vec![4]);
-    assert_eq!(t.missing(4), vec![1, 3]);
-    assert!(t.input_for(4, Some(0)).map_locations().unwrap()[0].from_storage);
+    assert_eq!(
+        t.stored_on("b"),
+        1,
+        "b's stored output is still read from b"
+    );
+    assert_eq!(t.stored_on("a"), 0, "a's are read from storage already");
+    // A bad stored copy: every stored copy of a's outputs of the shuffle is presumed
+    // bad (a store that went away would otherwise cost an attempt per copy).
+    assert_eq!(t.fetch_failed("a", 4, true), vec![4]);
+    assert_eq!(t.missing(4), vec![0, 1, 3]);
+    assert_eq!(t.fetch_failed("a", 4, true), Vec::<u32>::new());
     // A live executor's failed fetch: its stored output goes to storage, as on loss.
-    assert_eq!(t.fetch_failed("b", 4, 2, false), Vec::<u32>::new());
-    assert_eq!(t.missing(4), vec![1, 3]);
+    assert_eq!(t.fetch_failed("b", 4, false), Vec::<u32>::new());
+    assert_eq!(t.missing(4), vec![0, 1, 3]);
     let two = t
         .locations(4)
         .into_iter()

@@ -59,14 +59,11 @@ impl Scheduler {
         // As Spark does (without an external shuffle service): the executor a block
         // could not be fetched from is presumed to have lost every map output it holds,
         // so they all rerun at once instead of one lost output per stage attempt; those
-        // that were stored are read from storage instead (a bad stored copy is dropped
-        // alone).
-        let lost = self.tracker.fetch_failed(
-            &ff.executor_id,
-            ff.shuffle_id,
-            ff.map_partition,
-            ff.from_storage,
-        );
+        // that were stored are read from storage instead (a bad stored copy drops that
+        // executor's stored copies of the shuffle).
+        let lost = self
+            .tracker
+            .fetch_failed(&ff.executor_id, ff.shuffle_id, ff.from_storage);
         for sid in lost {
             self.refresh_map_stage(sid);
         }
@@ -271,9 +268,9 @@ impl Scheduler {
                 hit.insert(stage);
             }
         }
-        // Its stored outputs move to storage, the rest are forgotten (refreshed below).
-        let (shuffles, kept) = self.tracker.executor_lost(executor_id);
-        let kept = u32::try_from(kept).unwrap_or(u32::MAX);
+        // Its stored outputs will be read from storage (the tracker moves them below,
+        // after its tasks fail, as the barrier path expects).
+        let kept = u32::try_from(self.tracker.stored_on(executor_id)).unwrap_or(u32::MAX);
         self.listeners.emit(|| ListenerEvent::ExecutorLost {
             executor_id: executor_id.to_string(),
             reason: reason.to_string(),
@@ -308,6 +305,8 @@ impl Scheduler {
             self.task_failed(run, failure, TaskMetrics::default());
         }
         self.abandoned.retain(|_, e| e != executor_id);
+        // Its stored outputs move to storage, the rest are forgotten.
+        let (shuffles, _) = self.tracker.executor_lost(executor_id);
         if !shuffles.is_empty() {
             info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
         }

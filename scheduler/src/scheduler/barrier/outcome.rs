@@ -146,8 +146,9 @@ impl Scheduler {
         self.end_barrier_attempt(&run, &why);
         if !self.executors.contains_key(&run.executor_id) {
             // The executor is gone (`executor_lost` fails its tasks first): its map
-            // outputs too, forgotten now so that parents that lost some rerun first.
-            for sid in self.tracker.remove_executor(&run.executor_id) {
+            // outputs too (those stored are read from storage), forgotten now so that
+            // parents that lost some rerun first.
+            for sid in self.tracker.executor_lost(&run.executor_id).0 {
                 self.refresh_map_stage(sid);
             }
         }
