@@ -52,12 +52,18 @@ fn blocks_read(t: &TaskDescription, sid: u32, r: u32) -> Vec<u64> {
 
 /// Runs `t` as the chain's executors would (`wrong`: a barrier rank writes garbage).
 fn run_chain_task(g: &Gangs, e: &str, t: &TaskDescription, wrong: bool) {
+    run_chain_task_stored(g, e, t, wrong, false)
+}
+
+/// [`run_chain_task`]; `stored`: the source stage's outputs are also stored
+/// (`storage:` durability).
+fn run_chain_task_stored(g: &Gangs, e: &str, t: &TaskDescription, wrong: bool, stored: bool) {
     let output = match t.shuffle_id {
         Some(0) => {
             assert!(t.barrier.is_none(), "the map stage is ordinary");
             let sizes = (0..3).map(|r| source_block(t.partition, r)).collect();
             task_success::Output::MapStatus(MapStatus {
-                stored: false,
+                stored,
                 shuffle_id: 0,
                 map_partition: t.partition,
                 block_sizes: sizes,
@@ -155,8 +161,12 @@ fn a_barrier_stage_between_shuffles_gives_the_right_results_after_a_fetch_failur
     }
     let (results, outcome, _) = drain_until_end(&events);
     assert_eq!(outcome, Ok(()));
-    // The same computation, directly.
-    let want: HashMap<u32, Vec<u8>> = (0..2)
+    assert_eq!(results, chain_results());
+}
+
+/// The chain's results, computed directly.
+fn chain_results() -> HashMap<u32, Vec<u8>> {
+    (0..2)
         .map(|r| {
             let total: u64 = (0..3)
                 .map(|k| {
@@ -166,6 +176,85 @@ fn a_barrier_stage_between_shuffles_gives_the_right_results_after_a_fetch_failur
                 .sum();
             (r, total.to_le_bytes().to_vec())
         })
+        .collect()
+}
+
+/// The chain with the executor holding source map 0 lost while the barrier stage runs
+/// (a new executor joins); returns the source partitions that ran again. The results
+/// must equal the direct computation either way.
+fn lose_an_executor_under_the_barrier_stage(stored: bool) -> Vec<u32> {
+    let slots = [("e1", 2), ("e2", 2)];
+    let g = Gangs::new(&slots, SchedulerConfig::default());
+    let events = g.sched.submit(chain_plan(), HashMap::new());
+    let maps = g.next_pass();
+    for (e, t) in &maps {
+        run_chain_task_stored(&g, e, t, false, stored);
+    }
+    let first = check_gang(&g.next_pass(), 3, &slots);
+    let gone = maps
+        .iter()
+        .find(|(_, t)| t.partition == 0)
+        .unwrap()
+        .0
+        .clone();
+    let mut tasks: HashMap<u64, (String, TaskDescription)> = first
+        .iter()
+        .map(|(e, t)| (t.task_id, (e.clone(), t.clone())))
         .collect();
-    assert_eq!(results, want);
+    g.add_executor("e3", 2);
+    g.sched.send(crate::SchedulerEvent::ExecutorLost {
+        executor_id: gone.clone(),
+        reason: "killed".into(),
+    });
+    let mut rerun = Vec::new();
+    for _ in 0..100 {
+        let seen = g.settle();
+        for id in &seen.kills {
+            if let Some((e, t)) = tasks.get(id) {
+                g.fail(e, t, task_failure::Reason::Killed("stop".into()));
+            }
+        }
+        let launches = seen.launches();
+        if launches.is_empty() && seen.kills.is_empty() {
+            break;
+        }
+        for (e, t) in launches {
+            assert_ne!(e, gone, "nothing runs on the lost executor");
+            if t.shuffle_id == Some(0) {
+                rerun.push(t.partition);
+            }
+            if t.shuffle_id == Some(1) {
+                // A rank reads source map 0 from storage once its executor is gone.
+                let input = t.shuffle_inputs.iter().find(|i| i.shuffle_id == 0).unwrap();
+                let zero = input
+                    .clone()
+                    .map_locations()
+                    .unwrap()
+                    .into_iter()
+                    .find(|l| l.map_partition == 0)
+                    .unwrap();
+                assert_eq!(zero.from_storage, stored, "{zero:?}");
+            }
+            run_chain_task_stored(&g, &e, &t, false, stored);
+            tasks.insert(t.task_id, (e, t));
+        }
+    }
+    let (results, outcome, _) = drain_until_end(&events);
+    assert_eq!(outcome, Ok(()));
+    assert_eq!(results, chain_results());
+    rerun
+}
+
+#[test]
+fn a_lost_executor_under_a_barrier_stage_reruns_its_source_outputs_first() {
+    let rerun = lose_an_executor_under_the_barrier_stage(false);
+    assert!(rerun.contains(&0), "map 0 ran again: {rerun:?}");
+}
+
+#[test]
+fn a_lost_executor_under_a_barrier_stage_keeps_its_stored_source_outputs() {
+    assert_eq!(
+        lose_an_executor_under_the_barrier_stage(true),
+        Vec::<u32>::new()
+    );
 }
