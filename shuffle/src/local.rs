@@ -106,12 +106,23 @@ pub fn open_local_block(view: &View, dir: &Path, id: &BlockId) -> Result<LocalBl
         return resident_block(id, output);
     }
     let path = data_path(dir, id.shuffle_id, id.map_partition);
-    let (mut file, index, key) = open_indexed(id, &path)?;
+    let (file, index, key) = open_indexed(id, &path)?;
     let which = (dir, id.shuffle_id, id.map_partition);
     if let Some(output) = resident::admit(which, &file, &path, key, &index) {
         return resident_block(id, output);
     }
-    let entry = index_entry(id, &path, &index)?;
+    file_block(id, file, path, &index)
+}
+
+/// Block `id` in the open data `file` at `path` with its `index`: positioned at its
+/// first byte, or `Empty`.
+fn file_block(
+    id: &BlockId,
+    mut file: File,
+    path: PathBuf,
+    index: &IndexFile,
+) -> Result<LocalBlock> {
+    let entry = index_entry(id, &path, index)?;
     if entry.len == 0 {
         return Ok(LocalBlock::Empty);
     }
@@ -125,14 +136,8 @@ pub fn open_local_block(view: &View, dir: &Path, id: &BlockId) -> Result<LocalBl
 /// not see change on another host.
 pub fn open_file_block(dir: &Path, id: &BlockId) -> Result<LocalBlock> {
     let path = data_path(dir, id.shuffle_id, id.map_partition);
-    let (mut file, index, _) = open_indexed(id, &path)?;
-    let entry = index_entry(id, &path, &index)?;
-    if entry.len == 0 {
-        return Ok(LocalBlock::Empty);
-    }
-    file.seek(SeekFrom::Start(entry.offset))
-        .map_err(|e| data_file_failed(id, &path, "cannot seek in", e))?;
-    Ok(LocalBlock::File(file, path, entry))
+    let (file, index, _) = open_indexed(id, &path)?;
+    file_block(id, file, path, &index)
 }
 
 /// Block `id` of the resident `output`.

@@ -5,6 +5,19 @@ use super::listener::drain;
 use super::*;
 use crate::ListenerEvent;
 
+/// e1 dies; e2 (two slots) joins.
+fn e1_lost_and_e2_joins(h: &Harness) {
+    h.sched.send(SchedulerEvent::ExecutorLost {
+        executor_id: "e1".into(),
+        reason: "killed".into(),
+    });
+    h.sched.send(SchedulerEvent::ExecutorAdded {
+        executor_id: "e2".into(),
+        slots: 2,
+        shuffle_address: "e2:7000".into(),
+    });
+}
+
 #[test]
 fn a_lost_executors_stored_outputs_are_not_rerun_and_reducers_read_them_from_storage() {
     let h = Harness::new(&[("e1", 2)], SchedulerConfig::default());
@@ -19,15 +32,7 @@ fn a_lost_executors_stored_outputs_are_not_rerun_and_reducers_read_them_from_sto
     let (_, r0) = h.next_task();
     let (_, r1) = h.next_task();
     assert!(r0.shuffle_id.is_none() && r1.shuffle_id.is_none());
-    h.sched.send(SchedulerEvent::ExecutorLost {
-        executor_id: "e1".into(),
-        reason: "killed".into(),
-    });
-    h.sched.send(SchedulerEvent::ExecutorAdded {
-        executor_id: "e2".into(),
-        slots: 2,
-        shuffle_address: "e2:7000".into(),
-    });
+    e1_lost_and_e2_joins(&h);
     // Only the two reducers run again, on e2, reading both map outputs from storage.
     for _ in 0..2 {
         let (ex, t) = h.next_task();
@@ -65,15 +70,7 @@ fn a_lost_executors_unstored_outputs_still_rerun() {
     h.succeed_stored(&ex, &m1, false);
     let _ = h.next_task();
     let _ = h.next_task();
-    h.sched.send(SchedulerEvent::ExecutorLost {
-        executor_id: "e1".into(),
-        reason: "killed".into(),
-    });
-    h.sched.send(SchedulerEvent::ExecutorAdded {
-        executor_id: "e2".into(),
-        slots: 2,
-        shuffle_address: "e2:7000".into(),
-    });
+    e1_lost_and_e2_joins(&h);
     // Map 1 (not stored) runs again, map 0 never; every reducer reads map 0 from
     // storage.
     let mut maps_run = Vec::new();
