@@ -127,6 +127,8 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
             *entry = Some(loc);
         }
     }
+    // Where the stored copies of a lost executor's outputs are (`storage:` durability).
+    let stored = super::stored::stored_dir(dep).map(Path::to_path_buf);
     let mut sources = Vec::new();
     let mut remote: Vec<FetchRequest> = Vec::new();
     for m in 0..num_maps {
@@ -152,7 +154,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         let size = size.unwrap_or(0);
         tc.with_metrics(|mm| mm.shuffle_bytes_read += size);
         if loc.from_storage {
-            if super::stored::stored_dir(dep).is_none() {
+            if stored.is_none() {
                 return Err(id(&loc.executor_id)
                     .fetch_failed("the output is stored, but its shuffle names no stored directory")
                     .into());
@@ -183,7 +185,6 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
         sources.push(Source::Remote(i, m));
     }
     let dir = tc.env.shuffle_dir();
-    let stored = super::stored::stored_dir(dep).map(Path::to_path_buf);
     // This task's view of the resident map outputs (see `ember_shuffle::resident`).
     let view = ember_shuffle::resident::View::now();
     // One stream per request: small ones among the first EAGER_FETCHES sent now, so the

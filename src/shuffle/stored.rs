@@ -1,6 +1,7 @@
 //! `storage:` shuffle durability, the job side: committing a map output's copy to the
-//! shuffle's stored directory (a directory every executor sees, one per application),
-//! and removing a released shuffle's copies.
+//! shuffle's stored directory (a directory every executor sees, one per application).
+//! The copies have the shuffle files' own names, so a released shuffle's copies go with
+//! [`ember_shuffle::remove_shuffle_files`] (`cleaner::removing_stored`).
 //!
 //! Invariants:
 //! * A copy is committed the way the local output is: written to a temporary name in the
@@ -39,10 +40,10 @@ pub(crate) fn store_map_output(
     map: u32,
     writer: &str,
 ) -> bool {
-    if stored_dir(dep).is_none() {
+    let Some(dir) = stored_dir(dep) else {
         return false;
-    }
-    match copy_map_output(shuffle_dir, dep, map, writer) {
+    };
+    match copy_map_output(shuffle_dir, dir, dep.shuffle_id, map, writer) {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!("{e}; the output stays on its executor only");
@@ -51,27 +52,23 @@ pub(crate) fn store_map_output(
     }
 }
 
-/// Copies map output `map` from `shuffle_dir` to the stored directory and commits it.
+/// Copies map output `map` of shuffle `shuffle_id` from `shuffle_dir` to the stored
+/// directory `dir` and commits it.
 fn copy_map_output(
     shuffle_dir: &Path,
-    dep: &ShuffleDependency,
+    dir: &Path,
+    shuffle_id: u32,
     map: u32,
     writer: &str,
 ) -> Result<()> {
-    let Some(dir) = stored_dir(dep) else {
-        return Ok(());
-    };
-    let from = ember_shuffle::data_path(shuffle_dir, dep.shuffle_id, map);
-    let to = ember_shuffle::data_path(dir, dep.shuffle_id, map);
+    let from = ember_shuffle::data_path(shuffle_dir, shuffle_id, map);
+    let to = ember_shuffle::data_path(dir, shuffle_id, map);
     let failed = |what: &str, e: std::io::Error| {
         EmberError::io(
             dir,
             std::io::Error::new(
                 e.kind(),
-                format!(
-                    "storing map output {map} of shuffle {}: {what}: {e}",
-                    dep.shuffle_id
-                ),
+                format!("storing map output {map} of shuffle {shuffle_id}: {what}: {e}"),
             ),
         )
     };
@@ -116,25 +113,6 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Removes the stored copies (and temporaries) of shuffles `ids` from `dir`; a copy that
-/// is already gone is fine. Returns how many files were removed.
-pub(crate) fn remove_stored_shuffles(dir: &Path, ids: &[u32]) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(id) = name.to_str().and_then(ember_shuffle::shuffle_id_of_file) else {
-            continue;
-        };
-        if ids.contains(&id) && fs::remove_file(e.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,7 +148,7 @@ mod tests {
         assert_eq!(names, ["shuffle_7_3.data"]);
         // Another shuffle's copy survives the release of this one.
         fs::write(ember_shuffle::data_path(&stored, 8, 0), b"x").unwrap();
-        assert_eq!(remove_stored_shuffles(&stored, &[7]), 1);
+        assert_eq!(ember_shuffle::remove_shuffle_files(&stored, &[7]), 1);
         assert!(!copy.exists());
         assert!(ember_shuffle::data_path(&stored, 8, 0).exists());
     }
@@ -183,7 +161,7 @@ mod tests {
         let stored = tmp.path().join("shared");
         // No local output to copy: not stored, and the task goes on.
         assert!(!store_map_output(tmp.path(), &dep(&stored), 5, "e"));
-        let e = copy_map_output(tmp.path(), &dep(&stored), 5, "e")
+        let e = copy_map_output(tmp.path(), &stored, 7, 5, "e")
             .unwrap_err()
             .to_string();
         assert!(

@@ -137,25 +137,6 @@ impl MapOutputTracker {
         outputs.host_of[m] = host;
     }
 
-    /// Forgets every output held by `executor_id` (it was lost, or a fetch from it
-    /// failed); returns the shuffles that lost any.
-    pub fn remove_executor(&mut self, executor_id: &str) -> Vec<u32> {
-        let mut hit = Vec::new();
-        for (sid, outputs) in &mut self.shuffles {
-            for entry in outputs.by_map.iter_mut() {
-                if entry.as_ref().is_some_and(|l| l.executor_id == executor_id) {
-                    *entry = None;
-                    outputs.missing += 1;
-                    outputs.gathered = None;
-                    if !hit.contains(sid) {
-                        hit.push(*sid);
-                    }
-                }
-            }
-        }
-        hit
-    }
-
     /// `executor_id` is gone: its outputs that were also stored (`MapLocation::stored`)
     /// are read from storage from now on (their host becomes a storage host of the same
     /// executor id, so a fetch failure there still names it); the others are forgotten.
@@ -169,30 +150,25 @@ impl MapOutputTracker {
                 let Some(loc) = outputs.by_map[m].as_mut() else {
                     continue;
                 };
-                if loc.executor_id != executor_id || loc.from_storage {
+                if loc.executor_id != executor_id || loc.from_storage || !loc.stored {
                     continue;
                 }
-                outputs.gathered = None;
-                if loc.stored {
-                    loc.from_storage = true;
-                    loc.shuffle_address.clear();
-                    let host = *storage_host.get_or_insert_with(|| {
-                        outputs.hosts.push(MapHost {
-                            executor_id: executor_id.to_string().into(),
-                            shuffle_address: Default::default(),
-                            from_storage: true,
-                        });
-                        outputs.hosts.len() as u32 - 1
+                loc.from_storage = true;
+                loc.shuffle_address.clear();
+                let host = *storage_host.get_or_insert_with(|| {
+                    outputs.hosts.push(MapHost {
+                        executor_id: executor_id.to_string().into(),
+                        shuffle_address: Default::default(),
+                        from_storage: true,
                     });
-                    outputs.host_of[m] = host;
-                    kept += 1;
-                } else {
-                    outputs.by_map[m] = None;
-                    outputs.missing += 1;
-                    if !hit.contains(sid) {
-                        hit.push(*sid);
-                    }
-                }
+                    outputs.hosts.len() as u32 - 1
+                });
+                outputs.host_of[m] = host;
+                outputs.gathered = None;
+                kept += 1;
+            }
+            if outputs.forget_where(|l| l.executor_id == executor_id && !l.from_storage) {
+                hit.push(*sid);
             }
         }
         (hit, kept)
@@ -214,25 +190,14 @@ impl MapOutputTracker {
         from_storage: bool,
     ) -> Vec<u32> {
         if from_storage {
-            let Some(outputs) = self.shuffles.get_mut(&shuffle_id) else {
-                return Vec::new();
+            let dropped = self.shuffles.get_mut(&shuffle_id).is_some_and(|outputs| {
+                outputs.forget_where(|l| l.from_storage && l.executor_id == executor_id)
+            });
+            return if dropped {
+                vec![shuffle_id]
+            } else {
+                Vec::new()
             };
-            let mut dropped = false;
-            for entry in outputs.by_map.iter_mut() {
-                if entry
-                    .as_ref()
-                    .is_some_and(|l| l.from_storage && l.executor_id == executor_id)
-                {
-                    *entry = None;
-                    outputs.missing += 1;
-                    dropped = true;
-                }
-            }
-            if dropped {
-                outputs.gathered = None;
-                return vec![shuffle_id];
-            }
-            return Vec::new();
         }
         self.executor_lost(executor_id).0
     }
@@ -324,6 +289,22 @@ impl MapOutputTracker {
 }
 
 impl Outputs {
+    /// Forgets every output `which` picks; true if there was any.
+    fn forget_where(&mut self, which: impl Fn(&MapLocation) -> bool) -> bool {
+        let mut any = false;
+        for entry in self.by_map.iter_mut() {
+            if entry.as_ref().is_some_and(&which) {
+                *entry = None;
+                self.missing += 1;
+                any = true;
+            }
+        }
+        if any {
+            self.gathered = None;
+        }
+        any
+    }
+
     /// Map `m`'s output with every block size, if it has one.
     fn location(&self, m: u32) -> Option<MapLocation> {
         let loc = self.by_map[m as usize].as_ref()?;

@@ -19,15 +19,15 @@ fn tracks_missing_outputs_and_executor_loss() {
     t.register_output(7, loc(1, "b"));
     t.register_output(7, loc(2, "a"));
     assert!(t.is_available(7));
-    assert_eq!(t.remove_executor("a"), vec![7]);
+    assert_eq!(t.executor_lost("a").0, vec![7]);
     assert_eq!(t.missing(7), vec![0, 2]);
     assert_eq!(
-        t.remove_executor("a"),
+        t.executor_lost("a").0,
         Vec::<u32>::new(),
         "a holds nothing now"
     );
     assert_eq!(t.missing(7), vec![0, 2], "output 1 lives on b");
-    assert_eq!(t.remove_executor("b"), vec![7]);
+    assert_eq!(t.executor_lost("b").0, vec![7]);
     assert_eq!(t.missing(7), vec![0, 1, 2]);
     assert!(!t.is_available(7));
     // A second status for one partition (a speculative copy) counts once.
@@ -37,7 +37,7 @@ fn tracks_missing_outputs_and_executor_loss() {
     assert!(!t.is_available(7), "output 2 is still missing");
     t.register_output(7, loc(2, "b"));
     assert!(t.is_available(7));
-    assert_eq!(t.remove_executor("b"), vec![7]);
+    assert_eq!(t.executor_lost("b").0, vec![7]);
     assert!(!t.is_available(7));
     assert_eq!(t.missing(7), vec![0, 2]);
 }
@@ -95,7 +95,7 @@ fn gathered_inputs_are_what_each_reducer_reads_however_outputs_change() {
     assert_eq!(read(&mut t, 11), expected(&t, 1, 11));
     assert_eq!(read(&mut t, 11).len(), 5);
     // A lost executor's outputs leave the gathered block too.
-    t.remove_executor("a");
+    t.executor_lost("a");
     for r in [12, 13, reduces - 1] {
         let got = read(&mut t, r);
         assert_eq!(got, expected(&t, 1, r));
