@@ -80,11 +80,19 @@ pub enum ShuffleDurability {
     /// task counts as finished only once its copy is stored. Local mode ignores it (it
     /// has no executor to lose).
     Storage(PathBuf),
+    /// `replicated:N`: each map output is also pushed to N other executors' shuffle
+    /// services (on other hosts where there are any), which serve it like their own;
+    /// when its executor is lost, reducers read a replica and no map task runs again.
+    /// A map task counts as finished once its pushes are confirmed; a copy that could
+    /// not be pushed (too few executors, a peer gone) leaves lineage as the fallback.
+    /// Local mode ignores it.
+    Replicated(u32),
 }
 
 impl ShuffleDurability {
-    /// Parses `local` or `storage:DIR` (an absolute directory). `replicated:N` and
-    /// `storage:s3://...` are named and refused: this version does not build them yet.
+    /// Parses `local`, `replicated:N` (1 to `MAX_SHUFFLE_REPLICAS`) or `storage:DIR` (an
+    /// absolute directory). `storage:s3://...` is named and refused: this version does
+    /// not build it yet.
     pub fn parse(s: &str) -> Result<ShuffleDurability> {
         let bad = |why: &str| {
             EmberError::Config(format!(
@@ -96,13 +104,17 @@ impl ShuffleDurability {
         if s == "local" {
             return Ok(ShuffleDurability::Local);
         }
-        if s.starts_with("replicated:") {
-            return Err(bad(
-                "replicated:N is not supported by this version (use local or storage:DIR)",
-            ));
+        if let Some(n) = s.strip_prefix("replicated:") {
+            let max = ember_proto::limits::MAX_SHUFFLE_REPLICAS;
+            return match n.parse::<u32>() {
+                Ok(n) if (1..=max as u32).contains(&n) => Ok(ShuffleDurability::Replicated(n)),
+                _ => Err(bad(&format!(
+                    "replicated:N takes a number of replicas from 1 to {max}"
+                ))),
+            };
         }
         let Some(dir) = s.strip_prefix("storage:") else {
-            return Err(bad("expected local or storage:DIR"));
+            return Err(bad("expected local, replicated:N or storage:DIR"));
         };
         if dir.contains("://") {
             return Err(bad(
@@ -122,6 +134,7 @@ impl std::fmt::Display for ShuffleDurability {
         match self {
             ShuffleDurability::Local => f.write_str("local"),
             ShuffleDurability::Storage(d) => write!(f, "storage:{}", d.display()),
+            ShuffleDurability::Replicated(n) => write!(f, "replicated:{n}"),
         }
     }
 }
@@ -410,11 +423,18 @@ mod tests {
             ShuffleDurability::parse("storage:/mnt/shared/ember").unwrap(),
             ShuffleDurability::Storage("/mnt/shared/ember".into())
         );
+        for n in 1..=4 {
+            let d = ShuffleDurability::parse(&format!("replicated:{n}")).unwrap();
+            assert_eq!(d, ShuffleDurability::Replicated(n));
+            assert_eq!(d.to_string(), format!("replicated:{n}"));
+        }
         for (bad, says) in [
             ("storage:relative/dir", "absolute"),
             ("storage:s3://bucket/prefix", "object stores"),
-            ("replicated:1", "replicated:N"),
-            ("durable", "expected local or storage:DIR"),
+            ("replicated:0", "from 1 to 4"),
+            ("replicated:5", "from 1 to 4"),
+            ("replicated:two", "from 1 to 4"),
+            ("durable", "expected local, replicated:N or storage:DIR"),
         ] {
             let e = ShuffleDurability::parse(bad).unwrap_err().to_string();
             assert!(

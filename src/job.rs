@@ -10,6 +10,7 @@ use ember_proto::TaskMetrics;
 use ember_scheduler::{JobEvent, JobFailure};
 use tracing::{info, warn};
 
+use crate::conf::{Master, ShuffleDurability};
 use crate::context::Context;
 use crate::error::{EmberError, Result};
 use crate::plan::build_plan;
@@ -77,6 +78,11 @@ impl Context {
         if let Some(dir) = &self.inner.shuffle_store {
             set_stored_dir(&mut plan, dir);
         }
+        if let (ShuffleDurability::Replicated(n), Master::Cluster(_)) =
+            (&self.inner.conf.shuffle_durability, &self.inner.conf.master)
+        {
+            set_replicas(&mut plan, *n);
+        }
         let events = self
             .inner
             .backend
@@ -107,23 +113,18 @@ impl Context {
                 JobEvent::ExecutorLost {
                     executor_id,
                     reason,
-                    outputs_from_storage: 0,
+                    outputs_from_storage,
+                    outputs_from_replicas,
                 } => {
                     // The console says so at once: the stages that run again follow.
                     warn!(
-                        "lost executor {executor_id}: {reason}; what this job ran or \
-                         kept there is recomputed"
-                    );
-                }
-                JobEvent::ExecutorLost {
-                    executor_id,
-                    reason,
-                    outputs_from_storage,
-                } => {
-                    warn!(
-                        "lost executor {executor_id}: {reason}; its {outputs_from_storage} \
-                         map output(s) are read from storage, what else it ran or kept \
-                         there is recomputed"
+                        "{}",
+                        lost_executor_message(
+                            &executor_id,
+                            &reason,
+                            outputs_from_storage,
+                            outputs_from_replicas
+                        )
                     );
                 }
                 JobEvent::StageSkipped(info) => {
@@ -307,6 +308,43 @@ pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(
                 .map_err(|e| EmberError::ser(format!("result of partition {p}"), e))
         })
         .collect()
+}
+
+/// What the console says when an executor a job used is lost: which of its map outputs
+/// are kept (served by replicas, read from storage) and that the rest is recomputed.
+fn lost_executor_message(executor_id: &str, reason: &str, storage: u32, replicas: u32) -> String {
+    let mut kept = Vec::new();
+    if replicas > 0 {
+        kept.push(format!(
+            "its {replicas} map output(s) are served by replicas on other executors"
+        ));
+    }
+    if storage > 0 {
+        kept.push(format!("its {storage} map output(s) are read from storage"));
+    }
+    if kept.is_empty() {
+        format!(
+            "lost executor {executor_id}: {reason}; what this job ran or kept there is recomputed"
+        )
+    } else {
+        format!(
+            "lost executor {executor_id}: {reason}; {}, what else it ran or kept there is \
+             recomputed",
+            kept.join(", ")
+        )
+    }
+}
+
+/// Marks every shuffle of `plan` as replicated `n` times (`replicated:N` durability):
+/// the driver names `n` other executors each map task's output is pushed to.
+fn set_replicas(plan: &mut ember_proto::Plan, n: u32) {
+    for node in &mut plan.nodes {
+        for dep in &mut node.deps {
+            if let Some(ember_proto::dependency::Kind::Shuffle(s)) = dep.kind.as_mut() {
+                s.replicas = n;
+            }
+        }
+    }
 }
 
 /// Marks every shuffle of `plan` as stored in `dir` (`storage:` durability): its map

@@ -172,6 +172,7 @@ impl LocalCluster {
             executor_id: LOCAL_EXECUTOR.to_string(),
             slots: threads as u32,
             shuffle_address: String::new(),
+            host: String::new(),
         });
     }
 

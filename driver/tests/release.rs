@@ -87,6 +87,7 @@ async fn run_job(
                     metrics: None,
                     outcome: Some(task_status::Outcome::Success(TaskSuccess {
                         output: Some(task_success::Output::MapStatus(MapStatus {
+                            replicas: Default::default(),
                             stored: false,
                             shuffle_id: sid,
                             map_partition: task.partition,

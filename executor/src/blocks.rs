@@ -20,6 +20,8 @@
 //!   see [`SessionKeys`]), compared in constant time; otherwise `PERMISSION_DENIED`
 //!   before any file is touched. The key is the only credential asked for (workers
 //!   hold no cluster secret). Keys are never logged or echoed.
+//! * `PushMapOutput` (a peer's replica, `replicated:N`) is taken only with the executor
+//!   secret, and stored by [`crate::replica_store`]; it is then served like any output.
 //! * A request is decoded only up to [`MAX_FETCH_REQUEST_MESSAGE_BYTES`] and names at
 //!   most [`MAX_FETCH_MAP_IDS`] map ids (else `INVALID_ARGUMENT`, checked before
 //!   anything is allocated for them); idle connections are dropped by HTTP/2 keepalive.
@@ -42,7 +44,7 @@ pub use ember_proto::limits::MAX_FETCH_REQUEST_BYTES;
 use ember_proto::limits::{CHUNKS_MESSAGE_BYTES, MAX_CHUNKS_PER_MESSAGE};
 use ember_proto::listener::{BoundedListener, ConnectionLimits, FirstRequest};
 use ember_proto::shuffle_server::{Shuffle, ShuffleServer};
-use ember_proto::{BlockChunk, BlockChunks, FetchBlocksRequest};
+use ember_proto::{BlockChunk, BlockChunks, Empty, FetchBlocksRequest, MapOutputPiece};
 use ember_shuffle::reader::{open_local_block, LocalBlock};
 use ember_shuffle::resident::View;
 use ember_shuffle::BlockId;
@@ -50,7 +52,7 @@ use ember_shuffle::ShuffleError;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 /// Largest piece of a block in one message.
 pub const CHUNK_BYTES: usize = 1024 * 1024;
@@ -90,6 +92,30 @@ impl SessionKeys {
     pub fn learn(&self, owned_id: u32, key: &str) {
         if !key.is_empty() {
             self.map().insert(IdRange::of_id(owned_id), key.to_string());
+        }
+    }
+
+    /// For a pushed replica (the pusher holds the executor secret): `Ok` if `given` is
+    /// the key of the session owning `shuffle_id`, or if no key is known for it (then
+    /// `given` becomes its key); a known key is never replaced.
+    pub fn check_or_learn(&self, shuffle_id: u32, given: &str) -> Result<(), Status> {
+        let range = IdRange::of_id(shuffle_id);
+        let mut map = self.map();
+        match map.get(&range) {
+            Some(key) if ember_proto::auth::constant_time_eq(key.as_bytes(), given.as_bytes()) => {
+                Ok(())
+            }
+            Some(_) => Err(Status::permission_denied(format!(
+                "push of a map output of shuffle {shuffle_id} carries a key other than its \
+                 session's"
+            ))),
+            None if given.is_empty() => Err(Status::permission_denied(format!(
+                "push of a map output of shuffle {shuffle_id} carries no session key"
+            ))),
+            None => {
+                map.insert(range, given.to_string());
+                Ok(())
+            }
         }
     }
 
@@ -135,6 +161,8 @@ pub struct ShuffleService {
     executor_id: SharedExecutorId,
     keys: SessionKeys,
     max_request_bytes: u64,
+    /// The credential of `PushMapOutput` (executors only); `None`: open (loopback).
+    executor_secret: Option<Arc<str>>,
 }
 
 impl ShuffleService {
@@ -144,7 +172,15 @@ impl ShuffleService {
             executor_id,
             keys: SessionKeys::default(),
             max_request_bytes: MAX_FETCH_REQUEST_BYTES,
+            executor_secret: None,
         }
+    }
+
+    /// The same service taking pushed replicas only from calls carrying `secret` (the
+    /// executor secret; `None` leaves pushes open, which the daemon allows on loopback).
+    pub fn with_executor_secret(mut self, secret: Option<&str>) -> Self {
+        self.executor_secret = secret.map(Arc::from);
+        self
     }
 
     /// The same service with another bound on a request's bytes (for tests; the
@@ -163,6 +199,28 @@ impl ShuffleService {
 #[tonic::async_trait]
 impl Shuffle for ShuffleService {
     type FetchBlocksStream = ReceiverStream<Result<BlockChunks, Status>>;
+
+    async fn push_map_output(
+        &self,
+        request: Request<Streaming<MapOutputPiece>>,
+    ) -> Result<Response<Empty>, Status> {
+        if ember_proto::auth::check(&request, self.executor_secret.as_deref()).is_err() {
+            tracing::warn!("refused a map output push without the executor secret");
+            return Err(Status::unauthenticated(
+                "pushing a map output takes the executor secret",
+            ));
+        }
+        match crate::replica_store::receive(&self.dir, &self.keys, request.into_inner()).await {
+            Ok(stored) => {
+                tracing::debug!(path = %stored.path.display(), bytes = stored.bytes, "stored a replica");
+                Ok(Response::new(Empty {}))
+            }
+            Err(status) => {
+                tracing::warn!("refused a map output push: {}", status.message());
+                Err(status)
+            }
+        }
+    }
 
     async fn fetch_blocks(
         &self,

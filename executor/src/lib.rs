@@ -14,6 +14,8 @@
 //! * [`binaries`]: content-addressed store of job binaries, fetched from the driver and
 //!   verified before use.
 //! * [`blocks`]: the Shuffle gRPC service serving this executor's shuffle files.
+//! * [`replicate`]: pushing a map output to peers before its task is reported finished
+//!   (`replicated:N` shuffle durability); [`replica_store`]: storing what peers push.
 //! * [`cleanup`]: deleting shuffle files (by session id range, by released shuffle id,
 //!   or all of them).
 //!
@@ -31,6 +33,8 @@ pub mod outbound;
 pub mod process;
 pub mod protocol;
 pub mod registration;
+pub mod replica_store;
+pub mod replicate;
 pub mod worker_env;
 pub mod worker_users;
 pub mod workers;

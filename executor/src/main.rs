@@ -302,7 +302,8 @@ async fn run(
     };
     let shuffle_address = blocks::advertised_address(&config.advertise_host, port);
     let executor_id = blocks::SharedExecutorId::default();
-    let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone());
+    let service = ShuffleService::new(config.shuffle_dir(), executor_id.clone())
+        .with_executor_secret(config.executor_secret.as_deref());
     let session_keys = service.session_keys();
     let stop = shutdown.clone();
     let registered = registration::RegisteredFlag::default();

@@ -53,6 +53,38 @@ impl Drop for MemorySlot {
     }
 }
 
+/// Sends a task's final status to the driver, once: `false` (and nothing sent) if the
+/// task is not in `running`.
+async fn deliver(
+    running: &RunningTasks,
+    to_driver: &mpsc::Sender<ExecutorMessage>,
+    status: TaskStatus,
+) -> bool {
+    // Whatever the worker sent: one task's huge error or result must not break the
+    // channel (and so lose this executor), only fail that task.
+    let status = limits::fit_status(status, limits::max_message_bytes());
+    let known = running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&status.task_id)
+        .is_some();
+    if !known {
+        tracing::warn!(
+            task_id = status.task_id,
+            "dropping a status for a task that is not running here"
+        );
+        return false;
+    }
+    let succeeded = matches!(status.outcome, Some(task_status::Outcome::Success(_)));
+    crate::metrics::metrics().task_ended(succeeded, status.metrics.as_ref());
+    let msg = ExecutorMessage {
+        msg: Some(executor_message::Msg::Status(status)),
+    };
+    // A closed channel means the registration is over: the driver forgot the task.
+    let _ = to_driver.send(msg).await;
+    true
+}
+
 /// What the binary workers of one registration share.
 pub struct WorkerEnv {
     pub config: Arc<Config>,
@@ -65,6 +97,8 @@ pub struct WorkerEnv {
     pub(crate) running: RunningTasks,
     /// What each live worker's tasks reserve.
     pub(crate) memory: WorkerMemory,
+    /// Where running map tasks' outputs are pushed before they are reported.
+    pub(crate) replication: Arc<crate::replicate::Replication>,
 }
 
 impl WorkerEnv {
@@ -72,30 +106,19 @@ impl WorkerEnv {
     /// the task is not running here.
     pub async fn report(&self, mut status: TaskStatus) -> bool {
         status.executor_id = self.executor_id.clone();
-        // Whatever the worker sent: one task's huge error or result must not break the
-        // channel (and so lose this executor), only fail that task.
-        let status = limits::fit_status(status, limits::max_message_bytes());
-        let known = self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&status.task_id)
-            .is_some();
-        if !known {
-            tracing::warn!(
-                task_id = status.task_id,
-                "dropping a status for a task that is not running here"
-            );
-            return false;
+        match self.replication.pushing(status) {
+            Err(status) => deliver(&self.running, &self.to_driver, status).await,
+            Ok(push) => {
+                // The output goes to its replicas first (`replicated:N`); the task stays
+                // running until then, and this worker's other statuses do not wait.
+                let (running, to_driver) = (self.running.clone(), self.to_driver.clone());
+                tokio::spawn(async move {
+                    let status = push.await;
+                    deliver(&running, &to_driver, status).await;
+                });
+                true
+            }
         }
-        let succeeded = matches!(status.outcome, Some(task_status::Outcome::Success(_)));
-        crate::metrics::metrics().task_ended(succeeded, status.metrics.as_ref());
-        let msg = ExecutorMessage {
-            msg: Some(executor_message::Msg::Status(status)),
-        };
-        // A closed channel means the registration is over: the driver forgot the task.
-        let _ = self.to_driver.send(msg).await;
-        true
     }
 
     /// Passes a barrier task's rendezvous address on to the driver.

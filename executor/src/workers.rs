@@ -78,6 +78,7 @@ impl Workers {
         driver: DriverConn,
         to_driver: mpsc::Sender<ExecutorMessage>,
     ) -> Self {
+        let config_for_push = config.clone();
         let env = WorkerEnv {
             config,
             executor_id,
@@ -86,6 +87,7 @@ impl Workers {
             to_driver,
             running: Arc::default(),
             memory: Arc::default(),
+            replication: Arc::new(crate::replicate::Replication::new(config_for_push)),
         };
         Workers {
             env: Arc::new(env),
@@ -131,7 +133,7 @@ impl Workers {
         {
             self.hold_plan(id, plan);
         }
-        let Some(task) = launch.task else {
+        let Some(mut task) = launch.task else {
             tracing::warn!("driver sent a LaunchTask without a task; ignored");
             return;
         };
@@ -184,6 +186,12 @@ impl Workers {
             return;
         }
         tracing::debug!(task_id, binary = &sha[..16], "launching task");
+        if task.shuffle_id.is_some() && !task.replica_targets.is_empty() {
+            let plan = task.plan.as_ref().or(held.as_deref());
+            let key = plan.map_or("", |p| p.shuffle_key.as_str());
+            let targets = std::mem::take(&mut task.replica_targets);
+            self.env.replication.plan(task_id, targets, key);
+        }
         let plan = held.map(|p| (task.plan_id, p));
         self.remember_worker(task_id, key.clone());
         self.send(

@@ -8,7 +8,9 @@
 //! [`MAX_HELD_PLAN_BYTES`]). One `FetchBlocks` request asks for at most
 //! [`MAX_FETCH_REQUEST_BYTES`] of blocks unless it asks for a single block, and its answer
 //! comes in messages of at most [`MAX_CHUNKS_PER_MESSAGE`] chunks. A barrier
-//! task's rendezvous address is at most [`MAX_BARRIER_ADDRESS_BYTES`].
+//! task's rendezvous address is at most [`MAX_BARRIER_ADDRESS_BYTES`]. A map output has
+//! at most [`MAX_SHUFFLE_REPLICAS`] replicas, each pushed file at most
+//! [`MAX_PUSHED_OUTPUT_BYTES`].
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -22,6 +24,14 @@ use crate::{task_failure, task_status, TaskFailure, TaskStatus};
 /// Most shuffle ids one `ReleaseShufflesRequest` or `RemoveShuffles` may carry: the
 /// client splits bigger releases, the driver refuses bigger requests.
 pub const MAX_RELEASED_SHUFFLES: usize = 1024;
+
+/// Most replicas of one map output (`replicated:N` shuffle durability): the most a
+/// client may ask for, and the most copies the driver records for one output.
+pub const MAX_SHUFFLE_REPLICAS: usize = 4;
+
+/// Largest map output file one `PushMapOutput` may carry (64 GiB): bounds the disk a
+/// push may take before its length is checked at the end.
+pub const MAX_PUSHED_OUTPUT_BYTES: u64 = 64 << 30;
 
 /// Most launches in one `LaunchTasks` message.
 pub const MAX_LAUNCH_BATCH: usize = 1024;

@@ -1,10 +1,28 @@
 //! `Debug` for the messages that carry a credential, written by hand so that no log line
 //! or panic message ever shows one (prost's derived `Debug` would print every byte):
-//! a barrier task's stage key appears as its length only.
+//! a barrier task's stage key and a pushed replica's session key appear as their
+//! lengths only (and a replica piece's data as its length).
 
 use std::fmt;
 
-use crate::v1::BarrierTask;
+use crate::v1::{BarrierTask, MapOutputPiece};
+
+impl fmt::Debug for MapOutputPiece {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapOutputPiece")
+            .field("shuffle_id", &self.shuffle_id)
+            .field("map_partition", &self.map_partition)
+            .field(
+                "session_key",
+                &format_args!("<{} bytes, redacted>", self.session_key.len()),
+            )
+            .field("file_len", &self.file_len)
+            .field("crc32", &self.crc32)
+            .field("data", &format_args!("<{} bytes>", self.data.len()))
+            .field("last", &self.last)
+            .finish()
+    }
+}
 
 impl fmt::Debug for BarrierTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,5 +50,20 @@ mod tests {
         let shown = format!("{t:?}");
         assert!(!shown.contains("171"), "{shown}");
         assert!(shown.contains("<32 bytes, redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn a_replica_piece_never_shows_its_session_key() {
+        let p = crate::MapOutputPiece {
+            session_key: "k3y-that-must-not-show".into(),
+            data: vec![7; 10].into(),
+            ..Default::default()
+        };
+        let shown = format!("{p:?}");
+        assert!(!shown.contains("k3y"), "{shown}");
+        assert!(
+            shown.contains("<22 bytes, redacted>") && shown.contains("<10 bytes>"),
+            "{shown}"
+        );
     }
 }

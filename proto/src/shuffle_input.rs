@@ -205,6 +205,7 @@ impl ShuffleInput {
                 v => u64::from(v),
             };
             out.push(MapLocation {
+                replicas: Default::default(),
                 map_partition,
                 executor_id: executor_id.clone(),
                 shuffle_address: shuffle_address.clone(),

@@ -100,6 +100,7 @@ fn respond(
     for (executor_id, task) in launched {
         let output = match task.shuffle_id {
             Some(shuffle_id) => task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored: false,
                 shuffle_id,
                 map_partition: task.partition,
@@ -186,6 +187,7 @@ fn main() {
             executor_id: format!("exec-{e:04}"),
             slots,
             shuffle_address: format!("127.0.0.1:{}", 20_000 + e),
+            host: String::new(),
         });
     }
     let responder = {

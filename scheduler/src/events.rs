@@ -161,6 +161,8 @@ pub enum SchedulerEvent {
         executor_id: String,
         slots: u32,
         shuffle_address: String,
+        /// The machine it runs on (replicas of a map output go to other hosts first).
+        host: String,
     },
     /// An executor is gone: its running tasks, map outputs and cached blocks are lost.
     ExecutorLost { executor_id: String, reason: String },
@@ -251,11 +253,13 @@ pub enum JobEvent {
     StageCompleted { stage_id: u32 },
     /// An executor this job had tasks or shuffle output on was lost; what it ran or
     /// held is recomputed (sent before the retries it causes), but for its
-    /// `outputs_from_storage` map outputs, read from their stored copies instead.
+    /// `outputs_from_storage` map outputs, read from their stored copies instead, and
+    /// its `outputs_from_replicas`, served by replicas on other executors.
     ExecutorLost {
         executor_id: String,
         reason: String,
         outputs_from_storage: u32,
+        outputs_from_replicas: u32,
     },
     /// The result of one partition of the final RDD (first successful attempt only).
     TaskResult { partition: u32, result: Vec<u8> },

@@ -131,6 +131,9 @@ pub enum ListenerEvent {
         /// Its map outputs read from their stored copies from now on (`storage:`
         /// shuffle durability) instead of being recomputed.
         outputs_from_storage: u32,
+        /// Its map outputs served by replicas on other executors from now on
+        /// (`replicated:N` shuffle durability) instead of being recomputed.
+        outputs_from_replicas: u32,
         time_ms: u64,
     },
     /// A task stored a partition of a persisted RDD on its executor (reported once

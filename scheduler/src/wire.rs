@@ -72,10 +72,12 @@ pub fn to_wire(event: JobEvent) -> pb::JobEvent {
             executor_id,
             reason,
             outputs_from_storage,
+            outputs_from_replicas,
         } => W::ExecutorLost(pb::JobExecutorLost {
             executor_id,
             reason,
             outputs_from_storage,
+            outputs_from_replicas,
         }),
         JobEvent::TaskResult { partition, result } => {
             W::TaskResult(pb::TaskResult { partition, result })
@@ -149,6 +151,7 @@ pub fn from_wire(event: pb::JobEvent) -> Result<JobEvent, String> {
             executor_id: l.executor_id,
             reason: l.reason,
             outputs_from_storage: l.outputs_from_storage,
+            outputs_from_replicas: l.outputs_from_replicas,
         },
         W::TaskResult(r) => JobEvent::TaskResult {
             partition: r.partition,
@@ -210,6 +213,7 @@ mod tests {
             executor_id: "exec-2".into(),
             reason: "heartbeats stopped".into(),
             outputs_from_storage: 3,
+            outputs_from_replicas: 2,
         });
         round_trip(JobEvent::StageSubmitted(info));
         round_trip(JobEvent::TaskStarted {

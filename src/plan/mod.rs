@@ -125,6 +125,7 @@ impl LineageNode {
                             })
                         }
                         LineageDep::Shuffle(s) => dependency::Kind::Shuffle(ShuffleDependency {
+                            replicas: Default::default(),
                             shuffle_id: s.shuffle_id,
                             parent: s.parent.id,
                             num_reduce_partitions: s.num_reduce_partitions,

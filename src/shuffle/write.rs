@@ -111,6 +111,7 @@ impl<T: Serialize> MapSide<T> {
             }
         });
         Ok(MapStatus {
+            replicas: Default::default(),
             shuffle_id: dep.shuffle_id,
             map_partition: map,
             block_sizes: out.block_sizes,

@@ -225,6 +225,10 @@ pub enum AppEvent {
         /// before the field).
         #[serde(default)]
         outputs_from_storage: u32,
+        /// Its map outputs served by replicas on other executors instead of recomputed
+        /// (0 in logs written before the field).
+        #[serde(default)]
+        outputs_from_replicas: u32,
         time_ms: u64,
     },
     /// What the driver knows of an executor beyond the scheduler: its host, memory
@@ -400,11 +404,13 @@ impl From<&ListenerEvent> for AppEvent {
                 executor_id,
                 reason,
                 outputs_from_storage,
+                outputs_from_replicas,
                 time_ms,
             } => AppEvent::ExecutorLost {
                 executor_id,
                 reason,
                 outputs_from_storage,
+                outputs_from_replicas,
                 time_ms,
             },
             L::BlockCached {

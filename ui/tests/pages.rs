@@ -170,6 +170,7 @@ fn events() -> Vec<AppEvent> {
             executor_id: "e2".into(),
             reason: "heartbeat timed out".into(),
             outputs_from_storage: 0,
+            outputs_from_replicas: 0,
             time_ms: 140,
         },
     ]);

@@ -161,6 +161,7 @@ fn events() -> Vec<AppEvent> {
             executor_id: "e2".into(),
             reason: "heartbeat timed out".into(),
             outputs_from_storage: 2,
+            outputs_from_replicas: 3,
             time_ms: 60,
         },
     ];
@@ -225,7 +226,7 @@ fn the_store_counts_jobs_stages_tasks_and_executors() {
     assert_eq!((ex[1].tasks_succeeded, ex[1].tasks_failed), (1, 2));
     assert_eq!(
         ex[1].lost_reason.as_deref(),
-        Some("heartbeat timed out; 2 map output(s) read from storage")
+        Some("heartbeat timed out; 3 map output(s) served by replicas; 2 map output(s) read from storage")
     );
     assert!(!s.busy());
 }
@@ -294,7 +295,7 @@ fn the_api_and_pages_show_the_application() {
     let ex = json(&addr, "/api/v1/executors");
     assert_eq!(
         ex[1]["lost_reason"],
-        "heartbeat timed out; 2 map output(s) read from storage"
+        "heartbeat timed out; 3 map output(s) served by replicas; 2 map output(s) read from storage"
     );
     assert_eq!(
         (ex[0]["host"].as_str(), ex[0]["slots"].as_u64()),
@@ -420,7 +421,7 @@ fn the_api_and_pages_show_the_application() {
     let (_, execs) = get(&addr, "/executors", None);
     assert!(execs.contains("heartbeat timed out") && execs.contains(">lost<"));
     assert!(
-        execs.contains("2 map output(s) read from storage"),
+        execs.contains("3 map output(s) served by replicas; 2 map output(s) read from storage"),
         "{execs}"
     );
     assert!(

@@ -387,6 +387,7 @@ pub(crate) async fn open_channel(
         executor_id: id.clone(),
         slots: reg.cores,
         shuffle_address: reg.shuffle_address.clone(),
+        host: reg.host.clone(),
     };
     {
         let mut inner = state.executors.inner.lock();

@@ -26,6 +26,8 @@ use ember_proto::{MapHost, MapLocation, ShuffleInput};
 
 use crate::block_sizes::{BlockSizes, BLOCK_COLUMNS};
 
+mod replicas;
+
 /// Reduce partitions whose block sizes are gathered in one pass over the map statuses.
 pub const COLUMN_BLOCK: u32 = BLOCK_COLUMNS as u32;
 
@@ -35,6 +37,15 @@ const COLUMN_BLOCK_BYTES: usize = 64 << 20;
 
 /// Maps whose sizes one step of a gather moves onto the columns together.
 const TILE: usize = 16;
+
+/// How many of a lost executor's map outputs stay available, and how.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// Served by a replica on another executor from now on (`replicated:N`).
+    pub from_replicas: usize,
+    /// Read from the shuffle's stored copy from now on (`storage:`).
+    pub from_storage: usize,
+}
 
 /// Shuffle id -> one entry per map partition (its output, once registered).
 #[derive(Debug, Default)]
@@ -105,20 +116,7 @@ impl MapOutputTracker {
         if m >= outputs.by_map.len() {
             return;
         }
-        let host = match outputs.host_index.get(&loc.executor_id) {
-            Some(&h) if outputs.hosts[h as usize].shuffle_address == loc.shuffle_address => h,
-            _ => {
-                // A new executor (or one that came back at another address).
-                outputs.hosts.push(MapHost {
-                    executor_id: loc.executor_id.clone().into(),
-                    shuffle_address: loc.shuffle_address.clone().into(),
-                    from_storage: false,
-                });
-                let h = outputs.hosts.len() as u32 - 1;
-                outputs.host_index.insert(loc.executor_id.clone(), h);
-                h
-            }
-        };
+        let host = outputs.host(&loc.executor_id, &loc.shuffle_address);
         if outputs.by_map[m].is_none() {
             outputs.missing -= 1;
         }
@@ -137,14 +135,18 @@ impl MapOutputTracker {
         outputs.host_of[m] = host;
     }
 
-    /// `executor_id` is gone: its outputs that were also stored (`MapLocation::stored`)
-    /// are read from storage from now on (their host becomes a storage host of the same
-    /// executor id, so a fetch failure there still names it); the others are forgotten.
-    /// Returns the shuffles that lost any output and how many outputs were kept.
-    pub fn executor_lost(&mut self, executor_id: &str) -> (Vec<u32>, usize) {
+    /// `executor_id` is gone. Each of its outputs with a replica on a live executor
+    /// (`MapLocation::replicas`) is served by the first replica from now on; each of its
+    /// other outputs that was also stored (`MapLocation::stored`) is read from storage
+    /// (its host becomes a storage host of the same executor id, so a fetch failure
+    /// there still names it); the rest are forgotten. Replicas it held of other
+    /// executors' outputs are dropped. Returns the shuffles that lost any output and
+    /// how many outputs were kept (from replicas and from storage).
+    pub fn executor_lost(&mut self, executor_id: &str) -> (Vec<u32>, Kept) {
         let mut hit = Vec::new();
-        let mut kept = 0;
+        let mut kept = Kept::default();
         for (sid, outputs) in &mut self.shuffles {
+            kept.from_replicas += outputs.promote_replicas(executor_id);
             let mut storage_host = None;
             for m in 0..outputs.by_map.len() {
                 let Some(loc) = outputs.by_map[m].as_mut() else {
@@ -165,7 +167,7 @@ impl MapOutputTracker {
                 });
                 outputs.host_of[m] = host;
                 outputs.gathered = None;
-                kept += 1;
+                kept.from_storage += 1;
             }
             if outputs.forget_where(|l| l.executor_id == executor_id && !l.from_storage) {
                 hit.push(*sid);
@@ -202,14 +204,28 @@ impl MapOutputTracker {
         self.executor_lost(executor_id).0
     }
 
-    /// Outputs on `executor_id` that are stored and still read from it: what
-    /// [`executor_lost`](Self::executor_lost) would keep.
-    pub fn stored_on(&self, executor_id: &str) -> usize {
-        self.shuffles
+    /// What [`executor_lost`](Self::executor_lost) would keep of the outputs read from
+    /// `executor_id`: those with a replica elsewhere, and the others that are stored.
+    pub fn kept_if_lost(&self, executor_id: &str) -> Kept {
+        let mut kept = Kept::default();
+        for l in self
+            .shuffles
             .values()
             .flat_map(|o| o.by_map.iter().flatten())
-            .filter(|l| l.executor_id == executor_id && l.stored && !l.from_storage)
-            .count()
+        {
+            if l.executor_id != executor_id || l.from_storage {
+                continue;
+            }
+            if l.replicas
+                .iter()
+                .any(|r| r.executor_id != executor_id.as_bytes())
+            {
+                kept.from_replicas += 1;
+            } else if l.stored {
+                kept.from_storage += 1;
+            }
+        }
+        kept
     }
 
     /// Shuffles with an output on `executor_id`.
@@ -305,10 +321,14 @@ impl Outputs {
         any
     }
 
-    /// Map `m`'s output with every block size, if it has one.
+    /// Map `m`'s output with every block size, if it has one (without its replicas: a
+    /// task reads the copy the tracker names, see [`MapOutputTracker::replicas_of`]).
     fn location(&self, m: u32) -> Option<MapLocation> {
         let loc = self.by_map[m as usize].as_ref()?;
-        let mut loc = loc.clone();
+        let mut loc = MapLocation {
+            replicas: Vec::new(),
+            ..loc.clone()
+        };
         if let Some(sizes) = self.matrix_of(m as usize) {
             loc.block_sizes = sizes.sizes(m);
         }

@@ -162,7 +162,16 @@ fn a_lost_executors_stored_outputs_are_read_from_storage_and_the_rest_rerun() {
     // Gather the reducers' inputs once before the loss, as a running job would have.
     let _ = t.input_for(4, Some(0));
     let (lost, kept) = t.executor_lost("a");
-    assert_eq!((lost, kept), (vec![4], 2));
+    assert_eq!(
+        (lost, kept),
+        (
+            vec![4],
+            Kept {
+                from_replicas: 0,
+                from_storage: 2
+            }
+        )
+    );
     assert_eq!(
         t.missing(4),
         vec![1],
@@ -202,16 +211,20 @@ fn a_lost_executors_stored_outputs_are_read_from_storage_and_the_rest_rerun() {
         assert_eq!(got, want, "reducer {r}");
     }
     // Losing the executor again changes nothing: its outputs live in storage now.
-    assert_eq!(t.executor_lost("a"), (Vec::new(), 0));
+    assert_eq!(t.executor_lost("a"), (Vec::new(), Kept::default()));
     // A reducer that read the lost executor before the loss was known changes nothing.
     assert_eq!(t.fetch_failed("a", 4, false), Vec::<u32>::new());
     assert_eq!(t.missing(4), vec![1]);
     assert_eq!(
-        t.stored_on("b"),
+        t.kept_if_lost("b").from_storage,
         1,
         "b's stored output is still read from b"
     );
-    assert_eq!(t.stored_on("a"), 0, "a's are read from storage already");
+    assert_eq!(
+        t.kept_if_lost("a"),
+        Kept::default(),
+        "a's are read from storage already"
+    );
     // A bad stored copy: every stored copy of a's outputs of the shuffle is presumed
     // bad (a store that went away would otherwise cost an attempt per copy).
     assert_eq!(t.fetch_failed("a", 4, true), vec![4]);
@@ -226,4 +239,82 @@ fn a_lost_executors_stored_outputs_are_read_from_storage_and_the_rest_rerun() {
         .find(|l| l.map_partition == 2)
         .unwrap();
     assert!(two.from_storage && two.stored);
+}
+
+#[test]
+fn a_lost_executors_replicated_outputs_are_served_by_their_first_live_replica() {
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(5, 4);
+    let host = |e: &str| MapHost {
+        executor_id: e.to_string().into(),
+        shuffle_address: format!("{e}:1").into(),
+        from_storage: false,
+    };
+    let replicated = |m: u32, e: &str, on: &[&str]| MapLocation {
+        replicas: on.iter().map(|r| host(r)).collect(),
+        ..sized(m, e, 3)
+    };
+    t.register_output(5, replicated(0, "a", &["b", "c"]));
+    t.register_output(5, sized(1, "a", 3));
+    t.register_output(5, replicated(2, "b", &["a"]));
+    t.register_output(5, replicated(3, "a", &["c"]));
+    let _ = t.input_for(5, Some(0));
+    assert_eq!(
+        t.kept_if_lost("a"),
+        Kept {
+            from_replicas: 2,
+            from_storage: 0
+        }
+    );
+    let (lost, kept) = t.executor_lost("a");
+    assert_eq!(lost, vec![5], "map 1 had no replica");
+    assert_eq!(kept.from_replicas, 2);
+    assert_eq!(t.missing(5), vec![1]);
+    // Map 0 moved to b (its first replica) keeping c; map 3 to c; b's own output lost
+    // its replica on a.
+    assert_eq!(t.replicas_of(5, 0), vec!["c".to_string()]);
+    assert!(t.replicas_of(5, 2).is_empty() && t.replicas_of(5, 3).is_empty());
+    for r in 0..3 {
+        let got = t.input_for(5, Some(r)).map_locations().unwrap();
+        let by_map: Vec<(u32, &str, &str, u64)> = got
+            .iter()
+            .map(|l| {
+                (
+                    l.map_partition,
+                    l.executor_id.as_str(),
+                    l.shuffle_address.as_str(),
+                    l.block_sizes[0],
+                )
+            })
+            .collect();
+        assert_eq!(
+            by_map,
+            vec![
+                (0, "b", "b:1", u64::from(r)),
+                (2, "b", "b:1", 2000 + u64::from(r)),
+                (3, "c", "c:1", 3000 + u64::from(r)),
+            ],
+            "reducer {r}"
+        );
+        assert_eq!(got, expected(&t, 5, r), "reducer {r}");
+        assert!(
+            got.iter().all(|l| l.replicas.is_empty()),
+            "tasks get no replica lists"
+        );
+    }
+    // b fails a fetch (a damaged replica, say): map 0 goes on to c, map 2 is lost.
+    assert_eq!(t.fetch_failed("b", 5, false), vec![5]);
+    assert_eq!(t.missing(5), vec![1, 2]);
+    let zero = t
+        .locations(5)
+        .into_iter()
+        .find(|l| l.map_partition == 0)
+        .unwrap();
+    assert_eq!(
+        (zero.executor_id.as_str(), zero.shuffle_address.as_str()),
+        ("c", "c:1")
+    );
+    // Its last copy gone, the output is lost as under `local`.
+    assert_eq!(t.executor_lost("c").0, vec![5]);
+    assert_eq!(t.missing(5), vec![0, 1, 2, 3]);
 }

@@ -267,6 +267,17 @@ impl Scheduler {
                     .get(&run.executor_id)
                     .map(|e| e.shuffle_address.clone())
                     .unwrap_or_default();
+                // Copies on executors lost meanwhile (or claimed on the writer itself)
+                // are not copies.
+                let replicas = ms
+                    .replicas
+                    .into_iter()
+                    .filter(|r| {
+                        let id = String::from_utf8_lossy(&r.executor_id);
+                        id != run.executor_id.as_str() && self.executors.contains_key(id.as_ref())
+                    })
+                    .take(ember_proto::limits::MAX_SHUFFLE_REPLICAS)
+                    .collect();
                 self.tracker.register_output(
                     sid,
                     MapLocation {
@@ -277,6 +288,7 @@ impl Scheduler {
                         first_reduce: 0,
                         stored: ms.stored,
                         from_storage: false,
+                        replicas,
                     },
                 );
                 let Some(st) = self.stages.get_mut(&run.stage_id) else {

@@ -7,9 +7,11 @@
 //! whose tasks run briefly (`Scheduler::stage_depth`: a run-time budget over its tasks'
 //! run time, at most `pipeline_depth`), filled level by level so the load stays even.
 
-use ember_proto::TaskDescription;
+use std::collections::HashMap;
 
-use super::{Pending, Scheduler, StageKind, TaskRun};
+use ember_proto::{MapHost, TaskDescription};
+
+use super::{Executor, Pending, Scheduler, StageKind, TaskRun};
 use crate::events::JobEvent;
 use crate::listener::{now_ms, ListenerEvent};
 
@@ -159,6 +161,13 @@ impl Scheduler {
             .into_iter()
             .map(|(sid, reduce)| self.tracker.input_for(sid, reduce))
             .collect();
+        let replica_targets = match st.kind {
+            StageKind::ShuffleMap(sid) => {
+                let n = st.index.shuffle(sid).map_or(0, |d| d.replicas);
+                replica_targets(&self.executors, executor_id, n, p.partition)
+            }
+            StageKind::Result(_) => Vec::new(),
+        };
         let desc = TaskDescription {
             job_id,
             stage_id: st.id,
@@ -176,6 +185,7 @@ impl Scheduler {
             plan_id: st.task_plan.plan_id,
             // A barrier stage's rank: its gang's world, key and attempt.
             barrier: st.gang.as_ref().map(|g| g.task(p.partition)),
+            replica_targets,
         };
         *self.copies.entry((st.id, p.partition)).or_insert(0) += 1;
         self.running.insert(
@@ -212,4 +222,41 @@ impl Scheduler {
         self.launcher.launch(executor_id, desc, &st.task_plan);
         Some(task_id)
     }
+}
+
+/// Where map task `partition` running on `on` pushes its output under `replicated:N`:
+/// `n` other executors that serve shuffle blocks, those on other hosts first, taken in
+/// id order from a place rotated by the partition so the copies spread over them. Fewer
+/// when fewer exist (the output then has fewer copies; lineage stays the fallback).
+fn replica_targets(
+    executors: &HashMap<String, Executor>,
+    on: &str,
+    n: u32,
+    partition: u32,
+) -> Vec<MapHost> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let host = executors.get(on).map_or("", |e| e.host.as_str());
+    let mut others: Vec<(&String, &Executor)> = executors
+        .iter()
+        .filter(|(id, e)| id.as_str() != on && !e.shuffle_address.is_empty())
+        .collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    others.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let turn = partition as usize % others.len();
+    others.rotate_left(turn);
+    // Stable: the rotation's order stays within each group.
+    others.sort_by_key(|(_, e)| !host.is_empty() && e.host == host);
+    others
+        .into_iter()
+        .take(n as usize)
+        .map(|(id, e)| MapHost {
+            executor_id: id.clone().into(),
+            shuffle_address: e.shuffle_address.clone().into(),
+            from_storage: false,
+        })
+        .collect()
 }

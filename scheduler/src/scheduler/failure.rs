@@ -268,13 +268,17 @@ impl Scheduler {
                 hit.insert(stage);
             }
         }
-        // Its stored outputs will be read from storage (the tracker moves them below,
-        // after its tasks fail, as the barrier path expects).
-        let kept = u32::try_from(self.tracker.stored_on(executor_id)).unwrap_or(u32::MAX);
+        // Its replicated outputs will be served by replicas, its stored ones read from
+        // storage (the tracker moves them below, after its tasks fail, as the barrier
+        // path expects).
+        let kept = self.tracker.kept_if_lost(executor_id);
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let (from_replicas, from_storage) = (count(kept.from_replicas), count(kept.from_storage));
         self.listeners.emit(|| ListenerEvent::ExecutorLost {
             executor_id: executor_id.to_string(),
             reason: reason.to_string(),
-            outputs_from_storage: kept,
+            outputs_from_storage: from_storage,
+            outputs_from_replicas: from_replicas,
             time_ms: now_ms(),
         });
         for job in self.jobs.values() {
@@ -282,7 +286,8 @@ impl Scheduler {
                 let _ = job.events.send(JobEvent::ExecutorLost {
                     executor_id: executor_id.to_string(),
                     reason: reason.to_string(),
-                    outputs_from_storage: kept,
+                    outputs_from_storage: from_storage,
+                    outputs_from_replicas: from_replicas,
                 });
             }
         }
@@ -305,15 +310,23 @@ impl Scheduler {
             self.task_failed(run, failure, TaskMetrics::default());
         }
         self.abandoned.retain(|_, e| e != executor_id);
-        // Its stored outputs move to storage, the rest are forgotten.
+        // Its replicated outputs move to a replica, its stored ones to storage, the
+        // rest are forgotten.
         let (shuffles, _) = self.tracker.executor_lost(executor_id);
         if !shuffles.is_empty() {
             info!(executor = %executor_id, ?shuffles, "map outputs lost with executor");
         }
-        if kept > 0 {
+        if from_replicas > 0 {
             info!(
                 executor = %executor_id,
-                outputs = kept,
+                outputs = from_replicas,
+                "map outputs of the lost executor are served by their replicas"
+            );
+        }
+        if from_storage > 0 {
+            info!(
+                executor = %executor_id,
+                outputs = from_storage,
                 "map outputs of the lost executor are read from storage"
             );
         }

@@ -237,6 +237,7 @@ struct Executor {
     /// Its key in `Scheduler::room` (`in_flight / slots + 1`), 0 when not filed there.
     level: u32,
     shuffle_address: String,
+    host: String,
 }
 
 /// The next job and stage numbers of one application (`Plan.application`).
@@ -441,6 +442,7 @@ impl Scheduler {
                 executor_id,
                 slots,
                 shuffle_address,
+                host,
             } => {
                 debug!(executor = %executor_id, slots, "executor added");
                 self.listeners.emit(|| ListenerEvent::ExecutorAdded {
@@ -458,6 +460,7 @@ impl Scheduler {
                         in_flight: 0,
                         level: 0,
                         shuffle_address,
+                        host,
                     },
                 );
                 self.refile(&executor_id);

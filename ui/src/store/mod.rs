@@ -355,14 +355,20 @@ impl AppStatus {
                 executor_id,
                 reason,
                 outputs_from_storage,
+                outputs_from_replicas,
                 time_ms,
             } => {
                 if let Some(x) = self.executors.get_mut(executor_id) {
                     x.lost_ms = Some(*time_ms);
-                    x.lost_reason = Some(match outputs_from_storage {
-                        0 => reason.clone(),
-                        n => format!("{reason}; {n} map output(s) read from storage"),
-                    });
+                    let mut why = reason.clone();
+                    if *outputs_from_replicas > 0 {
+                        why +=
+                            &format!("; {outputs_from_replicas} map output(s) served by replicas");
+                    }
+                    if *outputs_from_storage > 0 {
+                        why += &format!("; {outputs_from_storage} map output(s) read from storage");
+                    }
+                    x.lost_reason = Some(why);
                     x.tasks_running = 0;
                 }
                 self.storage.executor_lost(executor_id);

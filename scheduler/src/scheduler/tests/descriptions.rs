@@ -23,6 +23,7 @@ fn reducer_inputs(plan: Plan, reducers: usize) -> Vec<(u32, Vec<ember_proto::Map
                 ember_proto::task_status::Outcome::Success(ember_proto::TaskSuccess {
                     output: Some(ember_proto::task_success::Output::MapStatus(
                         ember_proto::MapStatus {
+                            replicas: Default::default(),
                             stored: false,
                             shuffle_id: sid,
                             map_partition: t.partition,

@@ -98,6 +98,7 @@ fn listeners_see_failures_and_executors() {
         executor_id: "e2".into(),
         slots: 3,
         shuffle_address: String::new(),
+        host: String::new(),
     });
     let events = h.sched.submit(two_stage_plan(), HashMap::new());
     // Every attempt fails, until a partition has used its two attempts.

@@ -66,6 +66,7 @@ impl Harness {
                 executor_id: id.to_string(),
                 slots: *slots,
                 shuffle_address: String::new(),
+                host: String::new(),
             });
         }
         Harness {
@@ -102,6 +103,7 @@ impl Harness {
     fn succeed_stored(&self, exec: &str, task: &TaskDescription, stored: bool) {
         let output = match task.shuffle_id {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored,
                 shuffle_id: sid,
                 map_partition: task.partition,
@@ -339,6 +341,7 @@ fn stale_status_is_ignored_and_lost_executor_outputs_rerun() {
         executor_id: "e2".into(),
         slots: 2,
         shuffle_address: String::new(),
+        host: String::new(),
     });
     // The late status of the lost attempt must not count.
     h.succeed("e1", &m1);

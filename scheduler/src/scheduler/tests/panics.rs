@@ -48,6 +48,7 @@ fn a_scheduler_panic_fails_every_job_and_calls_the_handler() {
         executor_id: "e1".into(),
         slots: 1,
         shuffle_address: String::new(),
+        host: String::new(),
     });
     let expected = "the scheduler thread panicked: launcher exploded";
     let events = sched.submit(plan(), HashMap::new());
@@ -81,6 +82,7 @@ fn a_malformed_map_status_is_a_failed_attempt_not_an_output() {
         &t,
         task_status::Outcome::Success(TaskSuccess {
             output: Some(task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored: false,
                 shuffle_id: 0,
                 map_partition: t.partition,

@@ -128,6 +128,7 @@ fn a_task_that_keeps_losing_its_executor_fails_its_job_after_the_cap() {
             executor_id: format!("e{}", i + 1),
             slots: 1,
             shuffle_address: String::new(),
+            host: String::new(),
         });
         h.sched.send(SchedulerEvent::ExecutorLost {
             executor_id: ex,

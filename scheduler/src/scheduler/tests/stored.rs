@@ -15,6 +15,7 @@ fn e1_lost_and_e2_joins(h: &Harness) {
         executor_id: "e2".into(),
         slots: 2,
         shuffle_address: "e2:7000".into(),
+        host: String::new(),
     });
 }
 

@@ -63,6 +63,7 @@ fn run_chain_task_stored(g: &Gangs, e: &str, t: &TaskDescription, wrong: bool, s
             assert!(t.barrier.is_none(), "the map stage is ordinary");
             let sizes = (0..3).map(|r| source_block(t.partition, r)).collect();
             task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored,
                 shuffle_id: 0,
                 map_partition: t.partition,
@@ -75,6 +76,7 @@ fn run_chain_task_stored(g: &Gangs, e: &str, t: &TaskDescription, wrong: bool, s
             let garbage = if wrong { 1_000 } else { 0 };
             let sizes = (0..2).map(|r| barrier_block(sum, k, r) + garbage).collect();
             task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored: false,
                 shuffle_id: 1,
                 map_partition: k,

@@ -100,6 +100,7 @@ impl Gangs {
             executor_id: id.into(),
             slots,
             shuffle_address: String::new(),
+            host: String::new(),
         });
     }
 
@@ -164,6 +165,7 @@ impl Gangs {
     fn succeed_with(&self, exec: &str, task: &TaskDescription, accumulator: u8) {
         let output = match task.shuffle_id {
             Some(sid) => task_success::Output::MapStatus(MapStatus {
+                replicas: Default::default(),
                 stored: false,
                 shuffle_id: sid,
                 map_partition: task.partition,

@@ -1,0 +1,188 @@
+//! The receiving side of `replicated:N` shuffle durability: `Shuffle.PushMapOutput`,
+//! where a peer executor pushes a map output file it committed, and this executor
+//! stores it as a replica and serves it like its own.
+//!
+//! Invariants:
+//! * Only executors push: the call must carry the executor secret (checked by the
+//!   service before this module runs). The header's session key must equal the key
+//!   this executor already holds for the session owning the shuffle, or becomes that
+//!   session's key when it holds none; a push never replaces a key.
+//! * Every size is bounded before it costs anything: the header's `file_len` at most
+//!   [`MAX_PUSHED_OUTPUT_BYTES`], each piece's data at most what the header promised
+//!   minus what came before, the key at most [`MAX_KEY_BYTES`].
+//! * A replica is committed as a map task commits its output: written to a temporary
+//!   name of the shuffle (`.shuffle_S_M.push-…`, which a shuffle's removal deletes too)
+//!   in the session's shuffle directory (made `0700` if absent), mode `0600`, and
+//!   renamed to `shuffle_S_M.data` only once its length matches the header's and its
+//!   crc32 the last piece's.
+//!   A reader sees the whole replica or none; any failure removes the temporary file.
+//!   The file is the original byte for byte, so the reducer checks its blocks' crcs as
+//!   it checks the original's.
+//! * A replica is deleted with its shuffle (`RemoveShuffles`), its session
+//!   (`CleanupSession`) or this executor's registration, as the executor's own outputs.
+
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ember_proto::limits::MAX_PUSHED_OUTPUT_BYTES;
+use ember_proto::{IdRange, MapOutputPiece};
+use tokio::io::AsyncWriteExt;
+use tokio_stream::StreamExt;
+use tonic::Status;
+
+use crate::blocks::SessionKeys;
+
+/// Longest session key a push may carry (keys are 64 hex digits).
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// What a push stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub path: PathBuf,
+    pub bytes: u64,
+}
+
+/// Receives one pushed map output into the session's directory under `shuffle_dir`.
+pub async fn receive<S>(
+    shuffle_dir: &Path,
+    keys: &SessionKeys,
+    mut pieces: S,
+) -> Result<Stored, Status>
+where
+    S: tokio_stream::Stream<Item = Result<MapOutputPiece, Status>> + Unpin,
+{
+    let first = match pieces.next().await {
+        Some(Ok(p)) => p,
+        Some(Err(s)) => return Err(s),
+        None => return Err(Status::invalid_argument("a map output push sent nothing")),
+    };
+    let (shuffle_id, map) = (first.shuffle_id, first.map_partition);
+    let what = format!("the push of map output {map} of shuffle {shuffle_id}");
+    if first.file_len > MAX_PUSHED_OUTPUT_BYTES {
+        return Err(Status::resource_exhausted(format!(
+            "{what} announces {} bytes, over the {MAX_PUSHED_OUTPUT_BYTES} a replica may take",
+            first.file_len
+        )));
+    }
+    if first.session_key.is_empty() || first.session_key.len() > MAX_KEY_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "{what} carries a session key of {} bytes (expected 1 to {MAX_KEY_BYTES})",
+            first.session_key.len()
+        )));
+    }
+    keys.check_or_learn(shuffle_id, &first.session_key)?;
+    let dir = crate::config::session_shuffle_dir(shuffle_dir, IdRange::of_id(shuffle_id));
+    let io = |e: std::io::Error, doing: &str| {
+        Status::internal(format!("{what}: {doing} in {}: {e}", dir.display()))
+    };
+    if !dir.is_dir() {
+        crate::config::private_dir(&dir).map_err(|e| io(e, "cannot make the session directory"))?;
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".shuffle_{shuffle_id}_{map}.push-{nanos}"));
+    let target = ember_shuffle::data_path(&dir, shuffle_id, map);
+    let result = write_checked(&tmp, &target, &dir, first, &mut pieces, &what).await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes the pieces to `tmp`, checks their length and crc against the header, and
+/// renames the file to `target`.
+async fn write_checked<S>(
+    tmp: &Path,
+    target: &Path,
+    dir: &Path,
+    first: MapOutputPiece,
+    pieces: &mut S,
+    what: &str,
+) -> Result<Stored, Status>
+where
+    S: tokio_stream::Stream<Item = Result<MapOutputPiece, Status>> + Unpin,
+{
+    let io = |e: std::io::Error, doing: &str| {
+        Status::internal(format!("{what}: {doing} {}: {e}", tmp.display()))
+    };
+    let expected_len = first.file_len;
+    let mut announced_crc = None;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(tmp)
+        .map_err(|e| io(e, "cannot create"))?;
+    let mut file = tokio::fs::File::from_std(file);
+    let mut crc = crc32fast::Hasher::new();
+    let mut got: u64 = 0;
+    let mut next = Some(first);
+    loop {
+        let piece = match next.take() {
+            Some(p) => p,
+            None => match pieces.next().await {
+                Some(Ok(p)) => p,
+                Some(Err(s)) => return Err(s),
+                None => break,
+            },
+        };
+        if announced_crc.is_some() {
+            return Err(Status::invalid_argument(format!(
+                "{what} sent a piece after its last"
+            )));
+        }
+        if piece.last {
+            announced_crc = Some(piece.crc32);
+        }
+        let len = piece.data.len() as u64;
+        if got.saturating_add(len) > expected_len {
+            return Err(Status::invalid_argument(format!(
+                "{what} sent more than the {expected_len} bytes it announced"
+            )));
+        }
+        got += len;
+        crc.update(&piece.data);
+        file.write_all(&piece.data)
+            .await
+            .map_err(|e| io(e, "cannot write"))?;
+    }
+    if got != expected_len {
+        return Err(Status::invalid_argument(format!(
+            "{what} ended after {got} of the {expected_len} bytes it announced"
+        )));
+    }
+    let Some(expected_crc) = announced_crc else {
+        return Err(Status::invalid_argument(format!(
+            "{what} ended without its last piece"
+        )));
+    };
+    let crc = crc.finalize();
+    if crc != expected_crc {
+        return Err(Status::data_loss(format!(
+            "{what} arrived damaged: crc32 {crc:08x}, announced {expected_crc:08x}"
+        )));
+    }
+    file.flush().await.map_err(|e| io(e, "cannot write"))?;
+    let file = file.into_std().await;
+    // With worker uids the session's directory belongs to its uid: so does the replica,
+    // or a reducer of that session on this executor could not read it.
+    if let Ok(meta) = std::fs::metadata(dir) {
+        if meta.uid() != nix_euid() {
+            let _ = std::os::unix::fs::fchown(&file, Some(meta.uid()), Some(meta.gid()));
+        }
+    }
+    drop(file);
+    std::fs::rename(tmp, target).map_err(|e| io(e, "cannot commit"))?;
+    Ok(Stored {
+        path: target.to_path_buf(),
+        bytes: got,
+    })
+}
+
+/// This process's effective uid.
+fn nix_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
