@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod faultjob;
 pub mod moto;
 pub mod process;
 

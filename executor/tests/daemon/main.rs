@@ -10,6 +10,7 @@ mod metrics_access;
 mod modes;
 mod protocol;
 mod registration;
+mod replica_push;
 mod shuffle_service;
 mod worker_isolation;
 mod workers;

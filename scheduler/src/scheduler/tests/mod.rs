@@ -26,6 +26,7 @@ mod panics;
 mod pipelining;
 mod recovery;
 mod release;
+mod replicated;
 mod stored;
 
 struct FakeLauncher(
