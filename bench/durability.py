@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""What `storage:` shuffle durability costs: wordcount and sort on a cluster of 3 executors
-of 1 core, `EMBER_SHUFFLE_DURABILITY=local` against `storage:DIR`, alternated run by run.
+"""What shuffle durability costs: wordcount and sort on a cluster of 3 executors of 1 core,
+`EMBER_SHUFFLE_DURABILITY=local` against `replicated:1` and `storage:DIR`, alternated run
+by run.
 
     python3 bench/durability.py --data /work/bench/data [--bin-dir target/release] [--rounds 3]
 
@@ -12,7 +13,8 @@ ephemeral ports) serves every run; the stored directory is a temp dir on the sam
 (a shared file system would add its network). Each run's output is checked against the
 first `local` run's output of the same job (the same part files, byte for byte), and the
 stored directory must be empty after every run (the client removes its copies). Prints
-each run and, per job, the medians and storage/local. Everything is removed at the end.
+each run and, per job, the medians and each mode against local. Everything is removed at
+the end.
 """
 import argparse
 import hashlib
@@ -66,7 +68,8 @@ def main():
         os.makedirs(store)
         logs = os.path.join(scratch, "logs")
         os.makedirs(logs)
-        modes = [("local", "local"), ("storage", f"storage:{store}")]
+        modes = [("local", "local"), ("replicated", "replicated:1"),
+                 ("storage", f"storage:{store}")]
         walls = {(j, m): [] for j, _ in jobs for m, _ in modes}
         want = {}
         with Cluster(bins, executors=3, cores=1, memory="1g", log_dir=logs) as cluster:
@@ -87,9 +90,11 @@ def main():
                         print(f"round {r + 1} {job} {mode}: {w:.2f} s", flush=True)
         for job, _ in jobs:
             loc = statistics.median(walls[(job, "local")])
-            sto = statistics.median(walls[(job, "storage")])
-            print(f"{job}: local {loc:.2f} s, storage {sto:.2f} s (median of {args.rounds}), "
-                  f"storage/local {sto / loc:.3f}")
+            line = f"{job}: local {loc:.2f} s"
+            for mode, _ in modes[1:]:
+                m = statistics.median(walls[(job, mode)])
+                line += f", {mode} {m:.2f} s ({mode}/local {m / loc:.3f})"
+            print(f"{line} (medians of {args.rounds})")
         print(f"load average at the end: {os.getloadavg()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
