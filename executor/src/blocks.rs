@@ -119,6 +119,11 @@ impl SessionKeys {
         }
     }
 
+    /// The key of the session owning `shuffle_id`, if this executor knows it.
+    pub fn key_of(&self, shuffle_id: u32) -> Option<String> {
+        self.map().get(&IdRange::of_id(shuffle_id)).cloned()
+    }
+
     /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)`.
     pub fn forget_range(&self, id_lo: u32, id_hi: u32) {
         let (lo, hi) = (IdRange::of_id(id_lo), IdRange::of_id(id_hi));

@@ -224,6 +224,10 @@ pub struct Config {
     pub worker_idle: std::time::Duration,
     /// A stored binary no worker runs is deleted once unused for this long.
     pub binary_max_age: std::time::Duration,
+    /// On SIGTERM (or the driver's `Decommission`) running tasks get this long to end
+    /// before they are killed and the executor moves its map outputs to peers and
+    /// exits; zero: SIGTERM stops at once, as SIGINT does.
+    pub decommission_timeout: std::time::Duration,
     /// The uids worker processes run as, one per session (`--worker-uids`); `None`:
     /// workers run as the executor's own user.
     pub worker_users: Option<crate::worker_users::WorkerUsers>,

@@ -27,6 +27,7 @@ pub mod binary_worker;
 pub mod blocks;
 pub mod cleanup;
 pub mod config;
+pub mod decommission;
 pub mod driver_conn;
 pub mod metrics;
 pub mod outbound;

@@ -103,6 +103,13 @@ struct Cli {
     /// Seconds a worker process may sit without tasks before it is stopped.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     worker_idle_secs: u64,
+    /// Seconds a decommissioning executor (SIGTERM, or the driver's request) lets its
+    /// running tasks finish before killing them; then it moves its map outputs to other
+    /// executors and exits 0. 0: SIGTERM stops at once, as SIGINT does. Give the
+    /// container's grace period (compose `stop_grace_period`, Kubernetes
+    /// `terminationGracePeriodSeconds`) this plus time to move the outputs.
+    #[arg(long, default_value_t = 60)]
+    decommission_timeout: u64,
     /// Seconds a stored job binary may go unused (no worker of it running) before it
     /// is deleted.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
@@ -251,6 +258,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         advertise_host: advertise_host(cli)?,
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
+        decommission_timeout: std::time::Duration::from_secs(cli.decommission_timeout),
         worker_users,
     };
     config.prepare_work_dir().map_err(|e| e.to_string())?;
@@ -353,8 +361,18 @@ async fn run(
     );
 
     let signals = shutdown.clone();
+    let decommission = CancellationToken::new();
+    let leave = decommission.clone();
+    let graceful = !config.decommission_timeout.is_zero();
+    let registered_now = registered.subscribe();
     tokio::spawn(async move {
-        wait_for_signal(term, int).await;
+        let (mut term, mut int) = (term, int);
+        let first = wait_for_signal(&mut term, &mut int).await;
+        if first == Signal::Term && graceful && *registered_now.borrow() {
+            tracing::info!("SIGTERM: decommissioning (a second SIGTERM or SIGINT stops at once)");
+            leave.cancel();
+            wait_for_signal(&mut term, &mut int).await;
+        }
         tracing::info!("stopping: killing workers");
         signals.cancel();
     });
@@ -386,6 +404,7 @@ async fn run(
         executor_id,
         session_keys,
         shutdown: shutdown.clone(),
+        decommission: decommission.clone(),
         registered,
     };
     let result = registration::run(&reg).await;
@@ -418,14 +437,21 @@ async fn collect_binaries(store: Arc<BinaryStore>, max_age: Duration, shutdown: 
     }
 }
 
-/// Resolves on the first SIGTERM or SIGINT among the handlers that could be installed.
+/// Which stop signal came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Term,
+    Int,
+}
+
+/// Resolves on the next SIGTERM or SIGINT among the handlers that could be installed.
 async fn wait_for_signal(
-    term: std::io::Result<tokio::signal::unix::Signal>,
-    int: std::io::Result<tokio::signal::unix::Signal>,
-) {
-    async fn recv(s: std::io::Result<tokio::signal::unix::Signal>, name: &str) {
+    term: &mut std::io::Result<tokio::signal::unix::Signal>,
+    int: &mut std::io::Result<tokio::signal::unix::Signal>,
+) -> Signal {
+    async fn recv(s: &mut std::io::Result<tokio::signal::unix::Signal>, name: &str) {
         match s {
-            Ok(mut s) => {
+            Ok(s) => {
                 s.recv().await;
             }
             Err(e) => {
@@ -435,8 +461,8 @@ async fn wait_for_signal(
         }
     }
     tokio::select! {
-        _ = recv(term, "SIGTERM") => {}
-        _ = recv(int, "SIGINT") => {}
+        _ = recv(term, "SIGTERM") => Signal::Term,
+        _ = recv(int, "SIGINT") => Signal::Int,
     }
 }
 

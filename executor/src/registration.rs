@@ -6,6 +6,8 @@
 //!   alone: when its channel ends or errors (driver gone or restarted), every worker is
 //!   killed and every shuffle file deleted before the executor registers again (as a
 //!   new executor: the driver gives a new id and forgets the old one's outputs).
+//! * A decommissioning registration (`crate::decommission`) ends once its outputs moved,
+//!   and the loop returns instead of registering again.
 //! * Reconnection never stops, with backoff from [`INITIAL_BACKOFF`] doubling to
 //!   [`MAX_BACKOFF`] (reset after each successful registration), except when the driver
 //!   refuses the secret: retrying cannot fix that, so [`run`] returns
@@ -26,6 +28,7 @@ use crate::binaries::BinaryStore;
 use crate::blocks::{SessionKeys, SharedExecutorId};
 use crate::cleanup;
 use crate::config::Config;
+use crate::decommission::Decommission;
 use crate::driver_conn::{driver_client, driver_endpoint, DriverConn};
 use crate::workers::Workers;
 
@@ -58,6 +61,9 @@ pub struct Registration {
     pub session_keys: SessionKeys,
     /// Cancelled on SIGINT/SIGTERM: kill the workers and return.
     pub shutdown: CancellationToken,
+    /// Cancelled on SIGTERM (with a decommission timeout) or the driver's
+    /// `Decommission`: leave gracefully (`crate::decommission`), then return.
+    pub decommission: CancellationToken,
     /// Whether a registration is live (the health check reports it).
     pub registered: RegisteredFlag,
 }
@@ -95,6 +101,8 @@ impl Drop for Live<'_> {
 
 enum End {
     Shutdown,
+    /// Decommissioned: its outputs moved, the executor leaves.
+    Decommissioned,
     Lost(String),
 }
 
@@ -104,7 +112,13 @@ pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
     let mut backoff = INITIAL_BACKOFF;
     loop {
         let reason = match session(reg, &mut backoff).await? {
-            End::Shutdown => return Ok(()),
+            End::Shutdown | End::Decommissioned => return Ok(()),
+            // A decommissioning executor that lost its driver leaves rather than join
+            // again.
+            End::Lost(reason) if reg.decommission.is_cancelled() => {
+                tracing::warn!("{reason}; decommissioning, so not registering again");
+                return Ok(());
+            }
             End::Lost(reason) => reason,
         };
         reg.executor_id
@@ -250,9 +264,21 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
     );
     let mut heartbeat = tokio::time::interval(Duration::from_millis(interval_ms.into()));
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leaving = Decommission::default();
+    let mut drain_poll = tokio::time::interval(crate::decommission::DRAIN_POLL);
+    let timeout = reg.config.decommission_timeout;
     let end = loop {
         tokio::select! {
             _ = reg.shutdown.cancelled() => break End::Shutdown,
+            _ = reg.decommission.cancelled(), if leaving.is_serving() => {
+                leaving.start(&tx, timeout).await;
+            }
+            _ = drain_poll.tick(), if !leaving.is_serving() => {
+                if leaving.poll(&mut workers, &tx, timeout).await {
+                    break End::Decommissioned;
+                }
+            }
+            _ = leaving.moved() => break End::Decommissioned,
             _ = heartbeat.tick() => {
                 let hb = Heartbeat { running_tasks: workers.running_tasks(), memory_used_bytes: workers.memory_used() };
                 let msg = ExecutorMessage { msg: Some(executor_message::Msg::Heartbeat(hb)) };
@@ -267,6 +293,9 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
                 }
             }
             msg = inbound.message() => match msg {
+                Ok(Some(DriverMessage { msg: Some(driver_message::Msg::MigrateOutputs(plan)) })) => {
+                    leaving.plan(plan, workers.replication(), reg.session_keys.clone(), tx.clone());
+                }
                 Ok(Some(m)) => dispatch(reg, &mut workers, m).await,
                 Ok(None) => break End::Lost(format!("driver closed the channel of executor {executor_id}")),
                 Err(s) => break End::Lost(format!("channel of executor {executor_id} to the driver failed: {s}")),
@@ -287,6 +316,8 @@ fn kind(msg: &driver_message::Msg) -> &'static str {
         driver_message::Msg::Unpersist(_) => "UnpersistRdd",
         driver_message::Msg::RemoveShuffles(_) => "RemoveShuffles",
         driver_message::Msg::BarrierPeers(_) => "BarrierPeers",
+        driver_message::Msg::MigrateOutputs(_) => "MigrateOutputs",
+        driver_message::Msg::Decommission(_) => "Decommission",
     }
 }
 
@@ -350,6 +381,18 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
             tracing::warn!("driver sent Registered again; ignored");
         }
         Some(driver_message::Msg::BarrierPeers(p)) => workers.barrier_peers(p),
+        Some(driver_message::Msg::Decommission(_)) => {
+            if reg.config.decommission_timeout.is_zero() {
+                tracing::warn!(
+                    "the driver asked to decommission, but --decommission-timeout is 0; ignored"
+                );
+            } else {
+                reg.decommission.cancel();
+            }
+        }
+        Some(driver_message::Msg::MigrateOutputs(_)) => {
+            tracing::warn!("the driver sent a migration plan out of turn; ignored");
+        }
         None => tracing::warn!("driver sent an empty or unknown message; ignored"),
     }
 }

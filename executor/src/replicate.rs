@@ -114,7 +114,9 @@ impl Replication {
         };
         let this = self.clone();
         Ok(async move {
-            let confirmed = this.push(&plan, shuffle_id, map).await;
+            let confirmed = this
+                .push_output(shuffle_id, map, &plan.session_key, &plan.targets)
+                .await;
             let mut status = status;
             if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
                 if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
@@ -125,9 +127,16 @@ impl Replication {
         })
     }
 
-    /// Pushes map output `map` of `shuffle_id` to the plan's targets; the ones that
-    /// confirmed a checked copy.
-    async fn push(&self, plan: &Plan, shuffle_id: u32, map: u32) -> Vec<MapHost> {
+    /// Pushes map output `map` of `shuffle_id` (of the session whose shuffle key is
+    /// `session_key`) to `targets`; the ones that confirmed a checked copy. Also what a
+    /// decommissioning executor moves its outputs with (`crate::decommission`).
+    pub async fn push_output(
+        &self,
+        shuffle_id: u32,
+        map: u32,
+        session_key: &str,
+        targets: &[MapHost],
+    ) -> Vec<MapHost> {
         let dir = self.config.session_shuffle_dir(IdRange::of_id(shuffle_id));
         let path = ember_shuffle::data_path(&dir, shuffle_id, map);
         let file_len = match tokio::fs::metadata(&path).await {
@@ -143,7 +152,7 @@ impl Replication {
         let timeout = PUSH_BASE_TIMEOUT + Duration::from_secs(file_len >> 24);
         let mut senders = Vec::new();
         let mut calls = Vec::new();
-        for target in &plan.targets {
+        for target in targets {
             let (tx, rx) = mpsc::channel::<MapOutputPiece>(QUEUED_PIECES);
             let client = self.client(&String::from_utf8_lossy(&target.shuffle_address));
             senders.push(tx);
@@ -162,7 +171,7 @@ impl Replication {
             file_len,
             shuffle_id,
             map,
-            plan.session_key.clone(),
+            session_key.to_string(),
             senders,
         );
         let (read, results) = tokio::join!(reading, futures_util::future::join_all(calls));
@@ -171,7 +180,7 @@ impl Replication {
             return Vec::new();
         }
         let mut confirmed = Vec::new();
-        for (target, result) in plan.targets.iter().zip(results) {
+        for (target, result) in targets.iter().zip(results) {
             match result {
                 Ok(()) => confirmed.push(target.clone()),
                 Err(e) => tracing::warn!(

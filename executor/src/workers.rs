@@ -99,6 +99,12 @@ impl Workers {
         }
     }
 
+    /// Where map outputs are pushed from (replicas, and a decommissioning executor's
+    /// moves).
+    pub fn replication(&self) -> Arc<crate::replicate::Replication> {
+        self.env.replication.clone()
+    }
+
     /// Memory the workers' running tasks reserve, summed (for heartbeats).
     pub fn memory_used(&self) -> u64 {
         let used: u64 = self

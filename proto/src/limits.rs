@@ -33,6 +33,10 @@ pub const MAX_SHUFFLE_REPLICAS: usize = 4;
 /// push may take before its length is checked at the end.
 pub const MAX_PUSHED_OUTPUT_BYTES: u64 = 64 << 30;
 
+/// Most map outputs one `MigratedOutputs` message names (a decommissioning executor's
+/// plan, or what it moved, goes in as many messages as it takes).
+pub const MAX_MIGRATIONS_PER_MESSAGE: usize = 4096;
+
 /// Most launches in one `LaunchTasks` message.
 pub const MAX_LAUNCH_BATCH: usize = 1024;
 

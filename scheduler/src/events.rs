@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ember_proto::{
-    AccumulatorUpdate, BarrierPeers, Plan, TaskDescription, TaskMetrics, TaskStatus,
+    AccumulatorUpdate, BarrierPeers, MapHost, MigratedOutput, Plan, TaskDescription, TaskMetrics,
+    TaskStatus,
 };
 
 /// What every task of a stage shares, handed to the launcher beside each task's own
@@ -132,6 +133,12 @@ pub trait TaskLauncher: Send + 'static {
     fn barrier_peers(&mut self, executor_id: &str, task_ids: &[u64], peers: &BarrierPeers) {
         let _ = (executor_id, task_ids, peers);
     }
+    /// Tells decommissioning `executor_id` where to push each of its map outputs (all
+    /// of its plan in one call, possibly empty: the executor waits for the whole plan);
+    /// must not block the loop.
+    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<MigratedOutput>) {
+        let _ = (executor_id, outputs);
+    }
 }
 
 /// Input to the scheduler event loop.
@@ -163,6 +170,16 @@ pub enum SchedulerEvent {
         shuffle_address: String,
         /// The machine it runs on (replicas of a map output go to other hosts first).
         host: String,
+    },
+    /// An executor is decommissioning: it takes no more tasks from now on; once
+    /// `drained` (its running tasks ended) the scheduler plans where its map outputs go
+    /// ([`TaskLauncher::migrate_outputs`]).
+    ExecutorDecommissioning { executor_id: String, drained: bool },
+    /// A decommissioning executor pushed these map outputs (shuffle, map) to the peers
+    /// named: replicas there from now on.
+    OutputsMigrated {
+        executor_id: String,
+        outputs: Vec<(u32, u32, MapHost)>,
     },
     /// An executor is gone: its running tasks, map outputs and cached blocks are lost.
     ExecutorLost { executor_id: String, reason: String },

@@ -41,6 +41,13 @@ pub trait Sessions: Send + Sync {
     /// `application` is `None` (the operator) or the job's session's application;
     /// whether a job was cancelled.
     fn kill_job(&self, job_id: u64, application: Option<&str>, reason: &str) -> bool;
+
+    /// Asks registered executor `executor_id` to decommission itself (the operator's
+    /// action); whether it is registered.
+    fn decommission_executor(&self, executor_id: &str) -> bool {
+        let _ = executor_id;
+        false
+    }
 }
 
 /// Who a request comes from.

@@ -337,7 +337,14 @@ pub(crate) fn stage_page(
     page(app, base, &title, &body)
 }
 
-pub(crate) fn executors_page(app: &AppStatus, base: &str, executors: &[ExecutorInfo]) -> String {
+/// The Executors page; `can_decommission`: a live executor's row has a button that asks
+/// it to decommission (`POST {base}/executors/ID/decommission`).
+pub(crate) fn executors_page(
+    app: &AppStatus,
+    base: &str,
+    executors: &[ExecutorInfo],
+    can_decommission: bool,
+) -> String {
     let mut body = String::from(
         "<table><tr><th>Executor</th><th>Host</th><th>Cores</th><th>Memory used / limit</th><th>Status</th><th>Tasks running</th><th>Tasks done</th>\
          <th>Tasks failed</th><th>Shuffle written</th><th>Shuffle read</th><th>Lost because</th></tr>",
@@ -348,9 +355,18 @@ pub(crate) fn executors_page(app: &AppStatus, base: &str, executors: &[ExecutorI
         } else {
             ("active", "succeeded")
         };
+        let button = if can_decommission && x.lost_ms.is_none() {
+            format!(
+                " <form method=\"post\" action=\"{base}/executors/{id}/decommission\" \
+                 style=\"display:inline\"><button type=\"submit\">decommission</button></form>",
+                id = esc(&x.executor_id)
+            )
+        } else {
+            String::new()
+        };
         let _ = write!(
             body,
-            "<tr><td>{id}</td><td>{host}</td><td class=\"n\">{c}</td><td class=\"n\">{mu} / {ml}</td><td><span class=\"{class}\">{st}</span></td><td class=\"n\">{r}</td>\
+            "<tr><td>{id}</td><td>{host}</td><td class=\"n\">{c}</td><td class=\"n\">{mu} / {ml}</td><td><span class=\"{class}\">{st}</span>{button}</td><td class=\"n\">{r}</td>\
              <td class=\"n\">{ok}</td><td class=\"n\">{f}</td><td class=\"n\">{sw}</td><td class=\"n\">{sr}</td><td>{why}</td></tr>",
             id = esc(&x.executor_id),
             host = esc(&x.host),

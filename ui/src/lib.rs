@@ -13,6 +13,7 @@
 mod access;
 mod api;
 mod app_pages;
+mod decommission;
 pub mod event;
 pub mod event_log;
 mod history;

@@ -176,6 +176,22 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             }),
         )
         .route(
+            "/api/v1/executors/{id}/decommission",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    decommission(&s, &v, &h, &id, false)
+                },
+            ),
+        )
+        .route(
+            "/executors/{id}/decommission",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    decommission(&s, &v, &h, &id, true)
+                },
+            ),
+        )
+        .route(
             "/api/v1/jobs/{id}/kill",
             post(
                 |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
@@ -408,7 +424,7 @@ pub(crate) fn render(app: &AppStatus, base: &str, page: Page, can_kill: bool) ->
             Some(to) => Redirect::to(&to).into_response(),
             None => moved_not_found(app, base, format!("No stage {id}.")),
         },
-        Page::Executors => html_ok(html::executors_page(app, base, &app.executors())),
+        Page::Executors => html_ok(html::executors_page(app, base, &app.executors(), can_kill)),
         Page::Storage => html_ok(pages::storage::storage_page(app, base)),
         Page::StorageRdd(id) => match app.storage.rdd(id) {
             Some(r) => html_ok(pages::storage::rdd_page(app, base, &r)),
@@ -490,6 +506,15 @@ fn kill(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Re
         Some(id) => crate::kill::kill(status, sessions.as_ref(), v, headers, id, form),
         None => not_found(),
     }
+}
+
+/// `POST .../executors/{id}/decommission` (see [`crate::decommission`]); 404 unless
+/// serving a driver.
+fn decommission(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Response {
+    let Source::Driver { sessions, .. } = &s.source else {
+        return not_found();
+    };
+    crate::decommission::decommission(sessions.as_ref(), v, headers, id, form)
 }
 
 fn live_metrics(s: &St, v: &Viewer) -> Response {

@@ -198,6 +198,11 @@ impl ExecutorRegistry {
     }
 
     /// Marks `id` as heard from; false if it is no longer registered.
+    /// Whether `id` is registered now.
+    pub(crate) fn is_registered(&self, id: &str) -> bool {
+        self.inner.lock().executors.contains_key(id)
+    }
+
     fn touch(&self, id: &str, heartbeat: Option<Heartbeat>) -> bool {
         let mut inner = self.inner.lock();
         let Some(e) = inner.executors.get_mut(id) else {
@@ -422,6 +427,8 @@ async fn read_channel(
     mut inbound: Streaming<ExecutorMessage>,
     mut alive: oneshot::Receiver<()>,
 ) {
+    // Set once the executor said it finished decommissioning.
+    let mut decommissioned = false;
     loop {
         let next = tokio::select! {
             m = inbound.message() => m,
@@ -432,6 +439,11 @@ async fn read_channel(
         };
         let msg = match next {
             Ok(Some(m)) => m,
+            Ok(None) if decommissioned => {
+                let reason = "decommissioned".to_string();
+                state.executors.lose(&state.to_scheduler, &id, reason);
+                return;
+            }
             Ok(None) => {
                 let reason = format!("connection to {id} closed: the executor ended its stream");
                 state.executors.lose(&state.to_scheduler, &id, reason);
@@ -474,6 +486,28 @@ async fn read_channel(
                     });
                 }
                 known
+            }
+            Some(executor_message::Msg::Decommissioning(d)) => {
+                state.executors.touch(&id, None)
+                    && match super::decommission::phase(&state, &id, d) {
+                        super::decommission::Next::Done => {
+                            decommissioned = true;
+                            true
+                        }
+                        _ => true,
+                    }
+            }
+            Some(executor_message::Msg::OutputsMigrated(m)) => {
+                if !state.executors.touch(&id, None) {
+                    return;
+                }
+                if let super::decommission::Next::Lose(reason) =
+                    super::decommission::migrated(&state, &id, m)
+                {
+                    state.executors.lose(&state.to_scheduler, &id, reason);
+                    return;
+                }
+                true
             }
             None => {
                 warn!(executor = %id, "executor sent an empty message; ignoring it");

@@ -132,6 +132,26 @@ impl TaskLauncher for GrpcLauncher {
             .send(executor_id, driver_message::Msg::BarrierPeers(peers));
     }
 
+    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<ember_proto::MigratedOutput>) {
+        self.flush();
+        let mut chunks: Vec<Vec<ember_proto::MigratedOutput>> = outputs
+            .chunks(ember_proto::limits::MAX_MIGRATIONS_PER_MESSAGE)
+            .map(<[_]>::to_vec)
+            .collect();
+        if chunks.is_empty() {
+            chunks.push(Vec::new());
+        }
+        let n = chunks.len();
+        for (i, outputs) in chunks.into_iter().enumerate() {
+            let msg = ember_proto::MigratedOutputs {
+                outputs,
+                last: i + 1 == n,
+            };
+            self.executors
+                .send(executor_id, driver_message::Msg::MigrateOutputs(msg));
+        }
+    }
+
     fn kill(&mut self, executor_id: &str, task_id: u64) {
         self.flush();
         debug!(task = task_id, executor = %executor_id, "killing task");

@@ -38,6 +38,7 @@ use ember_scheduler::scheduler::{SchedulerConfig, SchedulerHandle};
 
 pub mod binaries;
 mod binary_file;
+mod decommission;
 pub mod executors;
 mod job_queue;
 mod jobs;

@@ -1,6 +1,6 @@
 //! The driver's sessions as the web UI sees them ([`ember_ui::Sessions`]): which
 //! application a session token opens, and killing a job through the same cancel a
-//! client disconnect uses.
+//! client disconnect uses, and asking an executor to decommission (the operator's).
 //!
 //! Invariants: holds the driver state weakly (the UI never keeps a stopped driver
 //! alive); a token is compared with every open session's in constant time and never
@@ -27,5 +27,12 @@ impl ember_ui::Sessions for UiSessions {
         state
             .sessions
             .cancel_running_job(job_id, application, reason, &state.to_scheduler)
+    }
+
+    fn decommission_executor(&self, executor_id: &str) -> bool {
+        let Some(state) = self.0.upgrade() else {
+            return false;
+        };
+        super::decommission::request(&state, executor_id)
     }
 }

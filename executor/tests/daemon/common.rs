@@ -45,6 +45,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         advertise_host: "127.0.0.1".into(),
         worker_idle: std::time::Duration::from_secs(60),
         binary_max_age: std::time::Duration::from_secs(3600),
+        decommission_timeout: std::time::Duration::from_secs(5),
         worker_users: None,
     };
     config.prepare_work_dir().unwrap();

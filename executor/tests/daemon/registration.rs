@@ -20,6 +20,7 @@ fn registration(
     let token = CancellationToken::new();
     let cfg = Arc::new(cfg);
     let reg = Registration {
+        decommission: Default::default(),
         binaries: Arc::new(BinaryStore::new(cfg.binaries_dir())),
         config: cfg,
         shuffle_address: "http://127.0.0.1:9".into(),

@@ -31,6 +31,51 @@ impl MapOutputTracker {
     }
 }
 
+impl MapOutputTracker {
+    /// The outputs `executor_id` serves (not from storage) that have no replica: what a
+    /// decommissioning executor must move, as (shuffle, map) in shuffle and map order.
+    pub fn unreplicated_on(&self, executor_id: &str) -> Vec<(u32, u32)> {
+        let mut found: Vec<(u32, u32)> = self
+            .shuffles
+            .iter()
+            .flat_map(|(sid, o)| {
+                o.by_map.iter().flatten().filter_map(move |l| {
+                    (l.executor_id == executor_id && !l.from_storage && l.replicas.is_empty())
+                        .then_some((*sid, l.map_partition))
+                })
+            })
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// `replica` now holds a copy of map `map` of `shuffle_id` (a decommissioning
+    /// executor moved it there): recorded if the output is still served by `from` and
+    /// the copy is not there already. True if recorded.
+    pub fn add_replica(&mut self, shuffle_id: u32, map: u32, from: &str, replica: MapHost) -> bool {
+        let Some(loc) = self
+            .shuffles
+            .get_mut(&shuffle_id)
+            .and_then(|o| o.by_map.get_mut(map as usize))
+            .and_then(Option::as_mut)
+        else {
+            return false;
+        };
+        if loc.executor_id != from
+            || loc.from_storage
+            || replica.executor_id == from.as_bytes()
+            || loc
+                .replicas
+                .iter()
+                .any(|r| r.executor_id == replica.executor_id)
+        {
+            return false;
+        }
+        loc.replicas.push(replica);
+        true
+    }
+}
+
 impl Outputs {
     /// The index in `hosts` of `executor_id` serving at `address`, added if new (or if
     /// the executor came back at another address).

@@ -225,7 +225,7 @@ impl Scheduler {
 }
 
 /// Where map task `partition` running on `on` pushes its output under `replicated:N`:
-/// `n` other executors that serve shuffle blocks, those on other hosts first, taken in
+/// `n` other executors that serve shuffle blocks and are not decommissioning, those on other hosts first, taken in
 /// id order from a place rotated by the partition so the copies spread over them. Fewer
 /// when fewer exist (the output then has fewer copies; lineage stays the fallback).
 fn replica_targets(
@@ -240,7 +240,7 @@ fn replica_targets(
     let host = executors.get(on).map_or("", |e| e.host.as_str());
     let mut others: Vec<(&String, &Executor)> = executors
         .iter()
-        .filter(|(id, e)| id.as_str() != on && !e.shuffle_address.is_empty())
+        .filter(|(id, e)| id.as_str() != on && e.slots > 0 && !e.shuffle_address.is_empty())
         .collect();
     if others.is_empty() {
         return Vec::new();

@@ -44,6 +44,7 @@ use stage::{Stage, StageKind, StageState};
 mod barrier; // barrier stages: gang launch, rendezvous, Spark's failure rule
 mod completion; // task statuses taken in, successful attempts
 mod config; // the scheduler's settings
+mod decommission; // executors leaving gracefully: drain, then move their map outputs
 mod dispatch; // placing queued tasks on free slots
 mod failure; // failed attempts, fetch failures, lost executors
 mod idle; // giving memory back once no job is left
@@ -465,6 +466,14 @@ impl Scheduler {
                 );
                 self.refile(&executor_id);
             }
+            SchedulerEvent::ExecutorDecommissioning {
+                executor_id,
+                drained,
+            } => self.executor_decommissioning(&executor_id, drained),
+            SchedulerEvent::OutputsMigrated {
+                executor_id,
+                outputs,
+            } => self.outputs_migrated(&executor_id, outputs),
             SchedulerEvent::ExecutorLost {
                 executor_id,
                 reason,

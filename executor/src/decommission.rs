@@ -1,0 +1,207 @@
+//! Decommissioning this executor (SIGTERM, or the driver's `Decommission`): it takes no
+//! more tasks, lets its running ones end (killing what is left at
+//! `--decommission-timeout`), pushes its map outputs to the peers the driver names, and
+//! ends its registration so the daemon exits 0.
+//!
+//! Invariants:
+//! * The phases go out in order, each once: `DRAINING` when it starts, `DRAINED` once no
+//!   task runs here (the driver then sends the plan), `DONE` after every move the plan
+//!   asked for ended and the confirmed ones were reported (`MigratedOutputs`, at most
+//!   `MAX_MIGRATIONS_PER_MESSAGE` per message).
+//! * Nothing waits forever: running tasks get the timeout, then are killed; a plan that
+//!   does not come within the timeout after `DRAINED` ends the decommissioning with
+//!   nothing moved (lineage is the fallback); each push has its own deadline
+//!   (`crate::replicate`).
+//! * A move that fails is not reported: the driver records only confirmed copies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ember_proto::decommissioning::Phase;
+use ember_proto::{
+    executor_message, limits, Decommissioning, ExecutorMessage, KillTask, MigratedOutput,
+    MigratedOutputs,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::blocks::SessionKeys;
+use crate::replicate::Replication;
+use crate::workers::Workers;
+
+/// Moves pushed at once while migrating.
+pub const PARALLEL_MOVES: usize = 4;
+/// How often a draining executor looks whether its tasks have ended.
+pub const DRAIN_POLL: Duration = Duration::from_millis(50);
+
+/// Where this registration is in its decommissioning.
+#[derive(Default)]
+pub enum Decommission {
+    /// Taking tasks as usual.
+    #[default]
+    Serving,
+    /// No more tasks; waiting for the running ones until `deadline`, then killing them.
+    Draining { deadline: Instant, killed: bool },
+    /// Told the driver; collecting its plan until `deadline`.
+    Drained {
+        deadline: Instant,
+        plan: Vec<MigratedOutput>,
+    },
+    /// Pushing; `done` fires when every move ended and `DONE` went out.
+    Moving { done: oneshot::Receiver<()> },
+}
+
+impl Decommission {
+    pub fn is_serving(&self) -> bool {
+        matches!(self, Decommission::Serving)
+    }
+
+    /// Starts decommissioning: tells the driver no more tasks may come.
+    pub async fn start(&mut self, tx: &mpsc::Sender<ExecutorMessage>, timeout: Duration) {
+        if !self.is_serving() {
+            return;
+        }
+        tracing::info!(
+            timeout_s = timeout.as_secs(),
+            "decommissioning: no more tasks; running ones get the timeout to end"
+        );
+        send_phase(tx, Phase::Draining).await;
+        *self = Decommission::Draining {
+            deadline: Instant::now() + timeout,
+            killed: false,
+        };
+    }
+
+    /// While draining: once no task runs, says `DRAINED`; past the deadline, kills what
+    /// still runs. While waiting for the plan: past the deadline, gives up moving and
+    /// says `DONE` (true: the registration may end).
+    pub async fn poll(
+        &mut self,
+        workers: &mut Workers,
+        tx: &mpsc::Sender<ExecutorMessage>,
+        timeout: Duration,
+    ) -> bool {
+        match self {
+            Decommission::Draining { deadline, killed } => {
+                let running = workers.running_tasks();
+                if running.is_empty() {
+                    tracing::info!("decommissioning: no task runs here; moving the map outputs");
+                    send_phase(tx, Phase::Drained).await;
+                    *self = Decommission::Drained {
+                        deadline: Instant::now() + timeout,
+                        plan: Vec::new(),
+                    };
+                } else if Instant::now() >= *deadline && !*killed {
+                    tracing::warn!(
+                        tasks = running.len(),
+                        "decommissioning: killing the tasks still running at the timeout"
+                    );
+                    for task_id in running {
+                        workers.kill(KillTask {
+                            task_id,
+                            reason: "its executor is decommissioning and the timeout passed".into(),
+                        });
+                    }
+                    *killed = true;
+                }
+                false
+            }
+            Decommission::Drained { deadline, .. } if Instant::now() >= *deadline => {
+                tracing::warn!("decommissioning: the driver sent no plan in time; leaving without moving outputs");
+                send_phase(tx, Phase::Done).await;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A part of the driver's plan; on its last part the moves start.
+    pub fn plan(
+        &mut self,
+        part: MigratedOutputs,
+        replication: Arc<Replication>,
+        keys: SessionKeys,
+        tx: mpsc::Sender<ExecutorMessage>,
+    ) {
+        let Decommission::Drained { plan, .. } = self else {
+            tracing::warn!("the driver sent a migration plan to an executor not drained; ignored");
+            return;
+        };
+        plan.extend(part.outputs);
+        if !part.last {
+            return;
+        }
+        let plan = std::mem::take(plan);
+        let (done_tx, done) = oneshot::channel();
+        tokio::spawn(async move {
+            let moved = move_outputs(plan, &replication, &keys).await;
+            tracing::info!(outputs = moved.len(), "decommissioning: map outputs moved");
+            for chunk in moved.chunks(limits::MAX_MIGRATIONS_PER_MESSAGE) {
+                let msg = MigratedOutputs {
+                    outputs: chunk.to_vec(),
+                    last: false,
+                };
+                let _ = tx
+                    .send(ExecutorMessage {
+                        msg: Some(executor_message::Msg::OutputsMigrated(msg)),
+                    })
+                    .await;
+            }
+            send_phase(&tx, Phase::Done).await;
+            let _ = done_tx.send(());
+        });
+        *self = Decommission::Moving { done };
+    }
+
+    /// Resolves when the moves ended (never before they started).
+    pub async fn moved(&mut self) {
+        match self {
+            Decommission::Moving { done } => {
+                let _ = done.await;
+            }
+            _ => std::future::pending().await,
+        }
+    }
+}
+
+/// Pushes each output of `plan` to its target, a few at a time; the confirmed ones.
+async fn move_outputs(
+    plan: Vec<MigratedOutput>,
+    replication: &Replication,
+    keys: &SessionKeys,
+) -> Vec<MigratedOutput> {
+    use futures_util::stream::StreamExt;
+    futures_util::stream::iter(plan)
+        .map(|m| async move {
+            let target = m.target.clone()?;
+            let Some(key) = keys.key_of(m.shuffle_id) else {
+                tracing::warn!(
+                    shuffle_id = m.shuffle_id,
+                    "cannot move a map output of a session this executor holds no key of"
+                );
+                return None;
+            };
+            let confirmed = replication
+                .push_output(
+                    m.shuffle_id,
+                    m.map_partition,
+                    &key,
+                    std::slice::from_ref(&target),
+                )
+                .await;
+            (!confirmed.is_empty()).then_some(m)
+        })
+        .buffer_unordered(PARALLEL_MOVES)
+        .filter_map(|m| async move { m })
+        .collect()
+        .await
+}
+
+async fn send_phase(tx: &mpsc::Sender<ExecutorMessage>, phase: Phase) {
+    let msg = ExecutorMessage {
+        msg: Some(executor_message::Msg::Decommissioning(Decommissioning {
+            phase: phase as i32,
+        })),
+    };
+    let _ = tx.send(msg).await;
+}
