@@ -1,5 +1,5 @@
 //! A three-stage job with fault-injection switches, for fault-tolerance tests and demos:
-//! `faultjob [--master M] [--partitions P] [--map-delay-ms D] [--gate DIR]
+//! `faultjob [--master M] [--partitions P] [--map-delay-ms D] [--gate DIR] [--reduce-delay-ms D]
 //! [--panic-once DIR] [--always-panic P] [--huge-panic-mb N] [--big-result-mb N]
 //! INPUT OUTPUT`.
 //!
@@ -15,6 +15,8 @@
 //! - `--map-delay-ms D`: stage 1 sleeps D ms every 1,000 records (a slow map stage).
 //! - `--gate DIR`: each stage-2 task creates `DIR/waiting-<partition>`, then waits for
 //!   `DIR/open` before reading its shuffle input, so a test can act between the stages.
+//! - `--reduce-delay-ms D`: each stage-3 task sleeps D ms before it writes (a slow last
+//!   stage, so a test's damage between stages 2 and 3 takes effect before the job ends).
 //! - `--panic-once DIR`: partition 0 of stage 1 panics on its first attempt only (the
 //!   attempt leaves `DIR/panicked` behind).
 //! - `--always-panic P`: partition P of stage 1 panics on every attempt.
@@ -49,6 +51,7 @@ fn main() -> anyhow::Result<()> {
     let flags = [
         ("--map-delay-ms", "D"),
         ("--gate", "DIR"),
+        ("--reduce-delay-ms", "D"),
         ("--panic-once", "DIR"),
         ("--always-panic", "P"),
         ("--huge-panic-mb", "N"),
@@ -89,6 +92,12 @@ fn main() -> anyhow::Result<()> {
         .map_partitions_with_index_with(gate, sum_after_gate)
         .map(|(k, sum): (u64, i64)| (k % 7, (k, sum)))
         .group_by_key();
+    let reduce_delay_ms: u64 = args.get_or("--reduce-delay-ms", 0u64)?;
+    let buckets = if reduce_delay_ms > 0 {
+        buckets.map_partitions_with_index_with(reduce_delay_ms, hold_reduce)
+    } else {
+        buckets
+    };
     buckets
         .flat_map(|(bucket, mut members): (u64, Vec<(u64, i64)>)| {
             members.sort_unstable();
@@ -101,6 +110,16 @@ fn main() -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", args.output))?;
     println!("records parsed: {}", parsed.value());
     Ok(())
+}
+
+/// A stage-3 task's records, handed on after `delay_ms`.
+fn hold_reduce(
+    delay_ms: &u64,
+    _partition: u32,
+    records: Records<(u64, Vec<(u64, i64)>)>,
+) -> Vec<(u64, Vec<(u64, i64)>)> {
+    std::thread::sleep(Duration::from_millis(*delay_ms));
+    records.collect()
 }
 
 /// Parses stage 1's records, applying its fault switches.

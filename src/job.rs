@@ -313,6 +313,13 @@ pub(crate) fn decode_results<R: serde::de::DeserializeOwned>(
 /// What the console says when an executor a job used is lost: which of its map outputs
 /// are kept (served by replicas, read from storage) and that the rest is recomputed.
 fn lost_executor_message(executor_id: &str, reason: &str, storage: u32, replicas: u32) -> String {
+    if reason == "decommissioned" {
+        // It left gracefully (SIGTERM, or the operator): its outputs were moved first.
+        return format!(
+            "executor {executor_id} was decommissioned; its {replicas} map output(s) moved to \
+             other executors, what else it ran or kept there is recomputed"
+        );
+    }
     let mut kept = Vec::new();
     if replicas > 0 {
         kept.push(format!(

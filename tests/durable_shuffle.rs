@@ -368,3 +368,73 @@ fn an_executor_killed_while_outputs_are_pushed_to_it_still_gives_the_same_output
     assert!(run.success, "{run:?}\n{}", cluster.logs());
     assert_eq!((output(&out), parsed(&run)), want);
 }
+
+/// SIGTERM (what `docker stop` and a Kubernetes scale-down send) with `local`
+/// durability: the executor decommissions. It takes no more tasks, its running
+/// second-stage task finishes once the gate opens, its map outputs move to the other
+/// executors, and it exits 0; no map task runs again and the output is exact.
+#[test]
+fn a_sigterm_decommissions_the_executor_and_no_map_task_runs_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let mut cluster = Cluster::start(3, 1, None);
+    // The last stage takes a while: the executor is gone before the job ends.
+    let run = start_gated_with(&cluster, &input, s, &["--reduce-delay-ms", "1500"], &[]);
+    // Every executor's one slot holds a second-stage task waiting at the gate.
+    wait_for("three tasks at the gate", Duration::from_secs(60), || {
+        fs::read_dir(&run.gate)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("waiting-"))
+            .count()
+            == 3
+    });
+    let (shuffle, held) = first_shuffle(&cluster, 3);
+    let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
+    cluster.signal_executor(victim, "TERM");
+    // It waits for its running task rather than leave.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(cluster.all_alive(), "{}", cluster.logs());
+    let (out, records, console) = run.open_and_finish_with_console(&cluster);
+    assert_eq!(
+        (out, records),
+        want,
+        "output differs from the fault-free run"
+    );
+    let status = cluster.wait_executor(victim, Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "the decommissioned executor exited {status}"
+    );
+    // The job heard of it, and why its outputs did not need recomputing.
+    assert!(
+        console.contains("was decommissioned; its ")
+            && console.contains("map output(s) moved to other executors"),
+        "{console}"
+    );
+    let log = cluster.driver_log();
+    assert!(log.contains("executor decommissioned"), "{log}");
+    let moved: usize = log
+        .lines()
+        .filter(|l| l.contains("map outputs moved off a decommissioning executor"))
+        .filter_map(|l| {
+            l.split("outputs=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    assert!(
+        moved >= held[victim].len(),
+        "{moved} outputs moved, the victim held {} of the first shuffle:\n{log}",
+        held[victim].len()
+    );
+    // Neither map stage ran again: the first shuffle's outputs and the second's (the
+    // task that finished during the decommission included) moved.
+    assert_eq!(submissions(&log, shuffle), vec![6], "{log}");
+    assert_eq!(submissions(&log, shuffle + 1), vec![6], "{log}");
+}

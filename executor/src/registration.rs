@@ -38,6 +38,8 @@ pub const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How long the driver has to answer `Register` with `Registered`.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a decommissioned executor waits for the driver to end its channel.
+const DONE_WAIT: Duration = Duration::from_secs(5);
 /// Outbound messages (heartbeats, statuses) waiting for the channel.
 const OUTBOUND_QUEUE: usize = 1024;
 
@@ -278,7 +280,13 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
                     break End::Decommissioned;
                 }
             }
-            _ = leaving.moved() => break End::Decommissioned,
+            _ = leaving.moved() => {
+                // `DONE` is queued: the driver answers it by ending the channel. Wait for
+                // that (bounded), so the message is not cut off by this side closing.
+                let drained = async { while let Ok(Some(_)) = inbound.message().await {} };
+                let _ = tokio::time::timeout(DONE_WAIT, drained).await;
+                break End::Decommissioned;
+            }
             _ = heartbeat.tick() => {
                 let hb = Heartbeat { running_tasks: workers.running_tasks(), memory_used_bytes: workers.memory_used() };
                 let msg = ExecutorMessage { msg: Some(executor_message::Msg::Heartbeat(hb)) };

@@ -235,6 +235,25 @@ impl Cluster {
         }
     }
 
+    /// Waits up to `timeout` for executor `i` to exit (after a signal it handles); its
+    /// exit status. The process is reaped and forgotten.
+    pub fn wait_executor(&mut self, i: usize, timeout: Duration) -> std::process::ExitStatus {
+        let child = self.executors[i].as_mut().expect("executor still running");
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("waiting for the executor") {
+                self.executors[i] = None;
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "executor {i} did not exit within {timeout:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the driver (SIGKILL) without starting another.
     pub fn kill_driver(&mut self) {
         if let Some(mut d) = self.driver.take() {

@@ -204,17 +204,24 @@ pub fn start_gated_with_env(
     scratch: &Path,
     env: &[(&str, &str)],
 ) -> GateRun {
+    start_gated_with(cluster, input, scratch, &[], env)
+}
+
+/// [`start_gated`] with more switches for the job and environment variables for the
+/// client.
+pub fn start_gated_with(
+    cluster: &Cluster,
+    input: &Path,
+    scratch: &Path,
+    switches: &[&str],
+    env: &[(&str, &str)],
+) -> GateRun {
     let gate = scratch.join("gate");
     fs::create_dir_all(&gate).unwrap();
     let out = scratch.join("out");
-    let mut client = spawn_faultjob_with_env(
-        cluster,
-        &["--gate", gate.to_str().unwrap()],
-        input,
-        &out,
-        scratch,
-        env,
-    );
+    let mut all = vec!["--gate", gate.to_str().unwrap()];
+    all.extend_from_slice(switches);
+    let mut client = spawn_faultjob_with_env(cluster, &all, input, &out, scratch, env);
     wait_for("the second stage to start", Duration::from_secs(60), || {
         assert!(!client.finished(), "the job ended before its gate opened");
         fs::read_dir(&gate)

@@ -5,8 +5,9 @@
 //! Invariants: only the executor's own channel moves it through its phases (the id is
 //! the channel's, never one the message names); a `MigratedOutputs` longer than
 //! `MAX_MIGRATIONS_PER_MESSAGE` loses the executor, as any oversized batch does; an
-//! executor that said `DONE` and then closes its channel is lost with the reason
-//! "decommissioned", so the console and UI say why its outputs moved.
+//! executor that says `DONE` is lost at once with the reason [`DECOMMISSIONED`] (so the
+//! console and UI say why its outputs moved), which ends its channel: what it waits for
+//! before it exits.
 
 use ember_proto::decommissioning::Phase;
 use ember_proto::{driver_message, limits, Decommission, Decommissioning, MigratedOutputs};
@@ -15,11 +16,14 @@ use tracing::{info, warn};
 
 use super::DriverState;
 
+/// The reason a decommissioned executor is lost with (the client's console knows it).
+pub(crate) const DECOMMISSIONED: &str = "decommissioned";
+
 /// What the channel reader does after a decommissioning message.
 pub(crate) enum Next {
     /// Keep reading.
     Read,
-    /// The executor finished decommissioning: its channel closing is not a failure.
+    /// The executor finished decommissioning: lose it (its outputs moved).
     Done,
     /// The executor broke the protocol (the reason): lose it.
     Lose(String),

@@ -427,8 +427,6 @@ async fn read_channel(
     mut inbound: Streaming<ExecutorMessage>,
     mut alive: oneshot::Receiver<()>,
 ) {
-    // Set once the executor said it finished decommissioning.
-    let mut decommissioned = false;
     loop {
         let next = tokio::select! {
             m = inbound.message() => m,
@@ -439,11 +437,6 @@ async fn read_channel(
         };
         let msg = match next {
             Ok(Some(m)) => m,
-            Ok(None) if decommissioned => {
-                let reason = "decommissioned".to_string();
-                state.executors.lose(&state.to_scheduler, &id, reason);
-                return;
-            }
             Ok(None) => {
                 let reason = format!("connection to {id} closed: the executor ended its stream");
                 state.executors.lose(&state.to_scheduler, &id, reason);
@@ -488,14 +481,18 @@ async fn read_channel(
                 known
             }
             Some(executor_message::Msg::Decommissioning(d)) => {
-                state.executors.touch(&id, None)
-                    && match super::decommission::phase(&state, &id, d) {
-                        super::decommission::Next::Done => {
-                            decommissioned = true;
-                            true
-                        }
-                        _ => true,
-                    }
+                if !state.executors.touch(&id, None) {
+                    return;
+                }
+                if let super::decommission::Next::Done = super::decommission::phase(&state, &id, d)
+                {
+                    // Its outputs moved: it is lost now, which ends its channel (the
+                    // executor waits for that before it exits).
+                    let reason = super::decommission::DECOMMISSIONED.to_string();
+                    state.executors.lose(&state.to_scheduler, &id, reason);
+                    return;
+                }
+                true
             }
             Some(executor_message::Msg::OutputsMigrated(m)) => {
                 if !state.executors.touch(&id, None) {
