@@ -16,6 +16,7 @@ use crate::{
 };
 
 mod barrier;
+mod decommission;
 mod descriptions;
 mod empty;
 mod idle;
@@ -33,6 +34,7 @@ struct FakeLauncher(
     Sender<(String, TaskDescription)>,
     Sender<u64>,
     Sender<Vec<u32>>,
+    Sender<(String, Vec<ember_proto::MigratedOutput>)>,
 );
 impl TaskLauncher for FakeLauncher {
     fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared) {
@@ -44,6 +46,9 @@ impl TaskLauncher for FakeLauncher {
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
         let _ = self.2.send(shuffle_ids.to_vec());
     }
+    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<ember_proto::MigratedOutput>) {
+        let _ = self.3.send((executor_id.to_string(), outputs));
+    }
 }
 
 struct Harness {
@@ -52,6 +57,8 @@ struct Harness {
     killed: Receiver<u64>,
     /// What the scheduler asked the launcher to delete, call by call.
     removed: Receiver<Vec<u32>>,
+    /// The migration plans of decommissioning executors, call by call.
+    migrations: Receiver<(String, Vec<ember_proto::MigratedOutput>)>,
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -61,7 +68,8 @@ impl Harness {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (ktx, krx) = crossbeam_channel::unbounded();
         let (rtx, rrx) = crossbeam_channel::unbounded();
-        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx, rtx)));
+        let (mtx, mrx) = crossbeam_channel::unbounded();
+        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx, rtx, mtx)));
         for (id, slots) in executors {
             sched.send(SchedulerEvent::ExecutorAdded {
                 executor_id: id.to_string(),
@@ -75,6 +83,7 @@ impl Harness {
             launched: rx,
             killed: krx,
             removed: rrx,
+            migrations: mrx,
         }
     }
 

@@ -9,7 +9,7 @@ use crate::ListenerEvent;
 use ember_proto::MapHost;
 
 /// `plan` with every shuffle replicated `n` times.
-fn replicated(mut plan: Plan, n: u32) -> Plan {
+pub(super) fn replicated(mut plan: Plan, n: u32) -> Plan {
     for node in &mut plan.nodes {
         for dep in &mut node.deps {
             if let Some(ember_proto::dependency::Kind::Shuffle(s)) = dep.kind.as_mut() {
@@ -21,7 +21,7 @@ fn replicated(mut plan: Plan, n: u32) -> Plan {
 }
 
 /// Executors e1 and e2 on host a, e3 on host b, one slot each, each serving blocks.
-fn three_executors() -> Harness {
+pub(super) fn three_executors() -> Harness {
     let h = Harness::new(&[], SchedulerConfig::default());
     for (id, host) in [("e1", "a"), ("e2", "a"), ("e3", "b")] {
         h.sched.send(SchedulerEvent::ExecutorAdded {
@@ -35,7 +35,7 @@ fn three_executors() -> Harness {
 }
 
 /// Reports map task `t` on `exec` done, its output confirmed on `replicas`.
-fn succeed_replicated(h: &Harness, exec: &str, t: &TaskDescription, replicas: &[&str]) {
+pub(super) fn succeed_replicated(h: &Harness, exec: &str, t: &TaskDescription, replicas: &[&str]) {
     let sid = t.shuffle_id.unwrap();
     let output = task_success::Output::MapStatus(MapStatus {
         shuffle_id: sid,
@@ -61,7 +61,7 @@ fn succeed_replicated(h: &Harness, exec: &str, t: &TaskDescription, replicas: &[
     );
 }
 
-fn targets(t: &TaskDescription) -> Vec<String> {
+pub(super) fn targets(t: &TaskDescription) -> Vec<String> {
     t.replica_targets
         .iter()
         .map(|r| String::from_utf8_lossy(&r.executor_id).into_owned())
