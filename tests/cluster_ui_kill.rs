@@ -115,3 +115,48 @@ fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The operator decommissions an executor from the web UI (`POST
+/// /api/v1/executors/ID/decommission`): it leaves gracefully and exits 0, and the driver
+/// records why; the cluster secret cannot do it.
+#[test]
+fn the_operator_decommissions_an_executor_from_the_web_ui() {
+    let scratch = tempfile::tempdir().unwrap();
+    let operator = scratch.path().join("operator");
+    std::fs::write(&operator, OPERATOR).unwrap();
+    let mut cluster = Cluster::start_with(
+        2,
+        1,
+        Some(CLUSTER),
+        &[
+            "--ui-port",
+            "0",
+            "--operator-secret-file",
+            operator.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    let ui = cluster.ui_address();
+    let before: Vec<String> = (cluster.status().unwrap().executors.iter())
+        .map(|e| e.executor_id.clone())
+        .collect();
+    assert_eq!(before.len(), 2);
+    let path = format!("/api/v1/executors/{}/decommission", before[0]);
+    assert_eq!(http(&ui, "POST", &path, CLUSTER).0, 401);
+    let (code, body) = http(&ui, "POST", &path, OPERATOR);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"decommissioning\":true"), "{body}");
+    let (_, status) = cluster.wait_any_executor(Duration::from_secs(30));
+    assert!(status.success(), "it exited {status}");
+    let left: Vec<String> = (cluster.status().unwrap().executors.iter())
+        .map(|e| e.executor_id.clone())
+        .collect();
+    assert_eq!(left, before[1..], "only the other executor is left");
+    let log = cluster.driver_log();
+    assert!(
+        log.contains("executor decommissioned")
+            && log.contains("asking the executor to decommission"),
+        "{log}"
+    );
+}

@@ -176,6 +176,16 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
     };
     crate::config::private_dir(&shuffle_dir).map_err(shuffle_err)?;
     owned(&shuffle_dir).map_err(shuffle_err)?;
+    if spec.user.is_some() {
+        // Replicas peers pushed before this session had a worker here were stored as
+        // the daemon's: they become the session's, so its reducers read them.
+        for entry in std::fs::read_dir(&shuffle_dir)
+            .map_err(shuffle_err)?
+            .flatten()
+        {
+            owned(&entry.path()).map_err(shuffle_err)?;
+        }
+    }
     let socket_err = |e: std::io::Error| {
         format!(
             "cannot create worker socket {}: {e}",

@@ -254,6 +254,28 @@ impl Cluster {
         }
     }
 
+    /// Waits up to `timeout` for any executor to exit; which one, and its exit status
+    /// (reaped and forgotten).
+    pub fn wait_any_executor(&mut self, timeout: Duration) -> (usize, std::process::ExitStatus) {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            for (i, slot) in self.executors.iter_mut().enumerate() {
+                if let Some(child) = slot.as_mut() {
+                    if let Some(status) = child.try_wait().expect("waiting for an executor") {
+                        *slot = None;
+                        return (i, status);
+                    }
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no executor exited within {timeout:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Kills the driver (SIGKILL) without starting another.
     pub fn kill_driver(&mut self) {
         if let Some(mut d) = self.driver.take() {

@@ -80,7 +80,8 @@ fn stage_ids_in_addresses_are_not_cut_to_32_bits() {
     thread.join().unwrap();
 }
 
-/// Two sessions' tokens ("token-a", "token-b") and the kills asked of them.
+/// Two sessions' tokens ("token-a", "token-b") and the kills asked of them (and the
+/// executors asked to decommission, as kills of job `u64::MAX`).
 struct FakeSessions(parking_lot::Mutex<Vec<(u64, Option<String>)>>);
 
 impl ember_ui::Sessions for FakeSessions {
@@ -96,6 +97,16 @@ impl ember_ui::Sessions for FakeSessions {
         self.0
             .lock()
             .push((job_id, application.map(str::to_string)));
+        true
+    }
+
+    fn decommission_executor(&self, executor_id: &str) -> bool {
+        if executor_id != "exec-b" {
+            return false;
+        }
+        self.0
+            .lock()
+            .push((u64::MAX, Some(executor_id.to_string())));
         true
     }
 }
@@ -199,6 +210,43 @@ fn a_session_token_sees_only_its_own_application() {
     assert_eq!(
         *sessions.0.lock(),
         vec![(10, Some("a #1".to_string())), (20, None)]
+    );
+
+    // Decommissioning an executor: only POST, only the operator, never cross-site.
+    let path = "/api/v1/executors/exec-b/decommission";
+    assert_eq!(get_as(path, &op).0, 405);
+    assert_eq!(request(&addr, "POST", path, &a).0, 403, "a session token");
+    assert_eq!(
+        request(&addr, "POST", path, &["Authorization: Bearer nope"]).0,
+        401
+    );
+    let evil_op = [
+        "Authorization: Bearer the-operator",
+        "Origin: http://evil.example",
+    ];
+    assert_eq!(request(&addr, "POST", path, &evil_op).0, 403);
+    let (code, body) = request(&addr, "POST", "/api/v1/executors/exec-x/decommission", &op);
+    assert!(
+        code == 404 && body.contains("no executor \"exec-x\""),
+        "{body}"
+    );
+    let long = format!("/api/v1/executors/{}/decommission", "z".repeat(5000));
+    let (code, body) = request(&addr, "POST", &long, &op);
+    assert!(code == 404 && body.len() < 200, "{code} {body}");
+    assert_eq!(sessions.0.lock().len(), 2, "nothing decommissioned yet");
+    let (code, body) = request(&addr, "POST", path, &op);
+    assert_eq!(
+        (code, body.as_str()),
+        (200, r#"{"executor_id":"exec-b","decommissioning":true}"#)
+    );
+    let (code, _) = request(&addr, "POST", "/executors/exec-b/decommission", &op);
+    assert_eq!(code, 303, "the form goes back to the Executors page");
+    assert_eq!(
+        sessions.0.lock()[2..],
+        [
+            (u64::MAX, Some("exec-b".to_string())),
+            (u64::MAX, Some("exec-b".to_string()))
+        ]
     );
     stop.send(()).unwrap();
     thread.join().unwrap();
