@@ -9,9 +9,14 @@
 #      run job code as worker uids);
 #   3. runs a gated faultjob and `docker kill`s an executor while its reducers wait: the
 #      job finishes with local mode's exact output;
-#   4. `docker network disconnect`s an executor during a gated job: the job finishes
+#   4. the same with `EMBER_SHUFFLE_DURABILITY=replicated:1`: no map task runs again (the
+#      dead executor's outputs are read from their replicas); then `docker stop`s an
+#      executor (SIGTERM) while its reducers wait: it decommissions (its running tasks
+#      end once the gate opens, its outputs move to the others), exits 0, and no map task
+#      runs again;
+#   5. `docker network disconnect`s an executor during a gated job: the job finishes
 #      right, and the executor rejoins once reconnected;
-#   5. restarts the driver container between two jobs: executors re-register, the next
+#   6. restarts the driver container between two jobs: executors re-register, the next
 #      job runs right.
 # Always tears everything down (containers, networks, volumes, the images it built, its
 # scratch dir under cargo's target directory), even on failure or Ctrl-C. Each step is bounded and timed;
@@ -110,9 +115,11 @@ registered() { executors_api | python3 -c 'import json, sys; print(sum(e["lost_m
 # A job run in a container of the compose project (as uid 10001, like the executors).
 # Started detached and waited for with `docker wait` (bounded), not through compose's
 # attached `run`; its stdout and stderr come from `docker logs`; exit code as the job's.
+# JOB_ENV: more `-e NAME=VALUE` options for the job's container.
+JOB_ENV=()
 job() {
   local id rc
-  id=$(compose run -d job "/jobs/$1" --master http://driver:7077 "${@:2}")
+  id=$(compose run -d "${JOB_ENV[@]}" job "/jobs/$1" --master http://driver:7077 "${@:2}")
   rc=$(timeout -k 5 180 docker wait "$id" || echo 124)
   docker logs "$id" 2> >(cat >&2)
   docker rm -f "$id" >/dev/null 2>&1
@@ -121,6 +128,12 @@ job() {
 # The same job in local mode on the host: the reference.
 local_job() { EMBER_LOG=warn EMBER_PROGRESS=0 timeout 180 "$EMBER_JOBS_DIR/$1" --master 'local[2]' "${@:2}"; }
 parts() { cat "$1"/part-*; }
+# Map stages the driver submitted again, for part of their partitions, since time $1.
+resubmissions_since() {
+  driver_log_since "$1" | grep -cE 'submitting stage .*: [0-9]+ of [0-9]+ partitions' || true
+}
+# The driver's log since time $1 (docker-compose 1.x's `logs` has no --since).
+driver_log_since() { docker logs --since "$1" "$(compose ps -q driver)" 2>&1; }
 # What the driver logged about failures so far: "N executors lost, M fetch failures".
 failures() {
   local log; log=$(compose logs --no-color driver 2>/dev/null)
@@ -232,7 +245,7 @@ start_gated() {
   # the executors' tasks (worker uids of group 10001) write their waiting-* files here
   chown 10001:10001 "$D/gate-$name"
   chmod 2775 "$D/gate-$name"
-  (job faultjob --partitions 6 --gate "$D/gate-$name" "$D/kv" "$D/fault-$name" \
+  (job faultjob --partitions 6 --gate "$D/gate-$name" "${@:2}" "$D/kv" "$D/fault-$name" \
      > "$scratch/fault-$name.out" 2> "$scratch/fault-$name.err"; echo $? > "$scratch/fault-$name.rc") &
   wait_for "faultjob's reducers at the gate" 120 "ls '$D/gate-$name' | grep -q waiting"
 }
@@ -256,6 +269,44 @@ echo "   killed ${victim:0:12}; the job finished with local mode's exact output 
 docker start "$victim" >/dev/null
 wait_for "the killed executor back and registered" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
 echo "   restarted it: 3 executors registered"
+done_step
+
+step "docker kill an executor under replicated:1 shuffle durability: no map task runs again"
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+JOB_ENV=(-e EMBER_SHUFFLE_DURABILITY=replicated:1)
+start_gated replicated
+JOB_ENV=()
+victim=$(compose ps -q executor | head -1)
+docker kill "$victim" >/dev/null
+finish_gated replicated
+log=$(driver_log_since "$since")
+grep -q 'map outputs of the lost executor are served by their replicas' <<<"$log" \
+  || fail "the killed executor's outputs were not read from replicas"
+[ "$(resubmissions_since "$since")" = 0 ] || fail "a stage ran again under replicated:1"
+echo "   killed ${victim:0:12}; its outputs were read from their replicas, no stage ran again, exact output"
+docker start "$victim" >/dev/null
+wait_for "the killed executor back and registered" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
+done_step
+
+step "docker stop an executor (SIGTERM) while its reducers wait: it decommissions"
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+start_gated stop --reduce-delay-ms 3000
+victim=$(compose ps -q executor | head -1)
+(docker stop -t 90 "$victim" >/dev/null 2>&1; echo done > "$scratch/stopped") &
+sleep 1
+[ "$(docker inspect -f '{{.State.Running}}' "$victim")" = true ] \
+  || fail "the executor left without waiting for its running tasks"
+finish_gated stop
+wait_for "the stopped executor to exit" 100 "[ -f '$scratch/stopped' ]"
+code=$(docker inspect -f '{{.State.ExitCode}}' "$victim")
+[ "$code" = 0 ] || fail "the decommissioned executor exited $code"
+log=$(driver_log_since "$since")
+grep -q 'executor decommissioned' <<<"$log" || fail "the driver did not see a decommission"
+[ "$(resubmissions_since "$since")" = 0 ] || fail "a stage ran again after the decommission"
+moved=$(grep -o 'map outputs moved off a decommissioning executor.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | head -1)
+echo "   stopped ${victim:0:12}: exit 0, ${moved:-0} map outputs moved, no stage ran again, exact output"
+docker start "$victim" >/dev/null
+wait_for "the stopped executor back and registered" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
 done_step
 
 step "docker network disconnect an executor during a job, then reconnect it"

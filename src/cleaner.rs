@@ -109,7 +109,7 @@ pub(crate) fn removing_stored(
     }
     impl ReleaseTarget for RemovingStored {
         fn release_shuffles(&self, ids: &[u32]) {
-            let removed = ember_shuffle::remove_shuffle_files(&self.dir, ids);
+            let removed = crate::shuffle::stored::remove_copies(&self.dir, ids);
             tracing::debug!(?ids, removed, "removed stored shuffle outputs");
             self.target.release_shuffles(ids);
         }

@@ -74,7 +74,8 @@ pub enum ShuffleDurability {
     #[default]
     Local,
     /// `storage:DIR`: each map output is also committed to a directory every executor
-    /// sees (a shared file system), under a directory of this application's own; when
+    /// sees (a shared file system) or an `s3://` prefix, under a directory (prefix) of
+    /// this application's own; when
     /// its executor is lost, reducers read it from there and no map task runs again.
     /// Lineage stays the fallback for a stored copy that is missing or damaged. A map
     /// task counts as finished only once its copy is stored. Local mode ignores it (it
@@ -90,9 +91,8 @@ pub enum ShuffleDurability {
 }
 
 impl ShuffleDurability {
-    /// Parses `local`, `replicated:N` (1 to `MAX_SHUFFLE_REPLICAS`) or `storage:DIR` (an
-    /// absolute directory). `storage:s3://...` is named and refused: this version does
-    /// not build it yet.
+    /// Parses `local`, `replicated:N` (1 to `MAX_SHUFFLE_REPLICAS`), `storage:DIR` (an
+    /// absolute directory) or `storage:s3://BUCKET/PREFIX` (with the `s3` feature).
     pub fn parse(s: &str) -> Result<ShuffleDurability> {
         let bad = |why: &str| {
             EmberError::Config(format!(
@@ -116,9 +116,16 @@ impl ShuffleDurability {
         let Some(dir) = s.strip_prefix("storage:") else {
             return Err(bad("expected local, replicated:N or storage:DIR"));
         };
+        if crate::io::storage::is_remote(dir) {
+            if !cfg!(feature = "s3") {
+                return Err(crate::io::storage::s3_disabled(dir));
+            }
+            crate::io::storage::ObjectUrl::parse(dir)?;
+            return Ok(ShuffleDurability::Storage(PathBuf::from(dir)));
+        }
         if dir.contains("://") {
             return Err(bad(
-                "storage: takes a directory every executor sees; object stores are not supported by this version",
+                "storage: takes a directory every executor sees or an s3:// prefix",
             ));
         }
         let dir = PathBuf::from(dir);
@@ -423,6 +430,16 @@ mod tests {
             ShuffleDurability::parse("storage:/mnt/shared/ember").unwrap(),
             ShuffleDurability::Storage("/mnt/shared/ember".into())
         );
+        let s3 = ShuffleDurability::parse("storage:s3://bucket/shuffles");
+        if cfg!(feature = "s3") {
+            assert_eq!(
+                s3.unwrap(),
+                ShuffleDurability::Storage("s3://bucket/shuffles".into())
+            );
+        } else {
+            let e = s3.unwrap_err().to_string();
+            assert!(e.contains("`s3` feature"), "{e}");
+        }
         for n in 1..=4 {
             let d = ShuffleDurability::parse(&format!("replicated:{n}")).unwrap();
             assert_eq!(d, ShuffleDurability::Replicated(n));
@@ -430,7 +447,7 @@ mod tests {
         }
         for (bad, says) in [
             ("storage:relative/dir", "absolute"),
-            ("storage:s3://bucket/prefix", "object stores"),
+            ("storage:gs://bucket/prefix", "or an s3:// prefix"),
             ("replicated:0", "from 1 to 4"),
             ("replicated:5", "from 1 to 4"),
             ("replicated:two", "from 1 to 4"),

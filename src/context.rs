@@ -53,13 +53,8 @@ impl Drop for ContextInner {
     fn drop(&mut self) {
         self.cleaner.stop();
         self.backend.shutdown();
-        if let Some(dir) = &self.shuffle_store {
-            // Best effort: the client may not see the directory the executors share.
-            if let Err(e) = std::fs::remove_dir_all(dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(dir = %dir.display(), "removing the stored shuffle outputs: {e}");
-                }
-            }
+        if let Some(store) = &self.shuffle_store {
+            crate::shuffle::stored::remove_store(store);
         }
     }
 }

@@ -49,7 +49,7 @@ use crate::error::{Result, ShuffleError};
 pub const INDEX_MAGIC: [u8; 8] = *b"EMBIDX02";
 const ENTRY_BYTES: usize = 20;
 /// R, the magic and the crc: what a reader takes first.
-const TAIL_BYTES: usize = 16;
+pub const TAIL_BYTES: usize = 16;
 
 /// Where one reducer's block lies in the data file, and its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -180,6 +180,18 @@ impl IndexFile {
             .collect();
         check_contiguous(&entries).map_err(|m| corrupt(what, m))?;
         Ok(IndexFile { entries })
+    }
+
+    /// How many bytes the whole index takes, from its last [`TAIL_BYTES`] (checked for
+    /// the magic): what a reader of a remote copy asks for next.
+    pub fn len_from_tail(tail: &[u8], what: &str) -> Result<u64> {
+        if tail.len() != TAIL_BYTES {
+            return Err(corrupt(
+                what,
+                format!("index tail is {} bytes, not {TAIL_BYTES}", tail.len()),
+            ));
+        }
+        parse_tail(tail, what).map(|(_, len)| len)
     }
 
     /// Number of reduce partitions (blocks).

@@ -10,6 +10,8 @@
 pub mod partitioner;
 pub(crate) mod read;
 pub(crate) mod stored;
+#[cfg(feature = "s3")]
+pub(crate) mod stored_remote;
 pub(crate) mod write;
 
 pub use ember_shuffle::*;

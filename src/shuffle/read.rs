@@ -227,7 +227,7 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 let stored = stored
                     .as_deref()
                     .expect("checked when the sources were made");
-                match ember_shuffle::open_file_block_records::<T>(stored, &id) {
+                match super::stored::open_copy_block::<T>(stored, &id) {
                     Ok(records) => current = Some((id.map_partition, records, true)),
                     Err(e) => return Some(Err(read_error(e.into(), true))),
                 }

@@ -1,7 +1,8 @@
 //! `storage:` shuffle durability, the job side: committing a map output's copy to the
-//! shuffle's stored directory (a directory every executor sees, one per application).
-//! The copies have the shuffle files' own names, so a released shuffle's copies go with
-//! [`ember_shuffle::remove_shuffle_files`] (`cleaner::removing_stored`).
+//! shuffle's stored directory (a directory every executor sees, one per application),
+//! or to an `s3://` prefix (`stored_remote`, with the `s3` feature). In a directory the
+//! copies have the shuffle files' own names, so a released shuffle's copies go with
+//! [`ember_shuffle::remove_shuffle_files`] ([`remove_copies`], `cleaner::removing_stored`).
 //!
 //! Invariants:
 //! * A copy is committed the way the local output is: written to a temporary name in the
@@ -43,13 +44,74 @@ pub(crate) fn store_map_output(
     let Some(dir) = stored_dir(dep) else {
         return false;
     };
-    match copy_map_output(shuffle_dir, dir, dep.shuffle_id, map, writer) {
+    let copied = if crate::io::storage::is_remote(dir) {
+        upload(shuffle_dir, dir, dep.shuffle_id, map)
+    } else {
+        copy_map_output(shuffle_dir, dir, dep.shuffle_id, map, writer)
+    };
+    match copied {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!("{e}; the output stays on its executor only");
             false
         }
     }
+}
+
+/// Uploads map output `map` of shuffle `shuffle_id` to the `s3://` prefix `prefix`.
+#[cfg(feature = "s3")]
+fn upload(shuffle_dir: &Path, prefix: &Path, shuffle_id: u32, map: u32) -> Result<()> {
+    super::stored_remote::upload_copy(shuffle_dir, prefix, shuffle_id, map)
+}
+
+#[cfg(not(feature = "s3"))]
+fn upload(_: &Path, prefix: &Path, _: u32, _: u32) -> Result<()> {
+    Err(crate::io::storage::s3_disabled(prefix))
+}
+
+/// Removes the stored copies of `shuffle_ids` under `store` (a directory or an `s3://`
+/// prefix); how many files (or shuffles' prefixes) went. Errors are logged.
+pub(crate) fn remove_copies(store: &Path, shuffle_ids: &[u32]) -> usize {
+    if !crate::io::storage::is_remote(store) {
+        return ember_shuffle::remove_shuffle_files(store, shuffle_ids);
+    }
+    #[cfg(feature = "s3")]
+    return super::stored_remote::delete_copies(store, shuffle_ids);
+    #[cfg(not(feature = "s3"))]
+    0
+}
+
+/// Removes an application's whole store (its context ended). Errors are logged.
+pub(crate) fn remove_store(store: &Path) {
+    let result = if crate::io::storage::is_remote(store) {
+        crate::io::storage::ObjectUrl::parse(store)
+            .and_then(|url| crate::io::storage::delete_prefix(&url))
+            .map_err(|e| e.to_string())
+    } else {
+        match fs::remove_dir_all(store) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    };
+    if let Err(e) = result {
+        // Best effort: the client may not see the store the executors share.
+        tracing::warn!(store = %store.display(), "removing the stored shuffle outputs: {e}");
+    }
+}
+
+/// The records of block `id` of its stored copy under `store` (a directory or an
+/// `s3://` prefix), checked as any block is.
+pub(crate) fn open_copy_block<T: serde::de::DeserializeOwned>(
+    store: &Path,
+    id: &ember_shuffle::BlockId,
+) -> std::result::Result<ember_shuffle::BlockRecords<T>, ember_shuffle::ShuffleError> {
+    if !crate::io::storage::is_remote(store) {
+        return ember_shuffle::open_file_block_records::<T>(store, id);
+    }
+    #[cfg(feature = "s3")]
+    return super::stored_remote::open_copy_block(store, id);
+    #[cfg(not(feature = "s3"))]
+    Err(id.fetch_failed(crate::io::storage::s3_disabled(store).to_string()))
 }
 
 /// Copies map output `map` of shuffle `shuffle_id` from `shuffle_dir` to the stored

@@ -101,6 +101,20 @@ impl Moto {
         assert!(status < 300, "creating bucket {name}: HTTP {status}");
     }
 
+    /// The keys of bucket `bucket` under `prefix` (the first 1,000), sorted.
+    pub fn list_keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let path = format!("/{bucket}?list-type=2&prefix={prefix}");
+        let (status, body) = exchange(self.port, "GET", &path, b"").expect("moto answers");
+        assert!(status < 300, "listing {bucket}/{prefix}: HTTP {status}: {body}");
+        let mut keys: Vec<String> = body
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_string()))
+            .collect();
+        keys.sort();
+        keys
+    }
+
     fn request(&self, method: &str, path: &str, body: &[u8]) -> Option<u16> {
         request(self.port, method, path, body)
     }
@@ -120,6 +134,11 @@ impl Drop for Killed {
 
 /// One plain HTTP/1.1 request to `port`; the status code, or `None` if nothing answered.
 fn request(port: u16, method: &str, path: &str, body: &[u8]) -> Option<u16> {
+    exchange(port, method, path, body).map(|(status, _)| status)
+}
+
+/// One plain HTTP/1.1 request to `port`; the status code and the body.
+fn exchange(port: u16, method: &str, path: &str, body: &[u8]) -> Option<(u16, String)> {
     {
         let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
@@ -131,7 +150,9 @@ fn request(port: u16, method: &str, path: &str, body: &[u8]) -> Option<u16> {
         s.write_all(body).ok()?;
         let mut reply = String::new();
         let _ = s.read_to_string(&mut reply);
-        reply.split_whitespace().nth(1)?.parse().ok()
+        let status = reply.split_whitespace().nth(1)?.parse().ok()?;
+        let body = reply.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        Some((status, body.to_string()))
     }
 }
 

@@ -64,6 +64,16 @@ impl RemoteFile {
         &self.url
     }
 
+    /// The object's length in bytes (as the store said when it was opened).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the object is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Bytes `[start, start + len)` of the object (clipped to its end).
     pub fn range(&self, start: u64, len: u64) -> Result<Bytes> {
         let end = start.saturating_add(len).min(self.len);

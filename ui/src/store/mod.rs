@@ -361,9 +361,13 @@ impl AppStatus {
                 if let Some(x) = self.executors.get_mut(executor_id) {
                     x.lost_ms = Some(*time_ms);
                     let mut why = reason.clone();
+                    // Moved by a decommission, or pushed as `replicated:N` copies.
+                    let how = match reason.as_str() {
+                        "decommissioned" => "moved to other executors",
+                        _ => "served by replicas",
+                    };
                     if *outputs_from_replicas > 0 {
-                        why +=
-                            &format!("; {outputs_from_replicas} map output(s) served by replicas");
+                        why += &format!("; {outputs_from_replicas} map output(s) {how}");
                     }
                     if *outputs_from_storage > 0 {
                         why += &format!("; {outputs_from_storage} map output(s) read from storage");
