@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::faultjob::*;
@@ -182,19 +182,15 @@ fn a_damaged_stored_copy_falls_back_to_lineage_for_that_executors_outputs() {
 }
 
 /// Every copy of the first shuffle's map outputs on the cluster's executors: file name
-/// -> (executor, modification time, bytes) of each copy.
-fn copies(
-    cluster: &Cluster,
-    executors: usize,
-) -> BTreeMap<String, Vec<(usize, SystemTime, Vec<u8>)>> {
-    let mut all: BTreeMap<String, Vec<(usize, SystemTime, Vec<u8>)>> = BTreeMap::new();
+/// -> (executor, bytes) of each copy.
+fn copies(cluster: &Cluster, executors: usize) -> BTreeMap<String, Vec<(usize, Vec<u8>)>> {
+    let mut all: BTreeMap<String, Vec<(usize, Vec<u8>)>> = BTreeMap::new();
     for (i, names) in first_shuffle_outputs(cluster, executors)
         .into_iter()
         .enumerate()
     {
         for name in names {
             let path = cluster.executor_dir(i).join("shuffle").join(&name);
-            let modified = fs::metadata(&path).unwrap().modified().unwrap();
             let file = Path::new(&name)
                 .file_name()
                 .unwrap()
@@ -202,7 +198,7 @@ fn copies(
                 .into_owned();
             all.entry(file)
                 .or_default()
-                .push((i, modified, fs::read(&path).unwrap()));
+                .push((i, fs::read(&path).unwrap()));
         }
     }
     all
@@ -210,10 +206,18 @@ fn copies(
 
 /// A gated faultjob with `replicated:1` durability on 3 one-core executors (with a
 /// cluster secret, so pushes carry the executor secret), and a fault-free run's output.
+/// The executors log each replication (`map output replicated`, see [`writers`]).
 fn start_replicated(s: &Path) -> (Cluster, GateRun, (String, u64)) {
     let input = kv_input(s, 4000);
     let want = reference(&input, s);
-    let cluster = Cluster::start(3, 1, Some("replication-test-secret-0123456789abcdef"));
+    let cluster = Cluster::start_with(
+        3,
+        1,
+        Some("replication-test-secret-0123456789abcdef"),
+        &[],
+        &[],
+        &[("EMBER_LOG", "info,ember_executor::replicate=debug")],
+    );
     let run = start_gated_with_env(
         &cluster,
         &input,
@@ -221,6 +225,29 @@ fn start_replicated(s: &Path) -> (Cluster, GateRun, (String, u64)) {
         &[("EMBER_SHUFFLE_DURABILITY", "replicated:1")],
     );
     (cluster, run, want)
+}
+
+/// Which executor wrote (and pushed) each map output of `shuffle`, from the executors'
+/// logs: map partition -> executor index.
+fn writers(cluster: &Cluster, executors: usize, shuffle: u32) -> BTreeMap<u32, usize> {
+    let mut by_map = BTreeMap::new();
+    for i in 0..executors {
+        let log = fs::read_to_string(cluster.dir().join(format!("executor-{i}.log"))).unwrap();
+        for line in log.lines().filter(|l| l.contains("map output replicated")) {
+            let field = |name: &str| -> Option<u32> {
+                line.split(&format!("{name}="))
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            };
+            if field("shuffle_id") == Some(shuffle) {
+                by_map.insert(field("map").unwrap(), i);
+            }
+        }
+    }
+    by_map
 }
 
 /// `replicated:1` (issue 37): each map output is pushed to one other executor before its
@@ -234,7 +261,6 @@ fn with_replicated_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     // Every output is on exactly two executors, byte for byte the same.
     let all = copies(&cluster, 3);
     assert_eq!(all.len(), 6, "{:?}", all.keys());
-    let mut originals = [0usize; 3];
     for (name, held) in &all {
         assert_eq!(
             held.len(),
@@ -244,12 +270,19 @@ fn with_replicated_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
         );
         assert_ne!(held[0].0, held[1].0, "{name}");
         assert_eq!(
-            held[0].2, held[1].2,
+            held[0].1, held[1].1,
             "the replica of {name} is its output byte for byte"
         );
-        // The replica was written after the output it copies.
-        let first = held.iter().min_by_key(|c| c.1).unwrap();
-        originals[first.0] += 1;
+    }
+    let wrote = writers(&cluster, 3, shuffle);
+    assert_eq!(
+        wrote.len(),
+        6,
+        "every output was replicated by its writer: {wrote:?}"
+    );
+    let mut originals = [0usize; 3];
+    for i in wrote.values() {
+        originals[*i] += 1;
     }
     let victim = (0..3).max_by_key(|i| originals[*i]).unwrap();
     let kept = originals[victim];
@@ -290,26 +323,23 @@ fn a_damaged_replica_falls_back_to_lineage() {
     let (shuffle, _) = first_shuffle(&cluster, 3);
     let all = copies(&cluster, 3);
     // The victim: an executor with an output of its own; damage every replica of its
-    // outputs (the later of the two copies) on the other executors.
-    let victim = all
-        .values()
-        .map(|held| held.iter().min_by_key(|c| c.1).unwrap().0)
-        .next()
-        .unwrap();
+    // outputs (the copy on the other executor).
+    let wrote = writers(&cluster, 3, shuffle);
+    let victim = *wrote.values().next().unwrap();
     let mut damaged = 0;
     for (name, held) in &all {
-        let original = held.iter().min_by_key(|c| c.1).unwrap();
-        if original.0 != victim {
+        let (_, map) = ember::shuffle::parse_file_name(name).unwrap();
+        if wrote[&map] != victim {
             continue;
         }
-        let replica = held.iter().max_by_key(|c| c.1).unwrap();
+        let replica = held.iter().find(|c| c.0 != victim).unwrap();
         let dir = cluster.executor_dir(replica.0).join("shuffle");
         let path = first_shuffle_outputs(&cluster, 3)[replica.0]
             .iter()
             .find(|n| n.ends_with(name.as_str()))
             .map(|n| dir.join(n))
             .unwrap();
-        let mut bytes = replica.2.clone();
+        let mut bytes = replica.1.clone();
         flip_a_byte_in_every_block(&mut bytes);
         fs::write(&path, bytes).unwrap();
         damaged += 1;

@@ -35,7 +35,6 @@
 //!   Nothing a reducer sends can panic the daemon.
 
 use ember_proto::IdRange;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -73,91 +72,10 @@ pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_se
 /// How long a keepalive ping may go unanswered before the connection is dropped.
 pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+pub use crate::session_keys::SessionKeys;
+
 /// The executor id of the current registration (empty before the first), for messages.
 pub type SharedExecutorId = Arc<Mutex<String>>;
-
-/// The shuffle key of each client session this executor ran tasks for, by the
-/// session's id range ([`IdRange`]), shared by the registration (which learns and
-/// forgets them) and the shuffle service (which checks fetches against them).
-#[derive(Clone, Default)]
-pub struct SessionKeys(Arc<Mutex<HashMap<IdRange, String>>>);
-
-impl SessionKeys {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<IdRange, String>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Remembers `key` for the session owning RDD or shuffle id `owned_id`; an empty key
-    /// is ignored (such a task's session gets no blocks served).
-    pub fn learn(&self, owned_id: u32, key: &str) {
-        if !key.is_empty() {
-            self.map().insert(IdRange::of_id(owned_id), key.to_string());
-        }
-    }
-
-    /// For a pushed replica (the pusher holds the executor secret): `Ok` if `given` is
-    /// the key of the session owning `shuffle_id`, or if no key is known for it (then
-    /// `given` becomes its key); a known key is never replaced.
-    pub fn check_or_learn(&self, shuffle_id: u32, given: &str) -> Result<(), Status> {
-        let range = IdRange::of_id(shuffle_id);
-        let mut map = self.map();
-        match map.get(&range) {
-            Some(key) if ember_proto::auth::constant_time_eq(key.as_bytes(), given.as_bytes()) => {
-                Ok(())
-            }
-            Some(_) => Err(Status::permission_denied(format!(
-                "push of a map output of shuffle {shuffle_id} carries a key other than its \
-                 session's"
-            ))),
-            None if given.is_empty() => Err(Status::permission_denied(format!(
-                "push of a map output of shuffle {shuffle_id} carries no session key"
-            ))),
-            None => {
-                map.insert(range, given.to_string());
-                Ok(())
-            }
-        }
-    }
-
-    /// The key of the session owning `shuffle_id`, if this executor knows it.
-    pub fn key_of(&self, shuffle_id: u32) -> Option<String> {
-        self.map().get(&IdRange::of_id(shuffle_id)).cloned()
-    }
-
-    /// Forgets the keys of the sessions owning ids `[id_lo, id_hi)`.
-    pub fn forget_range(&self, id_lo: u32, id_hi: u32) {
-        let (lo, hi) = (IdRange::of_id(id_lo), IdRange::of_id(id_hi));
-        self.map().retain(|range, _| *range < lo || *range >= hi);
-    }
-
-    /// Forgets every key (the registration ended).
-    pub fn clear(&self) {
-        self.map().clear();
-    }
-
-    /// `Ok` if `given` is the key of the session owning `shuffle_id`.
-    pub fn check(&self, shuffle_id: u32, given: &str) -> Result<(), Status> {
-        let range = IdRange::of_id(shuffle_id);
-        let map = self.map();
-        match map.get(&range) {
-            Some(key) if ember_proto::auth::constant_time_eq(key.as_bytes(), given.as_bytes()) => {
-                Ok(())
-            }
-            Some(_) if given.is_empty() => Err(Status::permission_denied(format!(
-                "fetch of shuffle {shuffle_id} carries no session key; its blocks are served \
-                 only to tasks of the session that owns it"
-            ))),
-            Some(_) => Err(Status::permission_denied(format!(
-                "fetch of shuffle {shuffle_id} carries the key of another session; its blocks \
-                 are served only to tasks of the session that owns it"
-            ))),
-            None => Err(Status::permission_denied(format!(
-                "shuffle {shuffle_id} belongs to a session this executor ran no task for; \
-                 refusing to serve it"
-            ))),
-        }
-    }
-}
 
 /// Serves the shuffle files of one directory.
 #[derive(Clone)]

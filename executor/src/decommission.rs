@@ -8,7 +8,10 @@
 //!   task runs here (the driver then sends the plan), `DONE` after every move the plan
 //!   asked for ended and the confirmed ones were reported (`MigratedOutputs`, at most
 //!   `MAX_MIGRATIONS_PER_MESSAGE` per message).
-//! * Nothing waits forever: running tasks get the timeout, then are killed; a plan that
+//! * While draining it refuses every launch (reported lost with the executor, so the task
+//!   runs elsewhere): launches the driver sent before it knew.
+//! * Nothing waits forever: running tasks get the timeout, then are killed, and
+//!   [`KILL_GRACE`] later the executor goes on without them; a plan that
 //!   does not come within the timeout after `DRAINED` ends the decommissioning with
 //!   nothing moved (lineage is the fallback); each push has its own deadline
 //!   (`crate::replicate`).
@@ -31,6 +34,9 @@ use crate::workers::Workers;
 
 /// Moves pushed at once while migrating.
 pub const PARALLEL_MOVES: usize = 4;
+/// How long killed tasks get to end before a draining executor leaves them (a task in
+/// user code that ignores its kill ends with the executor's workers).
+pub const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How often a draining executor looks whether its tasks have ended.
 pub const DRAIN_POLL: Duration = Duration::from_millis(50);
 
@@ -40,8 +46,12 @@ pub enum Decommission {
     /// Taking tasks as usual.
     #[default]
     Serving,
-    /// No more tasks; waiting for the running ones until `deadline`, then killing them.
-    Draining { deadline: Instant, killed: bool },
+    /// No more tasks; waiting for the running ones until `deadline`, then killing them
+    /// (`killed`: when), then, past [`KILL_GRACE`] more, leaving whatever still runs.
+    Draining {
+        deadline: Instant,
+        killed: Option<Instant>,
+    },
     /// Told the driver; collecting its plan until `deadline`.
     Drained {
         deadline: Instant,
@@ -68,7 +78,7 @@ impl Decommission {
         send_phase(tx, Phase::Draining).await;
         *self = Decommission::Draining {
             deadline: Instant::now() + timeout,
-            killed: false,
+            killed: None,
         };
     }
 
@@ -84,14 +94,22 @@ impl Decommission {
         match self {
             Decommission::Draining { deadline, killed } => {
                 let running = workers.running_tasks();
-                if running.is_empty() {
+                let now = Instant::now();
+                let given_up = killed.is_some_and(|at| now >= at + KILL_GRACE);
+                if running.is_empty() || given_up {
+                    if given_up {
+                        tracing::warn!(
+                            tasks = running.len(),
+                            "decommissioning: tasks still run after the kill; leaving them"
+                        );
+                    }
                     tracing::info!("decommissioning: no task runs here; moving the map outputs");
                     send_phase(tx, Phase::Drained).await;
                     *self = Decommission::Drained {
-                        deadline: Instant::now() + timeout,
+                        deadline: now + timeout,
                         plan: Vec::new(),
                     };
-                } else if Instant::now() >= *deadline && !*killed {
+                } else if now >= *deadline && killed.is_none() {
                     tracing::warn!(
                         tasks = running.len(),
                         "decommissioning: killing the tasks still running at the timeout"
@@ -102,7 +120,7 @@ impl Decommission {
                             reason: "its executor is decommissioning and the timeout passed".into(),
                         });
                     }
-                    *killed = true;
+                    *killed = Some(now);
                 }
                 false
             }

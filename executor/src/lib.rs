@@ -15,7 +15,9 @@
 //!   verified before use.
 //! * [`blocks`]: the Shuffle gRPC service serving this executor's shuffle files.
 //! * [`replicate`]: pushing a map output to peers before its task is reported finished
-//!   (`replicated:N` shuffle durability); [`replica_store`]: storing what peers push.
+//!   (`replicated:N` shuffle durability); [`replica_store`]: storing what peers push;
+//!   [`session_keys`]: each session's shuffle key, which fetches and pushes must carry.
+//! * [`decommission`]: leaving gracefully (SIGTERM or the driver's request).
 //! * [`cleanup`]: deleting shuffle files (by session id range, by released shuffle id,
 //!   or all of them).
 //!
@@ -36,6 +38,7 @@ pub mod protocol;
 pub mod registration;
 pub mod replica_store;
 pub mod replicate;
+pub mod session_keys;
 pub mod worker_env;
 pub mod worker_users;
 pub mod workers;

@@ -146,6 +146,44 @@ pub fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
+/// Replicas peers pushed before this session had a worker here were stored as the
+/// daemon's (`crate::replica_store`): they become the session's uid's, so its reducers
+/// read them. Only regular shuffle files of one link that the daemon owns, opened
+/// without following a symlink and changed through that handle: whatever the session's
+/// job code put in its directory cannot make the daemon hand over another file. Errors
+/// are logged, never fatal (the file stays the daemon's; a reducer falls back to
+/// lineage).
+fn give_replicas(dir: &Path, user: &UidLease) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if ember_shuffle::parse_file_name(&name.to_string_lossy()).is_none() {
+            continue;
+        }
+        let path = entry.path();
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(_) => continue, // a symlink, or gone meanwhile
+        };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.file_type().is_file() || meta.nlink() != 1 || meta.uid() != me {
+            continue;
+        }
+        if let Err(e) = std::os::unix::fs::fchown(&file, Some(user.uid()), Some(user.gid())) {
+            tracing::warn!(path = %path.display(), "cannot give a replica to its session's uid: {e}");
+        }
+    }
+}
+
 /// Starts a worker for `spec` and completes its handshake; the error is the message
 /// for the tasks that were waiting for it.
 pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed), String> {
@@ -176,15 +214,8 @@ pub async fn start(spec: &WorkerSpec<'_>) -> Result<(WorkerProcess, WorkerFramed
     };
     crate::config::private_dir(&shuffle_dir).map_err(shuffle_err)?;
     owned(&shuffle_dir).map_err(shuffle_err)?;
-    if spec.user.is_some() {
-        // Replicas peers pushed before this session had a worker here were stored as
-        // the daemon's: they become the session's, so its reducers read them.
-        for entry in std::fs::read_dir(&shuffle_dir)
-            .map_err(shuffle_err)?
-            .flatten()
-        {
-            owned(&entry.path()).map_err(shuffle_err)?;
-        }
+    if let Some(user) = spec.user {
+        give_replicas(&shuffle_dir, user);
     }
     let socket_err = |e: std::io::Error| {
         format!(

@@ -304,6 +304,7 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
                 Ok(Some(DriverMessage { msg: Some(driver_message::Msg::MigrateOutputs(plan)) })) => {
                     leaving.plan(plan, workers.replication(), reg.session_keys.clone(), tx.clone());
                 }
+                Ok(Some(m)) if !leaving.is_serving() => refuse_launches(reg, &mut workers, m).await,
                 Ok(Some(m)) => dispatch(reg, &mut workers, m).await,
                 Ok(None) => break End::Lost(format!("driver closed the channel of executor {executor_id}")),
                 Err(s) => break End::Lost(format!("channel of executor {executor_id} to the driver failed: {s}")),
@@ -338,6 +339,21 @@ async fn launch_one(reg: &Registration, workers: &mut Workers, launch: LaunchTas
         reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key);
     }
     workers.launch(launch).await
+}
+
+/// While decommissioning: launches are refused (run elsewhere), the rest dispatched.
+async fn refuse_launches(reg: &Registration, workers: &mut Workers, msg: DriverMessage) {
+    let tasks: Vec<u64> = match &msg.msg {
+        Some(driver_message::Msg::Launch(l)) => l.task.iter().map(|t| t.task_id).collect(),
+        Some(driver_message::Msg::LaunchBatch(b)) => (b.launches.iter())
+            .take(limits::MAX_LAUNCH_BATCH)
+            .filter_map(|l| l.task.as_ref().map(|t| t.task_id))
+            .collect(),
+        _ => return dispatch(reg, workers, msg).await,
+    };
+    for task_id in tasks {
+        workers.refuse_leaving(task_id).await;
+    }
 }
 
 async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage) {

@@ -13,9 +13,13 @@
 //! * A replica is committed as a map task commits its output: written to a temporary
 //!   name of the shuffle (`.shuffle_S_M.push-…`, which a shuffle's removal deletes too)
 //!   in the session's shuffle directory (made `0700` if absent), mode `0600`, and
-//!   renamed to `shuffle_S_M.data` only once its length matches the header's and its
-//!   crc32 the last piece's.
-//!   A reader sees the whole replica or none; any failure removes the temporary file.
+//!   linked as `shuffle_S_M.data` only once its length matches the header's and its
+//!   crc32 the last piece's, never over a file of that name already there (the output
+//!   is then here already). A reader sees the whole replica or none; the temporary is
+//!   removed however the push ends (failure, or the pusher gone mid-stream).
+//! * A push for a session this executor was told to clean up (`CleanupSession`) is
+//!   refused until a task of that id range runs here again (`SessionKeys`), so a late
+//!   push leaves nothing behind.
 //!   The file is the original byte for byte, so the reducer checks its blocks' crcs as
 //!   it checks the original's.
 //! * A replica is deleted with its shuffle (`RemoveShuffles`), its session
@@ -84,11 +88,19 @@ where
         .map_or(0, |d| d.as_nanos());
     let tmp = dir.join(format!(".shuffle_{shuffle_id}_{map}.push-{nanos}"));
     let target = ember_shuffle::data_path(&dir, shuffle_id, map);
-    let result = write_checked(&tmp, &target, &dir, first, &mut pieces, &what).await;
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    // Removes the temporary however this ends: an error, or the pusher going away (the
+    // server then drops this future mid-write).
+    let _tmp = RemoveOnDrop(tmp.clone());
+    write_checked(&tmp, &target, &dir, first, &mut pieces, &what).await
+}
+
+/// A path removed when dropped (if it still exists).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
-    result
 }
 
 /// Writes the pieces to `tmp`, checks their length and crc against the header, and
@@ -174,7 +186,15 @@ where
         }
     }
     drop(file);
-    std::fs::rename(tmp, target).map_err(|e| io(e, "cannot commit"))?;
+    // Never over an output already here (this executor's own attempt of the map, or an
+    // earlier copy): a reader keeps seeing the file it opened, and that output is here.
+    match std::fs::hard_link(tmp, target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            tracing::debug!(path = %target.display(), "the pushed output is here already");
+        }
+        Err(e) => return Err(io(e, "cannot commit")),
+    }
     Ok(Stored {
         path: target.to_path_buf(),
         bytes: got,

@@ -8,11 +8,17 @@
 //! * A task's status reaches the driver once, after its pushes ended (confirmed, failed
 //!   or timed out): what the driver records as replicas is what is stored. The task
 //!   stays in the running set until then, so heartbeats still list it.
-//! * The file is read once, piece by piece (at most [`PIECE_BYTES`] each); every target
-//!   gets the same pieces, and the crc32 of the whole file is computed on the bytes sent
-//!   (the header announces the length from the file's metadata; the last piece carries
-//!   the crc and the receiver checks both). A target that is slow holds the others back
-//!   by at most [`QUEUED_PIECES`] pieces.
+//! * The file is opened without following symlinks and must be a regular file of one
+//!   link owned by its session directory's owner (a worker cannot point the daemon at
+//!   another file); it is read once from that handle, piece by piece (at most
+//!   [`PIECE_BYTES`] each); every target gets the same pieces, and the crc32 of the
+//!   whole file is computed on the bytes sent (the header announces the length of the
+//!   open file; the last piece carries the crc and the receiver checks both). The
+//!   pieces go to all targets at once; a target that does not take one within
+//!   [`PIECE_SEND_TIMEOUT`] is dropped, so one stalled peer costs only its own copy.
+//! * What is pushed is the output the task was launched to write (shuffle and map from
+//!   its description), and `MapStatus.replicas` is this daemon's alone: whatever a
+//!   worker put there is cleared.
 //! * A failed push is never a task failure: the output keeps the copies that were
 //!   confirmed (possibly none) and lineage stays its fallback; the failure is logged
 //!   naming the target executor.
@@ -20,7 +26,7 @@
 //!   task's status, whatever the outcome.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,14 +44,21 @@ use crate::config::Config;
 pub const PIECE_BYTES: usize = 1024 * 1024;
 /// Pieces queued per target between the file reads and its stream.
 pub const QUEUED_PIECES: usize = 4;
+/// Longest a target may take to accept the next piece before its push is given up (so
+/// one stalled peer does not hold the others' copies back).
+pub const PIECE_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a push may take: this much, plus one second per 16 MiB of the file.
 pub const PUSH_BASE_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
-/// Where one task's output goes, and the key its session's blocks are served with.
+/// Where one task's output goes, and the key its session's blocks are served with; the
+/// shuffle and map partition are the task's own (from its launch), never what its
+/// worker's status claims.
 #[derive(Debug, Clone)]
 struct Plan {
+    shuffle_id: u32,
+    map: u32,
     targets: Vec<MapHost>,
     session_key: String,
 }
@@ -66,9 +79,17 @@ impl Replication {
         }
     }
 
-    /// Remembers that task `task_id`'s output goes to `targets` (nothing if none, or if
-    /// its session has no key: no peer would serve it).
-    pub fn plan(&self, task_id: u64, targets: Vec<MapHost>, session_key: &str) {
+    /// Remembers that task `task_id`, writing map output `map` of `shuffle_id`, pushes
+    /// it to `targets` (nothing if none, or if its session has no key: no peer would
+    /// serve it).
+    pub fn plan(
+        &self,
+        task_id: u64,
+        shuffle_id: u32,
+        map: u32,
+        targets: Vec<MapHost>,
+        session_key: &str,
+    ) {
         if targets.is_empty() || session_key.is_empty() {
             return;
         }
@@ -79,15 +100,17 @@ impl Replication {
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).insert(
             task_id,
             Plan {
+                shuffle_id,
+                map,
                 targets,
                 session_key: session_key.to_string(),
             },
         );
     }
 
-    /// Takes task `status`'s push plan: `Some` only when the task succeeded with a map
-    /// output to push. Any other status just drops its plan.
-    fn take_for(&self, status: &TaskStatus) -> Option<(Plan, u32, u32)> {
+    /// Takes task `status`'s push plan: `Some` only when the task succeeded with the
+    /// map output it was launched to write. Any other status just drops its plan.
+    fn take_for(&self, status: &TaskStatus) -> Option<Plan> {
         let plan = self
             .plans
             .lock()
@@ -99,24 +122,51 @@ impl Replication {
         let Some(task_success::Output::MapStatus(ms)) = &success.output else {
             return None;
         };
-        Some((plan, ms.shuffle_id, ms.map_partition))
+        if (ms.shuffle_id, ms.map_partition) != (plan.shuffle_id, plan.map) {
+            tracing::warn!(
+                task_id = status.task_id,
+                "a worker reported map output {} of shuffle {} for a task launched to write \
+                 map output {} of shuffle {}; not replicated",
+                ms.map_partition,
+                ms.shuffle_id,
+                plan.map,
+                plan.shuffle_id
+            );
+            return None;
+        }
+        Some(plan)
     }
 
     /// If `status` is a map task's success with a push plan, pushes its output and
     /// returns the status naming the confirmed replicas; otherwise `Err(status)` as it
     /// came (to be reported at once).
+    /// Replicas a worker claims are cleared first: only this daemon says where copies are.
     pub(crate) fn pushing(
         self: &Arc<Self>,
-        status: TaskStatus,
+        mut status: TaskStatus,
     ) -> Result<impl std::future::Future<Output = TaskStatus> + Send + 'static, TaskStatus> {
-        let Some((plan, shuffle_id, map)) = self.take_for(&status) else {
+        if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
+            if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
+                ms.replicas.clear();
+            }
+        }
+        let Some(plan) = self.take_for(&status) else {
             return Err(status);
         };
         let this = self.clone();
         Ok(async move {
             let confirmed = this
-                .push_output(shuffle_id, map, &plan.session_key, &plan.targets)
+                .push_output(plan.shuffle_id, plan.map, &plan.session_key, &plan.targets)
                 .await;
+            tracing::debug!(
+                shuffle_id = plan.shuffle_id,
+                map = plan.map,
+                to = ?confirmed
+                    .iter()
+                    .map(|t| String::from_utf8_lossy(&t.executor_id).into_owned())
+                    .collect::<Vec<_>>(),
+                "map output replicated"
+            );
             let mut status = status;
             if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
                 if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
@@ -139,8 +189,8 @@ impl Replication {
     ) -> Vec<MapHost> {
         let dir = self.config.session_shuffle_dir(IdRange::of_id(shuffle_id));
         let path = ember_shuffle::data_path(&dir, shuffle_id, map);
-        let file_len = match tokio::fs::metadata(&path).await {
-            Ok(m) => m.len(),
+        let (file, file_len) = match open_output(&path, &dir).await {
+            Ok(f) => f,
             Err(e) => {
                 tracing::warn!(
                     "cannot replicate map output {map} of shuffle {shuffle_id}: {}: {e}",
@@ -167,6 +217,7 @@ impl Replication {
             });
         }
         let reading = feed(
+            file,
             path,
             file_len,
             shuffle_id,
@@ -218,10 +269,38 @@ impl Replication {
     }
 }
 
-/// Reads the file at `path` once and sends every piece to every sender: the header in
-/// the first, the crc32 of all bytes in the last (an empty file is one piece with both).
-/// A sender whose push ended is dropped; the others go on.
+/// Opens a committed map output to push it, refusing anything but a regular file of
+/// one link owned by the owner of its session directory `dir`, opened without following
+/// a symlink: a worker (which owns its outputs) cannot make this daemon read and send
+/// another file. Its length is the open file's.
+async fn open_output(path: &Path, dir: &Path) -> Result<(tokio::fs::File, u64), String> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let (path, dir) = (path.to_path_buf(), dir.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let owner = std::fs::metadata(&dir).map_err(|e| e.to_string())?.uid();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.file_type().is_file() || meta.nlink() != 1 || meta.uid() != owner {
+            return Err(format!(
+                "not a map output file (a regular file of one link owned by uid {owner})"
+            ));
+        }
+        Ok((tokio::fs::File::from_std(file), meta.len()))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Reads `file` (at `path`) once and sends every piece to every sender: the header in
+/// the first, the crc32 of all bytes in the last. A sender whose push ended, or that
+/// takes a piece no sooner than [`PIECE_SEND_TIMEOUT`], is dropped (its push then
+/// fails); the others go on.
 async fn feed(
+    mut file: tokio::fs::File,
     path: PathBuf,
     file_len: u64,
     shuffle_id: u32,
@@ -229,9 +308,6 @@ async fn feed(
     session_key: String,
     mut senders: Vec<mpsc::Sender<MapOutputPiece>>,
 ) -> Result<(), String> {
-    let mut file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut crc = crc32fast::Hasher::new();
     let mut sent: u64 = 0;
     let mut first = true;
@@ -258,13 +334,20 @@ async fn feed(
             last,
         };
         first = false;
-        let mut live = Vec::with_capacity(senders.len());
-        for tx in senders {
-            if tx.send(piece.clone()).await.is_ok() {
-                live.push(tx);
+        let sends = senders.into_iter().map(|tx| {
+            let piece = piece.clone();
+            async move {
+                match tokio::time::timeout(PIECE_SEND_TIMEOUT, tx.send(piece)).await {
+                    Ok(Ok(())) => Some(tx),
+                    _ => None,
+                }
             }
-        }
-        senders = live;
+        });
+        senders = futures_util::future::join_all(sends)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         if last || senders.is_empty() {
             return Ok(());
         }
@@ -278,5 +361,36 @@ fn code_name(code: tonic::Code) -> &'static str {
         tonic::Code::DataLoss => "damaged in transit",
         tonic::Code::Unavailable => "unreachable",
         _ => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_a_regular_output_file_of_the_directorys_owner_is_pushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let secret = d.join("secret");
+        std::fs::write(&secret, b"do not send").unwrap();
+        // A symlink in the output's place.
+        let link = ember_shuffle::data_path(d, 1, 0);
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        assert!(open_output(&link, d).await.is_err(), "a symlink is refused");
+        // A second hard link to another file.
+        let hard = ember_shuffle::data_path(d, 1, 1);
+        std::fs::hard_link(&secret, &hard).unwrap();
+        let e = open_output(&hard, d).await.unwrap_err();
+        assert!(e.contains("one link"), "{e}");
+        // A directory in its place.
+        let sub = ember_shuffle::data_path(d, 1, 2);
+        std::fs::create_dir(&sub).unwrap();
+        assert!(open_output(&sub, d).await.is_err());
+        // The real thing: its length is the open file's.
+        let ok = ember_shuffle::data_path(d, 1, 3);
+        std::fs::write(&ok, vec![7u8; 1000]).unwrap();
+        let (_, len) = open_output(&ok, d).await.unwrap();
+        assert_eq!(len, 1000);
     }
 }

@@ -196,7 +196,10 @@ impl Workers {
             let plan = task.plan.as_ref().or(held.as_deref());
             let key = plan.map_or("", |p| p.shuffle_key.as_str());
             let targets = std::mem::take(&mut task.replica_targets);
-            self.env.replication.plan(task_id, targets, key);
+            let shuffle_id = task.shuffle_id.unwrap_or_default();
+            self.env
+                .replication
+                .plan(task_id, shuffle_id, task.partition, targets, key);
         }
         let plan = held.map(|p| (task.plan_id, p));
         self.remember_worker(task_id, key.clone());
@@ -219,6 +222,33 @@ impl Workers {
         if fresh {
             crate::metrics::metrics().task_started();
             self.env.fail(task_id, msg).await;
+        }
+    }
+
+    /// Refuses task `task_id` because this executor is decommissioning: reported lost
+    /// with its executor, so the scheduler runs it elsewhere without counting a failure
+    /// of the task (a launch the driver sent before it knew).
+    pub async fn refuse_leaving(&mut self, task_id: u64) {
+        let fresh = {
+            let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.insert(task_id, String::new()).is_none()
+        };
+        if fresh {
+            crate::metrics::metrics().task_started();
+            let status = ember_proto::TaskStatus {
+                task_id,
+                executor_id: self.env.executor_id.clone(),
+                outcome: Some(ember_proto::task_status::Outcome::Failure(
+                    ember_proto::TaskFailure {
+                        reason: Some(ember_proto::task_failure::Reason::ExecutorLost(format!(
+                            "executor {} is decommissioning and takes no more tasks",
+                            self.env.executor_id
+                        ))),
+                    },
+                )),
+                ..Default::default()
+            };
+            self.env.report(status).await;
         }
     }
 

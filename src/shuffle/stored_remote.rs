@@ -28,7 +28,12 @@ pub(crate) fn copy_url(prefix: &ObjectUrl, shuffle_id: u32, map: u32) -> ObjectU
 }
 
 /// Uploads map output `map` of `shuffle_id` from `shuffle_dir` to `prefix`.
-pub(crate) fn upload_copy(shuffle_dir: &Path, prefix: &Path, shuffle_id: u32, map: u32) -> Result<()> {
+pub(crate) fn upload_copy(
+    shuffle_dir: &Path,
+    prefix: &Path,
+    shuffle_id: u32,
+    map: u32,
+) -> Result<()> {
     let url = copy_url(&ObjectUrl::parse(prefix)?, shuffle_id, map);
     let from = ember_shuffle::data_path(shuffle_dir, shuffle_id, map);
     crate::io::storage::upload_file(&from, &url)
@@ -70,7 +75,9 @@ pub(crate) fn open_copy_block<T: DeserializeOwned>(
         return Err(fail(format!("{n} bytes, shorter than any index")));
     }
     let what = url.to_string();
-    let tail = file.range(n - tail_bytes, tail_bytes).map_err(|e| fail(e.to_string()))?;
+    let tail = file
+        .range(n - tail_bytes, tail_bytes)
+        .map_err(|e| fail(e.to_string()))?;
     let index_len = IndexFile::len_from_tail(&tail, &what).map_err(|e| fail(e.to_string()))?;
     if index_len > n {
         return Err(fail(format!(

@@ -105,7 +105,10 @@ impl Moto {
     pub fn list_keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
         let path = format!("/{bucket}?list-type=2&prefix={prefix}");
         let (status, body) = exchange(self.port, "GET", &path, b"").expect("moto answers");
-        assert!(status < 300, "listing {bucket}/{prefix}: HTTP {status}: {body}");
+        assert!(
+            status < 300,
+            "listing {bucket}/{prefix}: HTTP {status}: {body}"
+        );
         let mut keys: Vec<String> = body
             .split("<Key>")
             .skip(1)

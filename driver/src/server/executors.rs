@@ -197,12 +197,12 @@ impl ExecutorRegistry {
         }
     }
 
-    /// Marks `id` as heard from; false if it is no longer registered.
     /// Whether `id` is registered now.
     pub(crate) fn is_registered(&self, id: &str) -> bool {
         self.inner.lock().executors.contains_key(id)
     }
 
+    /// Marks `id` as heard from; false if it is no longer registered.
     fn touch(&self, id: &str, heartbeat: Option<Heartbeat>) -> bool {
         let mut inner = self.inner.lock();
         let Some(e) = inner.executors.get_mut(id) else {

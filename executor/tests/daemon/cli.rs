@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::process::Stdio;
 
-use ember_proto::{driver_message, executor_message, Registered};
+use ember_proto::decommissioning::Phase;
+use ember_proto::{driver_message, executor_message, MigratedOutputs, Registered};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -119,7 +120,7 @@ async fn exits_1_when_the_driver_refuses_its_secret() {
 }
 
 #[tokio::test]
-async fn sigterm_stops_it_cleanly_and_removes_its_temp_dir() {
+async fn sigterm_decommissions_it_then_it_exits_0_and_removes_its_temp_dir() {
     let mut driver = start_driver(HashMap::new(), None).await;
     let mut child = executor(&["--driver", &driver.url, "--cores", "2", "--memory", "1g"])
         .spawn()
@@ -148,14 +149,82 @@ async fn sigterm_stops_it_cleanly_and_removes_its_temp_dir() {
         .status()
         .unwrap()
         .success());
+    // It says it is leaving, then (running nothing) that it is drained, waits for the
+    // plan, and, the plan empty, that it is done.
+    let phase = |m: executor_message::Msg| match m {
+        executor_message::Msg::Decommissioning(d) => Phase::try_from(d.phase).unwrap(),
+        other => panic!("expected a decommissioning phase, got {other:?}"),
+    };
+    assert_eq!(phase(conn.next_non_heartbeat().await), Phase::Draining);
+    assert_eq!(phase(conn.next_non_heartbeat().await), Phase::Drained);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(child.try_wait().unwrap().is_none(), "it waits for the plan");
+    conn.send(driver_message::Msg::MigrateOutputs(MigratedOutputs {
+        outputs: vec![],
+        last: true,
+    }))
+    .await;
+    assert_eq!(phase(conn.next_non_heartbeat().await), Phase::Done);
+    // The driver ends the channel; the executor exits 0.
+    drop(conn);
     let status = within("exit", child.wait()).await.unwrap();
     assert_eq!(status.code(), Some(0));
     let stderr = stderr.await.unwrap();
+    assert!(stderr.contains("decommissioning"), "{stderr}");
     let work_dir = stderr
         .split_whitespace()
         .find_map(|w| w.strip_prefix("work_dir="))
         .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
     assert!(work_dir.contains("ember-executor-"), "{work_dir}");
+    assert!(
+        !std::path::Path::new(work_dir).exists(),
+        "{work_dir} left behind"
+    );
+}
+
+#[tokio::test]
+async fn with_no_decommission_timeout_sigterm_stops_it_at_once() {
+    let mut driver = start_driver(HashMap::new(), None).await;
+    let args = [
+        "--driver",
+        &driver.url,
+        "--cores",
+        "1",
+        "--decommission-timeout",
+        "0",
+    ];
+    let mut child = executor(&args).spawn().unwrap();
+    let stderr = started(&mut child).await;
+    let mut conn = within("registration", driver.channels.recv())
+        .await
+        .unwrap();
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Register(_)
+    ));
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-U".into(),
+        heartbeat_interval_ms: 100,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = within("exit", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    let stderr = stderr.await.unwrap();
+    assert!(!stderr.contains("decommissioning"), "{stderr}");
+    let work_dir = stderr
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("work_dir="))
+        .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
     assert!(
         !std::path::Path::new(work_dir).exists(),
         "{work_dir} left behind"

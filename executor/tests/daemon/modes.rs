@@ -38,6 +38,9 @@ async fn under_umask_000_the_work_dir_binaries_and_sockets_stay_private() {
         .arg("-c")
         .arg("umask 000; exec \"$0\" \"$@\"")
         .arg(env!("CARGO_BIN_EXE_ember-executor"))
+        // SIGTERM stops it at once below (no decommissioning: that is not what this
+        // test is about).
+        .args(["--decommission-timeout", "0"])
         .args(["--driver", &driver.url, "--cores", "1", "--work-dir"])
         .arg(&work)
         .env_remove("EMBER_SECRET")

@@ -163,7 +163,8 @@ impl Scheduler {
             .collect();
         let replica_targets = match st.kind {
             StageKind::ShuffleMap(sid) => {
-                let n = st.index.shuffle(sid).map_or(0, |d| d.replicas);
+                let max = ember_proto::limits::MAX_SHUFFLE_REPLICAS as u32;
+                let n = st.index.shuffle(sid).map_or(0, |d| d.replicas.min(max));
                 replica_targets(&self.executors, executor_id, n, p.partition)
             }
             StageKind::Result(_) => Vec::new(),
