@@ -13,10 +13,11 @@
 //! * A replica is committed as a map task commits its output: written to a temporary
 //!   name of the shuffle (`.shuffle_S_M.push-…`, which a shuffle's removal deletes too)
 //!   in the session's shuffle directory (made `0700` if absent), mode `0600`, and
-//!   linked as `shuffle_S_M.data` only once its length matches the header's and its
-//!   crc32 the last piece's, never over a file of that name already there (the output
-//!   is then here already). A reader sees the whole replica or none; the temporary is
-//!   removed however the push ends (failure, or the pusher gone mid-stream).
+//!   renamed to `shuffle_S_M.data` only once its length matches the header's and its
+//!   crc32 the last piece's, replacing any file of that name (the copy is the pushing
+//!   attempt's output, whose block sizes the driver records; an older file may be
+//!   damaged). A reader sees the whole replica or none; the temporary is removed
+//!   however the push ends (failure, or the pusher gone mid-stream).
 //! * A push for a session this executor was told to clean up (`CleanupSession`) is
 //!   refused until a task of that id range runs here again (`SessionKeys`), so a late
 //!   push leaves nothing behind.
@@ -186,15 +187,10 @@ where
         }
     }
     drop(file);
-    // Never over an output already here (this executor's own attempt of the map, or an
-    // earlier copy): a reader keeps seeing the file it opened, and that output is here.
-    match std::fs::hard_link(tmp, target) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            tracing::debug!(path = %target.display(), "the pushed output is here already");
-        }
-        Err(e) => return Err(io(e, "cannot commit")),
-    }
+    // Over any file of that name: the copy must be the pushing attempt's output (whose
+    // block sizes the driver records), and an older file may be damaged. A reader keeps
+    // the file it opened.
+    std::fs::rename(tmp, target).map_err(|e| io(e, "cannot commit"))?;
     Ok(Stored {
         path: target.to_path_buf(),
         bytes: got,
