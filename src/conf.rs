@@ -253,6 +253,14 @@ impl Conf {
             shuffle_durability: ShuffleDurability::Local,
         }
     }
+
+    /// The same settings with `durability` for the context's shuffles (what
+    /// `EMBER_SHUFFLE_DURABILITY` sets), e.g.
+    /// `Conf::from_env()?.with_shuffle_durability(ShuffleDurability::Replicated(1))`.
+    pub fn with_shuffle_durability(mut self, durability: ShuffleDurability) -> Conf {
+        self.shuffle_durability = durability;
+        self
+    }
 }
 
 impl Conf {
@@ -440,6 +448,12 @@ mod tests {
             let e = s3.unwrap_err().to_string();
             assert!(e.contains("`s3` feature"), "{e}");
         }
+        let conf =
+            Conf::local(1, 1 << 20).with_shuffle_durability(ShuffleDurability::Replicated(2));
+        assert!(conf
+            .entries()
+            .iter()
+            .any(|(k, v)| k == "EMBER_SHUFFLE_DURABILITY" && v == "replicated:2"));
         for n in 1..=4 {
             let d = ShuffleDurability::parse(&format!("replicated:{n}")).unwrap();
             assert_eq!(d, ShuffleDurability::Replicated(n));

@@ -144,14 +144,15 @@ impl Replication {
     pub(crate) fn pushing(
         self: &Arc<Self>,
         mut status: TaskStatus,
-    ) -> Result<impl std::future::Future<Output = TaskStatus> + Send + 'static, TaskStatus> {
+    ) -> Result<impl std::future::Future<Output = TaskStatus> + Send + 'static, Box<TaskStatus>>
+    {
         if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
             if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
                 ms.replicas.clear();
             }
         }
         let Some(plan) = self.take_for(&status) else {
-            return Err(status);
+            return Err(Box::new(status));
         };
         let this = self.clone();
         Ok(async move {

@@ -107,7 +107,7 @@ impl WorkerEnv {
     pub async fn report(&self, mut status: TaskStatus) -> bool {
         status.executor_id = self.executor_id.clone();
         match self.replication.pushing(status) {
-            Err(status) => deliver(&self.running, &self.to_driver, status).await,
+            Err(status) => deliver(&self.running, &self.to_driver, *status).await,
             Ok(push) => {
                 // The output goes to its replicas first (`replicated:N`); the task stays
                 // running until then, and this worker's other statuses do not wait.
