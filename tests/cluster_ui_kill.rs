@@ -34,21 +34,7 @@ fn http(addr: &str, method: &str, path: &str, token: &str) -> (u16, String) {
 fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let operator = s.join("operator");
-    std::fs::write(&operator, OPERATOR).unwrap();
-    let cluster = Cluster::start_with(
-        1,
-        2,
-        Some(CLUSTER),
-        &[
-            "--ui-port",
-            "0",
-            "--operator-secret-file",
-            operator.to_str().unwrap(),
-        ],
-        &[],
-        &[],
-    );
+    let cluster = Cluster::start_with_ui(1, 2, CLUSTER, OPERATOR, s);
     let ui = cluster.ui_address();
     let input = s.join("kv.txt");
     // Two map tasks of 200,000 records, sleeping 200 ms every 1,000: ~40 s each.
@@ -122,21 +108,7 @@ fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
 #[test]
 fn the_operator_decommissions_an_executor_from_the_web_ui() {
     let scratch = tempfile::tempdir().unwrap();
-    let operator = scratch.path().join("operator");
-    std::fs::write(&operator, OPERATOR).unwrap();
-    let mut cluster = Cluster::start_with(
-        2,
-        1,
-        Some(CLUSTER),
-        &[
-            "--ui-port",
-            "0",
-            "--operator-secret-file",
-            operator.to_str().unwrap(),
-        ],
-        &[],
-        &[],
-    );
+    let mut cluster = Cluster::start_with_ui(2, 1, CLUSTER, OPERATOR, scratch.path());
     let ui = cluster.ui_address();
     let before: Vec<String> = (cluster.status().unwrap().executors.iter())
         .map(|e| e.executor_id.clone())

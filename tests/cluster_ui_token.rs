@@ -34,21 +34,7 @@ fn a_cluster_contexts_ui_token_opens_its_own_application_only() {
     assert_eq!(common::ctx(1).ui_token(), None, "local mode has none");
 
     let scratch = tempfile::tempdir().unwrap();
-    let operator = scratch.path().join("operator");
-    std::fs::write(&operator, OPERATOR).unwrap();
-    let cluster = Cluster::start_with(
-        0,
-        1,
-        Some(CLUSTER),
-        &[
-            "--ui-port",
-            "0",
-            "--operator-secret-file",
-            operator.to_str().unwrap(),
-        ],
-        &[],
-        &[],
-    );
+    let cluster = Cluster::start_with_ui(0, 1, CLUSTER, OPERATOR, scratch.path());
     let ui = cluster.ui_address();
     // The only test in this binary: no other thread reads the environment.
     std::env::set_var("EMBER_SECRET", CLUSTER);

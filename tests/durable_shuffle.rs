@@ -82,13 +82,7 @@ fn with_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     }
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     assert!(!held[victim].is_empty());
-    cluster.signal_executor(victim, "KILL");
-    let (out, records, console) = run.open_and_finish_with_console(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    let console = run.kill_and_finish(&mut cluster, victim, &want);
     // The client's console names the executor and says its outputs come from storage.
     let kept = held[victim].len();
     assert!(
@@ -159,13 +153,7 @@ fn a_damaged_stored_copy_falls_back_to_lineage_for_that_executors_outputs() {
             "block {r} reads back clean"
         );
     }
-    cluster.signal_executor(victim, "KILL");
-    let (out, records) = run.open_and_finish(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    run.kill_and_finish(&mut cluster, victim, &want);
     let log = cluster.driver_log();
     assert!(
         log.contains("map outputs of the lost executor are read from storage"),
@@ -287,13 +275,7 @@ fn with_replicated_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     let victim = (0..3).max_by_key(|i| originals[*i]).unwrap();
     let kept = originals[victim];
     assert!(kept > 0);
-    cluster.signal_executor(victim, "KILL");
-    let (out, records, console) = run.open_and_finish_with_console(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    let console = run.kill_and_finish(&mut cluster, victim, &want);
     assert!(
         console.contains("lost executor executor-")
             && console.contains(&format!(
@@ -345,13 +327,7 @@ fn a_damaged_replica_falls_back_to_lineage() {
         damaged += 1;
     }
     assert!(damaged > 0);
-    cluster.signal_executor(victim, "KILL");
-    let (out, records) = run.open_and_finish(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    run.kill_and_finish(&mut cluster, victim, &want);
     let log = cluster.driver_log();
     assert!(
         log.contains("fetch failure"),
@@ -370,33 +346,9 @@ fn a_damaged_replica_falls_back_to_lineage() {
 #[test]
 fn an_executor_killed_while_outputs_are_pushed_to_it_still_gives_the_same_output() {
     let scratch = tempfile::tempdir().unwrap();
-    let s = scratch.path();
-    let input = kv_input(s, 3000);
-    let want = reference(&input, s);
-    let mut cluster = Cluster::start(3, 1, None);
-    let out = s.join("out");
-    let client = spawn_faultjob_with_env(
-        &cluster,
-        &["--map-delay-ms", "150"],
-        &input,
-        &out,
-        s,
-        &[("EMBER_SHUFFLE_DURABILITY", "replicated:1")],
-    );
-    wait_for("a first map output", Duration::from_secs(60), || {
-        first_shuffle_outputs(&cluster, 3)
-            .iter()
-            .any(|v| !v.is_empty())
-    });
-    let done: usize = first_shuffle_outputs(&cluster, 3)
-        .iter()
-        .map(Vec::len)
-        .sum();
-    assert!(done < 12, "the map stage finished before the kill");
-    cluster.signal_executor(1, "KILL");
-    let run = client.wait();
-    assert!(run.success, "{run:?}\n{}", cluster.logs());
-    assert_eq!((output(&out), parsed(&run)), want);
+    let replicated = [("EMBER_SHUFFLE_DURABILITY", "replicated:1")];
+    // 6 outputs and their 6 replicas when the map stage is done.
+    kill_during_the_map_stage(scratch.path(), &replicated, 12);
 }
 
 /// SIGTERM (what `docker stop` and a Kubernetes scale-down send) with `local`

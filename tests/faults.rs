@@ -29,13 +29,7 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
     assert_eq!(total, 6, "all map outputs written: {held:?}");
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     let lost = held[victim].len();
-    cluster.signal_executor(victim, "KILL");
-    let (out, records, console) = run.open_and_finish_with_console(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    let console = run.kill_and_finish(&mut cluster, victim, &want);
     // The client's console says that a stage ran again for lost output.
     assert!(
         console.contains("runs again, attempt 2") && console.contains("for output that was lost"),
@@ -62,27 +56,7 @@ fn killing_an_executor_after_the_map_stage_reruns_only_its_map_outputs() {
 #[test]
 fn killing_an_executor_during_the_map_stage_still_gives_the_same_output() {
     let scratch = tempfile::tempdir().unwrap();
-    let s = scratch.path();
-    let input = kv_input(s, 3000);
-    let want = reference(&input, s);
-    let mut cluster = Cluster::start(3, 1, None);
-    let out = s.join("out");
-    let client = spawn_faultjob(&cluster, &["--map-delay-ms", "150"], &input, &out, s);
-    // Some map outputs exist, others are still being written.
-    wait_for("a first map output", Duration::from_secs(60), || {
-        first_shuffle_outputs(&cluster, 3)
-            .iter()
-            .any(|v| !v.is_empty())
-    });
-    let done: usize = first_shuffle_outputs(&cluster, 3)
-        .iter()
-        .map(Vec::len)
-        .sum();
-    assert!(done < 6, "the map stage finished before the kill");
-    cluster.signal_executor(1, "KILL");
-    let run = client.wait();
-    assert!(run.success, "{run:?}\n{}", cluster.logs());
-    assert_eq!((output(&out), parsed(&run)), want);
+    kill_during_the_map_stage(scratch.path(), &[], 6);
 }
 
 #[test]

@@ -40,13 +40,7 @@ fn with_s3_stored_shuffle_outputs_a_killed_executor_reruns_no_map_task() {
     );
     let victim = (0..3).max_by_key(|i| held[*i].len()).unwrap();
     let kept = held[victim].len();
-    cluster.signal_executor(victim, "KILL");
-    let (out, records, console) = run.open_and_finish_with_console(&cluster);
-    assert_eq!(
-        (out, records),
-        want,
-        "output differs from the fault-free run"
-    );
+    let console = run.kill_and_finish(&mut cluster, victim, &want);
     assert!(
         console.contains(&format!("its {kept} map output(s) are read from storage")),
         "{console}"

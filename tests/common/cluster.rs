@@ -109,6 +109,27 @@ impl Cluster {
         Self::start_with(executors, cores, secret, &[], &[], &[])
     }
 
+    /// [`Cluster::start`] with cluster secret `secret`, the driver's web UI on an
+    /// ephemeral port (`ui_address`) and operator secret `operator` (written to a file
+    /// under `scratch`).
+    pub fn start_with_ui(
+        executors: usize,
+        cores: u32,
+        secret: &str,
+        operator: &str,
+        scratch: &Path,
+    ) -> Cluster {
+        let file = scratch.join("operator");
+        fs::write(&file, operator).unwrap();
+        let ui = [
+            "--ui-port",
+            "0",
+            "--operator-secret-file",
+            file.to_str().unwrap(),
+        ];
+        Self::start_with(executors, cores, Some(secret), &ui, &[], &[])
+    }
+
     /// [`Cluster::start`] with extra driver flags, executor flags and executor
     /// environment variables.
     pub fn start_with(

@@ -239,6 +239,25 @@ impl GateRun {
         (out, parsed)
     }
 
+    /// Kills executor `victim` (SIGKILL), opens the gate, and checks the job's output and
+    /// records count against `want` (a fault-free run's); what the client printed on
+    /// stderr.
+    pub fn kill_and_finish(
+        self,
+        cluster: &mut Cluster,
+        victim: usize,
+        want: &(String, u64),
+    ) -> String {
+        cluster.signal_executor(victim, "KILL");
+        let (out, records, console) = self.open_and_finish_with_console(cluster);
+        assert_eq!(
+            &(out, records),
+            want,
+            "output differs from the fault-free run"
+        );
+        console
+    }
+
     /// [`open_and_finish`](Self::open_and_finish) with what the client printed on stderr.
     pub fn open_and_finish_with_console(self, cluster: &Cluster) -> (String, u64, String) {
         fs::write(self.gate.join("open"), b"").unwrap();
@@ -271,4 +290,37 @@ pub fn flip_a_byte_in_every_block(file: &mut [u8]) {
             file[offset + len / 2] ^= 0x5a;
         }
     }
+}
+
+/// Runs faultjob with a slow map stage on a fresh 3 x 1-core cluster (client environment
+/// `env`) and kills executor 1 (SIGKILL) once some map output file exists but fewer than
+/// `all_files` do (the map stage still runs); the job must give a fault-free run's output.
+pub fn kill_during_the_map_stage(scratch: &Path, env: &[(&str, &str)], all_files: usize) {
+    let input = kv_input(scratch, 3000);
+    let want = reference(&input, scratch);
+    let mut cluster = Cluster::start(3, 1, None);
+    let out = scratch.join("out");
+    let client = spawn_faultjob_with_env(
+        &cluster,
+        &["--map-delay-ms", "150"],
+        &input,
+        &out,
+        scratch,
+        env,
+    );
+    // Some map outputs exist, others are still being written.
+    let written = |cluster: &Cluster| -> usize {
+        first_shuffle_outputs(cluster, 3).iter().map(Vec::len).sum()
+    };
+    wait_for("a first map output", Duration::from_secs(60), || {
+        written(&cluster) > 0
+    });
+    assert!(
+        written(&cluster) < all_files,
+        "the map stage finished before the kill"
+    );
+    cluster.signal_executor(1, "KILL");
+    let run = client.wait();
+    assert!(run.success, "{run:?}\n{}", cluster.logs());
+    assert_eq!((output(&out), parsed(&run)), want);
 }

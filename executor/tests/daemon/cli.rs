@@ -45,6 +45,73 @@ async fn started(child: &mut Child) -> tokio::task::JoinHandle<String> {
     err
 }
 
+/// An executor started with `extra` args against a fake driver, registered (as
+/// `executor_id`) and heartbeating: the driver, the process, its stderr reader and its
+/// channel.
+struct Registered1 {
+    _driver: FakeDriverHandle,
+    child: Child,
+    stderr: tokio::task::JoinHandle<String>,
+    conn: ExecutorConn,
+}
+
+async fn registered(extra: &[&str], executor_id: &str) -> Registered1 {
+    let mut driver = start_driver(HashMap::new(), None).await;
+    let mut args = vec![
+        "--driver",
+        driver.url.as_str(),
+        "--cores",
+        "2",
+        "--memory",
+        "1g",
+    ];
+    args.extend_from_slice(extra);
+    let mut child = executor(&args).spawn().unwrap();
+    let stderr = started(&mut child).await;
+    let mut conn = within("registration", driver.channels.recv())
+        .await
+        .unwrap();
+    match conn.next().await {
+        executor_message::Msg::Register(r) => assert_eq!((r.cores, r.memory_bytes), (2, 1 << 30)),
+        other => panic!("expected Register, got {other:?}"),
+    }
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: executor_id.into(),
+        heartbeat_interval_ms: 100,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+    Registered1 {
+        _driver: driver,
+        child,
+        stderr,
+        conn,
+    }
+}
+
+/// Sends SIGTERM to `child`.
+fn sigterm(child: &Child) {
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// The work dir the daemon logged (a temp dir of its own), from its stderr.
+fn work_dir_of(stderr: &str) -> String {
+    let dir = stderr
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("work_dir="))
+        .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
+    assert!(dir.contains("ember-executor-"), "{dir}");
+    dir.to_string()
+}
+
 /// Runs the executor with `args`; asserts it refuses to start (exit 2, nothing on
 /// stdout) with a message containing `why`.
 async fn refused(args: &[&str], why: &str) {
@@ -121,34 +188,13 @@ async fn exits_1_when_the_driver_refuses_its_secret() {
 
 #[tokio::test]
 async fn sigterm_decommissions_it_then_it_exits_0_and_removes_its_temp_dir() {
-    let mut driver = start_driver(HashMap::new(), None).await;
-    let mut child = executor(&["--driver", &driver.url, "--cores", "2", "--memory", "1g"])
-        .spawn()
-        .unwrap();
-    let stderr = started(&mut child).await;
-    let mut conn = within("registration", driver.channels.recv())
-        .await
-        .unwrap();
-    match conn.next().await {
-        executor_message::Msg::Register(r) => assert_eq!((r.cores, r.memory_bytes), (2, 1 << 30)),
-        other => panic!("expected Register, got {other:?}"),
-    }
-    conn.send(driver_message::Msg::Registered(Registered {
-        executor_id: "exec-T".into(),
-        heartbeat_interval_ms: 100,
-    }))
-    .await;
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Heartbeat(_)
-    ));
-
-    let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let Registered1 {
+        _driver,
+        mut child,
+        stderr,
+        mut conn,
+    } = registered(&[], "exec-T").await;
+    sigterm(&child);
     // It says it is leaving, then (running nothing) that it is drained, waits for the
     // plan, and, the plan empty, that it is done.
     let phase = |m: executor_message::Msg| match m {
@@ -171,62 +217,29 @@ async fn sigterm_decommissions_it_then_it_exits_0_and_removes_its_temp_dir() {
     assert_eq!(status.code(), Some(0));
     let stderr = stderr.await.unwrap();
     assert!(stderr.contains("decommissioning"), "{stderr}");
-    let work_dir = stderr
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("work_dir="))
-        .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
-    assert!(work_dir.contains("ember-executor-"), "{work_dir}");
+    let work_dir = work_dir_of(&stderr);
     assert!(
-        !std::path::Path::new(work_dir).exists(),
+        !std::path::Path::new(&work_dir).exists(),
         "{work_dir} left behind"
     );
 }
 
 #[tokio::test]
 async fn with_no_decommission_timeout_sigterm_stops_it_at_once() {
-    let mut driver = start_driver(HashMap::new(), None).await;
-    let args = [
-        "--driver",
-        &driver.url,
-        "--cores",
-        "1",
-        "--decommission-timeout",
-        "0",
-    ];
-    let mut child = executor(&args).spawn().unwrap();
-    let stderr = started(&mut child).await;
-    let mut conn = within("registration", driver.channels.recv())
-        .await
-        .unwrap();
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Register(_)
-    ));
-    conn.send(driver_message::Msg::Registered(Registered {
-        executor_id: "exec-U".into(),
-        heartbeat_interval_ms: 100,
-    }))
-    .await;
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Heartbeat(_)
-    ));
-    let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    let Registered1 {
+        _driver,
+        mut child,
+        stderr,
+        conn: _conn,
+    } = registered(&["--decommission-timeout", "0"], "exec-U").await;
+    sigterm(&child);
     let status = within("exit", child.wait()).await.unwrap();
     assert_eq!(status.code(), Some(0));
     let stderr = stderr.await.unwrap();
     assert!(!stderr.contains("decommissioning"), "{stderr}");
-    let work_dir = stderr
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("work_dir="))
-        .unwrap_or_else(|| panic!("no work_dir in the log: {stderr}"));
+    let work_dir = work_dir_of(&stderr);
     assert!(
-        !std::path::Path::new(work_dir).exists(),
+        !std::path::Path::new(&work_dir).exists(),
         "{work_dir} left behind"
     );
 }

@@ -52,6 +52,47 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
     config
 }
 
+/// Serves the Shuffle service `service` on 127.0.0.1 (an ephemeral port), registered,
+/// until the token is cancelled; its URL.
+pub async fn serve_shuffle(
+    service: ember_executor::blocks::ShuffleService,
+) -> (String, tokio_util::sync::CancellationToken) {
+    use ember_executor::blocks;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        blocks::serve(
+            listener,
+            service,
+            tokio::sync::watch::channel(true).1,
+            s.cancelled_owned(),
+        )
+        .await
+    });
+    (blocks::advertised_address("127.0.0.1", port), stop)
+}
+
+/// A Shuffle client of `url` sending `secret` (if any) with every call.
+pub async fn shuffle_client(
+    url: &str,
+    secret: Option<&str>,
+) -> ember_proto::shuffle_client::ShuffleClient<
+    InterceptedService<tonic::transport::Channel, ember_proto::auth::AddSecret>,
+> {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    ember_proto::shuffle_client::ShuffleClient::with_interceptor(
+        channel,
+        ember_proto::auth::AddSecret::new(secret).unwrap(),
+    )
+    .max_decoding_message_size(ember_proto::auth::MAX_MESSAGE_BYTES)
+}
+
 /// One executor's channel, as the fake driver sees it.
 pub struct ExecutorConn {
     pub from_executor: Streaming<ExecutorMessage>,

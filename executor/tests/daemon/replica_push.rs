@@ -7,7 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use ember_executor::blocks::{self, ShuffleService};
+use ember_executor::blocks::ShuffleService;
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::{FetchBlocksRequest, IdRange, MapOutputPiece};
@@ -61,37 +61,15 @@ impl Receiver {
 
 async fn start() -> Receiver {
     let dir = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let service = ShuffleService::new(dir.path().join("shuffle"), Default::default())
         .with_executor_secret(Some(EXECUTOR_SECRET));
     service.session_keys().learn(SHUFFLE, KEY);
-    let stop = CancellationToken::new();
-    let s = stop.clone();
-    tokio::spawn(async move {
-        blocks::serve(
-            listener,
-            service,
-            tokio::sync::watch::channel(true).1,
-            s.cancelled_owned(),
-        )
-        .await
-    });
-    Receiver {
-        url: blocks::advertised_address("127.0.0.1", port),
-        stop,
-        dir,
-    }
+    let (url, stop) = crate::common::serve_shuffle(service).await;
+    Receiver { url, stop, dir }
 }
 
 async fn client(url: &str, secret: Option<&str>) -> Client {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    ShuffleClient::with_interceptor(channel, AddSecret::new(secret).unwrap())
-        .max_decoding_message_size(ember_proto::auth::MAX_MESSAGE_BYTES)
+    crate::common::shuffle_client(url, secret).await
 }
 
 /// A real map output file (3 reducers, a few MB: several pieces), as its writer left it.
@@ -318,4 +296,36 @@ async fn a_push_for_a_session_without_a_key_here_teaches_its_key_and_never_repla
     .await
     .unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+}
+
+#[tokio::test]
+async fn a_push_for_a_session_cleaned_up_here_is_refused_until_it_runs_a_task_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = ShuffleService::new(dir.path().join("shuffle"), Default::default())
+        .with_executor_secret(Some(EXECUTOR_SECRET));
+    let keys = service.session_keys();
+    keys.learn(SHUFFLE, KEY);
+    // The session (id range 0) ends here.
+    keys.forget_range(0, 1 << 20);
+    let (url, stop) = crate::common::serve_shuffle(service).await;
+    let src = tempfile::tempdir().unwrap();
+    let bytes = map_output(src.path(), SHUFFLE, 2);
+    let len = bytes.len() as u64;
+    let mut c = client(&url, Some(EXECUTOR_SECRET)).await;
+    let e = push(&mut c, pieces(SHUFFLE, 2, KEY, &bytes, len, None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let session_dir = ember_executor::config::session_shuffle_dir(
+        &dir.path().join("shuffle"),
+        IdRange::of_id(SHUFFLE),
+    );
+    assert!(!session_dir.exists(), "a late push leaves nothing");
+    // A task of that id range runs here again: pushes are taken again.
+    keys.learn(SHUFFLE, KEY);
+    push(&mut c, pieces(SHUFFLE, 2, KEY, &bytes, len, None))
+        .await
+        .unwrap();
+    assert!(data_path(&session_dir, SHUFFLE, 2).exists());
+    stop.cancel();
 }

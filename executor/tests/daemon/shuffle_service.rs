@@ -81,26 +81,14 @@ async fn start_with(max_request_bytes: u64) -> Server {
     std::fs::create_dir_all(&shuffle_dir).unwrap();
     write_map_output(&shuffle_dir, 0);
     write_map_output(&shuffle_dir, 1);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let id = blocks::SharedExecutorId::default();
     *id.lock().unwrap() = "exec-7".into();
     let service = ShuffleService::new(&shuffle_root, id).with_max_request_bytes(max_request_bytes);
     service.session_keys().learn(SHUFFLE, KEY);
     service.session_keys().learn(1 << 20, OTHER_KEY);
-    let stop = CancellationToken::new();
-    let s = stop.clone();
-    tokio::spawn(async move {
-        blocks::serve(
-            listener,
-            service,
-            tokio::sync::watch::channel(true).1,
-            s.cancelled_owned(),
-        )
-        .await
-    });
+    let (url, stop) = crate::common::serve_shuffle(service).await;
     Server {
-        url: blocks::advertised_address("127.0.0.1", port),
+        url,
         stop,
         _dir: dir,
         shuffle_dir,
@@ -108,13 +96,7 @@ async fn start_with(max_request_bytes: u64) -> Server {
 }
 
 async fn client(url: &str, secret: Option<&str>) -> Client {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    ShuffleClient::with_interceptor(channel, AddSecret::new(secret).unwrap())
-        .max_decoding_message_size(ember_proto::auth::MAX_MESSAGE_BYTES)
+    crate::common::shuffle_client(url, secret).await
 }
 
 /// Fetches and returns the chunks received, and the error that ended the stream if any.
