@@ -32,16 +32,20 @@ impl MapOutputTracker {
 }
 
 impl MapOutputTracker {
-    /// The outputs `executor_id` serves (not from storage) that have no replica: what a
-    /// decommissioning executor must move, as (shuffle, map) in shuffle and map order.
+    /// The outputs `executor_id` serves that have no other copy (no replica, not stored):
+    /// what a decommissioning executor must move, as (shuffle, map) in shuffle and map
+    /// order.
     pub fn unreplicated_on(&self, executor_id: &str) -> Vec<(u32, u32)> {
         let mut found: Vec<(u32, u32)> = self
             .shuffles
             .iter()
             .flat_map(|(sid, o)| {
                 o.by_map.iter().flatten().filter_map(move |l| {
-                    (l.executor_id == executor_id && !l.from_storage && l.replicas.is_empty())
-                        .then_some((*sid, l.map_partition))
+                    (l.executor_id == executor_id
+                        && !l.from_storage
+                        && !l.stored
+                        && l.replicas.is_empty())
+                    .then_some((*sid, l.map_partition))
                 })
             })
             .collect();

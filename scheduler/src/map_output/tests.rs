@@ -318,3 +318,45 @@ fn a_lost_executors_replicated_outputs_are_served_by_their_first_live_replica() 
     assert_eq!(t.executor_lost("c").0, vec![5]);
     assert_eq!(t.missing(5), vec![0, 1, 2, 3]);
 }
+
+#[test]
+fn a_decommissioning_executor_moves_only_outputs_with_no_other_copy() {
+    let mut t = MapOutputTracker::default();
+    t.register_shuffle(6, 4);
+    let host = MapHost {
+        executor_id: "b".to_string().into(),
+        shuffle_address: "b:1".to_string().into(),
+        from_storage: false,
+    };
+    t.register_output(6, sized(0, "a", 2));
+    t.register_output(
+        6,
+        MapLocation {
+            replicas: vec![host.clone()],
+            ..sized(1, "a", 2)
+        },
+    );
+    t.register_output(
+        6,
+        MapLocation {
+            stored: true,
+            ..sized(2, "a", 2)
+        },
+    );
+    t.register_output(6, sized(3, "b", 2));
+    assert_eq!(t.unreplicated_on("a"), vec![(6, 0)]);
+    // A moved copy is recorded once, only while `a` serves the output, never on `a`.
+    assert!(t.add_replica(6, 0, "a", host.clone()));
+    assert!(!t.add_replica(6, 0, "a", host.clone()), "already there");
+    assert!(!t.add_replica(6, 3, "a", host.clone()), "b serves map 3");
+    let on_a = MapHost {
+        executor_id: "a".to_string().into(),
+        ..host
+    };
+    assert!(
+        !t.add_replica(6, 1, "a", on_a),
+        "a copy on its own executor"
+    );
+    assert!(t.unreplicated_on("a").is_empty());
+    assert_eq!(t.replicas_of(6, 0), vec!["b".to_string()]);
+}

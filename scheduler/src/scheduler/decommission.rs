@@ -4,8 +4,8 @@
 //!
 //! Invariants: a decommissioning executor offers no slot from its first message on (its
 //! `slots` is 0, so it is never filed in `room`); the plan names, for each output it
-//! serves that has no replica yet, one live executor still offering slots (other hosts
-//! first, spread round robin), or nothing when there is none (lineage stays the
+//! serves that has no other copy (no replica, not stored), one live executor still
+//! offering slots (other hosts first, spread round robin), or nothing when there is none (lineage stays the
 //! fallback); a moved output is recorded as a replica only if the executor still serves
 //! it, so when the executor's channel closes the usual loss promotes it
 //! (`MapOutputTracker::executor_lost`).
