@@ -106,11 +106,17 @@ impl WorkerEnv {
     /// the task is not running here.
     pub async fn report(&self, mut status: TaskStatus) -> bool {
         status.executor_id = self.executor_id.clone();
+        let task_id = status.task_id;
         match self.replication.pushing(status) {
             Err(status) => deliver(&self.running, &self.to_driver, *status).await,
             Ok(push) => {
                 // The output goes to its replicas first (`replicated:N`); the task stays
-                // running until then, and this worker's other statuses do not wait.
+                // running until then, and this worker's other statuses do not wait. Its
+                // slot is free meanwhile: the driver may run another task in it.
+                let pushing = ExecutorMessage {
+                    msg: Some(executor_message::Msg::Pushing(task_id)),
+                };
+                let _ = self.to_driver.send(pushing).await;
                 let (running, to_driver) = (self.running.clone(), self.to_driver.clone());
                 tokio::spawn(async move {
                     let status = push.await;

@@ -181,6 +181,9 @@ pub enum SchedulerEvent {
         executor_id: String,
         outputs: Vec<(u32, u32, MapHost)>,
     },
+    /// Map task `task_id` on `executor_id` ended well and its executor pushes its output
+    /// to replicas: its slot is free now; its status follows.
+    SlotReleased { task_id: u64, executor_id: String },
     /// An executor is gone: its running tasks, map outputs and cached blocks are lost.
     ExecutorLost { executor_id: String, reason: String },
     /// Forget cached blocks of an RDD (unpersist).

@@ -494,6 +494,16 @@ async fn read_channel(
                 }
                 true
             }
+            Some(executor_message::Msg::Pushing(task_id)) => {
+                let known = state.executors.touch(&id, None);
+                if known {
+                    state.scheduler.send(SchedulerEvent::SlotReleased {
+                        task_id,
+                        executor_id: id.clone(),
+                    });
+                }
+                known
+            }
             Some(executor_message::Msg::OutputsMigrated(m)) => {
                 if !state.executors.touch(&id, None) {
                     return;

@@ -21,7 +21,7 @@ use crate::listener::{now_ms, ListenerEvent};
 impl Scheduler {
     pub(super) fn task_finished(&mut self, mut status: TaskStatus) {
         if let Some(executor_id) = self.abandoned.remove(&status.task_id) {
-            self.free_slot(&executor_id);
+            self.free_task_slot(status.task_id, &executor_id);
             self.drop_stale_output(&status);
             debug!(
                 task = status.task_id,
@@ -37,7 +37,7 @@ impl Scheduler {
             );
             return;
         };
-        self.free_slot(&run.executor_id);
+        self.free_task_slot(run.task_id, &run.executor_id);
         if let Some(b) = status.barrier.take() {
             self.report_supersteps(&run, b);
         }
@@ -57,6 +57,30 @@ impl Scheduler {
                 metrics,
             ),
         }
+    }
+
+    /// Gives back the slot task `task_id` of `executor_id` held, unless its executor
+    /// gave it back early ([`Self::slot_released`]).
+    fn free_task_slot(&mut self, task_id: u64, executor_id: &str) {
+        if self.slots_given_back.remove(&task_id).is_none() {
+            self.free_slot(executor_id);
+        }
+    }
+
+    /// Running task `task_id` of `executor_id` no longer needs its slot (its output is
+    /// being pushed to replicas; its status follows): the slot is free for another task.
+    /// Once per attempt, and only for an attempt that runs there.
+    pub(super) fn slot_released(&mut self, task_id: u64, executor_id: String) {
+        let runs_there = self
+            .running
+            .get(&task_id)
+            .is_some_and(|r| r.executor_id == executor_id)
+            || self.abandoned.get(&task_id) == Some(&executor_id);
+        if !runs_there || self.slots_given_back.contains_key(&task_id) {
+            return;
+        }
+        self.free_slot(&executor_id);
+        self.slots_given_back.insert(task_id, executor_id);
     }
 
     /// Gives back the slot a task of `executor_id` held.

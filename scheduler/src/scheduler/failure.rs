@@ -310,6 +310,7 @@ impl Scheduler {
             self.task_failed(run, failure, TaskMetrics::default());
         }
         self.abandoned.retain(|_, e| e != executor_id);
+        self.slots_given_back.retain(|_, e| e != executor_id);
         // Its replicated outputs move to a replica, its stored ones to storage, the
         // rest are forgotten.
         let (shuffles, _) = self.tracker.executor_lost(executor_id);

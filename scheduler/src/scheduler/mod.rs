@@ -268,6 +268,9 @@ struct Scheduler {
     copies: HashMap<(u32, u32), u32>,
     /// Attempts given up on (job ended) that still hold a slot: task id -> executor.
     abandoned: HashMap<u64, String>,
+    /// Attempts whose slot their executor gave back early (`SlotReleased`: a map
+    /// task's output being pushed to replicas), by task id: their status frees nothing.
+    slots_given_back: HashMap<u64, String>,
     queue: VecDeque<Pending>,
     /// Barrier stages whose running attempt waits for enough free slots to launch all
     /// its tasks at once (oldest first; see `barrier/launch.rs`).
@@ -308,6 +311,7 @@ impl Scheduler {
             running: HashMap::new(),
             copies: HashMap::new(),
             abandoned: HashMap::new(),
+            slots_given_back: HashMap::new(),
             queue: VecDeque::new(),
             gangs: VecDeque::new(),
             executors: HashMap::new(),
@@ -474,6 +478,10 @@ impl Scheduler {
                 executor_id,
                 outputs,
             } => self.outputs_migrated(&executor_id, outputs),
+            SchedulerEvent::SlotReleased {
+                task_id,
+                executor_id,
+            } => self.slot_released(task_id, executor_id),
             SchedulerEvent::ExecutorLost {
                 executor_id,
                 reason,

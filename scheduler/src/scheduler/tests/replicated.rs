@@ -188,3 +188,37 @@ fn a_replica_claimed_on_an_unknown_executor_or_the_writer_is_no_replica() {
     assert_eq!(maps_run, vec![0], "map 0 had no copy elsewhere");
     assert!(drain_until_end(&events).1.is_ok());
 }
+
+#[test]
+fn a_slot_given_back_while_an_output_is_pushed_runs_another_task_and_is_freed_once() {
+    let h = Harness::new(&[("e1", 1)], SchedulerConfig::default());
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let (ex, m0) = h.next_task();
+    h.no_more_tasks(); // one slot: the other map task waits
+    h.sched.send(SchedulerEvent::SlotReleased {
+        task_id: m0.task_id,
+        executor_id: ex.clone(),
+    });
+    // Given back twice, or by another executor: counted once.
+    h.sched.send(SchedulerEvent::SlotReleased {
+        task_id: m0.task_id,
+        executor_id: ex.clone(),
+    });
+    let (_, m1) = h.next_task();
+    assert_eq!(
+        m1.shuffle_id, m0.shuffle_id,
+        "the other map task took the slot"
+    );
+    h.no_more_tasks();
+    // m0's status finishes it but frees no slot: m1 still holds the only one.
+    h.succeed(&ex, &m0);
+    h.no_more_tasks();
+    h.succeed(&ex, &m1);
+    let (_, r0) = h.next_task();
+    assert!(r0.shuffle_id.is_none());
+    h.no_more_tasks();
+    h.succeed(&ex, &r0);
+    let (_, r1) = h.next_task();
+    h.succeed(&ex, &r1);
+    assert!(drain_until_end(&events).1.is_ok());
+}
