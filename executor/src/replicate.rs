@@ -32,7 +32,9 @@ use std::time::Duration;
 
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
-use ember_proto::{task_status, task_success, IdRange, MapHost, MapOutputPiece, TaskStatus};
+use ember_proto::{
+    task_status, task_success, IdRange, MapHost, MapOutputPiece, MapStatus, TaskStatus,
+};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tonic::service::interceptor::InterceptedService;
@@ -108,23 +110,32 @@ impl Replication {
         );
     }
 
-    /// Takes task `status`'s push plan: `Some` only when the task succeeded with the
-    /// map output it was launched to write. Any other status just drops its plan.
-    fn take_for(&self, status: &TaskStatus) -> Option<Plan> {
+    /// If `status` is a map task's success with a push plan, pushes its output and
+    /// returns the status naming the confirmed replicas; otherwise `Err(status)` (to be
+    /// reported at once). Any status drops its task's plan; replicas a worker claims are
+    /// cleared first (only this daemon says where copies are); only the output the task
+    /// was launched to write is pushed.
+    pub(crate) fn pushing(
+        self: &Arc<Self>,
+        mut status: TaskStatus,
+    ) -> Result<impl std::future::Future<Output = TaskStatus> + Send + 'static, Box<TaskStatus>>
+    {
         let plan = self
             .plans
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&status.task_id)?;
-        let Some(task_status::Outcome::Success(success)) = &status.outcome else {
-            return None;
+            .remove(&status.task_id);
+        let task_id = status.task_id;
+        let Some(ms) = map_status_mut(&mut status) else {
+            return Err(Box::new(status));
         };
-        let Some(task_success::Output::MapStatus(ms)) = &success.output else {
-            return None;
+        ms.replicas.clear();
+        let Some(plan) = plan else {
+            return Err(Box::new(status));
         };
         if (ms.shuffle_id, ms.map_partition) != (plan.shuffle_id, plan.map) {
             tracing::warn!(
-                task_id = status.task_id,
+                task_id,
                 "a worker reported map output {} of shuffle {} for a task launched to write \
                  map output {} of shuffle {}; not replicated",
                 ms.map_partition,
@@ -132,28 +143,8 @@ impl Replication {
                 plan.map,
                 plan.shuffle_id
             );
-            return None;
-        }
-        Some(plan)
-    }
-
-    /// If `status` is a map task's success with a push plan, pushes its output and
-    /// returns the status naming the confirmed replicas; otherwise `Err(status)` as it
-    /// came (to be reported at once).
-    /// Replicas a worker claims are cleared first: only this daemon says where copies are.
-    pub(crate) fn pushing(
-        self: &Arc<Self>,
-        mut status: TaskStatus,
-    ) -> Result<impl std::future::Future<Output = TaskStatus> + Send + 'static, Box<TaskStatus>>
-    {
-        if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
-            if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
-                ms.replicas.clear();
-            }
-        }
-        let Some(plan) = self.take_for(&status) else {
             return Err(Box::new(status));
-        };
+        }
         let this = self.clone();
         Ok(async move {
             let confirmed = this
@@ -168,11 +159,8 @@ impl Replication {
                     .collect::<Vec<_>>(),
                 "map output replicated"
             );
-            let mut status = status;
-            if let Some(task_status::Outcome::Success(s)) = status.outcome.as_mut() {
-                if let Some(task_success::Output::MapStatus(ms)) = s.output.as_mut() {
-                    ms.replicas = confirmed;
-                }
+            if let Some(ms) = map_status_mut(&mut status) {
+                ms.replicas = confirmed;
             }
             status
         })
@@ -267,6 +255,17 @@ impl Replication {
                 .max_encoding_message_size(2 * PIECE_BYTES);
         clients.insert(address.to_string(), client.clone());
         Ok(client)
+    }
+}
+
+/// The map status of a successful map task's status.
+fn map_status_mut(status: &mut TaskStatus) -> Option<&mut MapStatus> {
+    match status.outcome.as_mut()? {
+        task_status::Outcome::Success(s) => match s.output.as_mut()? {
+            task_success::Output::MapStatus(ms) => Some(ms),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -215,12 +215,7 @@ impl Workers {
 
     /// Refuses task `task_id` with `msg` (it is reported failed, once).
     pub async fn refuse(&mut self, task_id: u64, msg: String) {
-        let fresh = {
-            let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
-            running.insert(task_id, String::new()).is_none()
-        };
-        if fresh {
-            crate::metrics::metrics().task_started();
+        if self.take_refused(task_id) {
             self.env.fail(task_id, msg).await;
         }
     }
@@ -229,27 +224,36 @@ impl Workers {
     /// with its executor, so the scheduler runs it elsewhere without counting a failure
     /// of the task (a launch the driver sent before it knew).
     pub async fn refuse_leaving(&mut self, task_id: u64) {
-        let fresh = {
-            let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
-            running.insert(task_id, String::new()).is_none()
-        };
-        if fresh {
-            crate::metrics::metrics().task_started();
+        if self.take_refused(task_id) {
+            let why = format!(
+                "executor {} is decommissioning and takes no more tasks",
+                self.env.executor_id
+            );
             let status = ember_proto::TaskStatus {
                 task_id,
                 executor_id: self.env.executor_id.clone(),
                 outcome: Some(ember_proto::task_status::Outcome::Failure(
                     ember_proto::TaskFailure {
-                        reason: Some(ember_proto::task_failure::Reason::ExecutorLost(format!(
-                            "executor {} is decommissioning and takes no more tasks",
-                            self.env.executor_id
-                        ))),
+                        reason: Some(ember_proto::task_failure::Reason::ExecutorLost(why)),
                     },
                 )),
                 ..Default::default()
             };
             self.env.report(status).await;
         }
+    }
+
+    /// Enters a refused task in the running set (so its one status goes out); false if
+    /// it is there already (its status will come from where it runs).
+    fn take_refused(&mut self, task_id: u64) -> bool {
+        let fresh = {
+            let mut running = self.env.running.lock().unwrap_or_else(|p| p.into_inner());
+            running.insert(task_id, String::new()).is_none()
+        };
+        if fresh {
+            crate::metrics::metrics().task_started();
+        }
+        fresh
     }
 
     /// Keeps stage plan `id` for the tasks that name it, within `HeldPlans`' bounds

@@ -46,7 +46,13 @@ pub use writer::{MapOutput, ShuffleWriter};
 /// Path of the map output file (blocks and index) of map task `map_partition` of shuffle
 /// `shuffle_id` in `dir`.
 pub fn data_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
-    dir.join(format!("shuffle_{shuffle_id}_{map_partition}.data"))
+    dir.join(data_file_name(shuffle_id, map_partition))
+}
+
+/// The name of that file (`shuffle_S_M.data`), as an object name under a stored prefix
+/// too.
+pub fn data_file_name(shuffle_id: u32, map_partition: u32) -> String {
+    format!("shuffle_{shuffle_id}_{map_partition}.data")
 }
 
 /// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data`, a

@@ -24,7 +24,7 @@ use crate::io::storage::{ObjectUrl, RemoteFile};
 pub(crate) fn copy_url(prefix: &ObjectUrl, shuffle_id: u32, map: u32) -> ObjectUrl {
     prefix
         .join(&format!("shuffle-{shuffle_id}"))
-        .join(&format!("shuffle_{shuffle_id}_{map}.data"))
+        .join(&ember_shuffle::data_file_name(shuffle_id, map))
 }
 
 /// Uploads map output `map` of `shuffle_id` from `shuffle_dir` to `prefix`.

@@ -176,11 +176,11 @@ impl MapOutputTracker {
         (hit, kept)
     }
 
-    /// A reducer could not read a map output of `shuffle_id` of `executor_id`. If it read the stored copy (`from_storage`),
-    /// the stored copies of that executor's outputs of the shuffle are all presumed bad
-    /// (a store gone or unmounted would otherwise cost one stage attempt per copy) and
-    /// forgotten; lineage recomputes them. Otherwise the executor is presumed to have lost every
-    /// output it holds, as Spark presumes without an external shuffle service: its
+    /// A reducer could not read a map output of `shuffle_id` of `executor_id`. If it
+    /// read the stored copy (`from_storage`), the stored copies of that executor's
+    /// outputs of the shuffle are all presumed bad (a store gone or unmounted would
+    /// otherwise cost one stage attempt per copy) and forgotten; lineage recomputes
+    /// them. Otherwise the executor is presumed to have lost every output it holds, as Spark presumes without an external shuffle service: its
     /// stored outputs are read from storage from now on, the rest are forgotten
     /// ([`executor_lost`](Self::executor_lost)); a reducer that read the executor after
     /// its outputs moved to storage (launched before the loss was known) changes

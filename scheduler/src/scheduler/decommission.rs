@@ -38,50 +38,31 @@ impl Scheduler {
         self.launcher.migrate_outputs(executor_id, plan);
     }
 
-    /// Where each unreplicated output of `executor_id` goes.
+    /// Where each output of `executor_id` with no other copy goes.
     fn migration_plan(&self, executor_id: &str) -> Vec<MigratedOutput> {
-        let host = self
-            .executors
-            .get(executor_id)
-            .map_or("", |e| e.host.as_str());
-        let mut peers: Vec<(&String, &super::Executor)> = self
-            .executors
-            .iter()
-            .filter(|(id, e)| {
-                id.as_str() != executor_id && e.slots > 0 && !e.shuffle_address.is_empty()
-            })
-            .collect();
-        if peers.is_empty() {
-            return Vec::new();
-        }
-        peers.sort_unstable_by(|a, b| {
-            let same = |e: &super::Executor| !host.is_empty() && e.host == host;
-            (same(a.1), a.0).cmp(&(same(b.1), b.0))
-        });
+        let mut peers = super::dispatch::peers(&self.executors, executor_id);
+        // Stable: id order within each group, other hosts first.
+        peers.sort_by_key(|(_, _, same_host)| *same_host);
+        let other_hosts = peers.iter().filter(|(_, _, same_host)| !same_host).count();
         // Other hosts take the outputs when there are any, round robin among them.
-        let other_hosts = peers
-            .iter()
-            .filter(|(_, e)| host.is_empty() || e.host != host)
-            .count();
         let pool = if other_hosts > 0 {
             &peers[..other_hosts]
         } else {
             &peers[..]
         };
+        if pool.is_empty() {
+            return Vec::new();
+        }
         self.tracker
             .unreplicated_on(executor_id)
             .into_iter()
             .enumerate()
             .map(|(i, (shuffle_id, map_partition))| {
-                let (id, e) = pool[i % pool.len()];
+                let (id, e, _) = pool[i % pool.len()];
                 MigratedOutput {
                     shuffle_id,
                     map_partition,
-                    target: Some(MapHost {
-                        executor_id: id.clone().into(),
-                        shuffle_address: e.shuffle_address.clone().into(),
-                        from_storage: false,
-                    }),
+                    target: Some(super::dispatch::copy_host(id, e)),
                 }
             })
             .collect()

@@ -225,10 +225,36 @@ impl Scheduler {
     }
 }
 
+/// The executors that can take copies of `on`'s map outputs: every other executor that
+/// serves shuffle blocks and offers slots (not decommissioning), in id order, each with
+/// whether it is on `on`'s host.
+pub(super) fn peers<'a>(
+    executors: &'a HashMap<String, Executor>,
+    on: &str,
+) -> Vec<(&'a String, &'a Executor, bool)> {
+    let host = executors.get(on).map_or("", |e| e.host.as_str());
+    let mut peers: Vec<(&String, &Executor, bool)> = executors
+        .iter()
+        .filter(|(id, e)| id.as_str() != on && e.slots > 0 && !e.shuffle_address.is_empty())
+        .map(|(id, e)| (id, e, !host.is_empty() && e.host == host))
+        .collect();
+    peers.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    peers
+}
+
+/// Executor `id` as the host of a copy.
+pub(super) fn copy_host(id: &str, e: &Executor) -> MapHost {
+    MapHost {
+        executor_id: id.to_string().into(),
+        shuffle_address: e.shuffle_address.clone().into(),
+        from_storage: false,
+    }
+}
+
 /// Where map task `partition` running on `on` pushes its output under `replicated:N`:
-/// `n` other executors that serve shuffle blocks and are not decommissioning, those on other hosts first, taken in
-/// id order from a place rotated by the partition so the copies spread over them. Fewer
-/// when fewer exist (the output then has fewer copies; lineage stays the fallback).
+/// `n` of its [`peers`], those on other hosts first, taken in id order from a place
+/// rotated by the partition so the copies spread over them. Fewer when fewer exist (the
+/// output then has fewer copies; lineage stays the fallback).
 fn replica_targets(
     executors: &HashMap<String, Executor>,
     on: &str,
@@ -238,26 +264,17 @@ fn replica_targets(
     if n == 0 {
         return Vec::new();
     }
-    let host = executors.get(on).map_or("", |e| e.host.as_str());
-    let mut others: Vec<(&String, &Executor)> = executors
-        .iter()
-        .filter(|(id, e)| id.as_str() != on && e.slots > 0 && !e.shuffle_address.is_empty())
-        .collect();
+    let mut others = peers(executors, on);
     if others.is_empty() {
         return Vec::new();
     }
-    others.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let turn = partition as usize % others.len();
     others.rotate_left(turn);
     // Stable: the rotation's order stays within each group.
-    others.sort_by_key(|(_, e)| !host.is_empty() && e.host == host);
+    others.sort_by_key(|(_, _, same_host)| *same_host);
     others
         .into_iter()
         .take(n as usize)
-        .map(|(id, e)| MapHost {
-            executor_id: id.clone().into(),
-            shuffle_address: e.shuffle_address.clone().into(),
-            from_storage: false,
-        })
+        .map(|(id, e, _)| copy_host(id, e))
         .collect()
 }
