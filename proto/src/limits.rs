@@ -10,7 +10,8 @@
 //! comes in messages of at most [`MAX_CHUNKS_PER_MESSAGE`] chunks. A barrier
 //! task's rendezvous address is at most [`MAX_BARRIER_ADDRESS_BYTES`]. A map output has
 //! at most [`MAX_SHUFFLE_REPLICAS`] replicas, each pushed file at most
-//! [`MAX_PUSHED_OUTPUT_BYTES`].
+//! [`MAX_PUSHED_OUTPUT_BYTES`]. A job's pool and group
+//! names are at most [`MAX_JOB_PROPERTY_BYTES`].
 //!
 //! Invariant: a status that went through [`fit_status`] with limit `L` encodes to at
 //! most `L - HEADROOM_BYTES` bytes, so wrapping it (in an `ExecutorMessage`, or the
@@ -28,6 +29,10 @@ pub const MAX_RELEASED_SHUFFLES: usize = 1024;
 /// Most replicas of one map output (`replicated:N` shuffle durability): the most a
 /// client may ask for, and the most copies the driver records for one output.
 pub const MAX_SHUFFLE_REPLICAS: usize = 4;
+
+/// Most bytes of a job's pool name, job group id and job group description
+/// (`JobProperties`), and of the group a `CancelJobs` names.
+pub const MAX_JOB_PROPERTY_BYTES: usize = 1024;
 
 /// Largest map output file one `PushMapOutput` may carry (64 GiB): bounds the disk a
 /// push may take before its length is checked at the end.

@@ -251,6 +251,7 @@ impl PlanIndex {
             })
             .collect();
         Plan {
+            properties: Default::default(),
             nodes,
             final_rdd: plan.final_rdd,
             result_fn: plan.result_fn,

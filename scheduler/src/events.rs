@@ -117,8 +117,16 @@ pub trait TaskLauncher: Send + 'static {
     /// calls it after each pass over its queue, so a launcher may batch the launches
     /// of one pass into one message per executor.
     fn flush(&mut self) {}
-    /// Asks `executor_id` to stop running `task_id` (best effort).
+    /// Asks `executor_id` to stop running `task_id` (best effort): it stops at its next
+    /// batch.
     fn kill(&mut self, executor_id: &str, task_id: u64);
+    /// [`Self::kill`], and if `task_id` does not stop at once (stuck in user code),
+    /// ends it the hard way: the executor ends the worker process running it (a
+    /// cancelled job's `interrupt_on_cancel`). Local mode cannot end a thread: there
+    /// it is [`Self::kill`].
+    fn interrupt(&mut self, executor_id: &str, task_id: u64) {
+        self.kill(executor_id, task_id);
+    }
     /// Deletes the map output files of `shuffle_ids` on every executor (best effort,
     /// must not block the loop). Called only for shuffles the scheduler has forgotten
     /// and no live job reads (see [`SchedulerEvent::RemoveShuffles`]).
@@ -149,8 +157,24 @@ pub enum SchedulerEvent {
         broadcasts: Broadcasts,
         events: JobEventSender,
     },
-    /// The client gave up on a job (dropped it or disconnected).
+    /// The client gave up on a job (dropped it or disconnected), or the UI killed it:
+    /// its tasks are killed (interrupted, with the job's `interrupt_on_cancel`).
     CancelJob { job_id: u64, reason: String },
+    /// Cancel the running jobs of `application` in job group `group`, or all of them
+    /// (`None`): Spark's `cancelJobGroup` / `cancelAllJobs`. With the job's
+    /// `interrupt_on_cancel` their tasks are interrupted; without, they run out.
+    CancelJobGroup {
+        application: String,
+        group: Option<String>,
+    },
+    /// The UI's kill of a stage: every job that needs stage `stage_id` (of
+    /// `application` only, unless `None`) fails with `reason`, as Spark's
+    /// `cancelStage` does.
+    CancelStage {
+        stage_id: u32,
+        application: Option<String>,
+        reason: String,
+    },
     /// A task attempt ended.
     TaskFinished(Box<TaskStatus>),
     /// A running task of a barrier stage reports where it listens for its peers (at

@@ -18,6 +18,7 @@ pub mod events;
 pub mod limits;
 pub mod listener;
 pub mod map_output;
+pub mod pools;
 pub mod scheduler;
 pub mod wire;
 

@@ -219,6 +219,29 @@ fn check_name_sizes(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceede
             flag: "--max-description-bytes",
         });
     }
+    if let Some(props) = &plan.properties {
+        let fixed = ember_proto::limits::MAX_JOB_PROPERTY_BYTES as u64;
+        let checks = [
+            ("pool name", &props.pool, fixed, "the fixed job-property limit"),
+            ("job group", &props.job_group, fixed, "the fixed job-property limit"),
+            (
+                "job group description",
+                &props.job_group_description,
+                max_desc,
+                "--max-description-bytes",
+            ),
+        ];
+        for (what, value, limit, flag) in checks {
+            if value.len() as u64 > limit {
+                return Err(LimitExceeded {
+                    what: format!("the byte length of the job's {what} ({})", bounded(value)),
+                    value: value.len() as u64,
+                    limit,
+                    flag,
+                });
+            }
+        }
+    }
     let max_name = u64::from(limits.max_node_name_bytes);
     for node in &plan.nodes {
         if node.name.len() as u64 > max_name {

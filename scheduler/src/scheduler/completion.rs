@@ -13,6 +13,7 @@ use ember_proto::{
 };
 use tracing::{debug, info, warn};
 
+use super::cancel::TaskStop;
 use super::{Scheduler, StageKind, TaskRun};
 use crate::events::JobEvent;
 use crate::limits::for_log;
@@ -396,6 +397,15 @@ impl Scheduler {
     /// Gives up on the running attempts `which` selects: asks their executors to kill
     /// them and keeps their slots taken (in `abandoned`) until their statuses arrive.
     pub(super) fn abandon_running(&mut self, which: impl Fn(&TaskRun) -> bool) -> Vec<TaskRun> {
+        self.abandon_running_with(TaskStop::Kill, which)
+    }
+
+    /// [`Self::abandon_running`], stopping the attempts as `stop` says.
+    pub(super) fn abandon_running_with(
+        &mut self,
+        stop: TaskStop,
+        which: impl Fn(&TaskRun) -> bool,
+    ) -> Vec<TaskRun> {
         let ids: Vec<u64> = self
             .running
             .iter()
@@ -405,7 +415,11 @@ impl Scheduler {
         ids.into_iter()
             .filter_map(|id| {
                 let run = self.take_running(id)?;
-                self.launcher.kill(&run.executor_id, id);
+                match stop {
+                    TaskStop::Kill => self.launcher.kill(&run.executor_id, id),
+                    TaskStop::Interrupt => self.launcher.interrupt(&run.executor_id, id),
+                    TaskStop::RunOut => {}
+                }
                 self.abandoned.insert(id, run.executor_id.clone());
                 Some(run)
             })

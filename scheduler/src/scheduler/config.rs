@@ -1,5 +1,5 @@
 //! The scheduler's settings: retries, exclusion, speculation, plan limits, pipelining,
-//! and how an idle scheduler gives memory back.
+//! how an idle scheduler gives memory back, and how slots are shared (pools).
 
 use std::time::Duration;
 
@@ -52,6 +52,9 @@ pub struct SchedulerConfig {
     /// state: a deployment returns the freed pages to the OS here (the driver daemon:
     /// mimalloc's `mi_collect`), since an idle thread's allocator otherwise keeps them.
     pub release_memory: Option<fn()>,
+    /// How slots are shared between sessions, pools and jobs (`--scheduling-mode`,
+    /// `--pool-file`, `--max-cores-per-session`): see [`crate::pools`].
+    pub fair: crate::pools::FairConfig,
 }
 
 impl Default for SchedulerConfig {
@@ -71,6 +74,7 @@ impl Default for SchedulerConfig {
             quick_streak: 8,
             quick_task: Duration::from_millis(2),
             release_memory: None,
+            fair: Default::default(),
         }
     }
 }

@@ -7,18 +7,19 @@
 //! whose tasks run briefly (`Scheduler::stage_depth`: a run-time budget over its tasks'
 //! run time, at most `pipeline_depth`), filled level by level so the load stays even.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ember_proto::{MapHost, TaskDescription};
 
-use super::{Executor, Pending, Scheduler, StageKind, TaskRun};
+use super::{fair, Executor, Pending, Scheduler, StageKind, TaskRun};
 use crate::events::JobEvent;
 use crate::listener::{now_ms, ListenerEvent};
 
 impl Scheduler {
     /// Launches queued tasks on free slots: first one task per slot, then, for stages
     /// whose tasks run briefly, up to `pipeline_depth` per slot, a level at a time so
-    /// every executor gets its second task before any gets a third.
+    /// every executor gets its second task before any gets a third. Which stage each
+    /// slot goes to is `fair.rs`'s order.
     pub(super) fn dispatch(&mut self) {
         // Gangs first: a barrier stage attempt launches whole when its slots are free
         // (`barrier/launch.rs`); ordinary tasks take what is left.
@@ -35,11 +36,10 @@ impl Scheduler {
             return;
         };
         let first = *first;
+        let mut shares = self.needs_shares().then(|| self.shares());
         for level in first..=depth {
-            match self.queue.front() {
-                None => return,
-                Some(p) if level > self.stage_depth(p.stage_id) => return,
-                Some(_) => {}
+            if self.queue.is_empty() {
+                return;
             }
             // The executors with room at this level (`room` is keyed by the lowest).
             let free: Vec<String> = self
@@ -50,7 +50,9 @@ impl Scheduler {
             if free.is_empty() {
                 continue;
             }
-            self.dispatch_level(level, free);
+            if !self.dispatch_level(level, free, &mut shares) {
+                return;
+            }
         }
     }
 
@@ -71,17 +73,64 @@ impl Scheduler {
     }
 
     /// Launches queued tasks on executors with fewer than `level` tasks in flight per
-    /// slot (beyond level 1, only tasks of pipelined stages, from the queue's front).
+    /// slot, each time of the stage first in the fair order (beyond level 1, only while
+    /// that stage is pipelined that deep: false then, and deeper levels wait too).
     /// `free`: the executors that may have room at this level, lowest level first.
-    fn dispatch_level(&mut self, level: u32, mut free: Vec<String>) {
-        let room = |e: &super::Executor| e.in_flight < e.slots.saturating_mul(level);
-        let mut i = 0;
-        while i < self.queue.len() && !free.is_empty() {
-            let p = &self.queue[i];
-            if level > self.stage_depth(p.stage_id) {
-                break;
+    fn dispatch_level(
+        &mut self,
+        level: u32,
+        mut free: Vec<String>,
+        shares: &mut Option<fair::Shares>,
+    ) -> bool {
+        // Stages with nothing placeable on `free` (it only shrinks during the level).
+        let mut blocked: HashSet<u32> = HashSet::new();
+        // Per stage, the queued tasks from its front already found unplaceable.
+        let mut skip: HashMap<u32, usize> = HashMap::new();
+        while !free.is_empty() {
+            let Some(stage_id) = self.pick_stage(shares.as_ref(), level, &blocked) else {
+                return true;
+            };
+            if level > self.stage_depth(stage_id) {
+                return false;
             }
-            let stage_excluded = self.stages.get(&p.stage_id).map(|s| &s.excluded);
+            let start = skip.get(&stage_id).copied().unwrap_or(0);
+            match self.place_next(stage_id, start, level, &mut free) {
+                Placed::Launched(at) => {
+                    skip.insert(stage_id, at);
+                    if let (Some(sh), Some(st)) = (shares.as_mut(), self.stages.get(&stage_id)) {
+                        sh.add(stage_id, &st.pool);
+                    }
+                }
+                Placed::Dropped(at) => {
+                    skip.insert(stage_id, at);
+                }
+                Placed::Retry => {}
+                Placed::Nothing => {
+                    blocked.insert(stage_id);
+                }
+            }
+        }
+        true
+    }
+
+    /// Launches the first of stage `stage_id`'s queued tasks from `start` on that can
+    /// go to an executor of `free` with room at `level` (a preferred one first; a
+    /// pinned task only where its block is; never an excluded one unless no executor
+    /// at all could take it).
+    fn place_next(
+        &mut self,
+        stage_id: u32,
+        start: usize,
+        level: u32,
+        free: &mut Vec<String>,
+    ) -> Placed {
+        let room = |e: &super::Executor| e.in_flight < e.slots.saturating_mul(level);
+        let Some(queue) = self.queue.of_stage(stage_id) else {
+            return Placed::Nothing;
+        };
+        let stage_excluded = self.stages.get(&stage_id).map(|s| &s.excluded);
+        let mut found = None;
+        for (i, p) in queue.iter().enumerate().skip(start) {
             let excluded = |e: &String| {
                 p.excluded.contains(e) || stage_excluded.is_some_and(|x| x.contains(e))
             };
@@ -96,7 +145,6 @@ impl Scheduler {
                 && p.preferred.iter().any(|e| self.executors.contains_key(e))
             {
                 // Its block lives only there: wait for that executor's slot.
-                i += 1;
                 continue;
             }
             let choice = preferred_free
@@ -110,31 +158,40 @@ impl Scheduler {
                         Some(0)
                     }
                 });
-            let Some(pos) = choice else {
-                i += 1;
-                continue;
-            };
-            let exec_id = free[pos].clone();
-            let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| room(e)) else {
-                free.remove(pos); // `free` lists only live executors with room
-                continue;
-            };
-            let Some(task) = self.queue.remove(i) else {
-                break; // `i < self.queue.len()` above
-            };
-            ex.in_flight += 1;
-            if !room(ex) {
-                free.remove(pos);
+            if let Some(pos) = choice {
+                found = Some((i, pos));
+                break;
             }
-            self.refile(&exec_id);
-            self.launch(task, &exec_id);
+        }
+        let Some((i, pos)) = found else {
+            return Placed::Nothing;
+        };
+        let exec_id = free[pos].clone();
+        let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| room(e)) else {
+            free.remove(pos); // `free` lists only live executors with room
+            return Placed::Retry;
+        };
+        let Some(task) = self.queue.take(stage_id, i) else {
+            return Placed::Nothing; // `i` is an index of the queue above
+        };
+        ex.in_flight += 1;
+        if !room(ex) {
+            free.remove(pos);
+        }
+        self.refile(&exec_id);
+        match self.launch(task, &exec_id) {
+            Some(_) => Placed::Launched(i),
+            None => Placed::Dropped(i),
         }
     }
 
     /// Launches `p` on `executor_id` (whose slot it already counts); its task id, or
     /// `None` (the slot given back) if its stage attempt no longer needs it.
     pub(super) fn launch(&mut self, p: Pending, executor_id: &str) -> Option<u64> {
-        let st = self.stages.get(&p.stage_id)?;
+        let Some(st) = self.stages.get(&p.stage_id) else {
+            self.free_slot(executor_id);
+            return None;
+        };
         if !st.is_pending(p.stage_attempt, p.partition) {
             // A newer attempt of the stage superseded this task, or another attempt
             // (a speculative copy) already finished the partition.
@@ -223,6 +280,18 @@ impl Scheduler {
         self.launcher.launch(executor_id, desc, &st.task_plan);
         Some(task_id)
     }
+}
+
+/// What placing one task of a stage came to.
+enum Placed {
+    /// Its task at this index of the stage's queue was launched...
+    Launched(usize),
+    /// ...or was stale (its attempt superseded) and dropped, its slot given back.
+    Dropped(usize),
+    /// The executor chosen had no room after all: choose again.
+    Retry,
+    /// None of its queued tasks can go to a free executor now.
+    Nothing,
 }
 
 /// The executors that can take copies of `on`'s map outputs: every other executor that

@@ -100,7 +100,7 @@ impl Scheduler {
             return;
         }
         // Queued tasks of the failed attempt would only fail the same way.
-        self.queue.retain(|p| p.stage_id != run.stage_id);
+        self.queue.remove_stage(run.stage_id);
         for jid in self.jobs_using(run.stage_id) {
             self.submit_stage(jid, run.stage_id);
         }

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use tracing::debug;
 
+use super::cancel::TaskStop;
 use super::{Scheduler, StageState};
 use crate::events::{JobEvent, JobFailure};
 use crate::listener::{now_ms, ListenerEvent};
@@ -38,7 +39,7 @@ impl Scheduler {
             time_ms: now_ms(),
         });
         debug!(job_id, "job succeeded");
-        self.finish_job(job_id);
+        self.finish_job(job_id, TaskStop::Kill);
     }
 
     /// The running attempt of a shuffle-map stage has no partition left: the stage is
@@ -110,7 +111,13 @@ impl Scheduler {
     }
 
     /// Fails a job: tells its client, stops its tasks, forgets its state.
-    pub(super) fn fail_job(&mut self, job_id: u64, mut failure: JobFailure) {
+    pub(super) fn fail_job(&mut self, job_id: u64, failure: JobFailure) {
+        self.fail_job_stopping(job_id, failure, TaskStop::Kill);
+    }
+
+    /// [`Self::fail_job`], stopping its tasks (those no other live job needs) as `stop`
+    /// says.
+    pub(super) fn fail_job_stopping(&mut self, job_id: u64, mut failure: JobFailure, stop: TaskStop) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };
@@ -140,7 +147,7 @@ impl Scheduler {
             time_ms: now_ms(),
         });
         let _ = job.events.send(JobEvent::JobFailed { job_id, failure });
-        self.finish_job(job_id);
+        self.finish_job(job_id, stop);
     }
 
     /// The number within its application of stage `stage_id` (the id itself for a
@@ -149,7 +156,7 @@ impl Scheduler {
         self.stages.get(&stage_id).map_or(stage_id, |s| s.number)
     }
 
-    fn finish_job(&mut self, job_id: u64) {
+    fn finish_job(&mut self, job_id: u64, stop: TaskStop) {
         let Some(job) = self.jobs.remove(&job_id) else {
             return;
         };
@@ -164,8 +171,8 @@ impl Scheduler {
             .copied()
             .filter(|s| !still_used.contains(s))
             .collect();
-        self.queue.retain(|p| !orphaned.contains(&p.stage_id));
-        self.abandon_running(|r| orphaned.contains(&r.stage_id));
+        self.queue.retain_stages(|s| !orphaned.contains(&s));
+        self.abandon_running_with(stop, |r| orphaned.contains(&r.stage_id));
         for s in &orphaned {
             if let Some(st) = self.stages.get_mut(s) {
                 st.stop();

@@ -42,13 +42,16 @@ pub use config::SchedulerConfig;
 use stage::{Stage, StageKind, StageState};
 
 mod barrier; // barrier stages: gang launch, rendezvous, Spark's failure rule
+mod cancel; // job groups, cancellation and how cancelled tasks stop
 mod completion; // task statuses taken in, successful attempts
 mod config; // the scheduler's settings
 mod decommission; // executors leaving gracefully: drain, then move their map outputs
 mod dispatch; // placing queued tasks on free slots
 mod failure; // failed attempts, fetch failures, lost executors
 mod idle; // giving memory back once no job is left
+mod fair; // which queued stage the next free slot goes to (pools, quotas)
 mod job_end; // stages and jobs finishing or failing
+mod queue; // queued tasks, one queue per stage
 mod release; // released shuffles and ended sessions' ids forgotten
 mod speculation; // second copies of slow tasks
 mod stage; // a stage and its lifecycle state
@@ -193,6 +196,10 @@ impl SchedulerHandle {
 
 struct Job {
     id: u64,
+    /// Its session's application (`Plan.application`; empty in local mode).
+    application: Arc<str>,
+    /// Its pool and job group (`Plan.properties`).
+    properties: ember_proto::JobProperties,
     events: JobEventSender,
     result_stage: u32,
     partitions: Vec<u32>,
@@ -272,7 +279,7 @@ struct Scheduler {
     /// Attempts whose slot their executor gave back early (`SlotReleased`: a map
     /// task's output being pushed to replicas), by task id: their status frees nothing.
     slots_given_back: HashMap<u64, String>,
-    queue: VecDeque<Pending>,
+    queue: queue::TaskQueues,
     /// Barrier stages whose running attempt waits for enough free slots to launch all
     /// its tasks at once (oldest first; see `barrier/launch.rs`).
     gangs: VecDeque<u32>,
@@ -313,7 +320,7 @@ impl Scheduler {
             copies: HashMap::new(),
             abandoned: HashMap::new(),
             slots_given_back: HashMap::new(),
-            queue: VecDeque::new(),
+            queue: Default::default(),
             gangs: VecDeque::new(),
             executors: HashMap::new(),
             room: Default::default(),
@@ -435,9 +442,15 @@ impl Scheduler {
                 broadcasts,
                 events,
             } => self.submit_job(*plan, broadcasts, events),
-            SchedulerEvent::CancelJob { job_id, reason } => {
-                self.fail_job(job_id, JobFailure::Cancelled(reason))
+            SchedulerEvent::CancelJob { job_id, reason } => self.cancel_job(job_id, reason),
+            SchedulerEvent::CancelJobGroup { application, group } => {
+                self.cancel_job_group(&application, group.as_deref())
             }
+            SchedulerEvent::CancelStage {
+                stage_id,
+                application,
+                reason,
+            } => self.cancel_stage(stage_id, application.as_deref(), &reason),
             SchedulerEvent::TaskFinished(status) => self.task_finished(*status),
             SchedulerEvent::BarrierAddress {
                 task_id,

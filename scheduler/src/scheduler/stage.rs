@@ -124,6 +124,10 @@ pub(super) struct Stage {
     pub barrier: bool,
     /// The running attempt of a barrier stage: its key, ranks and rendezvous.
     pub gang: Option<Gang>,
+    /// The session and pool its tasks queue in, and its place in FIFO order (the
+    /// earliest job that needed it when its attempt was submitted): see `fair.rs`.
+    pub pool: crate::pools::PoolKey,
+    pub priority: u64,
 }
 
 impl Stage {
@@ -140,6 +144,7 @@ impl Stage {
     ) -> Self {
         let (task_plan, reads) = task_view(&plan, &index, kind, rdd_id, &broadcasts);
         let barrier = index.stage_is_barrier(rdd_id);
+        let pool = crate::pools::PoolKey::new(&plan.application, "");
         Stage {
             id,
             number: id,
@@ -165,6 +170,8 @@ impl Stage {
             quick_max_micros: 0,
             barrier,
             gang: None,
+            pool,
+            priority: 0,
         }
     }
 

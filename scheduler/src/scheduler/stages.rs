@@ -95,6 +95,8 @@ impl Scheduler {
         // Make sure every shuffle stage of the plan exists and uses this plan.
         let mut job = Job {
             id: job_id,
+            application: Arc::from(plan.application.as_str()),
+            properties: plan.properties.clone().unwrap_or_default(),
             events,
             result_stage,
             partitions: partitions.clone(),
@@ -401,6 +403,18 @@ impl Scheduler {
             );
             return;
         };
+        // It queues in the pool of the earliest job that needs it (Spark's
+        // `activeJobForStage`), in that job's place in FIFO order.
+        let owner = self
+            .jobs
+            .values()
+            .filter(|j| j.id == job_id || j.stages.contains(&stage_id))
+            .min_by_key(|j| j.id)
+            .unwrap_or(job);
+        let (pool, priority) = (
+            crate::pools::PoolKey::new(&owner.application, &owner.properties.pool),
+            owner.id,
+        );
         let partitions: Vec<u32> = match st.kind {
             StageKind::ShuffleMap(sid) => {
                 // Known since the stage was created; registering again is a no-op.
@@ -439,6 +453,8 @@ impl Scheduler {
             return;
         };
         let attempt = st.start_attempt(partitions.iter().copied());
+        st.pool = pool;
+        st.priority = priority;
         let info = stage_info(st, partitions.len() as u32);
         // The shuffle a map stage writes (its name no longer carries it).
         let shuffle = match st.kind {

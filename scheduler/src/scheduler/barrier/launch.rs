@@ -6,8 +6,10 @@
 //! than slots (a task sent there runs at once; a pipelined or abandoned task still
 //! holds its slot); a gang is launched whole or not at all; while it waits, ordinary
 //! tasks (and smaller gangs) may take the free slots it cannot use yet; a stage that
-//! needs more slots than every executor together has fails at once (checked once per
-//! attempt, and not for a rerun; see `mod.rs`), and with no executor at all it waits.
+//! needs more slots than every executor together has, or than its session may use
+//! (`--max-cores-per-session`), fails at once (checked once per attempt, and not for a
+//! rerun; see `mod.rs`); with no executor at all it waits, and so does one whose
+//! session's running tasks leave too little of its bound.
 
 use std::collections::VecDeque;
 
@@ -43,6 +45,21 @@ impl Scheduler {
                 self.fail_barrier_stage(stage_id, message);
                 continue;
             }
+            let bound = self.config.fair.max_cores_per_session;
+            if let Some(b) = bound.filter(|b| world > *b) {
+                // Nor one wider than its session may ever hold at once (the bound
+                // does not change: a rerun fails the same way).
+                let message = format!(
+                    "barrier stage {number} needs {world} slots but its session may use \
+                     at most {b} (--max-cores-per-session)"
+                );
+                self.fail_barrier_stage(stage_id, message);
+                continue;
+            }
+            if bound.is_some() && !self.gang_within_bound(stage_id, world) {
+                still.push_back(stage_id); // its session's own tasks must end first
+                continue;
+            }
             let free: u64 = self
                 .executors
                 .values()
@@ -56,6 +73,19 @@ impl Scheduler {
         // Failing a stage above may not add gangs, but keep any that were.
         still.append(&mut self.gangs);
         self.gangs = still;
+    }
+
+    /// Whether `world` more running tasks keep stage `stage_id`'s session within
+    /// `max_cores_per_session`.
+    fn gang_within_bound(&self, stage_id: u32, world: u32) -> bool {
+        let (Some(bound), Some(st)) = (
+            self.config.fair.max_cores_per_session,
+            self.stages.get(&stage_id),
+        ) else {
+            return true;
+        };
+        let running = self.shares().session(&st.pool.application);
+        running.saturating_add(world) <= bound
     }
 
     /// A gang still to launch: its stage's number, its world and whether its width was

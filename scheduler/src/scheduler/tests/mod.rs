@@ -19,6 +19,7 @@ mod barrier;
 mod decommission;
 mod descriptions;
 mod empty;
+mod fair;
 mod idle;
 mod lifecycle;
 mod listener;
