@@ -8,6 +8,7 @@
 
 mod credentials;
 mod flags;
+mod scheduling;
 mod signals;
 
 use std::io::Write;
@@ -182,6 +183,8 @@ struct Args {
     max_sessions_per_connection: u32,
     #[command(flatten)]
     connections: ConnectionArgs,
+    #[command(flatten)]
+    scheduling: scheduling::SchedulingArgs,
 }
 
 /// Bounds of every listening port (gRPC, web UI, history server).
@@ -384,6 +387,13 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    let fair = match args.scheduling.fair_config() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ember-driver: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     init_logging();
 
     raise_open_files_limit();
@@ -430,7 +440,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, flags, secret, executor_secret, operator));
+    let result = runtime.block_on(run(args, flags, fair, secret, executor_secret, operator));
     runtime.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -445,6 +455,7 @@ fn main() -> ExitCode {
 async fn run(
     args: Args,
     flags: Vec<(String, String)>,
+    fair: ember_scheduler::pools::FairConfig,
     secret: Option<String>,
     executor_secret: Option<String>,
     operator: Option<String>,
@@ -499,6 +510,7 @@ async fn run(
                 max_description_bytes: args.max_description_bytes,
                 max_node_name_bytes: args.max_node_name_bytes,
             },
+            fair,
             ..Default::default()
         },
         binary_dir: binary_dir.clone(),

@@ -19,6 +19,10 @@
 //!   is gone.
 //! * A worker with no task for `Config::worker_idle` is stopped; the next task for its
 //!   binary starts a new one (with every stored broadcast sent again).
+//! * An interrupting kill (`KillTask.interrupt`, a cancelled job's
+//!   `interrupt_on_cancel`) of a task still running [`INTERRUPT_GRACE`] later ends
+//!   the worker process: the task fails, the worker's other tasks are reported lost
+//!   (run again elsewhere, no attempt counted), and the next task starts a new worker.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -40,6 +44,11 @@ use crate::protocol::{decode_from_worker, encode_to_worker, WorkerFramed};
 use crate::worker_env::WorkerEnv;
 use crate::worker_users::UidLease;
 use ember_proto::IdRange;
+
+/// How long a task told to stop with an interrupting kill has before its worker
+/// process is ended: a task between batches stops well within it, one stuck in user
+/// code (a sleep, a blocking call) does not.
+pub const INTERRUPT_GRACE: Duration = Duration::from_millis(250);
 
 /// What a binary's worker is asked to do.
 #[derive(Debug)]
@@ -78,6 +87,7 @@ pub fn spawn(
         env,
         broadcasts: BTreeMap::new(),
         worker: None,
+        interrupts: Vec::new(),
     };
     (tx, tokio::spawn(worker.run(rx)))
 }
@@ -89,6 +99,9 @@ struct BinaryWorker {
     env: Arc<WorkerEnv>,
     broadcasts: BTreeMap<u64, Bytes>,
     worker: Option<Live>,
+    /// Tasks told to stop with an interrupting kill, and when their worker is ended
+    /// if they have not stopped by then (oldest first).
+    interrupts: Vec<(tokio::time::Instant, u64)>,
     /// Declared last, so dropped after the worker process (killed on drop).
     user: Option<Arc<UidLease>>,
 }
@@ -123,6 +136,8 @@ enum Event {
     Frame(Option<std::io::Result<BytesMut>>),
     Exited(String),
     Idle,
+    /// An interrupting kill's grace ran out.
+    InterruptDue,
 }
 
 /// How a worker was lost.
@@ -130,6 +145,9 @@ enum Loss {
     Exited(String),
     Closed,
     Broken(String),
+    /// Ended because this task did not stop within [`INTERRUPT_GRACE`] of an
+    /// interrupting kill.
+    Interrupted(u64),
 }
 
 impl BinaryWorker {
@@ -142,6 +160,7 @@ impl BinaryWorker {
                 },
                 Some(live) => {
                     let idle = live.tasks.is_empty();
+                    let due = self.interrupts.first().map(|(at, _)| *at);
                     tokio::select! {
                         biased;
                         frame = live.input.next() => Event::Frame(frame),
@@ -151,6 +170,7 @@ impl BinaryWorker {
                         },
                         status = live.proc.child.wait() => Event::Exited(describe_exit(&status)),
                         _ = tokio::time::sleep(self.env.config.worker_idle), if idle => Event::Idle,
+                        _ = sleep_until(due), if due.is_some() => Event::InterruptDue,
                     }
                 }
             };
@@ -168,6 +188,7 @@ impl BinaryWorker {
                 }
                 Event::Frame(None) => self.lost(Loss::Closed).await,
                 Event::Exited(status) => self.lost(Loss::Exited(status)).await,
+                Event::InterruptDue => self.interrupt_due().await,
                 Event::Idle => {
                     if let Some(mut live) = self.worker.take() {
                         let how = live.proc.kill().await;
@@ -232,6 +253,10 @@ impl BinaryWorker {
             }
             WorkerCmd::Kill(kill) => match self.worker.as_mut() {
                 Some(live) if live.tasks.contains(&kill.task_id) => {
+                    if kill.interrupt {
+                        let at = tokio::time::Instant::now() + INTERRUPT_GRACE;
+                        self.interrupts.push((at, kill.task_id));
+                    }
                     live.send(to_worker::Msg::Kill(kill));
                 }
                 _ => tracing::debug!(task_id = kill.task_id, "kill for a task with no worker"),
@@ -354,6 +379,10 @@ impl BinaryWorker {
         let Some(mut live) = self.worker.take() else {
             return;
         };
+        let loss_task = match loss {
+            Loss::Interrupted(id) => Some(id),
+            _ => None,
+        };
         live.writer.abort();
         let how = match loss {
             Loss::Exited(status) => {
@@ -379,7 +408,17 @@ impl BinaryWorker {
                 let status = live.proc.kill().await;
                 format!("sent {what} and was killed ({status})")
             }
+            Loss::Interrupted(task_id) => {
+                let status = live.proc.kill().await;
+                format!(
+                    "was ended ({status}) because task {task_id}, cancelled with \
+                     interrupt_on_cancel, did not stop within {} ms",
+                    INTERRUPT_GRACE.as_millis()
+                )
+            }
         };
+        self.interrupts.clear();
+        let interrupted = loss_task.unwrap_or(u64::MAX);
         tracing::warn!(
             worker = %live.proc.name,
             pid = live.proc.pid,
@@ -393,7 +432,33 @@ impl BinaryWorker {
                 "worker process for binary {} {how} while running this task",
                 self.sha16
             );
-            self.env.fail(task_id, msg).await;
+            if loss_task.is_some() && task_id != interrupted {
+                // Not its fault: run again elsewhere without counting an attempt.
+                self.env.lose(task_id, msg).await;
+            } else {
+                self.env.fail(task_id, msg).await;
+            }
+        }
+    }
+
+    /// Ends the worker if a task told to stop with an interrupting kill is still
+    /// running past its grace.
+    async fn interrupt_due(&mut self) {
+        let now = tokio::time::Instant::now();
+        let due: Vec<u64> = self
+            .interrupts
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, id)| *id)
+            .collect();
+        self.interrupts.retain(|(at, _)| *at > now);
+        let stuck = due.into_iter().find(|id| {
+            self.worker
+                .as_ref()
+                .is_some_and(|live| live.tasks.contains(id))
+        });
+        if let Some(task_id) = stuck {
+            self.lost(Loss::Interrupted(task_id)).await;
         }
     }
 }
@@ -431,4 +496,12 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
         }
     }
     Ok(())
+}
+
+/// Waits until `at` (forever if `None`: the select guards that branch).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -118,6 +118,8 @@ impl Decommission {
                         workers.kill(KillTask {
                             task_id,
                             reason: "its executor is decommissioning and the timeout passed".into(),
+                            // A task stuck in user code is ended with its worker.
+                            interrupt: true,
                         });
                     }
                     *killed = Some(now);

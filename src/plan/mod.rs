@@ -189,6 +189,7 @@ pub(crate) fn build_plan(
     barrier::check(&order, root.id, &partitions)
         .map_err(crate::error::EmberError::InvalidArgument)?;
     Ok(Plan {
+        properties: Default::default(),
         nodes: order,
         final_rdd: root.id,
         result_fn,

@@ -153,13 +153,26 @@ impl TaskLauncher for GrpcLauncher {
     }
 
     fn kill(&mut self, executor_id: &str, task_id: u64) {
+        self.send_kill(executor_id, task_id, false);
+    }
+
+    fn interrupt(&mut self, executor_id: &str, task_id: u64) {
+        self.send_kill(executor_id, task_id, true);
+    }
+}
+
+impl GrpcLauncher {
+    /// Tells `executor_id` to stop `task_id` (ending its worker if it does not stop,
+    /// with `interrupt`), after the launches before it.
+    fn send_kill(&mut self, executor_id: &str, task_id: u64, interrupt: bool) {
         self.flush();
-        debug!(task = task_id, executor = %executor_id, "killing task");
+        debug!(task = task_id, executor = %executor_id, interrupt, "killing task");
         self.executors.send(
             executor_id,
             driver_message::Msg::Kill(KillTask {
                 task_id,
                 reason: "its job ended".into(),
+                interrupt,
             }),
         );
     }

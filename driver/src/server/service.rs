@@ -6,7 +6,8 @@ use std::sync::Arc;
 use ember_proto::auth::{require, Role};
 use ember_proto::driver_server::Driver;
 use ember_proto::{
-    BinaryChunk, BinaryRef, ClusterStatus, Empty, ExecutorMessage, HasBinaryResponse,
+    BinaryChunk, BinaryRef, CancelJobsRequest, CancelJobsResponse, ClusterStatus, Empty,
+    ExecutorMessage, HasBinaryResponse,
     OpenSessionRequest, ReleaseShufflesRequest, SubmitJobRequest, UnpersistRequest,
 };
 use tokio_stream::wrappers::ReceiverStream;
@@ -140,6 +141,39 @@ impl Driver for DriverService {
                 .send(SchedulerEvent::RemoveShuffles { shuffle_ids });
         }
         Ok(Response::new(Empty {}))
+    }
+
+    async fn cancel_jobs(
+        &self,
+        request: Request<CancelJobsRequest>,
+    ) -> Result<Response<CancelJobsResponse>, Status> {
+        require(&request, Role::Client, "CancelJobs")?;
+        let token = ember_proto::auth::session_token(&request).map(str::to_string);
+        let req = request.into_inner();
+        if let Some(g) = &req.job_group {
+            let max = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;
+            if g.len() > max {
+                return Err(Status::invalid_argument(format!(
+                    "the job group is {} bytes, over the limit of {max}",
+                    g.len()
+                )));
+            }
+        }
+        let group = req.job_group;
+        let (application, waiting_cancelled) =
+            self.state
+                .sessions
+                .cancel_waiting(req.session_id, token.as_deref(), group.as_deref())?;
+        tracing::info!(
+            session = req.session_id,
+            group = group.as_deref().map(super::names::logged).as_deref(),
+            waiting_cancelled,
+            "cancelling jobs"
+        );
+        self.state
+            .scheduler
+            .send(SchedulerEvent::CancelJobGroup { application, group });
+        Ok(Response::new(CancelJobsResponse { waiting_cancelled }))
     }
 
     async fn status(&self, request: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {

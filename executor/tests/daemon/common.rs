@@ -224,6 +224,13 @@ impl Driver for FakeDriver {
     async fn status(&self, _: Request<Empty>) -> Result<Response<ClusterStatus>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn cancel_jobs(
+        &self,
+        _: Request<ember_proto::CancelJobsRequest>,
+    ) -> Result<Response<ember_proto::CancelJobsResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// A running fake driver.

@@ -9,6 +9,7 @@ use tokio_util::codec::{Decoder, Encoder};
 fn frames_are_a_big_endian_length_then_one_message() {
     let msg = ToWorker {
         msg: Some(to_worker::Msg::Kill(KillTask {
+            interrupt: Default::default(),
             task_id: 42,
             reason: "speculation lost".into(),
         })),

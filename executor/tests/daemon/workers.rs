@@ -253,6 +253,7 @@ async fn worker_protocol_broadcasts_statuses_kills_and_a_crash() {
     assert!(matches!(recv(&mut w).await, to_worker::Msg::Broadcast(b) if b.id == 6));
     assert!(matches!(recv(&mut w).await, to_worker::Msg::Run(t) if t.task_id == 3));
     workers.kill(KillTask {
+        interrupt: Default::default(),
         task_id: 2,
         reason: "test".into(),
     });

@@ -185,3 +185,42 @@ fn shrink_when_idle(inner: &mut Inner) {
         s.jobs.shrink_to_fit();
     }
 }
+
+impl SessionRegistry {
+    /// Cancels session `session_id`'s jobs of job group `group` (every job, with
+    /// `None`) that wait to start, after checking `token`: they end unstarted. Returns
+    /// the session's application (for the scheduler's cancel of its running jobs) and
+    /// how many waiting jobs were cancelled.
+    pub(crate) fn cancel_waiting(
+        &self,
+        session_id: u64,
+        token: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<(String, u32), Status> {
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        let session = inner
+            .sessions
+            .get_mut(&session_id)
+            .filter(|s| !s.closing)
+            .ok_or_else(|| {
+                Status::not_found(format!("no open session {session_id} on this driver"))
+            })?;
+        check_token(session, token)?;
+        let in_group = |job: &PendingJob| {
+            let g = job.plan.properties.as_ref().map_or("", |p| p.job_group.as_str());
+            group.is_none_or(|want| g == want)
+        };
+        let cancelled = session.waiting.take_where(in_group);
+        let n = cancelled.len() as u32;
+        for job in cancelled {
+            inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
+            session.jobs.remove(&job.submission);
+            job.drop_unstarted(match group {
+                Some(_) => "its job group was cancelled",
+                None => "all jobs of its session were cancelled",
+            });
+        }
+        Ok((session.application.clone(), n))
+    }
+}
