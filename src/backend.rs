@@ -30,6 +30,10 @@ pub(crate) trait Backend: Send + Sync {
     /// Gives up on a running job.
     fn cancel(&self, job_id: u64, reason: &str);
 
+    /// Cancels the context's jobs of job group `group` (all of them with `None`),
+    /// running or waiting to start.
+    fn cancel_jobs(&self, group: Option<&str>) -> crate::error::Result<()>;
+
     /// Drops the cached blocks of an RDD wherever they are (before returning, so a job
     /// submitted afterwards cannot find them).
     fn unpersist(&self, rdd_id: u32);

@@ -1,9 +1,11 @@
 //! Job configuration: which master to use and how much memory an executor may use,
 //! from the command line (`--master`) and the environment (`EMBER_MASTER`,
 //! `EMBER_EXECUTOR_MEMORY`, `EMBER_LOCAL_DIR`, `EMBER_PROGRESS`,
-//! `EMBER_DEFAULT_PARALLELISM`, `EMBER_SHUFFLE_DURABILITY`).
+//! `EMBER_DEFAULT_PARALLELISM`, `EMBER_SHUFFLE_DURABILITY`, `EMBER_SCHEDULING_MODE`,
+//! `EMBER_POOL_FILE`).
 
 use crate::io::text_input::{Packing, DEFAULT_PACKING};
+use ember_scheduler::pools::SchedulingMode;
 use std::path::PathBuf;
 
 use crate::error::{EmberError, Result};
@@ -166,6 +168,11 @@ pub struct Conf {
     /// Where map outputs are kept so that a lost executor loses none
     /// (`EMBER_SHUFFLE_DURABILITY`, default `local`).
     pub shuffle_durability: ShuffleDurability,
+    /// Local mode: how its slots are shared between pools (`EMBER_SCHEDULING_MODE`,
+    /// default `fifo`) and the pool file setting their weights (`EMBER_POOL_FILE`).
+    /// In cluster mode the driver's `--scheduling-mode` and `--pool-file` decide.
+    pub scheduling_mode: SchedulingMode,
+    pub pool_file: Option<PathBuf>,
 }
 
 /// Default executor memory.
@@ -214,7 +221,17 @@ impl Conf {
             Ok(v) if !v.is_empty() => ShuffleDurability::parse(&v)?,
             _ => ShuffleDurability::Local,
         };
+        let scheduling_mode = match std::env::var("EMBER_SCHEDULING_MODE") {
+            Ok(v) if !v.is_empty() => v
+                .parse()
+                .map_err(|e| EmberError::Config(format!("EMBER_SCHEDULING_MODE: {e}")))?,
+            _ => SchedulingMode::Fifo,
+        };
         Ok(Conf {
+            scheduling_mode,
+            pool_file: std::env::var_os("EMBER_POOL_FILE")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
             master,
             packing,
             default_parallelism,
@@ -251,7 +268,18 @@ impl Conf {
             packing: DEFAULT_PACKING,
             default_parallelism: None,
             shuffle_durability: ShuffleDurability::Local,
+            scheduling_mode: SchedulingMode::Fifo,
+            pool_file: None,
         }
+    }
+
+    /// The same settings with local mode's slots shared by `mode` (what
+    /// `EMBER_SCHEDULING_MODE` sets) and, if given, the pools' weights from `pool_file`
+    /// (`EMBER_POOL_FILE`; TOML, as the driver's `--pool-file`).
+    pub fn with_scheduling(mut self, mode: SchedulingMode, pool_file: Option<PathBuf>) -> Conf {
+        self.scheduling_mode = mode;
+        self.pool_file = pool_file;
+        self
     }
 
     /// The same settings with `durability` for the context's shuffles (what

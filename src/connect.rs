@@ -46,9 +46,19 @@ impl Context {
             } => {
                 let binary_id = format!("local-{}-{:x}", std::process::id(), rand::random::<u64>());
                 let (local, launcher) = LocalCluster::create(&conf, &binary_id, threads)?;
+                let mut fair = ember_scheduler::pools::FairConfig {
+                    mode: conf.scheduling_mode,
+                    ..Default::default()
+                };
+                if let Some(path) = &conf.pool_file {
+                    fair.load_pool_file(path).map_err(|e| {
+                        crate::error::EmberError::Config(format!("EMBER_POOL_FILE: {e}"))
+                    })?;
+                }
                 let scheduler = SchedulerHandle::start(
                     SchedulerConfig {
                         max_task_attempts: max_failures.max(1),
+                        fair,
                         ..SchedulerConfig::default()
                     },
                     launcher,

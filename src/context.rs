@@ -47,6 +47,8 @@ pub(crate) struct ContextInner {
     /// `storage:` shuffle durability in cluster mode: this application's own directory
     /// under the configured one, where map outputs are stored (removed with the context).
     pub shuffle_store: Option<std::path::PathBuf>,
+    /// Each thread's pool and job group (`job_group.rs`).
+    pub local_properties: crate::job_group::LocalProperties,
 }
 
 impl Drop for ContextInner {
@@ -108,6 +110,7 @@ impl Context {
                 accumulators: Mutex::new(HashMap::new()),
                 last_job: Mutex::new(None),
                 checkpoint_dir: Mutex::new(None),
+                local_properties: Default::default(),
             }),
         }
     }

@@ -75,6 +75,10 @@ impl Context {
             self.inner.binary_id.clone(),
         )?;
         plan.sample_sources = sample_sources;
+        let properties = self.local_properties();
+        if properties != ember_proto::JobProperties::default() {
+            plan.properties = Some(properties);
+        }
         if let Some(dir) = &self.inner.shuffle_store {
             set_stored_dir(&mut plan, dir);
         }

@@ -108,6 +108,7 @@ mod error;
 mod interrupt;
 pub mod io;
 mod job;
+mod job_group;
 mod local;
 #[cfg(feature = "ui")]
 mod local_ui;
@@ -126,6 +127,7 @@ pub use barrier::{BarrierContext, Element, RddBarrier, ReduceOp};
 pub use broadcast::Broadcast;
 pub use conf::{job_args, Conf, Master, ShuffleDurability, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;
+pub use ember_scheduler::pools::SchedulingMode;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
 pub use error::{EmberError, Result};

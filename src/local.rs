@@ -224,6 +224,14 @@ impl Backend for LocalBackend {
         })
     }
 
+    fn cancel_jobs(&self, group: Option<&str>) -> crate::error::Result<()> {
+        self.scheduler.send(SchedulerEvent::CancelJobGroup {
+            application: String::new(),
+            group: group.map(str::to_string),
+        });
+        Ok(())
+    }
+
     fn unpersist(&self, rdd_id: u32) {
         self.release_target().unpersist(rdd_id);
     }

@@ -57,6 +57,10 @@ pub enum ListenerEvent {
         number: u64,
         description: String,
         stages: Vec<StageDesc>,
+        /// The pool it was scheduled in (`Context::set_pool`; `default` if none) and
+        /// its job group (empty if none).
+        pool: String,
+        job_group: String,
         time_ms: u64,
     },
     /// A stage of this job already had its output (an earlier job wrote it).

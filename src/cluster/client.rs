@@ -360,6 +360,30 @@ impl Releaser {
         }
     }
 
+    /// Cancels the session's jobs of job group `group` (all with `None`), running or
+    /// waiting: the driver answers once it has handed the cancel to its scheduler.
+    pub(crate) fn cancel_jobs(&self, group: Option<&str>) -> crate::error::Result<()> {
+        let mut driver = self.driver.clone();
+        let request = self.request(ember_proto::CancelJobsRequest {
+            session_id: self.session_id,
+            job_group: group.map(str::to_string),
+        });
+        let sent = runtime::block_on(async move { driver.cancel_jobs(request?).await });
+        match sent {
+            Ok(r) => {
+                debug!(
+                    waiting_cancelled = r.into_inner().waiting_cancelled,
+                    "cancelled jobs"
+                );
+                Ok(())
+            }
+            Err(s) => Err(crate::error::EmberError::Cluster(format!(
+                "cancelling jobs failed: {}",
+                status_text(&s)
+            ))),
+        }
+    }
+
     /// Tells the driver that no live RDD reaches `shuffle_ids` (at most
     /// `MAX_RELEASED_SHUFFLES`): their map outputs and files go.
     pub(crate) fn release_shuffles(&self, shuffle_ids: &[u32]) {
@@ -464,6 +488,10 @@ impl Backend for ClusterClient {
 
     fn cancel(&self, job_id: u64, _reason: &str) {
         ClusterClient::cancel(self, job_id)
+    }
+
+    fn cancel_jobs(&self, group: Option<&str>) -> crate::error::Result<()> {
+        self.releaser().cancel_jobs(group)
     }
 
     fn unpersist(&self, rdd_id: u32) {

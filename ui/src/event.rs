@@ -153,6 +153,11 @@ pub enum AppEvent {
         number: Option<u64>,
         description: String,
         stages: Vec<StageRef>,
+        /// Its scheduling pool and job group (absent in logs of older versions).
+        #[serde(default)]
+        pool: String,
+        #[serde(default)]
+        job_group: String,
         time_ms: u64,
     },
     StageSkipped {
@@ -286,6 +291,8 @@ impl From<&ListenerEvent> for AppEvent {
                 number,
                 description,
                 stages,
+                pool,
+                job_group,
                 time_ms,
             } => AppEvent::JobSubmitted {
                 job_id,
@@ -293,6 +300,8 @@ impl From<&ListenerEvent> for AppEvent {
                 number: Some(number),
                 description,
                 stages: stages.iter().map(StageRef::from).collect(),
+                pool,
+                job_group,
                 time_ms,
             },
             L::StageSkipped { job_id, stage_id } => AppEvent::StageSkipped { job_id, stage_id },
@@ -482,10 +491,14 @@ impl AppEvent {
                 application,
                 description,
                 stages,
+                pool,
+                job_group,
                 ..
             } => {
                 texts.push(application);
                 texts.push(description);
+                texts.push(pool);
+                texts.push(job_group);
                 for s in stages.iter_mut() {
                     texts.push(&mut s.name);
                     texts.extend(s.operators.iter_mut().map(|o| &mut o.name));

@@ -207,6 +207,8 @@ mod tests {
         });
         for job_id in 0..jobs {
             text += &line(&AppEvent::JobSubmitted {
+                job_group: Default::default(),
+                pool: Default::default(),
                 job_id,
                 application: name.into(),
                 number: Some(job_id),

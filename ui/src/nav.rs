@@ -120,6 +120,8 @@ mod tests {
 
     fn job(job_id: u64, application: &str, number: u64, stage_id: u32) -> AppEvent {
         AppEvent::JobSubmitted {
+            job_group: Default::default(),
+            pool: Default::default(),
             job_id,
             application: application.into(),
             number: Some(number),

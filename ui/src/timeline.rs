@@ -329,6 +329,8 @@ mod tests {
         let n = MAX_JOB_BARS as u64 + 20;
         for job_id in 0..n {
             app.apply(&AppEvent::JobSubmitted {
+                job_group: Default::default(),
+                pool: Default::default(),
                 job_id,
                 application: String::new(),
                 number: Some(job_id),

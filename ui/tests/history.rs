@@ -27,6 +27,8 @@ fn started(name: &str) -> String {
 
 fn job(job_id: u64, application: &str, description: &str) -> String {
     line(&AppEvent::JobSubmitted {
+        job_group: Default::default(),
+        pool: Default::default(),
         job_id,
         application: application.into(),
         number: Some(job_id),

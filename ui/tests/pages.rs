@@ -88,6 +88,8 @@ fn events() -> Vec<AppEvent> {
             time_ms: 2,
         },
         AppEvent::JobSubmitted {
+            job_group: Default::default(),
+            pool: Default::default(),
             job_id: 0,
             application: String::new(),
             number: Some(0),

@@ -15,6 +15,8 @@ use parking_lot::RwLock;
 fn job_events(job: u64, stage: u32, app: &str) -> Vec<AppEvent> {
     vec![
         AppEvent::JobSubmitted {
+            job_group: Default::default(),
+            pool: Default::default(),
             job_id: job,
             application: app.into(),
             number: Some(job),

@@ -82,6 +82,8 @@ fn events() -> Vec<AppEvent> {
             time_ms: 1,
         },
         AppEvent::JobSubmitted {
+            job_group: Default::default(),
+            pool: Default::default(),
             job_id: 0,
             application: String::new(),
             number: Some(0),
@@ -127,6 +129,8 @@ fn events() -> Vec<AppEvent> {
         },
         // A second job over the same shuffle: its map stage is skipped.
         AppEvent::JobSubmitted {
+            job_group: Default::default(),
+            pool: Default::default(),
             job_id: 1,
             application: String::new(),
             number: Some(1),
@@ -581,6 +585,8 @@ fn a_history_server_replays_event_logs() {
 fn a_driver_of_several_applications_shows_each_ones_numbers() {
     // Driver-wide ids 3 and 4; each the first job (number 0) of its application.
     let job = |job_id: u64, app: &str, stage_id: u32| AppEvent::JobSubmitted {
+        job_group: Default::default(),
+        pool: Default::default(),
         job_id,
         application: app.into(),
         number: Some(0),

@@ -128,6 +128,10 @@ impl Scheduler {
                 number,
                 description: plan.description.clone(),
                 stages: ids.iter().filter_map(|s| self.stage_desc(*s)).collect(),
+                pool: crate::pools::PoolKey::new("", &job.properties.pool)
+                    .pool
+                    .to_string(),
+                job_group: job.properties.job_group.clone(),
                 time_ms: now_ms(),
             }
         });

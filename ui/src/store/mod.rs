@@ -71,6 +71,9 @@ pub struct JobInfo {
     /// Stages whose output an earlier job had written.
     pub skipped_stage_ids: Vec<u32>,
     pub failure: Option<String>,
+    /// The scheduling pool of its session it ran in, and its job group ("": none).
+    pub pool: String,
+    pub job_group: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -181,13 +184,21 @@ impl AppStatus {
                 number,
                 description,
                 stages,
+                pool,
+                job_group,
                 time_ms,
-            } => self.job_submitted(
-                (*job_id, application, number.unwrap_or(*job_id)),
-                description,
-                stages,
-                *time_ms,
-            ),
+            } => {
+                self.job_submitted(
+                    (*job_id, application, number.unwrap_or(*job_id)),
+                    description,
+                    stages,
+                    *time_ms,
+                );
+                if let Some(j) = self.jobs.get_mut(job_id) {
+                    j.pool = if pool.is_empty() { "default".into() } else { pool.clone() };
+                    j.job_group = job_group.clone();
+                }
+            }
             AppEvent::StageSkipped { job_id, stage_id } => {
                 if let Some(j) = self.jobs.get_mut(job_id) {
                     if !j.skipped_stage_ids.contains(stage_id) {
@@ -449,6 +460,8 @@ impl AppStatus {
                 stage_ids: stages.iter().map(|s| s.stage_id).collect(),
                 skipped_stage_ids: Vec::new(),
                 failure: None,
+                pool: "default".into(),
+                job_group: String::new(),
             },
         );
     }
