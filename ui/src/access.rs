@@ -42,6 +42,14 @@ pub trait Sessions: Send + Sync {
     /// whether a job was cancelled.
     fn kill_job(&self, job_id: u64, application: Option<&str>, reason: &str) -> bool;
 
+    /// Cancels every job (of `application`, unless `None`: the operator) that needs
+    /// stage `stage_id`, with `reason` (Spark's kill of a stage); whether the driver
+    /// took the request.
+    fn kill_stage(&self, stage_id: u32, application: Option<&str>, reason: &str) -> bool {
+        let _ = (stage_id, application, reason);
+        false
+    }
+
     /// Asks registered executor `executor_id` to decommission itself (the operator's
     /// action); whether it is registered.
     fn decommission_executor(&self, executor_id: &str) -> bool {

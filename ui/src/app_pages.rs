@@ -223,6 +223,7 @@ pub(crate) fn render(
                     stage,
                     &app.stage_jobs(stage.stage_id),
                     &tasks,
+                    can_kill && stage.status == Status::Running,
                 )),
                 None => missing(
                     app,

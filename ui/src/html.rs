@@ -79,6 +79,7 @@ pub(crate) fn bytes(n: u64) -> String {
 pub(crate) fn jobs_page(app: &AppStatus, base: &str) -> String {
     let jobs = app.jobs();
     let mut body = crate::timeline::event_timeline(app, base);
+    body.push_str(&crate::pages::pools::table(app));
     for (label, want) in [
         ("Running", Status::Running),
         ("Succeeded", Status::Succeeded),
@@ -135,10 +136,16 @@ pub(crate) fn job_page(
     kill: bool,
 ) -> String {
     let mut body = format!(
-        "<p>{d}: {s}, {t}</p>",
+        "<p>{d}: {s}, {t}; pool {p}{g}</p>",
         d = esc(&job.description),
         s = status(job.status),
-        t = duration(job.submitted_ms, job.completed_ms)
+        t = duration(job.submitted_ms, job.completed_ms),
+        p = esc(&job.pool),
+        g = if job.job_group.is_empty() {
+            String::new()
+        } else {
+            format!(", job group {}", esc(&job.job_group))
+        }
     );
     if kill {
         let _ = write!(
@@ -274,8 +281,21 @@ pub(crate) fn stage_page(
     stage: &StageInfo,
     jobs: &[&JobInfo],
     tasks: &[TaskInfo],
+    kill: bool,
 ) -> String {
-    let mut body = format!("<p>{}: {}", esc(&stage.name), status(stage.status));
+    let mut body = String::new();
+    if kill {
+        // Spark's kill link of an active stage: every job that needs it fails.
+        let _ = write!(
+            body,
+            "<form method=\"post\" action=\"{base}/stages/{id}/kill\" \
+             onsubmit=\"return confirm('Kill stage {n} and the jobs that need it?')\">\
+             <button>Kill stage</button></form>",
+            id = stage.stage_id,
+            n = stage.number
+        );
+    }
+    let _ = write!(body, "<p>{}: {}", esc(&stage.name), status(stage.status));
     for j in jobs {
         let _ = write!(
             body,

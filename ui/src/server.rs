@@ -200,6 +200,22 @@ pub fn router_with(source: Source, auth: Auth, extra: Option<ExtraMetrics>) -> R
             ),
         )
         .route(
+            "/api/v1/stages/{id}/kill",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    kill_stage(&s, &v, &h, &id, false)
+                },
+            ),
+        )
+        .route(
+            "/stages/{id}/kill",
+            post(
+                |s: St, v: Seen, h: HeaderMap, UrlPath(id): UrlPath<String>| async move {
+                    kill_stage(&s, &v, &h, &id, true)
+                },
+            ),
+        )
+        .route(
             "/api/v1/jobs/{id}/stages",
             get(|s: St, v: Seen, UrlPath(id): UrlPath<String>| async move {
                 num(&id).map_or_else(not_found, |id| live_api(&s, &v, Query::JobStages(id)))
@@ -504,6 +520,17 @@ fn kill(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Re
     };
     match num(id) {
         Some(id) => crate::kill::kill(status, sessions.as_ref(), v, headers, id, form),
+        None => not_found(),
+    }
+}
+
+/// `POST .../stages/{id}/kill` (see [`crate::kill`]); 404 unless serving a driver.
+fn kill_stage(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Response {
+    let Source::Driver { status, sessions } = &s.source else {
+        return not_found();
+    };
+    match stage_num(id) {
+        Some(id) => crate::kill::kill_stage(status, sessions.as_ref(), v, headers, id, form),
         None => not_found(),
     }
 }

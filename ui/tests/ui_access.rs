@@ -102,6 +102,15 @@ impl ember_ui::Sessions for FakeSessions {
         true
     }
 
+    /// Recorded as a kill of job `1_000_000 + stage_id`.
+    fn kill_stage(&self, stage_id: u32, application: Option<&str>, _reason: &str) -> bool {
+        self.0.lock().push((
+            1_000_000 + u64::from(stage_id),
+            application.map(str::to_string),
+        ));
+        true
+    }
+
     fn decommission_executor(&self, executor_id: &str) -> bool {
         if executor_id != "exec-b" {
             return false;
@@ -281,6 +290,56 @@ fn history_addresses_take_whole_stage_ids_too() {
     ] {
         assert_eq!(get(&addr, &path).0, 404, "{path}");
     }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}
+
+#[test]
+fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
+    let mut events = job_events(10, 1, "a #1");
+    events.extend(job_events(20, 2, "b #2"));
+    if let AppEvent::JobSubmitted { pool, job_group, .. } = &mut events[0] {
+        *pool = "etl".into();
+        *job_group = "nightly".into();
+    }
+    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
+    let (addr, stop, thread) = serve(
+        Source::Driver {
+            status: store(&events),
+            sessions: sessions.clone(),
+        },
+        Auth::Secret("the-operator".into()),
+    );
+    let a = ["Authorization: Bearer token-a"];
+    let op = ["Authorization: Bearer the-operator"];
+    let post = |path: &str, who: &[&str]| request(&addr, "POST", path, who);
+    // Another session's stage is not there; a GET, no credential or another site is
+    // refused; nothing is killed by any of them.
+    assert_eq!(post("/api/v1/stages/2/kill", &a).0, 404);
+    assert_eq!(request(&addr, "GET", "/api/v1/stages/1/kill", &a).0, 405);
+    assert_eq!(post("/api/v1/stages/1/kill", &["Authorization: Bearer nope"]).0, 401);
+    assert_eq!(post("/api/v1/stages/1/kill", &[]).0, 401);
+    let evil = ["Authorization: Bearer token-a", "Origin: http://evil.example"];
+    assert_eq!(post("/api/v1/stages/1/kill", &evil).0, 403);
+    assert!(sessions.0.lock().is_empty(), "nothing killed yet");
+    let (code, body) = post("/api/v1/stages/1/kill", &a);
+    assert_eq!((code, body.as_str()), (200, "{\"stage_id\":1,\"killed\":true}"));
+    let (code, _) = post("/stages/2/kill", &op);
+    assert_eq!(code, 303, "the form goes back to the stage's page");
+    assert_eq!(
+        *sessions.0.lock(),
+        vec![(1_000_001, Some("a #1".to_string())), (1_000_002, None)]
+    );
+    // The running stage's page has the kill form; the jobs page shows the pools.
+    let (code, page) = request(&addr, "GET", "/apps/a%20%231/stages/1", &a);
+    assert!(code == 200 && page.contains("action=\"/stages/1/kill\""), "{page}");
+    let (_, jobs) = request(&addr, "GET", "/jobs", &op);
+    assert!(jobs.contains("Scheduler pools"), "{jobs}");
+    assert!(jobs.contains("<td>etl</td>") && jobs.contains("<td>default</td>"), "{jobs}");
+    let (_, job) = request(&addr, "GET", "/apps/a%20%231/jobs/10", &a);
+    assert!(job.contains("pool etl, job group nightly"), "{job}");
+    let (_, api) = request(&addr, "GET", "/api/v1/jobs/10", &a);
+    assert!(api.contains("\"pool\":\"etl\"") && api.contains("\"job_group\":\"nightly\""), "{api}");
     stop.send(()).unwrap();
     thread.join().unwrap();
 }

@@ -10,6 +10,7 @@
 use std::sync::{Arc, Weak};
 
 use super::DriverState;
+use ember_scheduler::events::SchedulerEvent;
 
 /// [`ember_ui::Sessions`] over a driver's session registry.
 pub(crate) struct UiSessions(pub Weak<DriverState>);
@@ -27,6 +28,18 @@ impl ember_ui::Sessions for UiSessions {
         state
             .sessions
             .cancel_running_job(job_id, application, reason, &state.to_scheduler)
+    }
+
+    fn kill_stage(&self, stage_id: u32, application: Option<&str>, reason: &str) -> bool {
+        let Some(state) = self.0.upgrade() else {
+            return false;
+        };
+        let _ = state.to_scheduler.send(SchedulerEvent::CancelStage {
+            stage_id,
+            application: application.map(str::to_string),
+            reason: reason.to_string(),
+        });
+        true
     }
 
     fn decommission_executor(&self, executor_id: &str) -> bool {
