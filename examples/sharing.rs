@@ -24,12 +24,14 @@ fn main() -> anyhow::Result<()> {
     let ctx = ember::Context::from_env()?;
     let mut args = ember::job_args().into_iter().skip(1);
     let mode = args.next().unwrap_or_default();
-    let (mut tasks, mut sleep_ms, mut wait_ms, mut jobs, mut gap_ms) = (100u64, 50u64, 1000u64, 20u64, 200u64);
+    let (mut tasks, mut sleep_ms, mut wait_ms, mut jobs, mut gap_ms) =
+        (100u64, 50u64, 1000u64, 20u64, 200u64);
     let (mut pool, mut save, mut interrupt, mut probe_tasks) = (String::new(), None, false, 1u64);
     while let Some(a) = args.next() {
         let mut number = || -> anyhow::Result<u64> {
             let v = args.next().unwrap_or_default();
-            v.parse().with_context(|| format!("{a} needs a number, got {v:?}"))
+            v.parse()
+                .with_context(|| format!("{a} needs a number, got {v:?}"))
         };
         match a.as_str() {
             "--tasks" => tasks = number()?.max(1),
@@ -116,7 +118,10 @@ fn cancel(
         Err(e) => e.to_string(),
     };
     println!("action failed: {message}");
-    println!("ANCHOR cancel_to_return_ms={:.1}", returned.as_secs_f64() * 1000.0);
+    println!(
+        "ANCHOR cancel_to_return_ms={:.1}",
+        returned.as_secs_f64() * 1000.0
+    );
     let n = ctx
         .parallelize((0..probe_tasks).collect(), probe_tasks as usize)
         .count()?;

@@ -17,7 +17,8 @@ use crate::context::Context;
 use crate::error::{EmberError, Result};
 
 /// Each thread's job properties, keyed by thread.
-pub(crate) type LocalProperties = parking_lot::Mutex<std::collections::HashMap<ThreadId, JobProperties>>;
+pub(crate) type LocalProperties =
+    parking_lot::Mutex<std::collections::HashMap<ThreadId, JobProperties>>;
 
 fn check(what: &str, value: &str) -> Result<()> {
     let max = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;

@@ -127,9 +127,9 @@ pub use barrier::{BarrierContext, Element, RddBarrier, ReduceOp};
 pub use broadcast::Broadcast;
 pub use conf::{job_args, Conf, Master, ShuffleDurability, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;
-pub use ember_scheduler::pools::SchedulingMode;
 pub use data::{Data, Key};
 pub use ember_proto::TaskMetrics;
+pub use ember_scheduler::pools::SchedulingMode;
 pub use error::{EmberError, Result};
 #[cfg(feature = "parquet")]
 pub use io::arrow_batch::ArrowBatch;

@@ -1,7 +1,7 @@
 //! The web UI's kill through a real cluster: a slow `faultjob` (its map tasks would run
-//! for ~40 s) is killed by the operator (`POST /api/v1/jobs/N/kill`); the client's
-//! action fails saying so, the job's tasks are killed, and the cluster secret could not
-//! kill.
+//! for ~40 s) is killed by the operator (`POST /api/v1/jobs/N/kill`, or its running
+//! stage's `POST /api/v1/stages/N/kill`); the client's action fails saying so, the
+//! job's tasks are killed, and the cluster secret could not kill.
 
 mod common;
 
@@ -32,6 +32,17 @@ fn http(addr: &str, method: &str, path: &str, token: &str) -> (u16, String) {
 
 #[test]
 fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
+    kill_from_the_ui(false);
+}
+
+#[test]
+fn the_operator_kills_a_running_stage_from_the_web_ui_and_its_jobs_fail() {
+    kill_from_the_ui(true);
+}
+
+/// Kills the running job of a slow `faultjob`, or with `stage` its running stage, from
+/// the web UI: the cluster secret cannot, the operator can, and the client is told.
+fn kill_from_the_ui(stage: bool) {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
     let cluster = Cluster::start_with_ui(1, 2, CLUSTER, OPERATOR, s);
@@ -77,17 +88,36 @@ fn the_operator_kills_a_running_job_from_the_web_ui_and_its_client_is_told() {
         .map(|j| j["job_id"].as_u64().unwrap())
         .collect();
     assert_eq!(running.len(), 1, "{jobs}");
-    let kill = format!("/api/v1/jobs/{}/kill", running[0]);
+    let kill = if stage {
+        let (code, stages) = http(
+            &ui,
+            "GET",
+            &format!("/api/v1/jobs/{}/stages", running[0]),
+            OPERATOR,
+        );
+        assert_eq!(code, 200, "{stages}");
+        let stages: serde_json::Value = serde_json::from_str(&stages).unwrap();
+        let active: Vec<u64> = (stages.as_array().unwrap().iter())
+            .filter(|s| s["status"] == "running")
+            .map(|s| s["stage_id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(active.len(), 1, "{stages}");
+        format!("/api/v1/stages/{}/kill", active[0])
+    } else {
+        format!("/api/v1/jobs/{}/kill", running[0])
+    };
 
     assert_eq!(http(&ui, "POST", &kill, CLUSTER).0, 401);
     assert_eq!(http(&ui, "POST", &kill, OPERATOR).0, 200);
     let run = client.wait();
     assert!(!run.success, "{}", run.stdout);
     let said = format!("{}{}", run.stdout, run.stderr);
-    assert!(
-        said.contains("job cancelled: killed from the web UI"),
-        "the client was not told: {said}"
-    );
+    let told = if stage {
+        "was cancelled: killed from the web UI"
+    } else {
+        "job cancelled: killed from the web UI"
+    };
+    assert!(said.contains(told), "the client was not told: {said}");
     assert!(!out.join("_SUCCESS").exists());
     // Its tasks were killed: the executor runs nothing, long before they would have ended.
     let deadline = Instant::now() + Duration::from_secs(15);

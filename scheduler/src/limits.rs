@@ -222,8 +222,18 @@ fn check_name_sizes(plan: &Plan, limits: &PlanLimits) -> Result<(), LimitExceede
     if let Some(props) = &plan.properties {
         let fixed = ember_proto::limits::MAX_JOB_PROPERTY_BYTES as u64;
         let checks = [
-            ("pool name", &props.pool, fixed, "the fixed job-property limit"),
-            ("job group", &props.job_group, fixed, "the fixed job-property limit"),
+            (
+                "pool name",
+                &props.pool,
+                fixed,
+                "the fixed job-property limit",
+            ),
+            (
+                "job group",
+                &props.job_group,
+                fixed,
+                "the fixed job-property limit",
+            ),
             (
                 "job group description",
                 &props.job_group_description,

@@ -298,7 +298,10 @@ fn history_addresses_take_whole_stage_ids_too() {
 fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
     let mut events = job_events(10, 1, "a #1");
     events.extend(job_events(20, 2, "b #2"));
-    if let AppEvent::JobSubmitted { pool, job_group, .. } = &mut events[0] {
+    if let AppEvent::JobSubmitted {
+        pool, job_group, ..
+    } = &mut events[0]
+    {
         *pool = "etl".into();
         *job_group = "nightly".into();
     }
@@ -317,13 +320,22 @@ fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
     // refused; nothing is killed by any of them.
     assert_eq!(post("/api/v1/stages/2/kill", &a).0, 404);
     assert_eq!(request(&addr, "GET", "/api/v1/stages/1/kill", &a).0, 405);
-    assert_eq!(post("/api/v1/stages/1/kill", &["Authorization: Bearer nope"]).0, 401);
+    assert_eq!(
+        post("/api/v1/stages/1/kill", &["Authorization: Bearer nope"]).0,
+        401
+    );
     assert_eq!(post("/api/v1/stages/1/kill", &[]).0, 401);
-    let evil = ["Authorization: Bearer token-a", "Origin: http://evil.example"];
+    let evil = [
+        "Authorization: Bearer token-a",
+        "Origin: http://evil.example",
+    ];
     assert_eq!(post("/api/v1/stages/1/kill", &evil).0, 403);
     assert!(sessions.0.lock().is_empty(), "nothing killed yet");
     let (code, body) = post("/api/v1/stages/1/kill", &a);
-    assert_eq!((code, body.as_str()), (200, "{\"stage_id\":1,\"killed\":true}"));
+    assert_eq!(
+        (code, body.as_str()),
+        (200, "{\"stage_id\":1,\"killed\":true}")
+    );
     let (code, _) = post("/stages/2/kill", &op);
     assert_eq!(code, 303, "the form goes back to the stage's page");
     assert_eq!(
@@ -332,14 +344,23 @@ fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
     );
     // The running stage's page has the kill form; the jobs page shows the pools.
     let (code, page) = request(&addr, "GET", "/apps/a%20%231/stages/1", &a);
-    assert!(code == 200 && page.contains("action=\"/stages/1/kill\""), "{page}");
+    assert!(
+        code == 200 && page.contains("action=\"/stages/1/kill\""),
+        "{page}"
+    );
     let (_, jobs) = request(&addr, "GET", "/jobs", &op);
     assert!(jobs.contains("Scheduler pools"), "{jobs}");
-    assert!(jobs.contains("<td>etl</td>") && jobs.contains("<td>default</td>"), "{jobs}");
+    assert!(
+        jobs.contains("<td>etl</td>") && jobs.contains("<td>default</td>"),
+        "{jobs}"
+    );
     let (_, job) = request(&addr, "GET", "/apps/a%20%231/jobs/10", &a);
     assert!(job.contains("pool etl, job group nightly"), "{job}");
     let (_, api) = request(&addr, "GET", "/api/v1/jobs/10", &a);
-    assert!(api.contains("\"pool\":\"etl\"") && api.contains("\"job_group\":\"nightly\""), "{api}");
+    assert!(
+        api.contains("\"pool\":\"etl\"") && api.contains("\"job_group\":\"nightly\""),
+        "{api}"
+    );
     stop.send(()).unwrap();
     thread.join().unwrap();
 }

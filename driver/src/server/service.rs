@@ -7,8 +7,8 @@ use ember_proto::auth::{require, Role};
 use ember_proto::driver_server::Driver;
 use ember_proto::{
     BinaryChunk, BinaryRef, CancelJobsRequest, CancelJobsResponse, ClusterStatus, Empty,
-    ExecutorMessage, HasBinaryResponse,
-    OpenSessionRequest, ReleaseShufflesRequest, SubmitJobRequest, UnpersistRequest,
+    ExecutorMessage, HasBinaryResponse, OpenSessionRequest, ReleaseShufflesRequest,
+    SubmitJobRequest, UnpersistRequest,
 };
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -160,10 +160,11 @@ impl Driver for DriverService {
             }
         }
         let group = req.job_group;
-        let (application, waiting_cancelled) =
-            self.state
-                .sessions
-                .cancel_waiting(req.session_id, token.as_deref(), group.as_deref())?;
+        let (application, waiting_cancelled) = self.state.sessions.cancel_waiting(
+            req.session_id,
+            token.as_deref(),
+            group.as_deref(),
+        )?;
         tracing::info!(
             session = req.session_id,
             group = group.as_deref().map(super::names::logged).as_deref(),

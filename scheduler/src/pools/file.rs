@@ -123,9 +123,7 @@ fn settle(
         }
         let weight = p.weight.unwrap_or(1);
         if weight == 0 {
-            return Err(format!(
-                "[{table}.\"{shown}\"]: weight must be at least 1"
-            ));
+            return Err(format!("[{table}.\"{shown}\"]: weight must be at least 1"));
         }
         let mode = match p.mode {
             Some(m) => m

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 mod file;
 
-pub use file::{PoolFileError, MAX_POOL_FILE_BYTES, MAX_POOL_ENTRIES};
+pub use file::{PoolFileError, MAX_POOL_ENTRIES, MAX_POOL_FILE_BYTES};
 
 /// How the children of one pool share it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -65,7 +65,10 @@ fn a_pool_file_sets_applications_and_pools() {
 fn a_bad_pool_file_says_what_and_where() {
     let err = |text: &str| parse(text).err().expect("refused");
     let e = err("[pools.etl]\nweight = 0\n");
-    assert!(e.contains("[pools.\"etl\"]: weight must be at least 1"), "{e}");
+    assert!(
+        e.contains("[pools.\"etl\"]: weight must be at least 1"),
+        "{e}"
+    );
     let e = err("[pools.etl]\nmode = \"round robin\"\n");
     assert!(e.contains("neither \"fifo\" nor \"fair\""), "{e}");
     let e = err("[pools.etl]\nwieght = 2\n");

@@ -117,7 +117,12 @@ impl Scheduler {
 
     /// [`Self::fail_job`], stopping its tasks (those no other live job needs) as `stop`
     /// says.
-    pub(super) fn fail_job_stopping(&mut self, job_id: u64, mut failure: JobFailure, stop: TaskStop) {
+    pub(super) fn fail_job_stopping(
+        &mut self,
+        job_id: u64,
+        mut failure: JobFailure,
+        stop: TaskStop,
+    ) {
         let Some(job) = self.jobs.get(&job_id) else {
             return;
         };

@@ -48,8 +48,8 @@ mod config; // the scheduler's settings
 mod decommission; // executors leaving gracefully: drain, then move their map outputs
 mod dispatch; // placing queued tasks on free slots
 mod failure; // failed attempts, fetch failures, lost executors
-mod idle; // giving memory back once no job is left
 mod fair; // which queued stage the next free slot goes to (pools, quotas)
+mod idle; // giving memory back once no job is left
 mod job_end; // stages and jobs finishing or failing
 mod queue; // queued tasks, one queue per stage
 mod release; // released shuffles and ended sessions' ids forgotten

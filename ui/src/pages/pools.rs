@@ -36,7 +36,9 @@ pub(crate) fn table(app: &AppStatus) -> String {
     if apps {
         out.push_str("<th>Application</th>");
     }
-    out.push_str("<th>Pool</th><th>Running jobs</th><th>Active stages</th><th>Running tasks</th></tr>");
+    out.push_str(
+        "<th>Pool</th><th>Running jobs</th><th>Active stages</th><th>Running tasks</th></tr>",
+    );
     for ((application, pool), (jobs, stages)) in &pools {
         let tasks: u32 = stages
             .iter()

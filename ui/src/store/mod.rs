@@ -195,7 +195,11 @@ impl AppStatus {
                     *time_ms,
                 );
                 if let Some(j) = self.jobs.get_mut(job_id) {
-                    j.pool = if pool.is_empty() { "default".into() } else { pool.clone() };
+                    j.pool = if pool.is_empty() {
+                        "default".into()
+                    } else {
+                        pool.clone()
+                    };
                     j.job_group = job_group.clone();
                 }
             }

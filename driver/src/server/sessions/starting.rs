@@ -208,7 +208,11 @@ impl SessionRegistry {
             })?;
         check_token(session, token)?;
         let in_group = |job: &PendingJob| {
-            let g = job.plan.properties.as_ref().map_or("", |p| p.job_group.as_str());
+            let g = job
+                .plan
+                .properties
+                .as_ref()
+                .map_or("", |p| p.job_group.as_str());
             group.is_none_or(|want| g == want)
         };
         let cancelled = session.waiting.take_where(in_group);

@@ -85,8 +85,18 @@ fn count(running: &[TaskDescription], job_id: u64) -> usize {
 
 #[test]
 fn pools_of_weights_one_and_three_share_slots_one_to_three() {
-    let h = Harness::new(&[], fair(&[("a", 1, 0, SchedulingMode::Fifo), ("b", 3, 0, SchedulingMode::Fifo)]));
-    submit_then_add(&h, vec![job(0, 200, "", "a", ""), job(1, 200, "", "b", "")], 8);
+    let h = Harness::new(
+        &[],
+        fair(&[
+            ("a", 1, 0, SchedulingMode::Fifo),
+            ("b", 3, 0, SchedulingMode::Fifo),
+        ]),
+    );
+    submit_then_add(
+        &h,
+        vec![job(0, 200, "", "a", ""), job(1, 200, "", "b", "")],
+        8,
+    );
     let mut running = launches(&h, 8);
     h.no_more_tasks();
     let a_job = 0; // submitted first
@@ -106,8 +116,18 @@ fn pools_of_weights_one_and_three_share_slots_one_to_three() {
 
 #[test]
 fn a_min_share_is_met_before_weights_count() {
-    let h = Harness::new(&[], fair(&[("small", 1, 3, SchedulingMode::Fifo), ("big", 10, 0, SchedulingMode::Fifo)]));
-    submit_then_add(&h, vec![job(0, 50, "", "big", ""), job(1, 50, "", "small", "")], 4);
+    let h = Harness::new(
+        &[],
+        fair(&[
+            ("small", 1, 3, SchedulingMode::Fifo),
+            ("big", 10, 0, SchedulingMode::Fifo),
+        ]),
+    );
+    submit_then_add(
+        &h,
+        vec![job(0, 50, "", "big", ""), job(1, 50, "", "small", "")],
+        4,
+    );
     let running = launches(&h, 4);
     h.no_more_tasks();
     let small_job = 1; // submitted second
@@ -123,7 +143,11 @@ fn fifo_inside_a_pool_keeps_job_order() {
     let h = Harness::new(&[], fair(&[("p", 1, 0, SchedulingMode::Fifo)]));
     submit_then_add(
         &h,
-        vec![job(0, 5, "", "p", ""), job(1, 5, "", "p", ""), job(2, 5, "", "p", "")],
+        vec![
+            job(0, 5, "", "p", ""),
+            job(1, 5, "", "p", ""),
+            job(2, 5, "", "p", ""),
+        ],
         2,
     );
     let mut running = launches(&h, 2);
@@ -145,7 +169,11 @@ fn fifo_inside_a_pool_keeps_job_order() {
 #[test]
 fn a_fair_pool_splits_between_its_jobs() {
     let h = Harness::new(&[], fair(&[("p", 1, 0, SchedulingMode::Fair)]));
-    submit_then_add(&h, vec![job(0, 20, "", "p", ""), job(1, 20, "", "p", "")], 4);
+    submit_then_add(
+        &h,
+        vec![job(0, 20, "", "p", ""), job(1, 20, "", "p", "")],
+        4,
+    );
     let running = launches(&h, 4);
     assert_eq!(count(&running, 0), 2);
     assert_eq!(count(&running, 1), 2);
@@ -175,14 +203,22 @@ fn sessions_share_the_slots_by_their_weights() {
     );
     let running = launches(&h, 8);
     assert_eq!(count(&running, 0), 2, "the session of weight 1 gets 2 of 8");
-    assert_eq!(count(&running, 1), 3, "the heavy session's pools split its 6");
+    assert_eq!(
+        count(&running, 1),
+        3,
+        "the heavy session's pools split its 6"
+    );
     assert_eq!(count(&running, 2), 3);
 }
 
 #[test]
 fn fifo_mode_runs_the_earlier_job_first_whatever_its_session() {
     let h = Harness::new(&[], SchedulerConfig::default());
-    submit_then_add(&h, vec![job(0, 6, "a #1", "", ""), job(1, 6, "b #2", "", "")], 4);
+    submit_then_add(
+        &h,
+        vec![job(0, 6, "a #1", "", ""), job(1, 6, "b #2", "", "")],
+        4,
+    );
     let running = launches(&h, 4);
     assert_eq!(count(&running, 0), 4);
 }
@@ -192,7 +228,11 @@ fn a_session_at_its_core_bound_waits_and_others_take_the_slots() {
     let mut config = SchedulerConfig::default();
     config.fair.max_cores_per_session = Some(1);
     let h = Harness::new(&[], config);
-    submit_then_add(&h, vec![job(0, 3, "a #1", "", ""), job(1, 3, "b #2", "", "")], 4);
+    submit_then_add(
+        &h,
+        vec![job(0, 3, "a #1", "", ""), job(1, 3, "b #2", "", "")],
+        4,
+    );
     let mut running = launches(&h, 2);
     h.no_more_tasks();
     assert_eq!(count(&running, 0), 1);
@@ -262,7 +302,9 @@ fn cancelling_an_interrupting_group_kills_its_tasks_and_frees_their_slots() {
         }
         other => panic!("expected a cancellation, got {other:?}"),
     }
-    let mut killed: Vec<u64> = (0..3).map(|_| h.killed.recv_timeout(WAIT).unwrap()).collect();
+    let mut killed: Vec<u64> = (0..3)
+        .map(|_| h.killed.recv_timeout(WAIT).unwrap())
+        .collect();
     killed.sort_unstable();
     let mut want: Vec<u64> = doomed.iter().map(|t| t.task_id).collect();
     want.sort_unstable();
@@ -309,7 +351,11 @@ fn cancel_all_jobs_reaches_only_its_own_session() {
     let h = Harness::new(&[], SchedulerConfig::default());
     let events = submit_then_add(
         &h,
-        vec![job(0, 1, "a #1", "", "x"), job(1, 1, "a #1", "", ""), job(2, 1, "b #2", "", "")],
+        vec![
+            job(0, 1, "a #1", "", "x"),
+            job(1, 1, "a #1", "", ""),
+            job(2, 1, "b #2", "", ""),
+        ],
         4,
     );
     let running = launches(&h, 3);
@@ -343,7 +389,10 @@ fn killing_a_stage_fails_the_jobs_that_need_it() {
     });
     match outcome(&events[0]) {
         Err(JobFailure::Cancelled(m)) => {
-            assert!(m.contains("stage 0 was cancelled: killed from the web UI"), "{m}")
+            assert!(
+                m.contains("stage 0 was cancelled: killed from the web UI"),
+                "{m}"
+            )
         }
         other => panic!("expected a cancellation, got {other:?}"),
     }
