@@ -45,7 +45,6 @@ impl Context {
                 max_failures,
             } => {
                 let binary_id = format!("local-{}-{:x}", std::process::id(), rand::random::<u64>());
-                let (local, launcher) = LocalCluster::create(&conf, &binary_id, threads)?;
                 let mut fair = ember_scheduler::pools::FairConfig {
                     mode: conf.scheduling_mode,
                     ..Default::default()
@@ -55,6 +54,8 @@ impl Context {
                         crate::error::EmberError::Config(format!("EMBER_POOL_FILE: {e}"))
                     })?;
                 }
+                // After the checks above: a refused pool file leaves no work dir.
+                let (local, launcher) = LocalCluster::create(&conf, &binary_id, threads)?;
                 let scheduler = SchedulerHandle::start(
                     SchedulerConfig {
                         max_task_attempts: max_failures.max(1),
