@@ -112,8 +112,10 @@ class Cluster:
     executors log at warn). Executors are numbered from 1 in the order they are started; a
     replacement gets the next number (and a fresh work dir), never a dead one's."""
 
-    def __init__(self, bins, executors, cores, memory, log_dir, prefix="cluster", driver_log="warn"):
+    def __init__(self, bins, executors, cores, memory, log_dir, prefix="cluster", driver_log="warn",
+                 driver_args=()):
         self.bins, self.n_executors, self.cores, self.memory = bins, executors, cores, memory
+        self.driver_args = list(driver_args)
         self.log_dir, self.prefix, self.driver_log = log_dir, prefix, driver_log
         self.dir = None
         self.driver = None
@@ -208,7 +210,7 @@ class Cluster:
 
     def driver_cmd(self):
         return [self.bins["ember-driver"], "--host", "127.0.0.1", "--port", "0", "--ui-port", "0",
-                "--binary-dir", os.path.join(self.dir, "driver-binaries")]
+                "--binary-dir", os.path.join(self.dir, "driver-binaries")] + self.driver_args
 
     def executor_cmd(self, i):
         """Executor i's command line (i from 1, in start order; the driver's executor ids
