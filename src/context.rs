@@ -22,6 +22,9 @@ use crate::cleaner::Cleaner;
 use crate::conf::Conf;
 use crate::data::{encode, Data};
 
+/// The next context's [`ContextInner::id`].
+static NEXT_CONTEXT: AtomicU64 = AtomicU64::new(0);
+
 /// The handle through which a job creates RDDs and runs actions. Cheap to clone.
 #[derive(Clone)]
 pub struct Context {
@@ -47,8 +50,9 @@ pub(crate) struct ContextInner {
     /// `storage:` shuffle durability in cluster mode: this application's own directory
     /// under the configured one, where map outputs are stored (removed with the context).
     pub shuffle_store: Option<std::path::PathBuf>,
-    /// Each thread's pool and job group (`job_group.rs`).
-    pub local_properties: crate::job_group::LocalProperties,
+    /// Unique in the process: keys each thread's pool and job group for this context
+    /// (`job_group.rs`).
+    pub id: u64,
 }
 
 impl Drop for ContextInner {
@@ -110,7 +114,7 @@ impl Context {
                 accumulators: Mutex::new(HashMap::new()),
                 last_job: Mutex::new(None),
                 checkpoint_dir: Mutex::new(None),
-                local_properties: Default::default(),
+                id: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
             }),
         }
     }

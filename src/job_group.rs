@@ -9,16 +9,18 @@
 //! (its session's, in cluster mode), running or waiting to start, and jobs submitted
 //! after it run.
 
-use std::thread::ThreadId;
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use ember_proto::JobProperties;
 
 use crate::context::Context;
 use crate::error::{EmberError, Result};
 
-/// Each thread's job properties, keyed by thread.
-pub(crate) type LocalProperties =
-    parking_lot::Mutex<std::collections::HashMap<ThreadId, JobProperties>>;
+thread_local! {
+    /// This thread's job properties, by context id: gone with the thread.
+    static PROPERTIES: RefCell<HashMap<u64, JobProperties>> = RefCell::new(HashMap::new());
+}
 
 fn check(what: &str, value: &str) -> Result<()> {
     let max = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;
@@ -49,10 +51,11 @@ impl Context {
     }
 
     /// Puts the jobs this thread runs from now on into job group `group_id` (Spark's
-    /// `setJobGroup`), so [`Context::cancel_job_group`] can cancel them from any
-    /// thread. With `interrupt_on_cancel`, cancelling kills their running tasks (a
-    /// task stuck in user code by ending its worker process); without, those run out
-    /// and their results are dropped.
+    /// `setJobGroup`; `""` clears it), so [`Context::cancel_job_group`] can cancel them
+    /// from any thread. Cancelling asks their running tasks to stop at their next batch
+    /// (a task inside user code runs that code out, its result dropped); with
+    /// `interrupt_on_cancel`, a task still running 250 ms later has its worker process
+    /// ended (cluster mode; local mode cannot end a thread).
     pub fn set_job_group(
         &self,
         group_id: &str,
@@ -60,7 +63,13 @@ impl Context {
         interrupt_on_cancel: bool,
     ) -> Result<()> {
         check("job group", group_id)?;
-        check("job group description", description)?;
+        let max_description = 64 << 10; // the driver's default --max-description-bytes
+        if description.len() > max_description {
+            return Err(EmberError::InvalidArgument(format!(
+                "the job group description is {} bytes, over the limit of {max_description}",
+                description.len()
+            )));
+        }
         self.with_local(|p| {
             p.job_group = group_id.to_string();
             p.job_group_description = description.to_string();
@@ -83,6 +92,12 @@ impl Context {
     /// [`EmberError::Cancelled`] naming the group.
     pub fn cancel_job_group(&self, group_id: &str) -> Result<()> {
         check("job group", group_id)?;
+        if group_id.is_empty() {
+            return Err(EmberError::InvalidArgument(
+                "cancel_job_group(\"\"): the empty name is no job group (use cancel_all_jobs)"
+                    .into(),
+            ));
+        }
         self.inner.backend.cancel_jobs(Some(group_id))
     }
 
@@ -94,22 +109,19 @@ impl Context {
 
     /// The properties a job run on this thread now carries.
     pub(crate) fn local_properties(&self) -> JobProperties {
-        let id = std::thread::current().id();
-        self.inner
-            .local_properties
-            .lock()
-            .get(&id)
-            .cloned()
-            .unwrap_or_default()
+        let id = self.inner.id;
+        PROPERTIES.with(|all| all.borrow().get(&id).cloned().unwrap_or_default())
     }
 
     fn with_local(&self, f: impl FnOnce(&mut JobProperties)) {
-        let id = std::thread::current().id();
-        let mut all = self.inner.local_properties.lock();
-        let props = all.entry(id).or_default();
-        f(props);
-        if *props == JobProperties::default() {
-            all.remove(&id);
-        }
+        let id = self.inner.id;
+        PROPERTIES.with(|all| {
+            let mut all = all.borrow_mut();
+            let props = all.entry(id).or_default();
+            f(props);
+            if *props == JobProperties::default() {
+                all.remove(&id);
+            }
+        });
     }
 }

@@ -18,8 +18,9 @@ pub struct SchedulingArgs {
     /// first).
     #[arg(long, default_value = "fair", value_parser = parse_mode)]
     pub scheduling_mode: SchedulingMode,
-    /// TOML file setting weight, min_share and mode of sessions (by application name,
-    /// `[applications."NAME"]`) and of the pools inside them (`[pools.NAME]`).
+    /// TOML file setting weight and min_share of sessions (by application name,
+    /// `[applications."NAME"]`), and weight, min_share and mode of the pools inside
+    /// them (`[pools.NAME]`).
     #[arg(long)]
     pub pool_file: Option<PathBuf>,
     /// Most tasks one session runs at once; a session at it waits for its own tasks

@@ -118,8 +118,7 @@ impl Decommission {
                         workers.kill(KillTask {
                             task_id,
                             reason: "its executor is decommissioning and the timeout passed".into(),
-                            // A task stuck in user code is ended with its worker.
-                            interrupt: true,
+                            interrupt: false,
                         });
                     }
                     *killed = Some(now);

@@ -143,14 +143,15 @@ impl WorkerEnv {
             .await;
     }
 
-    /// Reports `task_id` lost through no fault of its own (its worker was ended to stop
-    /// another task): the scheduler runs it again without counting an attempt.
+    /// Reports `task_id` ended through no fault of its own (its worker was ended to stop
+    /// another task): the scheduler runs it again without counting an attempt or an
+    /// executor loss.
     pub async fn lose(&self, task_id: u64, mut message: String) {
         limits::bound_message(&mut message);
-        tracing::warn!(task_id, "task lost: {message}");
+        tracing::warn!(task_id, "task ended with its worker: {message}");
         let mut status = failed_status(task_id, &self.executor_id, String::new());
         status.outcome = Some(task_status::Outcome::Failure(TaskFailure {
-            reason: Some(task_failure::Reason::ExecutorLost(message)),
+            reason: Some(task_failure::Reason::WorkerEnded(message)),
         }));
         self.report(status).await;
     }

@@ -138,7 +138,8 @@ pub fn fit_status(mut status: TaskStatus, limit: usize) -> TaskStatus {
         match reason {
             task_failure::Reason::UserError(m)
             | task_failure::Reason::ExecutorLost(m)
-            | task_failure::Reason::Killed(m) => bound_message(m),
+            | task_failure::Reason::Killed(m)
+            | task_failure::Reason::WorkerEnded(m) => bound_message(m),
             task_failure::Reason::FetchFailed(f) => {
                 bound_message(&mut f.message);
                 bound_message(&mut f.executor_id);

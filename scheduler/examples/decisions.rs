@@ -8,11 +8,13 @@
 //! ```sh
 //! cargo run --release -p ember-scheduler --example decisions -- \
 //!     [--executors 1000] [--slots 1] [--maps 50000] [--reduces 1000] [--tasks 100000] \
-//!     [--pipeline-depth N]
+//!     [--pipeline-depth N] [--scheduling-mode fifo|fair]
 //! ```
 //!
 //! `--pipeline-depth` overrides `SchedulerConfig::pipeline_depth` (the most tasks one
-//! slot may have in flight for a stage of brief tasks; default: the config's).
+//! slot may have in flight for a stage of brief tasks; default: the config's);
+//! `--scheduling-mode` sets the slots' sharing (default: the config's, `fifo`; the
+//! driver daemon's default is `fair`).
 //!
 //! Two jobs run one after the other: a one-stage job of `--tasks` tasks, and a two-stage
 //! job of `--maps` map tasks shuffled into `--reduces` result tasks (each reducer's
@@ -181,6 +183,12 @@ fn main() {
     let (tx, rx) = crossbeam_channel::unbounded();
     let mut config = SchedulerConfig::default();
     config.pipeline_depth = arg(&args, "--pipeline-depth", config.pipeline_depth);
+    if let Some(i) = args.iter().position(|a| a == "--scheduling-mode") {
+        let mode = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        config.fair.mode = mode
+            .parse()
+            .unwrap_or_else(|e| panic!("--scheduling-mode: {e}"));
+    }
     let sched = SchedulerHandle::start(config, Box::new(Launcher(tx)));
     for e in 0..executors {
         sched.send(SchedulerEvent::ExecutorAdded {

@@ -151,6 +151,11 @@ impl Driver for DriverService {
         let token = ember_proto::auth::session_token(&request).map(str::to_string);
         let req = request.into_inner();
         if let Some(g) = &req.job_group {
+            if g.is_empty() {
+                return Err(Status::invalid_argument(
+                    "CancelJobs names an empty job group (jobs without a group are in none)",
+                ));
+            }
             let max = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;
             if g.len() > max {
                 return Err(Status::invalid_argument(format!(
@@ -160,10 +165,11 @@ impl Driver for DriverService {
             }
         }
         let group = req.job_group;
-        let (application, waiting_cancelled) = self.state.sessions.cancel_waiting(
+        let waiting_cancelled = self.state.sessions.cancel_jobs(
             req.session_id,
             token.as_deref(),
             group.as_deref(),
+            &self.state.to_scheduler,
         )?;
         tracing::info!(
             session = req.session_id,
@@ -171,9 +177,6 @@ impl Driver for DriverService {
             waiting_cancelled,
             "cancelling jobs"
         );
-        self.state
-            .scheduler
-            .send(SchedulerEvent::CancelJobGroup { application, group });
         Ok(Response::new(CancelJobsResponse { waiting_cancelled }))
     }
 

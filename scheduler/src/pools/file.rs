@@ -98,6 +98,13 @@ pub(super) fn parse(text: &str) -> Result<Parsed, String> {
             raw.applications.len() + raw.pools.len()
         ));
     }
+    if let Some((name, _)) = raw.applications.iter().find(|(_, p)| p.mode.is_some()) {
+        return Err(format!(
+            "[applications.\"{}\"]: mode is not a setting of a session (its pools always \
+             share it fairly); set it per pool, under [pools.NAME]",
+            crate::limits::bounded(name)
+        ));
+    }
     let applications = settle(raw.applications, "applications", SchedulingMode::Fair)?;
     let pools = settle(raw.pools, "pools", SchedulingMode::Fifo)?;
     Ok(Parsed {

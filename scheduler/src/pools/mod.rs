@@ -8,8 +8,10 @@
 //! then the lowest running tasks per min share (while below it) or per weight (after);
 //! ties go to the lower name. Inside a pool its own [`SchedulingMode`] orders the task
 //! sets: `fifo` by job (the earliest job needing the stage), then stage; `fair` by the
-//! same key with weight 1. In `fifo` mode everything is one queue in that job order,
-//! as before pools existed.
+//! same key with weight 1. In `fifo` mode every stage is in one order: by job (the
+//! earliest job needing the stage when its attempt was submitted), then stage id, as
+//! Spark's FIFO orders task sets (before pools, ember queued tasks in the order they
+//! were queued, so a retry went behind every other job's tasks).
 //!
 //! Invariants: a key depends only on running counts, weight and min share, so the
 //! order is recomputed from the counts the scheduler keeps, never cached across

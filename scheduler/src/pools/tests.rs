@@ -73,6 +73,8 @@ fn a_bad_pool_file_says_what_and_where() {
     assert!(e.contains("neither \"fifo\" nor \"fair\""), "{e}");
     let e = err("[pools.etl]\nwieght = 2\n");
     assert!(e.contains("wieght") && e.contains("line 2"), "{e}");
+    let e = err("[applications.x]\nmode = \"fair\"\n");
+    assert!(e.contains("mode is not a setting of a session"), "{e}");
     let e = err("[pool.etl]\n");
     assert!(e.contains("pool"), "{e}");
     let long = "p".repeat(ember_proto::limits::MAX_JOB_PROPERTY_BYTES + 1);

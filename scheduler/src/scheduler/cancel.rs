@@ -4,10 +4,10 @@
 //!
 //! Invariants: a cancellation reaches only jobs of the application it names (a
 //! session never cancels another's); a cancelled job ends like any failed job (its
-//! client hears one `JobFailed` with `Cancelled`, naming the group where there is
-//! one), and its tasks that another live job still needs keep running; a task given
-//! up on this way stays in `abandoned`, holding its slot until its status comes back
-//! (killed, interrupted or run out), so no slot is offered twice.
+//! client hears one `JobFailed` with `Cancelled`: a group's cancel names the group, a
+//! stage kill the stage), and its tasks that another live job still needs keep
+//! running; a task given up on this way stays in `abandoned`, holding its slot until
+//! its status comes back, so no slot is offered twice.
 
 use tracing::info;
 
@@ -18,13 +18,12 @@ use crate::limits::bounded;
 /// How a given-up attempt is stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TaskStop {
-    /// Told to stop at its next batch.
+    /// Told to stop at its next batch (Spark's killed flag, checked between records
+    /// whatever `interruptOnCancel` says): a task inside user code runs that code out.
     Kill,
-    /// Told to stop, and its worker process ended if it does not (stuck in user code).
+    /// Told to stop, and its worker process ended if it does not (stuck in user code):
+    /// Spark's `Thread.interrupt()` of `interruptOnCancel`.
     Interrupt,
-    /// Left to run out: its result is dropped when its status comes (Spark's
-    /// cancellation without `interruptOnCancel`).
-    RunOut,
 }
 
 impl Scheduler {
@@ -45,6 +44,9 @@ impl Scheduler {
     /// Cancels the running jobs of `application` in job group `group` (every job of
     /// the application with `None`).
     pub(super) fn cancel_job_group(&mut self, application: &str, group: Option<&str>) {
+        if group == Some("") {
+            return; // no job is in the empty group (jobs without one are not)
+        }
         let mut ids: Vec<u64> = self
             .jobs
             .values()
@@ -65,7 +67,7 @@ impl Scheduler {
             let stop = if job.properties.interrupt_on_cancel {
                 TaskStop::Interrupt
             } else {
-                TaskStop::RunOut
+                TaskStop::Kill
             };
             let reason = match group {
                 Some(g) => format!("part of cancelled job group {:?}", bounded(g)),

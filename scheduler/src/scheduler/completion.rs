@@ -418,7 +418,6 @@ impl Scheduler {
                 match stop {
                     TaskStop::Kill => self.launcher.kill(&run.executor_id, id),
                     TaskStop::Interrupt => self.launcher.interrupt(&run.executor_id, id),
-                    TaskStop::RunOut => {}
                 }
                 self.abandoned.insert(id, run.executor_id.clone());
                 Some(run)
@@ -436,6 +435,7 @@ pub(super) fn failure_text(f: &TaskFailure) -> String {
             ff.shuffle_id, ff.map_partition, ff.executor_id, ff.message
         ),
         Some(task_failure::Reason::Killed(m)) => format!("killed: {m}"),
+        Some(task_failure::Reason::WorkerEnded(m)) => format!("worker ended: {m}"),
         Some(task_failure::Reason::ExecutorLost(m)) => format!("executor lost: {m}"),
         Some(task_failure::Reason::UserError(m)) => m.clone(),
         None => "no reason given".to_string(),

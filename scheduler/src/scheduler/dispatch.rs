@@ -90,6 +90,11 @@ impl Scheduler {
             let Some(stage_id) = self.pick_stage(shares.as_ref(), level, &blocked) else {
                 return true;
             };
+            if !self.stages.contains_key(&stage_id) {
+                // Stale (its stage is gone): its tasks are dropped, nothing waits on it.
+                self.queue.remove_stage(stage_id);
+                continue;
+            }
             if level > self.stage_depth(stage_id) {
                 return false;
             }

@@ -37,6 +37,8 @@ impl Scheduler {
             Some(task_failure::Reason::FetchFailed(ff)) => self.fetch_failed(run, ff),
             Some(task_failure::Reason::Killed(_)) => {}
             Some(task_failure::Reason::ExecutorLost(msg)) => self.task_lost(run, &msg),
+            // Its worker was ended to stop another task: no fault of its own.
+            Some(task_failure::Reason::WorkerEnded(_)) => self.requeue(run, false),
             Some(task_failure::Reason::UserError(message)) => self.task_error(run, message),
             None => self.requeue(run, true),
         }

@@ -5,10 +5,15 @@
 //!
 //! Invariants: the order is taken afresh for every task placed, from running counts
 //! that include the tasks placed earlier in the same pass, so a pass that frees many
-//! slots at once still splits them by weight; a session at its bound gets no slot
-//! (it waits, it is not refused); a stage with nothing placeable on the free
-//! executors (its tasks pinned to busy ones, or excluded) is passed over, not waited
-//! for, so locality pins never hold up another stage's tasks.
+//! slots at once still splits them by weight; a session never has more tasks in
+//! flight than its bound (pipelined ones included: a bounded session's brief tasks
+//! pipeline only within it), and one at its bound gets no slot (it waits, it is not
+//! refused); while a barrier stage of a session waits for room under the bound, the
+//! session's ordinary tasks take none, so the gang is not starved; a stage with
+//! nothing placeable on the free executors (its tasks pinned to busy ones, or
+//! excluded) is passed over for the level. At a pipelining level above 1, placing
+//! stops at the first stage in order not pipelined that deep, whether or not its tasks
+//! could be placed (as before pools existed).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -80,8 +85,9 @@ impl Scheduler {
 
     /// The stage whose task the next slot at pipeline `level` goes to: the first in the
     /// mode's order among the queued stages not `blocked` whose session is under its
-    /// bound (`max_cores_per_session` slots per level). `shares` is `Some` whenever
-    /// [`Self::needs_shares`].
+    /// bound (`max_cores_per_session` tasks in flight, pipelined ones included, and
+    /// none while one of its barrier stages waits for room under the bound). `shares`
+    /// is `Some` whenever [`Self::needs_shares`].
     pub(super) fn pick_stage(
         &self,
         shares: Option<&Shares>,
@@ -89,10 +95,13 @@ impl Scheduler {
         blocked: &HashSet<u32>,
     ) -> Option<u32> {
         let fair = &self.config.fair;
-        let bound = fair.max_cores_per_session.map(|q| q.saturating_mul(level));
+        let _ = level;
+        let bound = fair.max_cores_per_session;
         let candidates = self.queue.stages().filter(|s| !blocked.contains(s));
         let at_bound = |application: &str| match (bound, shares) {
-            (Some(b), Some(sh)) => sh.session(application) >= b,
+            (Some(b), Some(sh)) => {
+                sh.session(application) >= b || self.held_for_gangs.contains(application)
+            }
             _ => false,
         };
         match (fair.mode, shares) {

@@ -283,6 +283,9 @@ struct Scheduler {
     /// Barrier stages whose running attempt waits for enough free slots to launch all
     /// its tasks at once (oldest first; see `barrier/launch.rs`).
     gangs: VecDeque<u32>,
+    /// Sessions (applications) with a barrier stage waiting for room under
+    /// `max_cores_per_session`: their ordinary tasks wait too (`fair.rs`).
+    held_for_gangs: HashSet<Arc<str>>,
     executors: HashMap<String, Executor>,
     /// Every executor with slots, by the lowest pipeline level it has room at, then
     /// id: dispatch reads the executors with room without scanning them all.
@@ -322,6 +325,7 @@ impl Scheduler {
             slots_given_back: HashMap::new(),
             queue: Default::default(),
             gangs: VecDeque::new(),
+            held_for_gangs: HashSet::new(),
             executors: HashMap::new(),
             room: Default::default(),
             released: HashSet::new(),

@@ -24,7 +24,7 @@ use super::super::jobs::{self, PendingJob, WireEvents};
 use super::super::DriverState;
 use super::{check_token, finalize, Inner, JobTrack, Session, SessionRegistry};
 use ember_proto::Plan;
-use ember_scheduler::events::Broadcasts;
+use ember_scheduler::events::{Broadcasts, SchedulerEvent};
 
 impl SessionRegistry {
     /// Accepts a job into the open session `session_id` (`accept` validates it and
@@ -188,15 +188,17 @@ fn shrink_when_idle(inner: &mut Inner) {
 
 impl SessionRegistry {
     /// Cancels session `session_id`'s jobs of job group `group` (every job, with
-    /// `None`) that wait to start, after checking `token`: they end unstarted. Returns
-    /// the session's application (for the scheduler's cancel of its running jobs) and
-    /// how many waiting jobs were cancelled.
-    pub(crate) fn cancel_waiting(
+    /// `None`), after checking `token`: those waiting to start end unstarted, and the
+    /// scheduler is told to cancel the running ones, under the registry's lock, so a
+    /// job of the group submitted after this call returns is not cancelled. Returns how
+    /// many waiting jobs were cancelled.
+    pub(crate) fn cancel_jobs(
         &self,
         session_id: u64,
         token: Option<&str>,
         group: Option<&str>,
-    ) -> Result<(String, u32), Status> {
+        scheduler: &crossbeam_channel::Sender<SchedulerEvent>,
+    ) -> Result<u32, Status> {
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
         let session = inner
@@ -225,6 +227,10 @@ impl SessionRegistry {
                 None => "all jobs of its session were cancelled",
             });
         }
-        Ok((session.application.clone(), n))
+        let _ = scheduler.send(SchedulerEvent::CancelJobGroup {
+            application: session.application.clone(),
+            group: group.map(str::to_string),
+        });
+        Ok(n)
     }
 }

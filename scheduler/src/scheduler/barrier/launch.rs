@@ -29,6 +29,7 @@ impl Scheduler {
         let cluster = !self.executors.is_empty();
         let mut waiting = std::mem::take(&mut self.gangs);
         let mut still = VecDeque::new();
+        self.held_for_gangs.clear();
         while let Some(stage_id) = waiting.pop_front() {
             let Some((number, world, checked)) = self.waiting_gang(stage_id, cluster) else {
                 continue; // its attempt ended or was launched: a stale entry
@@ -57,7 +58,11 @@ impl Scheduler {
                 continue;
             }
             if bound.is_some() && !self.gang_within_bound(stage_id, world) {
-                still.push_back(stage_id); // its session's own tasks must end first
+                // Its session's own tasks must end first; none of its others start.
+                if let Some(st) = self.stages.get(&stage_id) {
+                    self.held_for_gangs.insert(st.pool.application.clone());
+                }
+                still.push_back(stage_id);
                 continue;
             }
             let free: u64 = self

@@ -1,7 +1,7 @@
 //! Fair scheduling: pools of weights 1 and 3 share slots 1:3, a min share is met
 //! first, FIFO inside a pool keeps job order, sessions share fairly, the per-session
-//! bound on slots, and cancelling a job group (interrupting its tasks, or letting them
-//! run out).
+//! bound on slots, and cancelling a job group (interrupting its tasks, or asking them
+//! to stop).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 use ember_proto::{task_failure, JobProperties, Plan, TaskDescription};
 
-use super::{Harness, WAIT};
+use super::{Harness, INTERRUPTED, WAIT};
 use crate::pools::{FairConfig, PoolSettings, SchedulingMode};
 use crate::test_plans::node;
 use crate::{JobEvent, JobFailure, SchedulerConfig, SchedulerEvent};
@@ -306,9 +306,12 @@ fn cancelling_an_interrupting_group_kills_its_tasks_and_frees_their_slots() {
         .map(|_| h.killed.recv_timeout(WAIT).unwrap())
         .collect();
     killed.sort_unstable();
-    let mut want: Vec<u64> = doomed.iter().map(|t| t.task_id).collect();
+    let mut want: Vec<u64> = doomed.iter().map(|t| t.task_id | INTERRUPTED).collect();
     want.sort_unstable();
-    assert_eq!(killed, want, "exactly the group's running tasks are killed");
+    assert_eq!(
+        killed, want,
+        "exactly the group's running tasks are interrupted"
+    );
     // Their statuses free the slots for the other jobs (b's group of the same name is
     // another session's: untouched).
     for t in &doomed {
@@ -320,7 +323,7 @@ fn cancelling_an_interrupting_group_kills_its_tasks_and_frees_their_slots() {
 }
 
 #[test]
-fn a_group_cancelled_without_interrupt_lets_its_tasks_run_out() {
+fn a_group_cancelled_without_interrupt_asks_its_tasks_to_stop_and_waits_for_them() {
     let h = Harness::new(&[], SchedulerConfig::default());
     let events = submit_then_add(
         &h,
@@ -334,11 +337,14 @@ fn a_group_cancelled_without_interrupt_lets_its_tasks_run_out() {
         group: Some("g".into()),
     });
     assert!(matches!(outcome(&events[0]), Err(JobFailure::Cancelled(_))));
-    assert!(
-        h.killed.recv_timeout(Duration::from_millis(200)).is_err(),
-        "no kill without interrupt_on_cancel"
-    );
-    // The slots stay taken until the tasks run out; their results are dropped.
+    let mut killed: Vec<u64> = (0..2)
+        .map(|_| h.killed.recv_timeout(WAIT).unwrap())
+        .collect();
+    killed.sort_unstable();
+    let mut want: Vec<u64> = running.iter().map(|t| t.task_id).collect();
+    want.sort_unstable();
+    assert_eq!(killed, want, "asked to stop, not interrupted");
+    // The slots stay taken until the tasks end; their results are dropped.
     h.no_more_tasks();
     h.succeed("e", &running[0]);
     assert_eq!(h.next_task().1.job_id, 1);
@@ -397,4 +403,46 @@ fn killing_a_stage_fails_the_jobs_that_need_it() {
         other => panic!("expected a cancellation, got {other:?}"),
     }
     assert!(h.killed.recv_timeout(WAIT).is_ok());
+}
+
+#[test]
+fn the_empty_group_name_cancels_nothing() {
+    let h = Harness::new(&[], SchedulerConfig::default());
+    let events = submit_then_add(&h, vec![job(0, 1, "a #1", "", "")], 1);
+    let running = launches(&h, 1);
+    h.sched.send(SchedulerEvent::CancelJobGroup {
+        application: "a #1".into(),
+        group: Some(String::new()),
+    });
+    assert!(h.killed.recv_timeout(Duration::from_millis(200)).is_err());
+    h.succeed("e", &running[0]);
+    assert_eq!(
+        outcome(&events[0]),
+        Ok(()),
+        "a job without a group is in none"
+    );
+}
+
+#[test]
+fn a_barrier_stage_waiting_under_the_bound_is_not_starved_by_its_sessions_other_tasks() {
+    let mut config = SchedulerConfig::default();
+    config.fair.max_cores_per_session = Some(2);
+    let h = Harness::new(&[("e", 4)], config);
+    let _first = h.sched.submit(job(0, 10, "a #1", "", ""), HashMap::new());
+    let mut running = launches(&h, 2);
+    assert!(running.iter().all(|t| t.job_id == 0));
+    let mut gang = job(1, 2, "a #1", "", "");
+    gang.nodes[0].barrier = true;
+    let _second = h.sched.submit(gang, HashMap::new());
+    h.no_more_tasks();
+    // One ordinary task ends: its slot waits for the gang rather than the next one.
+    h.succeed("e", &running.remove(0));
+    h.no_more_tasks();
+    h.succeed("e", &running.remove(0));
+    let ranks = launches(&h, 2);
+    assert!(
+        ranks.iter().all(|t| t.job_id == 1),
+        "the gang launched whole"
+    );
+    h.no_more_tasks();
 }

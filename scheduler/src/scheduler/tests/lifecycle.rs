@@ -208,8 +208,20 @@ fn a_deep_chain_of_stages_runs_in_order_with_flat_task_plans() {
 /// wrote them: its tasks wait for that executor's slot instead of running elsewhere.
 #[test]
 fn tasks_over_a_local_checkpoint_wait_for_the_executor_holding_their_block() {
+    pinned_tasks_wait_for_their_executor(SchedulerConfig::default());
+}
+
+/// Fair sharing does not undo locality: the pinned task still waits for its executor.
+#[test]
+fn under_fair_scheduling_pinned_tasks_still_wait_for_their_executor() {
+    let mut config = SchedulerConfig::default();
+    config.fair.mode = crate::pools::SchedulingMode::Fair;
+    pinned_tasks_wait_for_their_executor(config);
+}
+
+fn pinned_tasks_wait_for_their_executor(config: SchedulerConfig) {
     use ember_proto::{task_status, task_success, CachedBlock, TaskSuccess};
-    let h = Harness::new(&[("e1", 1), ("e2", 1)], SchedulerConfig::default());
+    let h = Harness::new(&[("e1", 1), ("e2", 1)], config);
     let pinned = || ember_proto::Plan {
         nodes: vec![ember_proto::RddNode {
             id: 0,

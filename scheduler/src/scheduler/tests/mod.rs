@@ -44,6 +44,10 @@ impl TaskLauncher for FakeLauncher {
     fn kill(&mut self, _: &str, task_id: u64) {
         let _ = self.1.send(task_id);
     }
+    /// Recorded among the kills with [`INTERRUPTED`] set.
+    fn interrupt(&mut self, _: &str, task_id: u64) {
+        let _ = self.1.send(task_id | INTERRUPTED);
+    }
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
         let _ = self.2.send(shuffle_ids.to_vec());
     }
@@ -63,6 +67,9 @@ struct Harness {
 }
 
 const WAIT: Duration = Duration::from_secs(5);
+
+/// Marks an interrupting kill in `Harness::killed`.
+const INTERRUPTED: u64 = 1 << 63;
 
 impl Harness {
     fn new(executors: &[(&str, u32)], config: SchedulerConfig) -> Self {
