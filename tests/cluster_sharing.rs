@@ -49,6 +49,27 @@ fn probe_during_hog(driver_args: &[&str]) -> bool {
     hog_done_first
 }
 
+/// `sharing cancel` of 2 tasks sleeping `sleep_ms`, cancelled `wait_ms` after submission.
+fn cancel(
+    cluster: &Cluster,
+    scratch: &std::path::Path,
+    sleep_ms: &str,
+    wait_ms: &str,
+    extra: &[&str],
+) -> common::process::Run {
+    let mut args = vec![
+        "cancel",
+        "--tasks",
+        "2",
+        "--sleep-ms",
+        sleep_ms,
+        "--wait-ms",
+        wait_ms,
+    ];
+    args.extend_from_slice(extra);
+    cluster.run("sharing", &args, scratch)
+}
+
 #[test]
 fn under_fair_scheduling_a_small_job_runs_while_a_large_one_holds_the_cluster() {
     assert!(
@@ -71,21 +92,12 @@ fn cancelling_an_interrupting_group_from_another_thread_ends_its_stuck_tasks() {
     let s = scratch.path();
     let cluster = Cluster::start(1, 2, None);
     // Two tasks sleeping 10 minutes in user code; cancelled 3 s after submission.
-    let run = cluster.run(
-        "sharing",
-        &[
-            "cancel",
-            "--tasks",
-            "2",
-            "--sleep-ms",
-            "600000",
-            "--wait-ms",
-            "3000",
-            "--interrupt",
-            "--probe-tasks",
-            "2",
-        ],
+    let run = cancel(
+        &cluster,
         s,
+        "600000",
+        "3000",
+        &["--interrupt", "--probe-tasks", "2"],
     );
     assert!(run.success, "{run:?}\n{}", cluster.logs());
     assert!(
@@ -121,20 +133,12 @@ fn a_cancelled_group_without_interrupt_runs_out_and_its_save_leaves_no_success_f
     let s = scratch.path();
     let cluster = Cluster::start(1, 2, None);
     let out = s.join("out");
-    let run = cluster.run(
-        "sharing",
-        &[
-            "cancel",
-            "--tasks",
-            "2",
-            "--sleep-ms",
-            "4000",
-            "--wait-ms",
-            "2500",
-            "--save",
-            out.to_str().unwrap(),
-        ],
+    let run = cancel(
+        &cluster,
         s,
+        "4000",
+        "2500",
+        &["--save", out.to_str().unwrap()],
     );
     assert!(run.success, "{run:?}\n{}", cluster.logs());
     assert!(

@@ -21,14 +21,37 @@ use crate::SharedStatus;
 /// What a killed job's client is told.
 pub const KILLED_REASON: &str = "killed from the web UI";
 
-/// Kills job `id` for viewer `v`; then the job's page (`form`) or
-/// `{"job_id":N,"killed":true}`.
+/// What a kill is of: a job or a stage, by the driver's id.
+#[derive(Clone, Copy)]
+pub(crate) enum Target {
+    Job(u64),
+    Stage(u32),
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Job(_) => "job",
+            Target::Stage(_) => "stage",
+        }
+    }
+
+    fn id(self) -> u64 {
+        match self {
+            Target::Job(id) => id,
+            Target::Stage(id) => u64::from(id),
+        }
+    }
+}
+
+/// Kills `target` for viewer `v`; then its page (`form`) or
+/// `{"job_id":N,"killed":true}` (`stage_id` for a stage).
 pub(crate) fn kill(
     status: &SharedStatus,
     sessions: &dyn Sessions,
     v: &Viewer,
     headers: &HeaderMap,
-    id: u64,
+    target: Target,
     form: bool,
 ) -> Response {
     if !access::same_site(headers) {
@@ -41,62 +64,38 @@ pub(crate) fn kill(
     let running = {
         let all = status.read();
         let scoped = v.view(&all);
-        match scoped.as_ref().unwrap_or(&all).job(id) {
-            Some(job) => job.status == Status::Running,
+        let app = scoped.as_ref().unwrap_or(&all);
+        let seen = match target {
+            Target::Job(id) => app.job(id).map(|j| j.status),
+            Target::Stage(id) => app.stage(id).map(|s| s.status),
+        };
+        match seen {
+            Some(s) => s == Status::Running,
             None => return not_found(),
         }
     };
-    if !running || !sessions.kill_job(id, v.application(), KILLED_REASON) {
-        return (StatusCode::CONFLICT, format!("job {id} is not running\n")).into_response();
-    }
-    tracing::info!(
-        job = id,
-        by = v.application().unwrap_or("the operator"),
-        "job killed from the web UI"
-    );
-    if form {
-        Redirect::to(&format!("/jobs/{id}")).into_response()
-    } else {
-        json_ok(format!("{{\"job_id\":{id},\"killed\":true}}"))
-    }
-}
-
-/// Kills stage `id` (the jobs that need it) for viewer `v`; then the stage's page
-/// (`form`) or `{"stage_id":N,"killed":true}`.
-pub(crate) fn kill_stage(
-    status: &SharedStatus,
-    sessions: &dyn Sessions,
-    v: &Viewer,
-    headers: &HeaderMap,
-    id: u32,
-    form: bool,
-) -> Response {
-    if !access::same_site(headers) {
+    let (what, id) = (target.name(), target.id());
+    let killed = running
+        && match target {
+            Target::Job(job) => sessions.kill_job(job, v.application(), KILLED_REASON),
+            Target::Stage(stage) => sessions.kill_stage(stage, v.application(), KILLED_REASON),
+        };
+    if !killed {
         return (
-            StatusCode::FORBIDDEN,
-            "refused: a kill must come from the UI's own pages (cross-site request)\n",
+            StatusCode::CONFLICT,
+            format!("{what} {id} is not running\n"),
         )
             .into_response();
     }
-    let running = {
-        let all = status.read();
-        let scoped = v.view(&all);
-        match scoped.as_ref().unwrap_or(&all).stage(id) {
-            Some(stage) => stage.status == Status::Running,
-            None => return not_found(),
-        }
-    };
-    if !running || !sessions.kill_stage(id, v.application(), KILLED_REASON) {
-        return (StatusCode::CONFLICT, format!("stage {id} is not running\n")).into_response();
-    }
     tracing::info!(
-        stage = id,
+        what,
+        id,
         by = v.application().unwrap_or("the operator"),
-        "stage killed from the web UI"
+        "killed from the web UI"
     );
     if form {
-        Redirect::to(&format!("/stages/{id}")).into_response()
+        Redirect::to(&format!("/{what}s/{id}")).into_response()
     } else {
-        json_ok(format!("{{\"stage_id\":{id},\"killed\":true}}"))
+        json_ok(format!("{{\"{what}_id\":{id},\"killed\":true}}"))
     }
 }

@@ -519,7 +519,10 @@ fn kill(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool) -> Re
         return not_found();
     };
     match num(id) {
-        Some(id) => crate::kill::kill(status, sessions.as_ref(), v, headers, id, form),
+        Some(id) => {
+            let target = crate::kill::Target::Job(id);
+            crate::kill::kill(status, sessions.as_ref(), v, headers, target, form)
+        }
         None => not_found(),
     }
 }
@@ -530,7 +533,10 @@ fn kill_stage(s: &Shared, v: &Viewer, headers: &HeaderMap, id: &str, form: bool)
         return not_found();
     };
     match stage_num(id) {
-        Some(id) => crate::kill::kill_stage(status, sessions.as_ref(), v, headers, id, form),
+        Some(id) => {
+            let target = crate::kill::Target::Stage(id);
+            crate::kill::kill(status, sessions.as_ref(), v, headers, target, form)
+        }
         None => not_found(),
     }
 }

@@ -122,6 +122,29 @@ impl ember_ui::Sessions for FakeSessions {
     }
 }
 
+/// A driver's UI over `events` with the operator secret `the-operator` and the fake
+/// sessions (which record kills).
+fn serve_driver(
+    events: &[AppEvent],
+) -> (
+    Arc<FakeSessions>,
+    (
+        String,
+        tokio::sync::oneshot::Sender<()>,
+        std::thread::JoinHandle<()>,
+    ),
+) {
+    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
+    let served = serve(
+        Source::Driver {
+            status: store(events),
+            sessions: sessions.clone(),
+        },
+        Auth::Secret("the-operator".into()),
+    );
+    (sessions, served)
+}
+
 #[test]
 fn a_session_token_sees_only_its_own_application() {
     let mut events = job_events(10, 1, "a #1");
@@ -136,14 +159,7 @@ fn a_session_token_sees_only_its_own_application() {
         speculative: false,
         time_ms: 12,
     });
-    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
-    let (addr, stop, thread) = serve(
-        Source::Driver {
-            status: store(&events),
-            sessions: sessions.clone(),
-        },
-        Auth::Secret("the-operator".into()),
-    );
+    let (sessions, (addr, stop, thread)) = serve_driver(&events);
     let a = ["Authorization: Bearer token-a"];
     let op = ["Authorization: Bearer the-operator"];
     let get_as = |path: &str, who: &[&str]| request(&addr, "GET", path, who);
@@ -305,14 +321,7 @@ fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
         *pool = "etl".into();
         *job_group = "nightly".into();
     }
-    let sessions = Arc::new(FakeSessions(parking_lot::Mutex::new(Vec::new())));
-    let (addr, stop, thread) = serve(
-        Source::Driver {
-            status: store(&events),
-            sessions: sessions.clone(),
-        },
-        Auth::Secret("the-operator".into()),
-    );
+    let (sessions, (addr, stop, thread)) = serve_driver(&events);
     let a = ["Authorization: Bearer token-a"];
     let op = ["Authorization: Bearer the-operator"];
     let post = |path: &str, who: &[&str]| request(&addr, "POST", path, who);

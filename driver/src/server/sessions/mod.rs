@@ -145,16 +145,8 @@ impl SessionRegistry {
         token: Option<&str>,
         f: impl FnOnce(&Session) -> Result<T, Status>,
     ) -> Result<T, Status> {
-        let inner = self.inner.lock();
-        let session = inner
-            .sessions
-            .get(&session_id)
-            .filter(|s| !s.closing)
-            .ok_or_else(|| {
-                Status::not_found(format!("no open session {session_id} on this driver"))
-            })?;
-        check_token(session, token)?;
-        f(session)
+        let mut inner = self.inner.lock();
+        f(open_session(&mut inner.sessions, session_id, token)?)
     }
 
     /// The application of the open session whose token is `token` (each compared in
@@ -207,6 +199,21 @@ impl SessionRegistry {
 
 /// `PERMISSION_DENIED` unless `token` is `session`'s token (compared in constant time;
 /// the message never contains a token).
+/// Open session `session_id` of `sessions` if `token` is its token (else NOT_FOUND, or
+/// PERMISSION_DENIED for a wrong or missing token).
+fn open_session<'a>(
+    sessions: &'a mut BTreeMap<u64, Session>,
+    session_id: u64,
+    token: Option<&str>,
+) -> Result<&'a mut Session, Status> {
+    let session = sessions
+        .get_mut(&session_id)
+        .filter(|s| !s.closing)
+        .ok_or_else(|| Status::not_found(format!("no open session {session_id} on this driver")))?;
+    check_token(session, token)?;
+    Ok(session)
+}
+
 fn check_token(session: &Session, token: Option<&str>) -> Result<(), Status> {
     let id = session.id;
     match token {

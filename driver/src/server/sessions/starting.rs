@@ -22,7 +22,7 @@ use tracing::{info, warn};
 use super::super::job_queue::oldest_startable;
 use super::super::jobs::{self, PendingJob, WireEvents};
 use super::super::DriverState;
-use super::{check_token, finalize, Inner, JobTrack, Session, SessionRegistry};
+use super::{finalize, open_session, Inner, JobTrack, Session, SessionRegistry};
 use ember_proto::Plan;
 use ember_scheduler::events::{Broadcasts, SchedulerEvent};
 
@@ -43,14 +43,7 @@ impl SessionRegistry {
         let limits = &state.limits;
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
-        let session = inner
-            .sessions
-            .get_mut(&session_id)
-            .filter(|s| !s.closing)
-            .ok_or_else(|| {
-                Status::not_found(format!("no open session {session_id} on this driver"))
-            })?;
-        check_token(session, token)?;
+        let session = open_session(&mut inner.sessions, session_id, token)?;
         // After the token: only the session's client learns the driver's queued tasks.
         jobs::check_queued_tasks(state, tasks, inner.waiting_tasks)?;
         let start_now = session.running < limits.max_running_jobs_per_session
@@ -201,14 +194,7 @@ impl SessionRegistry {
     ) -> Result<u32, Status> {
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
-        let session = inner
-            .sessions
-            .get_mut(&session_id)
-            .filter(|s| !s.closing)
-            .ok_or_else(|| {
-                Status::not_found(format!("no open session {session_id} on this driver"))
-            })?;
-        check_token(session, token)?;
+        let session = open_session(&mut inner.sessions, session_id, token)?;
         let in_group = |job: &PendingJob| {
             let g = job
                 .plan
