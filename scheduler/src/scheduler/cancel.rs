@@ -61,19 +61,11 @@ impl Scheduler {
             "cancelling jobs of a job group"
         );
         for job_id in ids {
-            let Some(job) = self.jobs.get(&job_id) else {
-                continue;
-            };
-            let stop = if job.properties.interrupt_on_cancel {
-                TaskStop::Interrupt
-            } else {
-                TaskStop::Kill
-            };
             let reason = match group {
                 Some(g) => format!("part of cancelled job group {:?}", bounded(g)),
                 None => "cancelled with all jobs of its session (cancel_all_jobs)".to_string(),
             };
-            self.fail_job_stopping(job_id, JobFailure::Cancelled(reason), stop);
+            self.cancel_job(job_id, reason);
         }
     }
 
