@@ -84,8 +84,9 @@ impl Scheduler {
     ) -> bool {
         // Stages with nothing placeable on `free` (it only shrinks during the level).
         let mut blocked: HashSet<u32> = HashSet::new();
-        // Per stage, the queued tasks from its front already found unplaceable.
-        let mut skip: HashMap<u32, usize> = HashMap::new();
+        // Per stage, the queued tasks from its front already found unplaceable (few
+        // stages: a list beats a map).
+        let mut skip: Vec<(u32, usize)> = Vec::new();
         while !free.is_empty() {
             let Some(stage_id) = self.pick_stage(shares.as_ref(), level, &blocked) else {
                 return true;
@@ -98,17 +99,21 @@ impl Scheduler {
             if level > self.stage_depth(stage_id) {
                 return false;
             }
-            let start = skip.get(&stage_id).copied().unwrap_or(0);
-            match self.place_next(stage_id, start, level, &mut free) {
+            let slot = match skip.iter().position(|(s, _)| *s == stage_id) {
+                Some(i) => i,
+                None => {
+                    skip.push((stage_id, 0));
+                    skip.len() - 1
+                }
+            };
+            match self.place_next(stage_id, skip[slot].1, level, &mut free) {
                 Placed::Launched(at) => {
-                    skip.insert(stage_id, at);
+                    skip[slot].1 = at;
                     if let (Some(sh), Some(st)) = (shares.as_mut(), self.stages.get(&stage_id)) {
                         sh.add(stage_id, &st.pool);
                     }
                 }
-                Placed::Dropped(at) => {
-                    skip.insert(stage_id, at);
-                }
+                Placed::Dropped(at) => skip[slot].1 = at,
                 Placed::Retry => {}
                 Placed::Nothing => {
                     blocked.insert(stage_id);

@@ -66,10 +66,13 @@ struct FairOrder<'a> {
 }
 
 impl Scheduler {
-    /// Whether placing tasks needs running counts: fair mode or a session bound.
+    /// Whether placing tasks needs running counts: a session bound, or fair mode with
+    /// more than one stage queued (with one, every order picks it; no stage is queued
+    /// during a dispatch pass, which only launches).
     pub(super) fn needs_shares(&self) -> bool {
         let fair = &self.config.fair;
-        fair.mode == SchedulingMode::Fair || fair.max_cores_per_session.is_some()
+        fair.max_cores_per_session.is_some()
+            || (fair.mode == SchedulingMode::Fair && self.queue.stages().nth(1).is_some())
     }
 
     /// The running counts of every stage, pool and session.
