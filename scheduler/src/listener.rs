@@ -61,6 +61,10 @@ pub enum ListenerEvent {
         /// its job group (empty if none).
         pool: String,
         job_group: String,
+        /// How the pool shares slots: `"weight 3, min share 1, fair"` under the fair
+        /// mode (the pool file's settings, or the defaults), `"fifo"` under the fifo
+        /// mode (where pools do not count).
+        pool_share: String,
         time_ms: u64,
     },
     /// A stage of this job already had its output (an earlier job wrote it).

@@ -158,6 +158,9 @@ pub enum AppEvent {
         pool: String,
         #[serde(default)]
         job_group: String,
+        /// How its pool shares slots (`ListenerEvent::JobSubmitted::pool_share`).
+        #[serde(default)]
+        pool_share: String,
         time_ms: u64,
     },
     StageSkipped {
@@ -293,6 +296,7 @@ impl From<&ListenerEvent> for AppEvent {
                 stages,
                 pool,
                 job_group,
+                pool_share,
                 time_ms,
             } => AppEvent::JobSubmitted {
                 job_id,
@@ -302,6 +306,7 @@ impl From<&ListenerEvent> for AppEvent {
                 stages: stages.iter().map(StageRef::from).collect(),
                 pool,
                 job_group,
+                pool_share,
                 time_ms,
             },
             L::StageSkipped { job_id, stage_id } => AppEvent::StageSkipped { job_id, stage_id },
@@ -493,12 +498,14 @@ impl AppEvent {
                 stages,
                 pool,
                 job_group,
+                pool_share,
                 ..
             } => {
                 texts.push(application);
                 texts.push(description);
                 texts.push(pool);
                 texts.push(job_group);
+                texts.push(pool_share);
                 for s in stages.iter_mut() {
                     texts.push(&mut s.name);
                     texts.extend(s.operators.iter_mut().map(|o| &mut o.name));

@@ -207,6 +207,7 @@ mod tests {
         });
         for job_id in 0..jobs {
             text += &line(&AppEvent::JobSubmitted {
+                pool_share: Default::default(),
                 job_group: Default::default(),
                 pool: Default::default(),
                 job_id,

@@ -120,6 +120,7 @@ mod tests {
 
     fn job(job_id: u64, application: &str, number: u64, stage_id: u32) -> AppEvent {
         AppEvent::JobSubmitted {
+            pool_share: Default::default(),
             job_group: Default::default(),
             pool: Default::default(),
             job_id,

@@ -329,6 +329,7 @@ mod tests {
         let n = MAX_JOB_BARS as u64 + 20;
         for job_id in 0..n {
             app.apply(&AppEvent::JobSubmitted {
+                pool_share: Default::default(),
                 job_group: Default::default(),
                 pool: Default::default(),
                 job_id,

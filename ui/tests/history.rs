@@ -27,6 +27,7 @@ fn started(name: &str) -> String {
 
 fn job(job_id: u64, application: &str, description: &str) -> String {
     line(&AppEvent::JobSubmitted {
+        pool_share: Default::default(),
         job_group: Default::default(),
         pool: Default::default(),
         job_id,

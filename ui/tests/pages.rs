@@ -88,6 +88,7 @@ fn events() -> Vec<AppEvent> {
             time_ms: 2,
         },
         AppEvent::JobSubmitted {
+            pool_share: Default::default(),
             job_group: Default::default(),
             pool: Default::default(),
             job_id: 0,

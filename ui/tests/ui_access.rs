@@ -15,6 +15,7 @@ use parking_lot::RwLock;
 fn job_events(job: u64, stage: u32, app: &str) -> Vec<AppEvent> {
     vec![
         AppEvent::JobSubmitted {
+            pool_share: Default::default(),
             job_group: Default::default(),
             pool: Default::default(),
             job_id: job,
@@ -315,11 +316,15 @@ fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
     let mut events = job_events(10, 1, "a #1");
     events.extend(job_events(20, 2, "b #2"));
     if let AppEvent::JobSubmitted {
-        pool, job_group, ..
+        pool,
+        job_group,
+        pool_share,
+        ..
     } = &mut events[0]
     {
         *pool = "etl".into();
         *job_group = "nightly".into();
+        *pool_share = "weight 3, min share 1, fair".into();
     }
     let (sessions, (addr, stop, thread)) = serve_driver(&events);
     let a = ["Authorization: Bearer token-a"];
@@ -361,6 +366,10 @@ fn a_stage_is_killed_by_its_own_session_or_the_operator_and_pools_are_shown() {
     assert!(jobs.contains("Scheduler pools"), "{jobs}");
     assert!(
         jobs.contains("<td>etl</td>") && jobs.contains("<td>default</td>"),
+        "{jobs}"
+    );
+    assert!(
+        jobs.contains("<td>weight 3, min share 1, fair</td>"),
         "{jobs}"
     );
     let (_, job) = request(&addr, "GET", "/apps/a%20%231/jobs/10", &a);

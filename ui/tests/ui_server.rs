@@ -82,6 +82,7 @@ fn events() -> Vec<AppEvent> {
             time_ms: 1,
         },
         AppEvent::JobSubmitted {
+            pool_share: Default::default(),
             job_group: Default::default(),
             pool: Default::default(),
             job_id: 0,
@@ -129,6 +130,7 @@ fn events() -> Vec<AppEvent> {
         },
         // A second job over the same shuffle: its map stage is skipped.
         AppEvent::JobSubmitted {
+            pool_share: Default::default(),
             job_group: Default::default(),
             pool: Default::default(),
             job_id: 1,
@@ -585,6 +587,7 @@ fn a_history_server_replays_event_logs() {
 fn a_driver_of_several_applications_shows_each_ones_numbers() {
     // Driver-wide ids 3 and 4; each the first job (number 0) of its application.
     let job = |job_id: u64, app: &str, stage_id: u32| AppEvent::JobSubmitted {
+        pool_share: Default::default(),
         job_group: Default::default(),
         pool: Default::default(),
         job_id,

@@ -148,4 +148,14 @@ impl Scheduler {
                 .map(|(_, s)| s),
         }
     }
+
+    /// How pool `pool` shares slots, for the web UI (see `ListenerEvent::JobSubmitted`).
+    pub(super) fn pool_share(&self, pool: &str) -> String {
+        let fair = &self.config.fair;
+        if fair.mode == SchedulingMode::Fifo {
+            return "fifo".to_string();
+        }
+        let p = fair.pool(pool);
+        format!("weight {}, min share {}, {}", p.weight, p.min_share, p.mode)
+    }
 }

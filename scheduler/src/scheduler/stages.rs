@@ -132,6 +132,7 @@ impl Scheduler {
                     .pool
                     .to_string(),
                 job_group: job.properties.job_group.clone(),
+                pool_share: self.pool_share(&job.properties.pool),
                 time_ms: now_ms(),
             }
         });

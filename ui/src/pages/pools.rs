@@ -1,6 +1,7 @@
 //! The jobs page's "Scheduler pools" table (Spark's "Fair Scheduler Pools"): per
-//! application and pool with running jobs, its running jobs, active stages and running
-//! tasks, so an operator sees how the driver's slots are shared.
+//! application and pool with running jobs, how the pool shares slots (weight, min share
+//! and mode, as the scheduler reported them), its running jobs, active stages and
+//! running tasks, so an operator sees how the driver's slots are shared.
 //!
 //! Invariant: counts come from the running jobs' own stages in the store; a stage two
 //! running jobs of one pool share counts once there.
@@ -13,14 +14,16 @@ use crate::store::{AppStatus, Status};
 
 /// The table, or nothing when no job runs.
 pub(crate) fn table(app: &AppStatus) -> String {
-    // (application, pool) -> (running jobs, their running stages).
+    // (application, pool) -> (running jobs, their running stages, how it shares).
     let jobs = app.jobs();
-    let mut pools: BTreeMap<(&str, &str), (u32, BTreeSet<u32>)> = BTreeMap::new();
+    type Pool<'a> = (u32, BTreeSet<u32>, &'a str);
+    let mut pools: BTreeMap<(&str, &str), Pool> = BTreeMap::new();
     for job in jobs.iter().filter(|j| j.status == Status::Running) {
         let entry = pools
             .entry((job.application.as_str(), job.pool.as_str()))
             .or_default();
         entry.0 += 1;
+        entry.2 = job.pool_share.as_str();
         entry.1.extend(
             job.stage_ids
                 .iter()
@@ -37,9 +40,10 @@ pub(crate) fn table(app: &AppStatus) -> String {
         out.push_str("<th>Application</th>");
     }
     out.push_str(
-        "<th>Pool</th><th>Running jobs</th><th>Active stages</th><th>Running tasks</th></tr>",
+        "<th>Pool</th><th>Share</th><th>Running jobs</th><th>Active stages</th>\
+         <th>Running tasks</th></tr>",
     );
-    for ((application, pool), (jobs, stages)) in &pools {
+    for ((application, pool), (jobs, stages, share)) in &pools {
         let tasks: u32 = stages
             .iter()
             .filter_map(|s| app.stage(*s))
@@ -51,8 +55,10 @@ pub(crate) fn table(app: &AppStatus) -> String {
         }
         let _ = write!(
             out,
-            "<td>{}</td><td class=\"n\">{jobs}</td><td class=\"n\">{}</td><td class=\"n\">{tasks}</td></tr>",
+            "<td>{}</td><td>{}</td><td class=\"n\">{jobs}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{tasks}</td></tr>",
             esc(pool),
+            esc(share),
             stages.len()
         );
     }

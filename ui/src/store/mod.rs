@@ -74,6 +74,8 @@ pub struct JobInfo {
     /// The scheduling pool of its session it ran in, and its job group ("": none).
     pub pool: String,
     pub job_group: String,
+    /// How its pool shares slots, as the scheduler said (empty in older logs).
+    pub pool_share: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -186,6 +188,7 @@ impl AppStatus {
                 stages,
                 pool,
                 job_group,
+                pool_share,
                 time_ms,
             } => {
                 self.job_submitted(
@@ -201,6 +204,7 @@ impl AppStatus {
                         pool.clone()
                     };
                     j.job_group = job_group.clone();
+                    j.pool_share = pool_share.clone();
                 }
             }
             AppEvent::StageSkipped { job_id, stage_id } => {
@@ -466,6 +470,7 @@ impl AppStatus {
                 failure: None,
                 pool: "default".into(),
                 job_group: String::new(),
+                pool_share: String::new(),
             },
         );
     }

@@ -446,3 +446,35 @@ fn a_barrier_stage_waiting_under_the_bound_is_not_starved_by_its_sessions_other_
     );
     h.no_more_tasks();
 }
+
+#[test]
+fn listeners_see_each_jobs_pool_group_and_share() {
+    let h = Harness::new(&[("e", 1)], fair(&[("etl", 3, 1, SchedulingMode::Fair)]));
+    let seen = h.sched.listen();
+    let events = h
+        .sched
+        .submit(job(0, 1, "a #1", "etl", "nightly"), HashMap::new());
+    let t = h.next_task().1;
+    h.succeed("e", &t);
+    assert_eq!(outcome(&events), Ok(()));
+    let submitted = seen
+        .try_iter()
+        .find_map(|e| match e {
+            crate::ListenerEvent::JobSubmitted {
+                pool,
+                job_group,
+                pool_share,
+                ..
+            } => Some((pool, job_group, pool_share)),
+            _ => None,
+        })
+        .expect("a JobSubmitted event");
+    assert_eq!(
+        submitted,
+        (
+            "etl".into(),
+            "nightly".into(),
+            "weight 3, min share 1, fair".into()
+        )
+    );
+}
