@@ -22,12 +22,15 @@ thread_local! {
     static PROPERTIES: RefCell<HashMap<u64, JobProperties>> = RefCell::new(HashMap::new());
 }
 
-fn check(what: &str, value: &str) -> Result<()> {
-    let max = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;
+/// Most bytes of a pool name or job group id (the scheduler's bound).
+const MAX_NAME: usize = ember_proto::limits::MAX_JOB_PROPERTY_BYTES;
+
+/// `Err` naming `what` (and quoting its start) if `value` is over `max` bytes.
+fn check(what: &str, value: &str, max: usize) -> Result<()> {
     if value.len() > max {
-        let shown: String = value.chars().take(60).collect();
         return Err(EmberError::InvalidArgument(format!(
-            "the {what} {shown:?}... is {} bytes, over the limit of {max}",
+            "the {what} {} is {} bytes, over the limit of {max}",
+            crate::io::excerpt(value),
             value.len()
         )));
     }
@@ -40,7 +43,7 @@ impl Context {
     /// pool. Under the driver's `fair` mode a session's pools share its slots by the
     /// weights and min shares of the driver's pool file.
     pub fn set_pool(&self, pool: &str) -> Result<()> {
-        check("pool name", pool)?;
+        check("pool name", pool, MAX_NAME)?;
         self.with_local(|p| p.pool = pool.to_string());
         Ok(())
     }
@@ -62,14 +65,14 @@ impl Context {
         description: &str,
         interrupt_on_cancel: bool,
     ) -> Result<()> {
-        check("job group", group_id)?;
-        let max_description = 64 << 10; // the driver's default --max-description-bytes
-        if description.len() > max_description {
-            return Err(EmberError::InvalidArgument(format!(
-                "the job group description is {} bytes, over the limit of {max_description}",
-                description.len()
-            )));
-        }
+        check("job group", group_id, MAX_NAME)?;
+        // The description's bound is the plan's description's (the driver's default).
+        let max_description = ember_scheduler::PlanLimits::default().max_description_bytes;
+        check(
+            "job group description",
+            description,
+            max_description as usize,
+        )?;
         self.with_local(|p| {
             p.job_group = group_id.to_string();
             p.job_group_description = description.to_string();
@@ -91,7 +94,7 @@ impl Context {
     /// (callable from any thread): each one's action returns
     /// [`EmberError::Cancelled`] naming the group.
     pub fn cancel_job_group(&self, group_id: &str) -> Result<()> {
-        check("job group", group_id)?;
+        check("job group", group_id, MAX_NAME)?;
         if group_id.is_empty() {
             return Err(EmberError::InvalidArgument(
                 "cancel_job_group(\"\"): the empty name is no job group (use cancel_all_jobs)"

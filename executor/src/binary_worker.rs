@@ -21,8 +21,9 @@
 //!   binary starts a new one (with every stored broadcast sent again).
 //! * An interrupting kill (`KillTask.interrupt`, a cancelled job's
 //!   `interrupt_on_cancel`) of a task still running [`INTERRUPT_GRACE`] later ends
-//!   the worker process: the task fails, the worker's other tasks are reported lost
-//!   (run again elsewhere, no attempt counted), and the next task starts a new worker.
+//!   the worker process: the task fails, the worker's other tasks are reported
+//!   `WorkerEnded` (they run again, counting no attempt and no executor loss), and the
+//!   next task starts a new worker.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -418,7 +419,6 @@ impl BinaryWorker {
             }
         };
         self.interrupts.clear();
-        let interrupted = loss_task.unwrap_or(u64::MAX);
         tracing::warn!(
             worker = %live.proc.name,
             pid = live.proc.pid,
@@ -432,11 +432,10 @@ impl BinaryWorker {
                 "worker process for binary {} {how} while running this task",
                 self.sha16
             );
-            if loss_task.is_some() && task_id != interrupted {
-                // Not its fault: run again elsewhere without counting an attempt.
-                self.env.lose(task_id, msg).await;
-            } else {
-                self.env.fail(task_id, msg).await;
+            match loss_task {
+                // Not its fault: it runs again, counting no attempt and no loss.
+                Some(stuck) if stuck != task_id => self.env.lose(task_id, msg).await,
+                _ => self.env.fail(task_id, msg).await,
             }
         }
     }

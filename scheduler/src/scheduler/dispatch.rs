@@ -88,7 +88,7 @@ impl Scheduler {
         // stages: a list beats a map).
         let mut skip: Vec<(u32, usize)> = Vec::new();
         while !free.is_empty() {
-            let Some(stage_id) = self.pick_stage(shares.as_ref(), level, &blocked) else {
+            let Some(stage_id) = self.pick_stage(shares.as_ref(), &blocked) else {
                 return true;
             };
             if !self.stages.contains_key(&stage_id) {

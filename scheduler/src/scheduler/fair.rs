@@ -86,19 +86,16 @@ impl Scheduler {
         shares
     }
 
-    /// The stage whose task the next slot at pipeline `level` goes to: the first in the
-    /// mode's order among the queued stages not `blocked` whose session is under its
+    /// The stage whose task the next free slot goes to: the first in the mode's order among the queued stages not `blocked` whose session is under its
     /// bound (`max_cores_per_session` tasks in flight, pipelined ones included, and
     /// none while one of its barrier stages waits for room under the bound). `shares`
     /// is `Some` whenever [`Self::needs_shares`].
     pub(super) fn pick_stage(
         &self,
         shares: Option<&Shares>,
-        level: u32,
         blocked: &HashSet<u32>,
     ) -> Option<u32> {
         let fair = &self.config.fair;
-        let _ = level;
         let bound = fair.max_cores_per_session;
         let candidates = self.queue.stages().filter(|s| !blocked.contains(s));
         let at_bound = |application: &str| match (bound, shares) {
@@ -111,7 +108,7 @@ impl Scheduler {
             (SchedulingMode::Fair, Some(sh)) => candidates
                 .filter_map(|stage_id| {
                     let Some(st) = self.stages.get(&stage_id) else {
-                        // Stale: its tasks are dropped as they are taken.
+                        // Stale: picked first, so `dispatch_level` drops its tasks.
                         return Some((None, stage_id));
                     };
                     if at_bound(&st.pool.application) {
@@ -135,7 +132,6 @@ impl Scheduler {
                     };
                     Some((Some(order), stage_id))
                 })
-                // A stale stage (no order) sorts first, so its tasks are cleared.
                 .min_by(|a, b| a.0.cmp(&b.0))
                 .map(|(_, s)| s),
             _ => candidates
