@@ -23,8 +23,8 @@ pub struct SchedulingArgs {
     /// them (`[pools.NAME]`).
     #[arg(long)]
     pub pool_file: Option<PathBuf>,
-    /// Most tasks one session runs at once; a session at it waits for its own tasks
-    /// (no bound if not given).
+    /// Most tasks one session has in flight at once (pipelined brief tasks included); a
+    /// session at it waits for its own tasks (no bound if not given).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_cores_per_session: Option<u32>,
 }
