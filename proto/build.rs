@@ -18,12 +18,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ".ember.v1.BroadcastValue",
         // A pushed replica's pieces: every target of a push shares each piece.
         ".ember.v1.MapOutputPiece",
+        ".ember.v1.CachedBlockPiece",
     ]);
     // A barrier task's stage key is a credential: its Debug is hand-written to hide it
     // (`src/redacted.rs`).
     // A pushed replica's header carries its session's shuffle key (and a piece up to a
     // MiB of data): written by hand too.
-    config.skip_debug([".ember.v1.BarrierTask", ".ember.v1.MapOutputPiece"]);
+    config.skip_debug([
+        ".ember.v1.BarrierTask",
+        ".ember.v1.MapOutputPiece",
+        ".ember.v1.CachedBlockPiece",
+    ]);
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

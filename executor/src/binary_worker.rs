@@ -17,15 +17,19 @@
 //! * When the command channel closes (the registration is over) the worker is killed.
 //! * The binary is leased (not collectable) from before it is fetched until the worker
 //!   is gone.
-//! * A worker with no task for `Config::worker_idle` is stopped; the next task for its
+//! * A worker with no task for `Config::worker_idle` is stopped, unless one of its tasks
+//!   stored a cached block (the driver counts on it being here); the next task for its
 //!   binary starts a new one (with every stored broadcast sent again).
+//! * An export of cached blocks (a decommission's) is answered once: with what the
+//!   worker wrote of the blocks asked (nothing else, each once), or with nothing when
+//!   no worker runs or it is lost first (its waiter's sender drops).
 //! * An interrupting kill (`KillTask.interrupt`, a cancelled job's
 //!   `interrupt_on_cancel`) of a task still running [`INTERRUPT_GRACE`] later ends
 //!   the worker process: the task fails, the worker's other tasks are reported
 //!   `WorkerEnded` (they run again, counting no attempt and no executor loss), and the
 //!   next task starts a new worker.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +40,7 @@ use ember_proto::{
 };
 use futures_util::stream::SplitStream;
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::binaries::BinaryLease;
@@ -69,6 +73,12 @@ pub enum WorkerCmd {
     Unpersist(ember_proto::UnpersistRdd),
     /// A barrier stage's peers, for this worker's ranks (`task_ids`).
     BarrierPeers(ember_proto::BarrierPeers),
+    /// Write these cached blocks (those the worker holds) to the session's shuffle
+    /// directory; `reply` gets the ones written (none when no worker runs).
+    ExportBlocks {
+        blocks: Vec<ember_proto::BlockRef>,
+        reply: oneshot::Sender<Vec<ember_proto::ExportedBlock>>,
+    },
 }
 
 /// Starts the worker actor for binary `sha` and session `session`, its processes
@@ -121,6 +131,18 @@ struct Live {
     tasks: HashSet<u64>,
     /// Its tasks' reserved memory, as it last reported (gone with the worker).
     memory: crate::worker_env::MemorySlot,
+    /// A task of it stored a cached block: it is not stopped for idleness (its blocks
+    /// would go with it while the driver counts on them).
+    holds_blocks: bool,
+    /// Exports asked for and not answered: the blocks asked for, and who waits.
+    exports: HashMap<u64, Export>,
+    next_export: u64,
+}
+
+/// An export the worker has not answered yet.
+struct Export {
+    asked: HashSet<(u32, u32)>,
+    reply: oneshot::Sender<Vec<ember_proto::ExportedBlock>>,
 }
 
 impl Live {
@@ -160,7 +182,7 @@ impl BinaryWorker {
                     None => break,
                 },
                 Some(live) => {
-                    let idle = live.tasks.is_empty();
+                    let idle = live.tasks.is_empty() && !live.holds_blocks;
                     let due = self.interrupts.first().map(|(at, _)| *at);
                     tokio::select! {
                         biased;
@@ -269,6 +291,22 @@ impl BinaryWorker {
                 }
                 _ => tracing::debug!("barrier peers for ranks with no worker"),
             },
+            WorkerCmd::ExportBlocks { blocks, reply } => match self.worker.as_mut() {
+                Some(live) => {
+                    live.next_export += 1;
+                    let request_id = live.next_export;
+                    let asked = blocks.iter().map(|b| (b.rdd_id, b.partition)).collect();
+                    live.exports.insert(request_id, Export { asked, reply });
+                    live.send(to_worker::Msg::ExportBlocks(ember_proto::ExportBlocks {
+                        request_id,
+                        blocks,
+                    }));
+                }
+                // A worker that is not running holds no cached blocks.
+                None => {
+                    let _ = reply.send(Vec::new());
+                }
+            },
             WorkerCmd::Unpersist(u) => {
                 // A worker that is not running holds no cached blocks.
                 if let Some(live) = self.worker.as_mut() {
@@ -351,6 +389,9 @@ impl BinaryWorker {
             plans: HashSet::new(),
             tasks: HashSet::new(),
             memory,
+            holds_blocks: false,
+            exports: HashMap::new(),
+            next_export: 0,
         });
         Ok(())
     }
@@ -364,6 +405,9 @@ impl BinaryWorker {
                 } => {
                     self.store_broadcasts(&task, broadcasts);
                     self.env.fail(task.task_id, msg.to_string()).await;
+                }
+                WorkerCmd::ExportBlocks { reply, .. } => {
+                    let _ = reply.send(Vec::new());
                 }
                 WorkerCmd::Kill(_)
                 | WorkerCmd::Unpersist(_)
@@ -466,6 +510,9 @@ impl BinaryWorker {
 async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Result<(), String> {
     match decode_from_worker(frame)? {
         from_worker::Msg::Status(status) => {
+            if stored_blocks(&status) {
+                live.holds_blocks = true;
+            }
             if live.tasks.remove(&status.task_id) {
                 env.report(status).await;
             } else {
@@ -480,6 +527,26 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
             tracing::warn!(worker = %live.proc.name, "worker said Ready twice; ignored");
         }
         from_worker::Msg::Memory(m) => live.memory.set(m.reserved_bytes),
+        from_worker::Msg::BlocksExported(x) => match live.exports.remove(&x.request_id) {
+            Some(Export { asked, reply }) => {
+                // Only blocks it was asked for, each once.
+                let mut seen = HashSet::new();
+                let blocks = x
+                    .blocks
+                    .into_iter()
+                    .filter(|b| {
+                        let id = (b.rdd_id, b.partition);
+                        asked.contains(&id) && seen.insert(id)
+                    })
+                    .collect();
+                let _ = reply.send(blocks);
+            }
+            None => tracing::warn!(
+                worker = %live.proc.name,
+                request_id = x.request_id,
+                "worker answered an export it was not asked for; dropped"
+            ),
+        },
         from_worker::Msg::BarrierAddress(a) => {
             // Relayed only for a task this worker runs; the driver checks the rest
             // (that the task is a running rank here, the address's size).
@@ -495,6 +562,14 @@ async fn handle_frame(env: &WorkerEnv, live: &mut Live, frame: &BytesMut) -> Res
         }
     }
     Ok(())
+}
+
+/// Whether a task's status says it stored a cached block.
+fn stored_blocks(status: &ember_proto::TaskStatus) -> bool {
+    matches!(
+        &status.outcome,
+        Some(ember_proto::task_status::Outcome::Success(s)) if !s.cached.is_empty()
+    )
 }
 
 /// Waits until `at` (forever if `None`: the select guards that branch).

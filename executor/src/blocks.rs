@@ -22,6 +22,8 @@
 //!   hold no cluster secret). Keys are never logged or echoed.
 //! * `PushMapOutput` (a peer's replica, `replicated:N`) is taken only with the executor
 //!   secret, and stored by [`crate::replica_store`]; it is then served like any output.
+//!   So is `PushCachedBlock` (a decommissioning peer's cached partition), stored for
+//!   the session's worker to adopt; it is never served.
 //! * A request is decoded only up to [`MAX_FETCH_REQUEST_MESSAGE_BYTES`] and names at
 //!   most [`MAX_FETCH_MAP_IDS`] map ids (else `INVALID_ARGUMENT`, checked before
 //!   anything is allocated for them); idle connections are dropped by HTTP/2 keepalive.
@@ -140,6 +142,29 @@ impl Shuffle for ShuffleService {
             }
             Err(status) => {
                 tracing::warn!("refused a map output push: {}", status.message());
+                Err(status)
+            }
+        }
+    }
+
+    async fn push_cached_block(
+        &self,
+        request: Request<Streaming<ember_proto::CachedBlockPiece>>,
+    ) -> Result<Response<Empty>, Status> {
+        if ember_proto::auth::check(&request, self.executor_secret.as_deref()).is_err() {
+            tracing::warn!("refused a cached block push without the executor secret");
+            return Err(Status::unauthenticated(
+                "pushing a cached block takes the executor secret",
+            ));
+        }
+        let pieces = request.into_inner();
+        match crate::replica_store::receive_block(&self.dir, &self.keys, pieces).await {
+            Ok(stored) => {
+                tracing::info!(path = %stored.path.display(), bytes = stored.bytes, "stored a cached block moved here");
+                Ok(Response::new(Empty {}))
+            }
+            Err(status) => {
+                tracing::warn!("refused a cached block push: {}", status.message());
                 Err(status)
             }
         }

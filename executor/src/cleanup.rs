@@ -1,6 +1,7 @@
 //! Deleting shuffle files from the shuffle directory: those of one ended client session
 //! (its `session-<i>/` directory, by shuffle id range), those of shuffles a client
-//! released (by id), or all of them when the driver is lost.
+//! released (by id), or all of them when the driver is lost; and cached blocks moved
+//! here of an RDD its client unpersisted.
 //!
 //! Invariants: a session cleanup deletes only the session directories whose index lies
 //! in the id range's sessions, and files directly in the shuffle directory whose name
@@ -65,6 +66,16 @@ pub fn delete_shuffles(dir: &Path, shuffle_ids: &[u32]) -> usize {
             ember_shuffle::remove_shuffle_files(&session_shuffle_dir(dir, session), &ids)
         })
         .sum()
+}
+
+/// Deletes the cached blocks of RDD `rdd_id` moved to this executor (an unpersist):
+/// files named `ember_shuffle::cached_block_path` of that RDD in its session's directory
+/// under `dir`; returns how many.
+pub fn delete_cached_blocks(dir: &Path, rdd_id: u32) -> usize {
+    let session = session_shuffle_dir(dir, IdRange::of_id(rdd_id));
+    delete_where(&session, |name| {
+        ember_shuffle::parse_cached_block_name(name).is_some_and(|(rdd, _)| rdd == rdd_id)
+    })
 }
 
 /// Deletes everything in `dir` (the shuffle directory: its output belonged to a

@@ -1,29 +1,30 @@
 //! Decommissioning this executor (SIGTERM, or the driver's `Decommission`): it takes no
 //! more tasks, lets its running ones end (killing what is left at
-//! `--decommission-timeout`), pushes its map outputs to the peers the driver names, and
-//! ends its registration so the daemon exits 0.
+//! `--decommission-timeout`), pushes its map outputs and the cached blocks it holds alone
+//! to the peers the driver names (a block is first written out by the worker holding it,
+//! then pushed as a file the peer's worker adopts), and ends its registration so the
+//! daemon exits 0.
 //!
 //! Invariants:
 //! * The phases go out in order, each once: `DRAINING` when it starts, `DRAINED` once no
 //!   task runs here (the driver then sends the plan), `DONE` after every move the plan
 //!   asked for ended and the confirmed ones were reported (`MigratedOutputs`, at most
-//!   `MAX_MIGRATIONS_PER_MESSAGE` per message).
+//!   `MAX_MIGRATIONS_PER_MESSAGE` outputs and blocks per message).
 //! * While draining it refuses every launch (reported lost with the executor, so the task
 //!   runs elsewhere): launches the driver sent before it knew.
 //! * Nothing waits forever: running tasks get the timeout, then are killed, and
 //!   [`KILL_GRACE`] later the executor goes on without them; a plan that
 //!   does not come within the timeout after `DRAINED` ends the decommissioning with
-//!   nothing moved (lineage is the fallback); each push has its own deadline
-//!   (`crate::replicate`).
+//!   nothing moved (lineage is the fallback); the workers' export of the cached blocks
+//!   gets the timeout too; each push has its own deadline (`crate::replicate`).
 //! * A move that fails is not reported: the driver records only confirmed copies.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ember_proto::decommissioning::Phase;
 use ember_proto::{
-    executor_message, limits, Decommissioning, ExecutorMessage, KillTask, MigratedOutput,
-    MigratedOutputs,
+    executor_message, limits, Decommissioning, ExecutorMessage, ExportedBlock, KillTask,
+    MigratedBlock, MigratedOutput, MigratedOutputs,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -56,6 +57,7 @@ pub enum Decommission {
     Drained {
         deadline: Instant,
         plan: Vec<MigratedOutput>,
+        blocks: Vec<MigratedBlock>,
     },
     /// Pushing; `done` fires when every move ended and `DONE` went out.
     Moving { done: oneshot::Receiver<()> },
@@ -108,6 +110,7 @@ impl Decommission {
                     *self = Decommission::Drained {
                         deadline: now + timeout,
                         plan: Vec::new(),
+                        blocks: Vec::new(),
                     };
                 } else if now >= *deadline && killed.is_none() {
                     tracing::warn!(
@@ -134,32 +137,46 @@ impl Decommission {
         }
     }
 
-    /// A part of the driver's plan; on its last part the moves start.
+    /// A part of the driver's plan; on its last part the moves start (the workers are
+    /// asked to write out the blocks to move, each given `timeout`).
     pub fn plan(
         &mut self,
         part: MigratedOutputs,
-        replication: Arc<Replication>,
+        workers: &mut Workers,
         keys: SessionKeys,
         tx: mpsc::Sender<ExecutorMessage>,
+        timeout: Duration,
     ) {
-        let Decommission::Drained { plan, .. } = self else {
+        let Decommission::Drained { plan, blocks, .. } = self else {
             tracing::warn!("the driver sent a migration plan to an executor not drained; ignored");
             return;
         };
         plan.extend(part.outputs);
+        blocks.extend(part.blocks);
         if !part.last {
             return;
         }
-        let plan = std::mem::take(plan);
+        let (plan, blocks) = (std::mem::take(plan), std::mem::take(blocks));
+        let ids: Vec<(u32, u32)> = blocks.iter().map(|b| (b.rdd_id, b.partition)).collect();
+        let exported = workers.export_blocks(&ids);
+        let replication = workers.replication();
         let (done_tx, done) = oneshot::channel();
         tokio::spawn(async move {
             let moved = move_outputs(plan, &replication, &keys).await;
             tracing::info!(outputs = moved.len(), "decommissioning: map outputs moved");
-            for chunk in moved.chunks(limits::MAX_MIGRATIONS_PER_MESSAGE) {
-                let msg = MigratedOutputs {
-                    outputs: chunk.to_vec(),
-                    last: false,
-                };
+            let exported = match tokio::time::timeout(timeout, exported).await {
+                Ok(exported) => exported,
+                Err(_) => {
+                    tracing::warn!("decommissioning: the workers did not write out their cached blocks in time; not moving them");
+                    Vec::new()
+                }
+            };
+            let moved_blocks = move_blocks(blocks, exported, &replication, &keys).await;
+            tracing::info!(
+                blocks = moved_blocks.len(),
+                "decommissioning: cached blocks moved"
+            );
+            for msg in report(moved, moved_blocks) {
                 let _ = tx
                     .send(ExecutorMessage {
                         msg: Some(executor_message::Msg::OutputsMigrated(msg)),
@@ -214,6 +231,84 @@ async fn move_outputs(
         .filter_map(|m| async move { m })
         .collect()
         .await
+}
+
+/// Pushes each block of `plan` the workers wrote out (`exported`) to its target, a few
+/// at a time; the confirmed ones, with the size stored.
+async fn move_blocks(
+    plan: Vec<MigratedBlock>,
+    exported: Vec<ExportedBlock>,
+    replication: &Replication,
+    keys: &SessionKeys,
+) -> Vec<MigratedBlock> {
+    use futures_util::stream::StreamExt;
+    let written: std::collections::HashSet<(u32, u32)> =
+        exported.iter().map(|b| (b.rdd_id, b.partition)).collect();
+    let missing = plan
+        .iter()
+        .filter(|b| !written.contains(&(b.rdd_id, b.partition)))
+        .count();
+    if missing > 0 {
+        tracing::warn!(
+            blocks = missing,
+            "cached blocks the driver counted here are held by no worker; not moved (lineage recomputes them)"
+        );
+    }
+    futures_util::stream::iter(plan)
+        .filter(|b| std::future::ready(written.contains(&(b.rdd_id, b.partition))))
+        .map(|mut b| async move {
+            let target = b.target.clone()?;
+            let Some(key) = keys.key_of(b.rdd_id) else {
+                tracing::warn!(rdd_id = b.rdd_id, "cannot move a cached block of a session this executor holds no key of");
+                return None;
+            };
+            match replication
+                .push_block(b.rdd_id, b.partition, &key, &target)
+                .await
+            {
+                Ok(bytes) => {
+                    b.bytes = bytes;
+                    Some(b)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        target = %String::from_utf8_lossy(&target.executor_id),
+                        "cached partition {} of RDD {} was not moved there (lineage recomputes it): {e}",
+                        b.partition,
+                        b.rdd_id
+                    );
+                    None
+                }
+            }
+        })
+        .buffer_unordered(PARALLEL_MOVES)
+        .filter_map(|b| async move { b })
+        .collect()
+        .await
+}
+
+/// What was moved, as messages of at most `MAX_MIGRATIONS_PER_MESSAGE` outputs and
+/// blocks together.
+fn report(outputs: Vec<MigratedOutput>, blocks: Vec<MigratedBlock>) -> Vec<MigratedOutputs> {
+    let max = limits::MAX_MIGRATIONS_PER_MESSAGE;
+    let mut out: Vec<MigratedOutputs> = Vec::new();
+    let mut current = MigratedOutputs::default();
+    for o in outputs {
+        if current.outputs.len() + current.blocks.len() == max {
+            out.push(std::mem::take(&mut current));
+        }
+        current.outputs.push(o);
+    }
+    for b in blocks {
+        if current.outputs.len() + current.blocks.len() == max {
+            out.push(std::mem::take(&mut current));
+        }
+        current.blocks.push(b);
+    }
+    if !current.outputs.is_empty() || !current.blocks.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 async fn send_phase(tx: &mpsc::Sender<ExecutorMessage>, phase: Phase) {

@@ -385,9 +385,11 @@ async fn handshake(
              refusing it",
             ready.binary_sha256
         )),
-        Ok(Msg::Status(_) | Msg::Memory(_) | Msg::BarrierAddress(_)) => Err(format!(
-            "worker process for binary {sha16} sent a task status or report before Ready"
-        )),
+        Ok(Msg::Status(_) | Msg::Memory(_) | Msg::BarrierAddress(_) | Msg::BlocksExported(_)) => {
+            Err(format!(
+                "worker process for binary {sha16} sent a task status or report before Ready"
+            ))
+        }
         Err(e) => Err(format!(
             "worker process for binary {sha16} sent {e} instead of Ready"
         )),

@@ -302,7 +302,7 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
             }
             msg = inbound.message() => match msg {
                 Ok(Some(DriverMessage { msg: Some(driver_message::Msg::MigrateOutputs(plan)) })) => {
-                    leaving.plan(plan, workers.replication(), reg.session_keys.clone(), tx.clone());
+                    leaving.plan(plan, &mut workers, reg.session_keys.clone(), tx.clone(), timeout);
                 }
                 Ok(Some(m)) if !leaving.is_serving() => refuse_launches(reg, &mut workers, m).await,
                 Ok(Some(m)) => dispatch(reg, &mut workers, m).await,
@@ -389,7 +389,17 @@ async fn dispatch(reg: &Registration, workers: &mut Workers, msg: DriverMessage)
             });
             workers.cleanup(c);
         }
-        Some(driver_message::Msg::Unpersist(u)) => workers.unpersist(u),
+        Some(driver_message::Msg::Unpersist(u)) => {
+            let dir = reg.config.shuffle_dir();
+            let rdd_id = u.rdd_id;
+            tokio::task::spawn_blocking(move || {
+                let n = cleanup::delete_cached_blocks(&dir, rdd_id);
+                if n > 0 {
+                    tracing::debug!(rdd_id, deleted = n, "removed moved cached blocks");
+                }
+            });
+            workers.unpersist(u);
+        }
         Some(driver_message::Msg::RemoveShuffles(r)) => {
             let dir = reg.config.shuffle_dir();
             tokio::task::spawn_blocking(move || {

@@ -25,13 +25,19 @@
 //!   it checks the original's.
 //! * A replica is deleted with its shuffle (`RemoveShuffles`), its session
 //!   (`CleanupSession`) or this executor's registration, as the executor's own outputs.
+//! * A cached block moved off a decommissioning peer (`Shuffle.PushCachedBlock`,
+//!   [`receive_block`]) is taken under the same rules (executor secret, the session
+//!   key of the RDD's id range, bounded size, temporary name, length and crc32 checked,
+//!   then renamed) and stored as `ember_shuffle::cached_block_path` in the session's
+//!   directory, where that session's worker adopts it; it goes with its RDD
+//!   (`UnpersistRdd`), its session or this executor's registration.
 
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ember_proto::limits::MAX_PUSHED_OUTPUT_BYTES;
-use ember_proto::{IdRange, MapOutputPiece};
+use ember_proto::{CachedBlockPiece, IdRange, MapOutputPiece};
 use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 use tonic::Status;
@@ -46,6 +52,37 @@ pub const MAX_KEY_BYTES: usize = 256;
 pub struct Stored {
     pub path: PathBuf,
     pub bytes: u64,
+}
+
+/// A piece of a pushed file, whatever it carries.
+pub trait Piece {
+    fn data(&self) -> &[u8];
+    fn last(&self) -> bool;
+    fn crc32(&self) -> u32;
+}
+
+impl Piece for MapOutputPiece {
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+    fn last(&self) -> bool {
+        self.last
+    }
+    fn crc32(&self) -> u32 {
+        self.crc32
+    }
+}
+
+impl Piece for CachedBlockPiece {
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+    fn last(&self) -> bool {
+        self.last
+    }
+    fn crc32(&self) -> u32 {
+        self.crc32
+    }
 }
 
 /// Receives one pushed map output into the session's directory under `shuffle_dir`.
@@ -63,36 +100,97 @@ where
         None => return Err(Status::invalid_argument("a map output push sent nothing")),
     };
     let (shuffle_id, map) = (first.shuffle_id, first.map_partition);
-    let what = format!("the push of map output {map} of shuffle {shuffle_id}");
-    if first.file_len > MAX_PUSHED_OUTPUT_BYTES {
-        return Err(Status::resource_exhausted(format!(
-            "{what} announces {} bytes, over the {MAX_PUSHED_OUTPUT_BYTES} a replica may take",
-            first.file_len
-        )));
-    }
-    if first.session_key.is_empty() || first.session_key.len() > MAX_KEY_BYTES {
-        return Err(Status::invalid_argument(format!(
-            "{what} carries a session key of {} bytes (expected 1 to {MAX_KEY_BYTES})",
-            first.session_key.len()
-        )));
-    }
-    keys.check_or_learn(shuffle_id, &first.session_key)?;
-    let dir = crate::config::session_shuffle_dir(shuffle_dir, IdRange::of_id(shuffle_id));
-    let io = |e: std::io::Error, doing: &str| {
-        Status::internal(format!("{what}: {doing} in {}: {e}", dir.display()))
+    let header = Header {
+        what: format!("the push of map output {map} of shuffle {shuffle_id}"),
+        id: shuffle_id,
+        file_len: first.file_len,
+        session_key: &first.session_key,
     };
-    if !dir.is_dir() {
-        crate::config::private_dir(&dir).map_err(|e| io(e, "cannot make the session directory"))?;
-    }
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let tmp = dir.join(format!(".shuffle_{shuffle_id}_{map}.push-{nanos}"));
+    let dir = header.check(shuffle_dir, keys)?;
+    let tmp = dir.join(format!(".shuffle_{shuffle_id}_{map}.push-{}", nanos()));
     let target = ember_shuffle::data_path(&dir, shuffle_id, map);
+    let what = header.what.clone();
+    let file_len = first.file_len;
     // Removes the temporary however this ends: an error, or the pusher going away (the
     // server then drops this future mid-write).
     let _tmp = RemoveOnDrop(tmp.clone());
-    write_checked(&tmp, &target, &dir, first, &mut pieces, &what).await
+    write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what).await
+}
+
+/// Receives one cached block a decommissioning peer moves here, into the session's
+/// directory under `shuffle_dir`.
+pub async fn receive_block<S>(
+    shuffle_dir: &Path,
+    keys: &SessionKeys,
+    mut pieces: S,
+) -> Result<Stored, Status>
+where
+    S: tokio_stream::Stream<Item = Result<CachedBlockPiece, Status>> + Unpin,
+{
+    let first = match pieces.next().await {
+        Some(Ok(p)) => p,
+        Some(Err(s)) => return Err(s),
+        None => return Err(Status::invalid_argument("a cached block push sent nothing")),
+    };
+    let (rdd_id, partition) = (first.rdd_id, first.partition);
+    let header = Header {
+        what: format!("the push of cached partition {partition} of RDD {rdd_id}"),
+        id: rdd_id,
+        file_len: first.file_len,
+        session_key: &first.session_key,
+    };
+    let dir = header.check(shuffle_dir, keys)?;
+    let tmp = dir.join(format!(".rdd_{rdd_id}_{partition}.push-{}", nanos()));
+    let target = ember_shuffle::cached_block_path(&dir, rdd_id, partition);
+    let what = header.what.clone();
+    let file_len = first.file_len;
+    let _tmp = RemoveOnDrop(tmp.clone());
+    write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what).await
+}
+
+/// What a push's first piece announces.
+struct Header<'a> {
+    what: String,
+    /// A shuffle or RDD id: its id range names the session.
+    id: u32,
+    file_len: u64,
+    session_key: &'a str,
+}
+
+impl Header<'_> {
+    /// Checks the size and the key; the session's directory (made if absent).
+    fn check(&self, shuffle_dir: &Path, keys: &SessionKeys) -> Result<PathBuf, Status> {
+        let what = &self.what;
+        if self.file_len > MAX_PUSHED_OUTPUT_BYTES {
+            return Err(Status::resource_exhausted(format!(
+                "{what} announces {} bytes, over the {MAX_PUSHED_OUTPUT_BYTES} a pushed copy may take",
+                self.file_len
+            )));
+        }
+        if self.session_key.is_empty() || self.session_key.len() > MAX_KEY_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "{what} carries a session key of {} bytes (expected 1 to {MAX_KEY_BYTES})",
+                self.session_key.len()
+            )));
+        }
+        keys.check_or_learn(self.id, self.session_key)?;
+        let dir = crate::config::session_shuffle_dir(shuffle_dir, IdRange::of_id(self.id));
+        if !dir.is_dir() {
+            crate::config::private_dir(&dir).map_err(|e| {
+                Status::internal(format!(
+                    "{what}: cannot make the session directory in {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        Ok(dir)
+    }
+}
+
+fn nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
 }
 
 /// A path removed when dropped (if it still exists).
@@ -106,21 +204,22 @@ impl Drop for RemoveOnDrop {
 
 /// Writes the pieces to `tmp`, checks their length and crc against the header, and
 /// renames the file to `target`.
-async fn write_checked<S>(
+async fn write_checked<P, S>(
     tmp: &Path,
     target: &Path,
     dir: &Path,
-    first: MapOutputPiece,
+    expected_len: u64,
+    first: P,
     pieces: &mut S,
     what: &str,
 ) -> Result<Stored, Status>
 where
-    S: tokio_stream::Stream<Item = Result<MapOutputPiece, Status>> + Unpin,
+    P: Piece,
+    S: tokio_stream::Stream<Item = Result<P, Status>> + Unpin,
 {
     let io = |e: std::io::Error, doing: &str| {
         Status::internal(format!("{what}: {doing} {}: {e}", tmp.display()))
     };
-    let expected_len = first.file_len;
     let mut announced_crc = None;
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -146,18 +245,18 @@ where
                 "{what} sent a piece after its last"
             )));
         }
-        if piece.last {
-            announced_crc = Some(piece.crc32);
+        if piece.last() {
+            announced_crc = Some(piece.crc32());
         }
-        let len = piece.data.len() as u64;
+        let len = piece.data().len() as u64;
         if got.saturating_add(len) > expected_len {
             return Err(Status::invalid_argument(format!(
                 "{what} sent more than the {expected_len} bytes it announced"
             )));
         }
         got += len;
-        crc.update(&piece.data);
-        file.write_all(&piece.data)
+        crc.update(piece.data());
+        file.write_all(piece.data())
             .await
             .map_err(|e| io(e, "cannot write"))?;
     }

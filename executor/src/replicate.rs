@@ -33,7 +33,8 @@ use std::time::Duration;
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::{
-    task_status, task_success, IdRange, MapHost, MapOutputPiece, MapStatus, TaskStatus,
+    task_status, task_success, CachedBlockPiece, IdRange, MapHost, MapOutputPiece, MapStatus,
+    TaskStatus,
 };
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -205,15 +206,22 @@ impl Replication {
                 }
             });
         }
-        let reading = feed(
-            file,
-            path,
-            file_len,
-            shuffle_id,
-            map,
-            session_key.to_string(),
-            senders,
-        );
+        let session_key = session_key.to_string();
+        let reading = feed(file, path, file_len, senders, move |p: Pieced| {
+            MapOutputPiece {
+                shuffle_id,
+                map_partition: map,
+                session_key: if p.first {
+                    session_key.clone()
+                } else {
+                    String::new()
+                },
+                file_len,
+                crc32: p.crc32,
+                data: p.data,
+                last: p.last,
+            }
+        });
         let (read, results) = tokio::join!(reading, futures_util::future::join_all(calls));
         if let Err(e) = read {
             tracing::warn!("cannot replicate map output {map} of shuffle {shuffle_id}: {e}");
@@ -231,6 +239,55 @@ impl Replication {
             }
         }
         confirmed
+    }
+
+    /// Pushes cached block `partition` of `rdd_id`, written for moving into its session's
+    /// shuffle directory (`ember_shuffle::cached_block_path`), to `target`
+    /// (`Shuffle.PushCachedBlock`); the bytes the target confirmed storing, or why not.
+    /// What a decommissioning executor moves its cached blocks with.
+    pub async fn push_block(
+        &self,
+        rdd_id: u32,
+        partition: u32,
+        session_key: &str,
+        target: &MapHost,
+    ) -> Result<u64, String> {
+        let dir = self.config.session_shuffle_dir(IdRange::of_id(rdd_id));
+        let path = ember_shuffle::cached_block_path(&dir, rdd_id, partition);
+        let (file, file_len) = open_output(&path, &dir)
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let timeout = PUSH_BASE_TIMEOUT + Duration::from_secs(file_len >> 24);
+        let (tx, rx) = mpsc::channel::<CachedBlockPiece>(QUEUED_PIECES);
+        let mut client = self.client(&String::from_utf8_lossy(&target.shuffle_address))?;
+        let call = async move {
+            let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+            match tokio::time::timeout(timeout, client.push_cached_block(stream)).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(s)) => Err(format!("{}: {}", code_name(s.code()), s.message())),
+                Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+            }
+        };
+        let session_key = session_key.to_string();
+        let reading = feed(file, path, file_len, vec![tx], move |p: Pieced| {
+            CachedBlockPiece {
+                rdd_id,
+                partition,
+                session_key: if p.first {
+                    session_key.clone()
+                } else {
+                    String::new()
+                },
+                file_len,
+                crc32: p.crc32,
+                data: p.data,
+                last: p.last,
+            }
+        });
+        let (read, pushed) = tokio::join!(reading, call);
+        read?;
+        pushed?;
+        Ok(file_len)
     }
 
     /// The client of the peer serving at `address` (connected lazily, kept).
@@ -295,18 +352,26 @@ async fn open_output(path: &Path, dir: &Path) -> Result<(tokio::fs::File, u64), 
     .map_err(|e| e.to_string())?
 }
 
-/// Reads `file` (at `path`) once and sends every piece to every sender: the header in
-/// the first, the crc32 of all bytes in the last. A sender whose push ended, or that
-/// takes a piece no sooner than [`PIECE_SEND_TIMEOUT`], is dropped (its push then
-/// fails); the others go on.
-async fn feed(
+/// One piece of a file as read, before it is made the message its push sends.
+struct Pieced {
+    data: bytes::Bytes,
+    /// The first piece (it carries the header).
+    first: bool,
+    last: bool,
+    /// The crc32 of the whole file on the last piece, else 0.
+    crc32: u32,
+}
+
+/// Reads `file` (at `path`) once and sends every piece, made by `make`, to every
+/// sender: the header in the first, the crc32 of all bytes in the last. A sender whose
+/// push ended, or that takes a piece no sooner than [`PIECE_SEND_TIMEOUT`], is dropped
+/// (its push then fails); the others go on.
+async fn feed<P: Clone + Send + 'static>(
     mut file: tokio::fs::File,
     path: PathBuf,
     file_len: u64,
-    shuffle_id: u32,
-    map: u32,
-    session_key: String,
-    mut senders: Vec<mpsc::Sender<MapOutputPiece>>,
+    mut senders: Vec<mpsc::Sender<P>>,
+    make: impl Fn(Pieced) -> P,
 ) -> Result<(), String> {
     let mut crc = crc32fast::Hasher::new();
     let mut sent: u64 = 0;
@@ -320,19 +385,12 @@ async fn feed(
         crc.update(&data);
         sent += want as u64;
         let last = sent == file_len;
-        let piece = MapOutputPiece {
-            shuffle_id,
-            map_partition: map,
-            session_key: if first {
-                session_key.clone()
-            } else {
-                String::new()
-            },
-            file_len,
-            crc32: if last { crc.clone().finalize() } else { 0 },
+        let piece = make(Pieced {
             data: data.into(),
+            first,
             last,
-        };
+            crc32: if last { crc.clone().finalize() } else { 0 },
+        });
         first = false;
         let sends = senders.into_iter().map(|tx| {
             let piece = piece.clone();

@@ -386,6 +386,39 @@ impl Workers {
         }
     }
 
+    /// Asks the workers of the blocks' sessions to write the cached blocks they hold of
+    /// `blocks` to their session's shuffle directory (a decommission moves them); the
+    /// returned future resolves to the blocks written (a worker lost meanwhile counts
+    /// none).
+    pub fn export_blocks(
+        &mut self,
+        blocks: &[(u32, u32)],
+    ) -> impl std::future::Future<Output = Vec<ember_proto::ExportedBlock>> + Send + 'static {
+        let mut by_session: HashMap<IdRange, Vec<ember_proto::BlockRef>> = HashMap::new();
+        for &(rdd_id, partition) in blocks {
+            by_session
+                .entry(IdRange::of_id(rdd_id))
+                .or_default()
+                .push(ember_proto::BlockRef { rdd_id, partition });
+        }
+        let mut waits = Vec::new();
+        for (session, refs) in by_session {
+            for key in self.session_workers(session) {
+                let (reply, wait) = tokio::sync::oneshot::channel();
+                let blocks = refs.clone();
+                self.send(&key, WorkerCmd::ExportBlocks { blocks, reply });
+                waits.push(wait);
+            }
+        }
+        async move {
+            futures_util::future::join_all(waits)
+                .await
+                .into_iter()
+                .flat_map(|r| r.unwrap_or_default())
+                .collect()
+        }
+    }
+
     /// The workers (one per binary) of `session`.
     fn session_workers(&self, session: IdRange) -> Vec<WorkerKey> {
         self.by_binary

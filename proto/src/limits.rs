@@ -38,8 +38,9 @@ pub const MAX_JOB_PROPERTY_BYTES: usize = 1024;
 /// push may take before its length is checked at the end.
 pub const MAX_PUSHED_OUTPUT_BYTES: u64 = 64 << 30;
 
-/// Most map outputs one `MigratedOutputs` message names (a decommissioning executor's
-/// plan, or what it moved, goes in as many messages as it takes).
+/// Most map outputs and cached blocks, together, one `MigratedOutputs` message names (a
+/// decommissioning executor's plan, or what it moved, goes in as many messages as it
+/// takes).
 pub const MAX_MIGRATIONS_PER_MESSAGE: usize = 4096;
 
 /// Most launches in one `LaunchTasks` message.

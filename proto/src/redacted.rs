@@ -5,13 +5,30 @@
 
 use std::fmt;
 
-use crate::v1::{BarrierTask, MapOutputPiece};
+use crate::v1::{BarrierTask, CachedBlockPiece, MapOutputPiece};
 
 impl fmt::Debug for MapOutputPiece {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MapOutputPiece")
             .field("shuffle_id", &self.shuffle_id)
             .field("map_partition", &self.map_partition)
+            .field(
+                "session_key",
+                &format_args!("<{} bytes, redacted>", self.session_key.len()),
+            )
+            .field("file_len", &self.file_len)
+            .field("crc32", &self.crc32)
+            .field("data", &format_args!("<{} bytes>", self.data.len()))
+            .field("last", &self.last)
+            .finish()
+    }
+}
+
+impl fmt::Debug for CachedBlockPiece {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedBlockPiece")
+            .field("rdd_id", &self.rdd_id)
+            .field("partition", &self.partition)
             .field(
                 "session_key",
                 &format_args!("<{} bytes, redacted>", self.session_key.len()),
@@ -60,6 +77,17 @@ mod tests {
             ..Default::default()
         };
         let shown = format!("{p:?}");
+        assert!(!shown.contains("k3y"), "{shown}");
+        assert!(
+            shown.contains("<22 bytes, redacted>") && shown.contains("<10 bytes>"),
+            "{shown}"
+        );
+        let b = crate::CachedBlockPiece {
+            session_key: "k3y-that-must-not-show".into(),
+            data: vec![7; 10].into(),
+            ..Default::default()
+        };
+        let shown = format!("{b:?}");
         assert!(!shown.contains("k3y"), "{shown}");
         assert!(
             shown.contains("<22 bytes, redacted>") && shown.contains("<10 bytes>"),

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ember_proto::{
-    AccumulatorUpdate, BarrierPeers, MapHost, MigratedOutput, Plan, TaskDescription, TaskMetrics,
-    TaskStatus,
+    AccumulatorUpdate, BarrierPeers, MapHost, MigratedBlock, MigratedOutput, Plan, TaskDescription,
+    TaskMetrics, TaskStatus,
 };
 
 /// What every task of a stage shares, handed to the launcher beside each task's own
@@ -141,11 +141,16 @@ pub trait TaskLauncher: Send + 'static {
     fn barrier_peers(&mut self, executor_id: &str, task_ids: &[u64], peers: &BarrierPeers) {
         let _ = (executor_id, task_ids, peers);
     }
-    /// Tells decommissioning `executor_id` where to push each of its map outputs (all
-    /// of its plan in one call, possibly empty: the executor waits for the whole plan);
-    /// must not block the loop.
-    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<MigratedOutput>) {
-        let _ = (executor_id, outputs);
+    /// Tells decommissioning `executor_id` where to push each of its map outputs and
+    /// the cached blocks it holds alone (all of its plan in one call, possibly empty:
+    /// the executor waits for the whole plan); must not block the loop.
+    fn migrate_outputs(
+        &mut self,
+        executor_id: &str,
+        outputs: Vec<MigratedOutput>,
+        blocks: Vec<MigratedBlock>,
+    ) {
+        let _ = (executor_id, outputs, blocks);
     }
 }
 
@@ -200,10 +205,12 @@ pub enum SchedulerEvent {
     /// ([`TaskLauncher::migrate_outputs`]).
     ExecutorDecommissioning { executor_id: String, drained: bool },
     /// A decommissioning executor pushed these map outputs (shuffle, map) to the peers
-    /// named: replicas there from now on.
+    /// named: replicas there from now on; and these cached blocks (rdd, partition, the
+    /// peer, the bytes it stored): cached there from now on.
     OutputsMigrated {
         executor_id: String,
         outputs: Vec<(u32, u32, MapHost)>,
+        blocks: Vec<(u32, u32, MapHost, u64)>,
     },
     /// Map task `task_id` on `executor_id` ended well and its executor pushes its output
     /// to replicas: its slot is free now; its status follows.

@@ -160,6 +160,9 @@ pub enum ListenerEvent {
         executor_id: String,
         memory_bytes: u64,
         disk_bytes: u64,
+        /// The decommissioned executor the block was moved from to `executor_id`;
+        /// empty when a task there computed it.
+        moved_from: String,
         time_ms: u64,
     },
     /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone (an unpersist: one id; an

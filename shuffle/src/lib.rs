@@ -19,7 +19,8 @@
 //! Invariants: the file is written under a temporary name and renamed into place whole,
 //! so the presence of a data file means the map output is complete. Only this crate
 //! knows these file names; callers go through [`data_path`] and [`remove_shuffle_files`]
-//! (deleting a released shuffle's files).
+//! (deleting a released shuffle's files), and [`cached_block_path`] for the one other kind
+//! of file a session's shuffle directory holds: cached partitions moved between executors.
 
 mod append_flavor;
 mod error;
@@ -53,6 +54,21 @@ pub fn data_path(dir: &Path, shuffle_id: u32, map_partition: u32) -> PathBuf {
 /// too.
 pub fn data_file_name(shuffle_id: u32, map_partition: u32) -> String {
     format!("shuffle_{shuffle_id}_{map_partition}.data")
+}
+
+/// Path of a cached RDD partition moved to this executor (or written to be moved off
+/// it) in a session's shuffle directory `dir`: `rdd_R_P.cached`. Its content is the job
+/// library's; the shuffle service only stores, pushes and deletes it. Not a shuffle file:
+/// [`remove_shuffle_files`] never touches it.
+pub fn cached_block_path(dir: &Path, rdd_id: u32, partition: u32) -> PathBuf {
+    dir.join(format!("rdd_{rdd_id}_{partition}.cached"))
+}
+
+/// The (rdd id, partition) of a [`cached_block_path`] file name, or `None`.
+pub fn parse_cached_block_name(name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix("rdd_")?.strip_suffix(".cached")?;
+    let (rdd, part) = rest.split_once('_')?;
+    Some((rdd.parse().ok()?, part.parse().ok()?))
 }
 
 /// The (shuffle id, map partition) of a shuffle file name (`shuffle_S_M.data`, a
@@ -132,6 +148,19 @@ mod tests {
         assert_eq!(parse_file_name("shuffle_3_4.data.tmp-1"), Some((3, 4)));
         assert_eq!(parse_file_name("spill-3"), None);
         assert_eq!(parse_file_name("shuffle_x_4.data"), None);
+    }
+
+    #[test]
+    fn cached_block_names_parse_back_and_are_no_shuffle_files() {
+        let p = cached_block_path(Path::new("/tmp/x"), 1048577, 12);
+        assert_eq!(p, Path::new("/tmp/x/rdd_1048577_12.cached"));
+        let name = p.file_name().unwrap().to_str().unwrap();
+        assert_eq!(parse_cached_block_name(name), Some((1048577, 12)));
+        assert_eq!(parse_file_name(name), None);
+        assert_eq!(shuffle_id_of_file(name), None);
+        assert_eq!(parse_cached_block_name("rdd_1_2.data"), None);
+        assert_eq!(parse_cached_block_name("rdd_1.cached"), None);
+        assert_eq!(parse_cached_block_name("rdd_1_x.cached"), None);
     }
 
     #[test]

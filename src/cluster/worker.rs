@@ -4,11 +4,12 @@
 //! The executor starts the binary with `EMBER_WORKER_SOCKET` (and the variables below)
 //! set; `Context::from_env()` sees it and calls [`run_if_requested`], which never
 //! returns. The worker connects to the socket, says `WorkerReady`, then reads
-//! `ToWorker` frames (tasks, broadcasts, kills, session cleanups) and answers each task
-//! with exactly one `FromWorker { status }`. Frames are a u32 big-endian length and one
-//! protobuf message. Tasks run on `EMBER_WORKER_CORES` threads through the same
-//! [`run_task`](crate::task::run_task) as local mode; map outputs go to the executor's
-//! shuffle directory, so they outlive this process.
+//! `ToWorker` frames (tasks, broadcasts, kills, session cleanups, exports of cached
+//! blocks to move) and answers each task with exactly one `FromWorker { status }`.
+//! Frames are a u32 big-endian length and one protobuf message. Tasks run on
+//! `EMBER_WORKER_CORES` threads through the same [`run_task`](crate::task::run_task) as
+//! local mode; map outputs go to the executor's shuffle directory, so they outlive this
+//! process.
 //!
 //! Invariants: the worker exits when the executor closes the socket (the executor is
 //! its only master); a task whose kill arrives before it starts is answered `killed`
@@ -240,9 +241,48 @@ fn serve(socket: PathBuf) -> Result<(), String> {
                 env.rendezvous
                     .deliver(p.stage_attempt, &p.task_ids, &p.addresses);
             }
+            Some(to_worker::Msg::ExportBlocks(x)) => export_blocks(&env, &writer, x)?,
             None => {}
         }
     }
+}
+
+/// Writes the cached blocks the executor asked for (those held here) to the session's
+/// shuffle directory, on a thread of its own (the socket keeps being read), and answers
+/// with the ones written.
+fn export_blocks(
+    env: &Arc<ExecutorEnv>,
+    writer: &Arc<Mutex<UnixStream>>,
+    x: ember_proto::ExportBlocks,
+) -> Result<(), String> {
+    let (env, writer) = (env.clone(), writer.clone());
+    std::thread::Builder::new()
+        .name("ember-export".into())
+        .spawn(move || {
+            let wanted: Vec<(u32, u32)> =
+                x.blocks.iter().map(|b| (b.rdd_id, b.partition)).collect();
+            let blocks = env
+                .blocks
+                .export(&wanted, &env.shuffle_dir())
+                .into_iter()
+                .map(|((rdd_id, partition), bytes)| ember_proto::ExportedBlock {
+                    rdd_id,
+                    partition,
+                    bytes,
+                })
+                .collect();
+            let frame = FromWorker {
+                msg: Some(from_worker::Msg::BlocksExported(
+                    ember_proto::BlocksExported {
+                        request_id: x.request_id,
+                        blocks,
+                    },
+                )),
+            };
+            let _ = write_frame(&writer, &frame);
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the block export: {e}"))
 }
 
 /// Barrier tasks' addresses, as frames to the executor (which relays them).

@@ -81,7 +81,11 @@ impl ExecutorEnv {
         Ok(ExecutorEnv {
             executor_id,
             binary_id,
-            blocks: BlockStore::new(work_dir.join("blocks")),
+            // A cluster worker's session directory is where blocks moved here arrive.
+            blocks: match remote {
+                Some(_) => BlockStore::with_arrivals(work_dir.join("blocks"), shuffle_dir.clone()),
+                None => BlockStore::new(work_dir.join("blocks")),
+            },
             work_dir,
             shuffle_dir,
             memory: MemoryPool::new(memory_limit),

@@ -38,8 +38,8 @@ impl TaskContext {
 fn compute_cached<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Batches<T>> {
     let store = &tc.env.blocks;
     match store.get(node.id, part) {
-        Some(Block::Memory(any)) => {
-            if let Ok(batches) = any.downcast::<Vec<Vec<T>>>() {
+        Some(Block::Memory(block)) => {
+            if let Ok(batches) = block.as_any().downcast::<Vec<Vec<T>>>() {
                 return Ok(replay(batches));
             }
         }

@@ -61,6 +61,7 @@ fn cached(rdd_id: u32, partition: u32, ex: &str, memory: u64) -> AppEvent {
         executor_id: ex.into(),
         memory_bytes: memory,
         disk_bytes: 0,
+        moved_from: String::new(),
         time_ms: 120,
     }
 }
@@ -424,6 +425,7 @@ fn a_scoped_view_has_only_its_applications_storage_and_environment() {
             executor_id: "e1".into(),
             memory_bytes: 0,
             disk_bytes: 512,
+            moved_from: String::new(),
             time_ms: 1,
         });
         s.apply(&AppEvent::Environment {

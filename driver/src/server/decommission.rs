@@ -1,5 +1,5 @@
 //! What a decommissioning executor says on its channel (`Decommissioning` phases and
-//! `MigratedOutputs`), handed to the scheduler, and asking an executor to decommission
+//! `MigratedOutputs`: map outputs and cached blocks), handed to the scheduler, and asking an executor to decommission
 //! (an operator's REST call or UI action).
 //!
 //! Invariants: only the executor's own channel moves it through its phases (the id is
@@ -64,10 +64,11 @@ pub(crate) fn phase(state: &DriverState, id: &str, d: Decommissioning) -> Next {
 
 /// Map outputs executor `id` moved to peers.
 pub(crate) fn migrated(state: &DriverState, id: &str, m: MigratedOutputs) -> Next {
-    if m.outputs.len() > limits::MAX_MIGRATIONS_PER_MESSAGE {
+    let named = m.outputs.len() + m.blocks.len();
+    if named > limits::MAX_MIGRATIONS_PER_MESSAGE {
         return Next::Lose(format!(
-            "{id} reported {} moved map outputs in one message, more than the {} allowed",
-            m.outputs.len(),
+            "{id} reported {named} moved map outputs and cached blocks in one message, more \
+             than the {} allowed",
             limits::MAX_MIGRATIONS_PER_MESSAGE
         ));
     }
@@ -76,9 +77,15 @@ pub(crate) fn migrated(state: &DriverState, id: &str, m: MigratedOutputs) -> Nex
         .into_iter()
         .filter_map(|o| Some((o.shuffle_id, o.map_partition, o.target?)))
         .collect();
+    let blocks = m
+        .blocks
+        .into_iter()
+        .filter_map(|b| Some((b.rdd_id, b.partition, b.target?, b.bytes)))
+        .collect();
     state.scheduler.send(SchedulerEvent::OutputsMigrated {
         executor_id: id.to_string(),
         outputs,
+        blocks,
     });
     Next::Read
 }

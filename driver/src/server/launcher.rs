@@ -132,21 +132,38 @@ impl TaskLauncher for GrpcLauncher {
             .send(executor_id, driver_message::Msg::BarrierPeers(peers));
     }
 
-    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<ember_proto::MigratedOutput>) {
+    fn migrate_outputs(
+        &mut self,
+        executor_id: &str,
+        outputs: Vec<ember_proto::MigratedOutput>,
+        blocks: Vec<ember_proto::MigratedBlock>,
+    ) {
         self.flush();
-        let mut chunks: Vec<Vec<ember_proto::MigratedOutput>> = outputs
-            .chunks(ember_proto::limits::MAX_MIGRATIONS_PER_MESSAGE)
-            .map(<[_]>::to_vec)
-            .collect();
-        if chunks.is_empty() {
-            chunks.push(Vec::new());
+        // At most MAX_MIGRATIONS_PER_MESSAGE outputs and blocks together per message;
+        // `last` on the final one (an empty plan is one empty message).
+        let max = ember_proto::limits::MAX_MIGRATIONS_PER_MESSAGE;
+        let mut msgs = vec![ember_proto::MigratedOutputs::default()];
+        let full = |m: &ember_proto::MigratedOutputs| m.outputs.len() + m.blocks.len() == max;
+        for o in outputs {
+            if msgs.last().is_some_and(full) {
+                msgs.push(Default::default());
+            }
+            if let Some(m) = msgs.last_mut() {
+                m.outputs.push(o);
+            }
         }
-        let n = chunks.len();
-        for (i, outputs) in chunks.into_iter().enumerate() {
-            let msg = ember_proto::MigratedOutputs {
-                outputs,
-                last: i + 1 == n,
-            };
+        for b in blocks {
+            if msgs.last().is_some_and(full) {
+                msgs.push(Default::default());
+            }
+            if let Some(m) = msgs.last_mut() {
+                m.blocks.push(b);
+            }
+        }
+        if let Some(m) = msgs.last_mut() {
+            m.last = true;
+        }
+        for msg in msgs {
             self.executors
                 .send(executor_id, driver_message::Msg::MigrateOutputs(msg));
         }

@@ -205,9 +205,17 @@ async fn sigterm_decommissions_it_then_it_exits_0_and_removes_its_temp_dir() {
     assert_eq!(phase(conn.next_non_heartbeat().await), Phase::Drained);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(child.try_wait().unwrap().is_none(), "it waits for the plan");
+    // A cached block no worker of it holds (none runs): nothing to move, and it says so.
+    let block = ember_proto::MigratedBlock {
+        rdd_id: 5,
+        partition: 0,
+        target: Some(ember_proto::MapHost::default()),
+        bytes: 0,
+    };
     conn.send(driver_message::Msg::MigrateOutputs(MigratedOutputs {
         outputs: vec![],
         last: true,
+        blocks: vec![block],
     }))
     .await;
     assert_eq!(phase(conn.next_non_heartbeat().await), Phase::Done);
@@ -217,6 +225,7 @@ async fn sigterm_decommissions_it_then_it_exits_0_and_removes_its_temp_dir() {
     assert_eq!(status.code(), Some(0));
     let stderr = stderr.await.unwrap();
     assert!(stderr.contains("decommissioning"), "{stderr}");
+    assert!(stderr.contains("held by no worker"), "{stderr}");
     let work_dir = work_dir_of(&stderr);
     assert!(
         !std::path::Path::new(&work_dir).exists(),

@@ -268,16 +268,26 @@ impl Scheduler {
                 holders.push(run.executor_id.clone());
                 // Once per block and executor: a repeated report adds no event.
                 if let Some(n) = st.index.node(b.rdd_id) {
+                    let rdd =
+                        self.cached_rdds
+                            .entry(b.rdd_id)
+                            .or_insert_with(|| super::CachedRdd {
+                                application: st.plan.application.clone(),
+                                name: n.name.clone(),
+                                num_partitions: n.num_partitions,
+                                storage: n.storage,
+                            });
                     self.listeners.emit(|| ListenerEvent::BlockCached {
-                        application: st.plan.application.clone(),
+                        application: rdd.application.clone(),
                         rdd_id: b.rdd_id,
-                        rdd_name: n.name.clone(),
-                        num_partitions: n.num_partitions,
-                        storage: n.storage,
+                        rdd_name: rdd.name.clone(),
+                        num_partitions: rdd.num_partitions,
+                        storage: rdd.storage,
                         partition: b.partition,
                         executor_id: run.executor_id.clone(),
                         memory_bytes: b.memory_bytes,
                         disk_bytes: b.disk_bytes,
+                        moved_from: String::new(),
                         time_ms: now_ms(),
                     });
                 }

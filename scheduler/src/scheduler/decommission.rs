@@ -1,6 +1,7 @@
 //! Decommissioning executors: an executor leaving gracefully takes no more tasks, lets
-//! its running ones end, pushes its map outputs to peers the scheduler names, and exits;
-//! its outputs are then served by those peers and no map task runs again.
+//! its running ones end, pushes its map outputs and the cached blocks it holds alone to
+//! peers the scheduler names, and exits; its outputs are then served by those peers and
+//! its blocks read there, and no task runs again for them.
 //!
 //! Invariants: a decommissioning executor offers no slot from its first message on (its
 //! `slots` is 0, so it is never filed in `room`); the plan names, for each output it
@@ -8,10 +9,16 @@
 //! offering slots (other hosts first, spread round robin), or nothing when there is none (lineage stays the
 //! fallback); a moved output is recorded as a replica only if the executor still serves
 //! it, so when the executor's channel closes the usual loss promotes it
-//! (`MapOutputTracker::executor_lost`).
+//! (`MapOutputTracker::executor_lost`). Cached blocks are planned the same way (those
+//! no other executor caches, round robin over the same peers, in (rdd, partition)
+//! order); a moved block is recorded as cached on its target only if the target is
+//! live and the block is still cached on the decommissioning executor (not unpersisted
+//! meanwhile), and the listeners hear of it as cached there, moved from the executor.
 
-use ember_proto::{MapHost, MigratedOutput};
+use ember_proto::{MapHost, MigratedBlock, MigratedOutput};
 use tracing::info;
+
+use crate::listener::{now_ms, ListenerEvent};
 
 use super::Scheduler;
 
@@ -29,17 +36,19 @@ impl Scheduler {
         if !drained {
             return;
         }
-        let plan = self.migration_plan(executor_id);
+        let (plan, blocks) = self.migration_plan(executor_id);
         info!(
             executor = %executor_id,
             outputs = plan.len(),
-            "decommissioning executor drained: moving its map outputs to other executors"
+            blocks = blocks.len(),
+            "decommissioning executor drained: moving its map outputs and cached blocks to other executors"
         );
-        self.launcher.migrate_outputs(executor_id, plan);
+        self.launcher.migrate_outputs(executor_id, plan, blocks);
     }
 
-    /// Where each output of `executor_id` with no other copy goes.
-    fn migration_plan(&self, executor_id: &str) -> Vec<MigratedOutput> {
+    /// Where each output of `executor_id` with no other copy goes, and each cached
+    /// block only it holds.
+    fn migration_plan(&self, executor_id: &str) -> (Vec<MigratedOutput>, Vec<MigratedBlock>) {
         let mut peers = super::dispatch::peers(&self.executors, executor_id);
         // Stable: id order within each group, other hosts first.
         peers.sort_by_key(|(_, _, same_host)| *same_host);
@@ -51,9 +60,10 @@ impl Scheduler {
             &peers[..]
         };
         if pool.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
-        self.tracker
+        let outputs: Vec<MigratedOutput> = self
+            .tracker
             .unreplicated_on(executor_id)
             .into_iter()
             .enumerate()
@@ -65,7 +75,69 @@ impl Scheduler {
                     target: Some(super::dispatch::copy_host(id, e)),
                 }
             })
-            .collect()
+            .collect();
+        let mut alone: Vec<(u32, u32)> = self
+            .cache
+            .iter()
+            .filter(|(_, holders)| holders.len() == 1 && holders[0] == executor_id)
+            .map(|(block, _)| *block)
+            .collect();
+        alone.sort_unstable();
+        // Continuing the round robin where the outputs left it.
+        let blocks = alone
+            .into_iter()
+            .enumerate()
+            .map(|(i, (rdd_id, partition))| {
+                let (id, e, _) = pool[(outputs.len() + i) % pool.len()];
+                MigratedBlock {
+                    rdd_id,
+                    partition,
+                    target: Some(super::dispatch::copy_host(id, e)),
+                    bytes: 0,
+                }
+            })
+            .collect();
+        (outputs, blocks)
+    }
+
+    /// A decommissioning executor moved cached `blocks` (rdd, partition, target,
+    /// bytes stored) to the peers named.
+    pub(super) fn blocks_migrated(
+        &mut self,
+        executor_id: &str,
+        blocks: Vec<(u32, u32, MapHost, u64)>,
+    ) {
+        let mut recorded = 0usize;
+        for (rdd_id, partition, target, bytes) in blocks {
+            let target_id = String::from_utf8_lossy(&target.executor_id).into_owned();
+            if !self.executors.contains_key(&target_id) {
+                continue;
+            }
+            let Some(holders) = self.cache.get_mut(&(rdd_id, partition)) else {
+                continue; // unpersisted meanwhile
+            };
+            if !holders.iter().any(|h| h == executor_id) || holders.contains(&target_id) {
+                continue;
+            }
+            holders.push(target_id.clone());
+            recorded += 1;
+            if let Some(rdd) = self.cached_rdds.get(&rdd_id) {
+                self.listeners.emit(|| ListenerEvent::BlockCached {
+                    application: rdd.application.clone(),
+                    rdd_id,
+                    rdd_name: rdd.name.clone(),
+                    num_partitions: rdd.num_partitions,
+                    storage: rdd.storage,
+                    partition,
+                    executor_id: target_id.clone(),
+                    memory_bytes: 0,
+                    disk_bytes: bytes,
+                    moved_from: executor_id.to_string(),
+                    time_ms: now_ms(),
+                });
+            }
+        }
+        info!(executor = %executor_id, blocks = recorded, "cached blocks moved off a decommissioning executor");
     }
 
     /// A decommissioning executor moved `outputs` to the peers named.

@@ -239,6 +239,15 @@ struct Pending {
     speculative: bool,
 }
 
+/// A persisted RDD as its cached blocks' events name it.
+#[derive(Clone)]
+struct CachedRdd {
+    application: String,
+    name: String,
+    num_partitions: u32,
+    storage: i32,
+}
+
 struct Executor {
     slots: u32,
     /// Tasks launched there and not finished (at most `slots` x the pipeline depth).
@@ -270,6 +279,9 @@ struct Scheduler {
     tracker: MapOutputTracker,
     /// (rdd, partition) -> executors holding the cached block.
     cache: HashMap<(u32, u32), Vec<String>>,
+    /// What the listeners are told of a cached RDD, from the plan that first cached
+    /// one of its blocks (while `cache` holds any).
+    cached_rdds: HashMap<u32, CachedRdd>,
     running: HashMap<u64, TaskRun>,
     /// Running attempts per (stage, partition), as in `running`: a finished task
     /// looks for other copies to kill only where there are some.
@@ -319,6 +331,7 @@ impl Scheduler {
             jobs: HashMap::new(),
             tracker: MapOutputTracker::default(),
             cache: HashMap::new(),
+            cached_rdds: HashMap::new(),
             running: HashMap::new(),
             copies: HashMap::new(),
             abandoned: HashMap::new(),
@@ -495,7 +508,11 @@ impl Scheduler {
             SchedulerEvent::OutputsMigrated {
                 executor_id,
                 outputs,
-            } => self.outputs_migrated(&executor_id, outputs),
+                blocks,
+            } => {
+                self.outputs_migrated(&executor_id, outputs);
+                self.blocks_migrated(&executor_id, blocks);
+            }
             SchedulerEvent::SlotReleased {
                 task_id,
                 executor_id,
@@ -506,6 +523,7 @@ impl Scheduler {
             } => self.executor_lost(&executor_id, &reason),
             SchedulerEvent::Unpersist { rdd_id } => {
                 self.cache.retain(|(r, _), _| *r != rdd_id);
+                self.cached_rdds.remove(&rdd_id);
                 self.listeners.emit(|| ListenerEvent::BlocksRemoved {
                     rdd_lo: rdd_id,
                     rdd_hi: rdd_id.saturating_add(1),

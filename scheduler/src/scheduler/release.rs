@@ -39,6 +39,7 @@ impl Scheduler {
             self.tracker.remove_shuffle(shuffle_id);
         }
         self.cache.retain(|(rdd, _), _| !in_range(*rdd));
+        self.cached_rdds.retain(|rdd, _| !in_range(*rdd));
         self.listeners.emit(|| ListenerEvent::BlocksRemoved {
             rdd_lo: lo,
             rdd_hi: hi,

@@ -268,6 +268,9 @@ pub enum AppEvent {
         executor_id: String,
         memory_bytes: u64,
         disk_bytes: u64,
+        /// The decommissioned executor it was moved from; empty when computed there.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        moved_from: String,
         time_ms: u64,
     },
     /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone.
@@ -442,6 +445,7 @@ impl From<&ListenerEvent> for AppEvent {
                 executor_id,
                 memory_bytes,
                 disk_bytes,
+                moved_from,
                 time_ms,
             } => AppEvent::BlockCached {
                 application,
@@ -453,6 +457,7 @@ impl From<&ListenerEvent> for AppEvent {
                 executor_id,
                 memory_bytes,
                 disk_bytes,
+                moved_from,
                 time_ms,
             },
             L::BlocksRemoved {

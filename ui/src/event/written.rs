@@ -93,11 +93,13 @@ impl AppEvent {
                 application,
                 rdd_name,
                 executor_id,
+                moved_from,
                 ..
             } => {
                 texts.push(application);
                 texts.push(rdd_name);
                 texts.push(executor_id);
+                texts.push(moved_from);
             }
             AppEvent::Environment {
                 application,

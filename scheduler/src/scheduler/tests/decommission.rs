@@ -54,6 +54,7 @@ fn a_drained_executors_outputs_move_to_live_executors_and_none_reruns() {
     h.sched.send(SchedulerEvent::OutputsMigrated {
         executor_id: ea.clone(),
         outputs: vec![(plan[0].shuffle_id, 0, target)],
+        blocks: Vec::new(),
     });
     h.sched.send(SchedulerEvent::ExecutorLost {
         executor_id: ea.clone(),

@@ -36,6 +36,7 @@ struct FakeLauncher(
     Sender<u64>,
     Sender<Vec<u32>>,
     Sender<(String, Vec<ember_proto::MigratedOutput>)>,
+    Sender<(String, Vec<ember_proto::MigratedBlock>)>,
 );
 impl TaskLauncher for FakeLauncher {
     fn launch(&mut self, executor_id: &str, task: TaskDescription, stage: &StageShared) {
@@ -51,8 +52,14 @@ impl TaskLauncher for FakeLauncher {
     fn remove_shuffles(&mut self, shuffle_ids: &[u32]) {
         let _ = self.2.send(shuffle_ids.to_vec());
     }
-    fn migrate_outputs(&mut self, executor_id: &str, outputs: Vec<ember_proto::MigratedOutput>) {
+    fn migrate_outputs(
+        &mut self,
+        executor_id: &str,
+        outputs: Vec<ember_proto::MigratedOutput>,
+        blocks: Vec<ember_proto::MigratedBlock>,
+    ) {
         let _ = self.3.send((executor_id.to_string(), outputs));
+        let _ = self.4.send((executor_id.to_string(), blocks));
     }
 }
 
@@ -64,6 +71,8 @@ struct Harness {
     removed: Receiver<Vec<u32>>,
     /// The migration plans of decommissioning executors, call by call.
     migrations: Receiver<(String, Vec<ember_proto::MigratedOutput>)>,
+    /// The cached blocks of those plans, call by call.
+    block_migrations: Receiver<(String, Vec<ember_proto::MigratedBlock>)>,
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -77,7 +86,9 @@ impl Harness {
         let (ktx, krx) = crossbeam_channel::unbounded();
         let (rtx, rrx) = crossbeam_channel::unbounded();
         let (mtx, mrx) = crossbeam_channel::unbounded();
-        let sched = SchedulerHandle::start(config, Box::new(FakeLauncher(tx, ktx, rtx, mtx)));
+        let (btx, brx) = crossbeam_channel::unbounded();
+        let launcher = FakeLauncher(tx, ktx, rtx, mtx, btx);
+        let sched = SchedulerHandle::start(config, Box::new(launcher));
         for (id, slots) in executors {
             sched.send(SchedulerEvent::ExecutorAdded {
                 executor_id: id.to_string(),
@@ -92,6 +103,7 @@ impl Harness {
             killed: krx,
             removed: rrx,
             migrations: mrx,
+            block_migrations: brx,
         }
     }
 
