@@ -127,6 +127,10 @@ struct Args {
     /// ...and at least this long.
     #[arg(long, default_value_t = 100)]
     speculation_min_ms: u64,
+    /// How long a stage's tasks wait for a slot where their input is cached before
+    /// taking any free slot (Spark's spark.locality.wait); 0 turns waiting off.
+    #[arg(long, default_value_t = 3000)]
+    locality_wait_ms: u64,
     /// Where uploaded job binaries are kept (default: a temporary directory removed
     /// at exit).
     #[arg(long)]
@@ -511,6 +515,7 @@ async fn run(
                 max_node_name_bytes: args.max_node_name_bytes,
             },
             fair,
+            locality_wait: Duration::from_millis(args.locality_wait_ms),
             ..Default::default()
         },
         binary_dir: binary_dir.clone(),

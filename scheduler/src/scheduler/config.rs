@@ -55,6 +55,11 @@ pub struct SchedulerConfig {
     /// How slots are shared between sessions, pools and jobs (`--scheduling-mode`,
     /// `--pool-file`, `--max-cores-per-session`): see [`crate::pools`].
     pub fair: crate::pools::FairConfig,
+    /// How long a stage's tasks wait for a slot on an executor caching their input
+    /// before they take any free slot (Spark's `spark.locality.wait`, 3 s): the clock
+    /// restarts whenever the stage launches a task where its input is cached. Zero:
+    /// a task takes any free slot at once.
+    pub locality_wait: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -75,6 +80,7 @@ impl Default for SchedulerConfig {
             quick_task: Duration::from_millis(2),
             release_memory: None,
             fair: Default::default(),
+            locality_wait: Duration::from_secs(3),
         }
     }
 }

@@ -24,6 +24,7 @@ impl Scheduler {
         // Gangs first: a barrier stage attempt launches whole when its slots are free
         // (`barrier/launch.rs`); ordinary tasks take what is left.
         self.launch_gangs();
+        self.locality_waiting = false;
         if self.queue.is_empty() {
             return;
         }
@@ -125,8 +126,9 @@ impl Scheduler {
 
     /// Launches the first of stage `stage_id`'s queued tasks from `start` on that can
     /// go to an executor of `free` with room at `level` (a preferred one first; a
-    /// pinned task only where its block is; never an excluded one unless no executor
-    /// at all could take it).
+    /// pinned task only where its block is; while its stage's locality wait runs, a task
+    /// whose input is cached on a live executor only there; never an excluded one unless
+    /// no executor at all could take it).
     fn place_next(
         &mut self,
         stage_id: u32,
@@ -139,6 +141,13 @@ impl Scheduler {
             return Placed::Nothing;
         };
         let stage_excluded = self.stages.get(&stage_id).map(|s| &s.excluded);
+        // Delay scheduling: while the stage's locality wait runs, a task whose input is
+        // cached on a live executor still taking tasks waits for a slot there.
+        let now = std::time::Instant::now();
+        let patient = self.stages.get(&stage_id).is_some_and(|s| {
+            now.saturating_duration_since(s.locality_since) < self.config.locality_wait
+        });
+        let mut waited = false;
         let mut found = None;
         for (i, p) in queue.iter().enumerate().skip(start) {
             let excluded = |e: &String| {
@@ -157,6 +166,15 @@ impl Scheduler {
                 // Its block lives only there: wait for that executor's slot.
                 continue;
             }
+            if preferred_free.is_none()
+                && patient
+                && p.preferred
+                    .iter()
+                    .any(|e| !excluded(e) && self.executors.get(e).is_some_and(|x| x.slots > 0))
+            {
+                waited = true;
+                continue;
+            }
             let choice = preferred_free
                 .or_else(|| free.iter().position(|e| !excluded(e)))
                 .or_else(|| {
@@ -169,13 +187,21 @@ impl Scheduler {
                     }
                 });
             if let Some(pos) = choice {
-                found = Some((i, pos));
+                found = Some((i, pos, preferred_free.is_some()));
                 break;
             }
         }
-        let Some((i, pos)) = found else {
+        if waited {
+            self.locality_waiting = true;
+        }
+        let Some((i, pos, local)) = found else {
             return Placed::Nothing;
         };
+        if local {
+            if let Some(st) = self.stages.get_mut(&stage_id) {
+                st.locality_since = now;
+            }
+        }
         let exec_id = free[pos].clone();
         let Some(ex) = self.executors.get_mut(&exec_id).filter(|e| room(e)) else {
             free.remove(pos); // `free` lists only live executors with room

@@ -279,6 +279,9 @@ struct Scheduler {
     tracker: MapOutputTracker,
     /// (rdd, partition) -> executors holding the cached block.
     cache: HashMap<(u32, u32), Vec<String>>,
+    /// A queued task waited for a slot where its input is cached (delay scheduling) in
+    /// the last dispatch: the loop wakes up again to look, as with speculation.
+    locality_waiting: bool,
     /// What the listeners are told of a cached RDD, from the plan that first cached
     /// one of its blocks (while `cache` holds any).
     cached_rdds: HashMap<u32, CachedRdd>,
@@ -332,6 +335,7 @@ impl Scheduler {
             tracker: MapOutputTracker::default(),
             cache: HashMap::new(),
             cached_rdds: HashMap::new(),
+            locality_waiting: false,
             running: HashMap::new(),
             copies: HashMap::new(),
             abandoned: HashMap::new(),
@@ -349,10 +353,11 @@ impl Scheduler {
         // Events taken in per pass at most, so a flood of statuses still gets its
         // tasks launched (and speculation checked) regularly.
         const DRAIN_PER_PASS: usize = 1024;
-        // With speculation on, the loop also wakes up to look for slow tasks.
+        // With speculation on, or a task waiting for a slot where its input is cached,
+        // the loop also wakes up to look again.
         let tick = Duration::from_millis(100);
         loop {
-            let ev = if self.config.speculation {
+            let ev = if self.config.speculation || self.locality_waiting {
                 match rx.recv_timeout(tick) {
                     Ok(ev) => Some(ev),
                     Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,

@@ -128,6 +128,10 @@ pub(super) struct Stage {
     /// earliest job that needed it when its attempt was submitted): see `fair.rs`.
     pub pool: crate::pools::PoolKey,
     pub priority: u64,
+    /// When the stage last launched a task on an executor caching its input (or its
+    /// attempt started): its tasks wait for such a slot until
+    /// `SchedulerConfig::locality_wait` after this.
+    pub locality_since: std::time::Instant,
 }
 
 impl Stage {
@@ -168,6 +172,7 @@ impl Stage {
             speculated: HashSet::new(),
             quick_streak: 0,
             quick_max_micros: 0,
+            locality_since: std::time::Instant::now(),
             barrier,
             gang: None,
             pool,
@@ -219,6 +224,7 @@ impl Stage {
         };
         self.durations.clear();
         self.speculated.clear();
+        self.locality_since = std::time::Instant::now();
         self.attempts
     }
 

@@ -23,6 +23,7 @@ mod fair;
 mod idle;
 mod lifecycle;
 mod listener;
+mod locality;
 mod numbering;
 mod panics;
 mod pipelining;
