@@ -1,7 +1,7 @@
 //! A three-stage job with fault-injection switches, for fault-tolerance tests and demos:
 //! `faultjob [--master M] [--partitions P] [--map-delay-ms D] [--gate DIR] [--reduce-delay-ms D]
-//! [--panic-once DIR] [--always-panic P] [--huge-panic-mb N] [--big-result-mb N]
-//! INPUT OUTPUT`.
+//! [--cache-gate DIR] [--panic-once DIR] [--always-panic P] [--huge-panic-mb N]
+//! [--big-result-mb N] INPUT OUTPUT`.
 //!
 //! INPUT lines are `key,value` as for kvsum. Stage 1 parses them and hash-partitions
 //! them by key (shuffle 1, no map-side combine, so every record crosses it); stage 2
@@ -17,6 +17,11 @@
 //!   `DIR/open` before reading its shuffle input, so a test can act between the stages.
 //! - `--reduce-delay-ms D`: each stage-3 task sleeps D ms before it writes (a slow last
 //!   stage, so a test's damage between stages 2 and 3 takes effect before the job ends).
+//! - `--cache-gate DIR`: stage 1's parsed records are cached (in memory); a first job
+//!   counts them, caching each partition where its task ran, then the program creates
+//!   `DIR/cached` and waits for `DIR/go` before the three-stage job, whose first stage
+//!   reads the cached partitions. `records parsed` then says how often the input was
+//!   parsed: the input's lines once if no cached partition was computed again.
 //! - `--panic-once DIR`: partition 0 of stage 1 panics on its first attempt only (the
 //!   attempt leaves `DIR/panicked` behind).
 //! - `--always-panic P`: partition P of stage 1 panics on every attempt.
@@ -52,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         ("--map-delay-ms", "D"),
         ("--gate", "DIR"),
         ("--reduce-delay-ms", "D"),
+        ("--cache-gate", "DIR"),
         ("--panic-once", "DIR"),
         ("--always-panic", "P"),
         ("--huge-panic-mb", "N"),
@@ -84,10 +90,21 @@ fn main() -> anyhow::Result<()> {
     }
     let gate: String = args.get_or("--gate", String::new())?;
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
-    let buckets = ctx
+    let parsed_records = ctx
         .text_file_with_positions(&args.input, parts)
         .with_context(|| format!("reading {}", args.input))?
-        .map_partitions_with_index_with(faults, inject_map_faults)
+        .map_partitions_with_index_with(faults, inject_map_faults);
+    let cache_gate: String = args.get_or("--cache-gate", String::new())?;
+    let parsed_records = if cache_gate.is_empty() {
+        parsed_records
+    } else {
+        let cached = parsed_records.cache();
+        let n = cached.count()?;
+        println!("cached records: {n}");
+        wait_at(Path::new(&cache_gate), "cached", "go")?;
+        cached
+    };
+    let buckets = parsed_records
         .partition_by(parts)
         .map_partitions_with_index_with(gate, sum_after_gate)
         .map(|(k, sum): (u64, i64)| (k % 7, (k, sum)))
@@ -109,6 +126,21 @@ fn main() -> anyhow::Result<()> {
         .save_as_text_file(&args.output)
         .with_context(|| format!("writing {}", args.output))?;
     println!("records parsed: {}", parsed.value());
+    Ok(())
+}
+
+/// Says `DIR/<here>`, then waits (at most 120 s) for `DIR/<until>`.
+fn wait_at(dir: &Path, here: &str, until: &str) -> anyhow::Result<()> {
+    std::fs::write(dir.join(here), b"").with_context(|| format!("writing {}", dir.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !dir.join(until).exists() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            dir.join(until).display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 

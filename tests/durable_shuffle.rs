@@ -420,3 +420,124 @@ fn a_sigterm_decommissions_the_executor_and_no_map_task_runs_again() {
     assert_eq!(submissions(&log, shuffle), vec![6], "{log}");
     assert_eq!(submissions(&log, shuffle + 1), vec![6], "{log}");
 }
+
+/// The `block_cached` events of the driver's event logs under `events`: (executor id,
+/// the executor it was moved from, or "").
+fn cached_events(events: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(events).into_iter().flatten().flatten() {
+        let text = fs::read_to_string(e.path()).unwrap_or_default();
+        for line in text.lines() {
+            if !line.contains("\"event\":\"block_cached\"") {
+                continue;
+            }
+            let field = |name: &str| -> String {
+                let tag = format!("\"{name}\":\"");
+                line.split_once(&tag)
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map(|(v, _)| v.to_string())
+                    .unwrap_or_default()
+            };
+            out.push((field("executor_id"), field("moved_from")));
+        }
+    }
+    out
+}
+
+/// The id executor `i` registered with (from its log).
+fn executor_id(cluster: &Cluster, i: usize) -> String {
+    let log = fs::read_to_string(cluster.dir().join(format!("executor-{i}.log"))).unwrap();
+    log.lines()
+        .filter(|l| l.contains("registered with the driver"))
+        .find_map(|l| {
+            let rest = l.split_once("executor_id=")?.1;
+            Some(
+                rest.split_whitespace()
+                    .next()?
+                    .trim_matches('"')
+                    .to_string(),
+            )
+        })
+        .unwrap_or_else(|| panic!("no registration in {log}"))
+}
+
+/// SIGTERM of an executor holding cached partitions between two jobs (issue 37): it
+/// decommissions, its cached blocks (held nowhere else) move to the other executors,
+/// and the next job reads them there. The input is parsed once over both jobs (no
+/// cached partition is computed again) and the output is exactly a fault-free run's;
+/// the event log says where each block went and where it came from.
+#[test]
+fn a_sigterm_moves_cached_blocks_and_the_next_job_computes_none_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let input = kv_input(s, 4000);
+    let want = reference(&input, s);
+    let events = s.join("events");
+    let mut cluster = Cluster::start_with(
+        3,
+        1,
+        None,
+        &["--event-log-dir", events.to_str().unwrap()],
+        &[],
+        &[],
+    );
+    let gate = s.join("cache-gate");
+    fs::create_dir_all(&gate).unwrap();
+    let out = s.join("out");
+    let client = spawn_faultjob(
+        &cluster,
+        &["--cache-gate", gate.to_str().unwrap()],
+        &input,
+        &out,
+        s,
+    );
+    wait_for("six cached blocks", Duration::from_secs(60), || {
+        gate.join("cached").exists() && cached_events(&events).len() == 6
+    });
+    let ids: Vec<String> = (0..3).map(|i| executor_id(&cluster, i)).collect();
+    let held = |i: usize| {
+        cached_events(&events)
+            .iter()
+            .filter(|(e, _)| *e == ids[i])
+            .count()
+    };
+    let victim = (0..3).max_by_key(|i| held(*i)).unwrap();
+    let victim_blocks = held(victim);
+    assert!(victim_blocks > 0);
+    cluster.signal_executor(victim, "TERM");
+    let status = cluster.wait_executor(victim, Duration::from_secs(60));
+    assert!(
+        status.success(),
+        "the decommissioned executor exited {status}\n{}",
+        cluster.logs()
+    );
+    fs::write(gate.join("go"), b"").unwrap();
+    let run = client.wait();
+    assert!(run.success, "the job failed: {run:?}\n{}", cluster.logs());
+    assert_eq!(
+        (output(&out), parsed(&run)),
+        want,
+        "output or parse count differs from the fault-free run (a count above the \
+         input's lines means cached partitions were computed again)\n{}",
+        cluster.logs()
+    );
+    let log = cluster.driver_log();
+    assert!(
+        log.lines().any(
+            |l| l.contains("cached blocks moved off a decommissioning executor")
+                && l.contains(&format!("blocks={victim_blocks}"))
+        ),
+        "{log}"
+    );
+    let moved: Vec<(String, String)> = cached_events(&events)
+        .into_iter()
+        .filter(|(_, from)| !from.is_empty())
+        .collect();
+    assert_eq!(moved.len(), victim_blocks, "{moved:?}");
+    assert!(
+        moved
+            .iter()
+            .all(|(to, from)| *from == ids[victim] && *to != ids[victim]),
+        "{moved:?}"
+    );
+}
