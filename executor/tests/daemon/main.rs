@@ -4,6 +4,7 @@
 //! command line. Every wait is bounded; every temp dir is removed.
 
 mod binaries;
+mod block_push;
 mod cli;
 mod common;
 mod metrics_access;

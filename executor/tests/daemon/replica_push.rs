@@ -19,15 +19,15 @@ use tonic::Code;
 
 use crate::common::within;
 
-const EXECUTOR_SECRET: &str = "executor-secret-of-the-replica-test";
-const SHUFFLE: u32 = 3;
+pub(crate) const EXECUTOR_SECRET: &str = "executor-secret-of-the-replica-test";
+pub(crate) const SHUFFLE: u32 = 3;
 /// The session key the receiving executor already holds for SHUFFLE's session.
-const KEY: &str = "6b6579206f662073657373696f6e20302c2077686f7365206964732073746172";
+pub(crate) const KEY: &str = "6b6579206f662073657373696f6e20302c2077686f7365206964732073746172";
 
-type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
+pub(crate) type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
     stop: CancellationToken,
     dir: tempfile::TempDir,
 }
@@ -39,7 +39,7 @@ impl Drop for Receiver {
 }
 
 impl Receiver {
-    fn session_dir(&self, shuffle: u32) -> PathBuf {
+    pub(crate) fn session_dir(&self, shuffle: u32) -> PathBuf {
         ember_executor::config::session_shuffle_dir(
             &self.dir.path().join("shuffle"),
             IdRange::of_id(shuffle),
@@ -47,7 +47,7 @@ impl Receiver {
     }
 
     /// Every file left in the session directory of `shuffle` (temporaries included).
-    fn files(&self, shuffle: u32) -> Vec<String> {
+    pub(crate) fn files(&self, shuffle: u32) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.session_dir(shuffle))
             .into_iter()
             .flatten()
@@ -59,7 +59,7 @@ impl Receiver {
     }
 }
 
-async fn start() -> Receiver {
+pub(crate) async fn start() -> Receiver {
     let dir = tempfile::tempdir().unwrap();
     let service = ShuffleService::new(dir.path().join("shuffle"), Default::default())
         .with_executor_secret(Some(EXECUTOR_SECRET));
@@ -68,7 +68,7 @@ async fn start() -> Receiver {
     Receiver { url, stop, dir }
 }
 
-async fn client(url: &str, secret: Option<&str>) -> Client {
+pub(crate) async fn client(url: &str, secret: Option<&str>) -> Client {
     crate::common::shuffle_client(url, secret).await
 }
 
