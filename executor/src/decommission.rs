@@ -158,19 +158,13 @@ impl Decommission {
         }
         let (plan, blocks) = (std::mem::take(plan), std::mem::take(blocks));
         let ids: Vec<(u32, u32)> = blocks.iter().map(|b| (b.rdd_id, b.partition)).collect();
-        let exported = workers.export_blocks(&ids);
+        let exported = workers.export_blocks(&ids, timeout);
         let replication = workers.replication();
         let (done_tx, done) = oneshot::channel();
         tokio::spawn(async move {
             let moved = move_outputs(plan, &replication, &keys).await;
             tracing::info!(outputs = moved.len(), "decommissioning: map outputs moved");
-            let exported = match tokio::time::timeout(timeout, exported).await {
-                Ok(exported) => exported,
-                Err(_) => {
-                    tracing::warn!("decommissioning: the workers did not write out their cached blocks in time; not moving them");
-                    Vec::new()
-                }
-            };
+            let exported = exported.await;
             let moved_blocks = move_blocks(blocks, exported, &replication, &keys).await;
             tracing::info!(
                 blocks = moved_blocks.len(),
@@ -242,8 +236,17 @@ async fn move_blocks(
     keys: &SessionKeys,
 ) -> Vec<MigratedBlock> {
     use futures_util::stream::StreamExt;
-    let written: std::collections::HashSet<(u32, u32)> =
+    // Written out by a worker now, or moved here earlier and not read by any task yet
+    // (no worker holds it; its file is already what a move sends).
+    let mut written: std::collections::HashSet<(u32, u32)> =
         exported.iter().map(|b| (b.rdd_id, b.partition)).collect();
+    for b in &plan {
+        if !written.contains(&(b.rdd_id, b.partition))
+            && replication.block_file(b.rdd_id, b.partition).is_file()
+        {
+            written.insert((b.rdd_id, b.partition));
+        }
+    }
     let missing = plan
         .iter()
         .filter(|b| !written.contains(&(b.rdd_id, b.partition)))

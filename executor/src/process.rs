@@ -146,9 +146,10 @@ pub fn describe_exit(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
-/// Replicas peers pushed before this session had a worker here were stored as the
-/// daemon's (`crate::replica_store`): they become the session's uid's, so its reducers
-/// read them. Only regular shuffle files of one link that the daemon owns, opened
+/// Replicas (and cached blocks) peers pushed before this session had a worker here were
+/// stored as the daemon's (`crate::replica_store`): they become the session's uid's, so
+/// its reducers (and its worker) read them. Only regular shuffle or cached-block files of
+/// one link that the daemon owns, opened
 /// without following a symlink and changed through that handle: whatever the session's
 /// job code put in its directory cannot make the daemon hand over another file. Errors
 /// are logged, never fatal (the file stays the daemon's; a reducer falls back to
@@ -162,7 +163,10 @@ fn give_replicas(dir: &Path, user: &UidLease) {
     let me = unsafe { libc::geteuid() };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if ember_shuffle::parse_file_name(&name.to_string_lossy()).is_none() {
+        let name = name.to_string_lossy();
+        if ember_shuffle::parse_file_name(&name).is_none()
+            && ember_shuffle::parse_cached_block_name(&name).is_none()
+        {
             continue;
         }
         let path = entry.path();

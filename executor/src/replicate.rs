@@ -241,6 +241,13 @@ impl Replication {
         confirmed
     }
 
+    /// Where cached block `partition` of `rdd_id` is written for moving (or arrived here):
+    /// `ember_shuffle::cached_block_path` in its session's shuffle directory.
+    pub fn block_file(&self, rdd_id: u32, partition: u32) -> PathBuf {
+        let dir = self.config.session_shuffle_dir(IdRange::of_id(rdd_id));
+        ember_shuffle::cached_block_path(&dir, rdd_id, partition)
+    }
+
     /// Pushes cached block `partition` of `rdd_id`, written for moving into its session's
     /// shuffle directory (`ember_shuffle::cached_block_path`), to `target`
     /// (`Shuffle.PushCachedBlock`); the bytes the target confirmed storing, or why not.

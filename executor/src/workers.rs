@@ -388,11 +388,12 @@ impl Workers {
 
     /// Asks the workers of the blocks' sessions to write the cached blocks they hold of
     /// `blocks` to their session's shuffle directory (a decommission moves them); the
-    /// returned future resolves to the blocks written (a worker lost meanwhile counts
-    /// none).
+    /// returned future resolves to the blocks written (a worker lost meanwhile, or not
+    /// answering within `timeout`, counts none; the others' count).
     pub fn export_blocks(
         &mut self,
         blocks: &[(u32, u32)],
+        timeout: std::time::Duration,
     ) -> impl std::future::Future<Output = Vec<ember_proto::ExportedBlock>> + Send + 'static {
         let mut by_session: HashMap<IdRange, Vec<ember_proto::BlockRef>> = HashMap::new();
         for &(rdd_id, partition) in blocks {
@@ -407,14 +408,25 @@ impl Workers {
                 let (reply, wait) = tokio::sync::oneshot::channel();
                 let blocks = refs.clone();
                 self.send(&key, WorkerCmd::ExportBlocks { blocks, reply });
-                waits.push(wait);
+                waits.push(async move {
+                    match tokio::time::timeout(timeout, wait).await {
+                        Ok(Ok(written)) => written,
+                        Ok(Err(_)) => Vec::new(), // its worker was lost
+                        Err(_) => {
+                            tracing::warn!(
+                                "decommissioning: a worker did not write out its cached blocks in time; not moving them"
+                            );
+                            Vec::new()
+                        }
+                    }
+                });
             }
         }
         async move {
             futures_util::future::join_all(waits)
                 .await
                 .into_iter()
-                .flat_map(|r| r.unwrap_or_default())
+                .flatten()
                 .collect()
         }
     }

@@ -63,6 +63,8 @@ pub(crate) struct BlockStore {
     dir: PathBuf,
     /// Where blocks moved here from other executors arrive (`moved`), if anywhere.
     arrivals: Option<PathBuf>,
+    /// Moved files found damaged: not looked at again (their partitions are computed).
+    rejected: dashmap::DashSet<(u32, u32)>,
     blocks: DashMap<(u32, u32), Block>,
 }
 
@@ -71,6 +73,7 @@ impl BlockStore {
         BlockStore {
             dir,
             arrivals: None,
+            rejected: dashmap::DashSet::new(),
             blocks: DashMap::new(),
         }
     }
@@ -97,6 +100,9 @@ impl BlockStore {
             return Some(b.value().clone());
         }
         let arrivals = self.arrivals.as_deref()?;
+        if self.rejected.contains(&(rdd_id, partition)) {
+            return None;
+        }
         let path = ember_shuffle::cached_block_path(arrivals, rdd_id, partition);
         match moved::adopt(&path) {
             Ok(Some(run)) => {
@@ -107,7 +113,12 @@ impl BlockStore {
             }
             Ok(None) => None,
             Err(e) => {
-                tracing::warn!(rdd_id, partition, "ignoring a moved cached block: {e}");
+                tracing::warn!(
+                    rdd_id,
+                    partition,
+                    "ignoring a moved cached block (the partition is computed): {e}"
+                );
+                self.rejected.insert((rdd_id, partition));
                 None
             }
         }
@@ -120,10 +131,20 @@ impl BlockStore {
     pub(crate) fn export(&self, wanted: &[(u32, u32)], dir: &Path) -> Vec<((u32, u32), u64)> {
         let mut out = Vec::new();
         for &(rdd_id, partition) in wanted {
-            let Some(block) = self.blocks.get(&(rdd_id, partition)).map(|b| b.clone()) else {
+            let to = ember_shuffle::cached_block_path(dir, rdd_id, partition);
+            // A block moved here and not read yet is adopted now: it moves on too.
+            let Some(block) = self.get(rdd_id, partition) else {
                 continue;
             };
-            let to = ember_shuffle::cached_block_path(dir, rdd_id, partition);
+            if let Block::Disk(run) = &block {
+                if run.path() == to {
+                    // Adopted from that very file: it is already what a move sends.
+                    if let Ok(meta) = std::fs::metadata(&to) {
+                        out.push(((rdd_id, partition), meta.len()));
+                    }
+                    continue;
+                }
+            }
             match moved::export(&block, &self.dir, &to) {
                 Ok(bytes) => out.push(((rdd_id, partition), bytes)),
                 Err(e) => tracing::warn!(
@@ -144,11 +165,13 @@ impl BlockStore {
     /// Drops every cached partition of an RDD.
     pub(crate) fn remove_rdd(&self, rdd_id: u32) {
         self.blocks.retain(|(r, _), _| *r != rdd_id);
+        self.rejected.retain(|(r, _)| *r != rdd_id);
     }
 
     /// Drops every cached partition of the RDDs with ids in `[lo, hi)` (a client
     /// session's ids, when it ends).
     pub(crate) fn remove_rdd_range(&self, lo: u32, hi: u32) {
         self.blocks.retain(|(r, _), _| *r < lo || *r >= hi);
+        self.rejected.retain(|(r, _)| *r < lo || *r >= hi);
     }
 }

@@ -17,10 +17,13 @@
 //!
 //! Invariants: a file is written under a temporary name in its directory and renamed
 //! into place whole, so a reader sees a complete file or none; [`adopt`] checks the
-//! header against the file's length before trusting any of it, and refuses sizes no
-//! run of that length could have (a damaged or foreign file is an error naming the
-//! file, never an allocation sized from it); an adopted file stays where it is (its
-//! directory's owner, the executor, deletes it with its RDD or session).
+//! header against the file's length before trusting any of it, refuses sizes no run of
+//! that length could have, and then walks every frame (its length within the header's
+//! largest, its crc32, the frames ending exactly at the end of the file) before the
+//! block is used: a damaged or foreign file is an error naming the file (the partition
+//! is then computed from lineage), never an allocation sized from it and never a task
+//! failing halfway through it; an adopted file stays where it is (its directory's
+//! owner, the executor, deletes it with its RDD or session).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -128,6 +131,10 @@ pub(crate) fn adopt(path: &Path) -> Result<Option<RunFile>> {
              largest frame {payload_max} bytes ({frame_max} uncompressed)"
         )));
     }
+    verify_frames(&mut file, run_bytes, payload_max, frame_max).map_err(|e| match e {
+        Walk::Io(e) => EmberError::io(path, e),
+        Walk::Damaged(m) => damaged(m),
+    })?;
     Ok(Some(RunFile::adopt(
         PathBuf::from(path),
         HEADER_BYTES,
@@ -135,6 +142,64 @@ pub(crate) fn adopt(path: &Path) -> Result<Option<RunFile>> {
         records,
         (payload_max, frame_max),
     )))
+}
+
+/// Why a walk over a run's frames stopped.
+enum Walk {
+    Io(std::io::Error),
+    Damaged(String),
+}
+
+/// Reads the run from `file`'s position (its `run_bytes` to the end of the file): the
+/// run's magic, then every frame, each at most `payload_max` bytes with a crc32 that
+/// matches and claiming at most `frame_max` uncompressed bytes.
+fn verify_frames(
+    file: &mut File,
+    run_bytes: u64,
+    payload_max: u32,
+    frame_max: u32,
+) -> std::result::Result<(), Walk> {
+    let mut r = std::io::BufReader::new(file);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic).map_err(Walk::Io)?;
+    if magic != crate::spill::run::MAGIC {
+        return Err(Walk::Damaged(
+            "its run does not start with a run's magic".into(),
+        ));
+    }
+    let mut at = magic.len() as u64;
+    let mut payload = Vec::new();
+    while at < run_bytes {
+        let mut header = [0u8; 8];
+        if run_bytes - at < 8 {
+            return Err(Walk::Damaged(format!(
+                "a frame header is cut off at byte {at} of the run"
+            )));
+        }
+        r.read_exact(&mut header).map_err(Walk::Io)?;
+        let clen = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+        if clen < 4 || clen > payload_max || u64::from(clen) > run_bytes - at - 8 {
+            return Err(Walk::Damaged(format!(
+                "the frame at byte {at} of the run claims {clen} bytes (at most {payload_max} were written)"
+            )));
+        }
+        payload.resize(clen as usize, 0);
+        r.read_exact(&mut payload).map_err(Walk::Io)?;
+        if crc32fast::hash(&payload) != crc {
+            return Err(Walk::Damaged(format!(
+                "the frame at byte {at} of the run fails its checksum"
+            )));
+        }
+        let ulen = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
+        if ulen > frame_max {
+            return Err(Walk::Damaged(format!(
+                "the frame at byte {at} of the run claims {ulen} uncompressed bytes (at most {frame_max} were written)"
+            )));
+        }
+        at += 8 + u64::from(clen);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -208,16 +273,23 @@ mod tests {
                 "{want}: {e}"
             );
         }
-        // A flipped byte inside the run passes the header and fails its frame's crc.
+        // A flipped byte inside the run passes the header and fails its frame's crc,
+        // before the block is used.
         let mut flipped = good.clone();
         let at = good.len() - 10;
         flipped[at] ^= 0xff;
         std::fs::write(&to, &flipped).unwrap();
-        let run = adopt(&to).unwrap().unwrap();
-        let err = RunReader::<Vec<(u64, String)>>::open_shared(Arc::new(run))
-            .unwrap()
-            .find_map(|b| b.err())
-            .expect("a damaged frame");
-        assert!(err.to_string().contains("checksum"), "{err}");
+        let e = adopt(&to).unwrap_err().to_string();
+        assert!(
+            e.contains("checksum") && e.contains("rdd_1_0.cached"),
+            "{e}"
+        );
+        // A frame length past the largest written.
+        let mut long = good.clone();
+        let first_frame = (HEADER_BYTES + 8) as usize;
+        long[first_frame..first_frame + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&to, &long).unwrap();
+        let e = adopt(&to).unwrap_err().to_string();
+        assert!(e.contains("claims"), "{e}");
     }
 }

@@ -66,6 +66,9 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
         format!("shuffle_{}_0.data", S + 31),
         format!(".shuffle_{}_1.index.x.tmp", S + 31),
         format!("shuffle_{}_0.data", S + 310),
+        format!("rdd_{}_0.cached", S + 40),
+        format!("rdd_{}_3.cached", S + 40),
+        format!("rdd_{}_0.cached", S + 41),
     ] {
         std::fs::write(shuffle.join(name), b"x").unwrap();
     }
@@ -140,6 +143,19 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
         .exists());
     assert!(shuffle.join(format!("shuffle_{}_0.data", S + 310)).exists());
     assert!(shuffle.join(format!("shuffle_{}_1.data", S + 30)).exists());
+
+    // An unpersisted RDD's blocks moved here go, exactly those.
+    conn.send(driver_message::Msg::Unpersist(ember_proto::UnpersistRdd {
+        rdd_id: S + 40,
+    }))
+    .await;
+    eventually("unpersist", || {
+        !shuffle.join(format!("rdd_{}_0.cached", S + 40)).exists()
+            && !shuffle.join(format!("rdd_{}_3.cached", S + 40)).exists()
+    })
+    .await;
+    assert!(shuffle.join(format!("rdd_{}_0.cached", S + 41)).exists());
+    assert!(shuffle.join(format!("shuffle_{}_0.data", S + 310)).exists());
 
     // The driver restarts: the executor drops its shuffle files and registers again.
     drop(conn);

@@ -10,7 +10,7 @@
 //! fallback); a moved output is recorded as a replica only if the executor still serves
 //! it, so when the executor's channel closes the usual loss promotes it
 //! (`MapOutputTracker::executor_lost`). Cached blocks are planned the same way (those
-//! no other executor caches, round robin over the same peers, in (rdd, partition)
+//! no other executor still taking tasks caches, round robin over the same peers, in (rdd, partition)
 //! order); a moved block is recorded as cached on its target only if the target is
 //! live and the block is still cached on the decommissioning executor (not unpersisted
 //! meanwhile), and the listeners hear of it as cached there, moved from the executor.
@@ -76,10 +76,16 @@ impl Scheduler {
                 }
             })
             .collect();
+        // Blocks no other executor still taking tasks holds (one leaving too moves its
+        // copy only if it is the last).
+        let kept_elsewhere =
+            |h: &String| h != executor_id && self.executors.get(h).is_some_and(|x| x.slots > 0);
         let mut alone: Vec<(u32, u32)> = self
             .cache
             .iter()
-            .filter(|(_, holders)| holders.len() == 1 && holders[0] == executor_id)
+            .filter(|(_, holders)| {
+                holders.iter().any(|h| h == executor_id) && !holders.iter().any(kept_elsewhere)
+            })
             .map(|(block, _)| *block)
             .collect();
         alone.sort_unstable();

@@ -340,5 +340,7 @@ impl Scheduler {
             holders.retain(|e| e != executor_id);
         }
         self.cache.retain(|_, h| !h.is_empty());
+        let still: std::collections::HashSet<u32> = self.cache.keys().map(|(r, _)| *r).collect();
+        self.cached_rdds.retain(|r, _| still.contains(r));
     }
 }
