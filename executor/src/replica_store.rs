@@ -38,12 +38,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ember_proto::limits::MAX_PUSHED_OUTPUT_BYTES;
 use ember_proto::{CachedBlockPiece, IdRange, MapOutputPiece};
-use tokio::io::AsyncWriteExt;
 use tokio_stream::StreamExt;
 use tonic::Status;
 
 use crate::blocks::SessionKeys;
 
+/// Pieces (of at most 1 MiB) received and not yet written, per push.
+pub const WRITE_QUEUE: usize = 4;
 /// Longest session key a push may carry (keys are 64 hex digits).
 pub const MAX_KEY_BYTES: usize = 256;
 
@@ -57,6 +58,7 @@ pub struct Stored {
 /// A piece of a pushed file, whatever it carries.
 pub trait Piece {
     fn data(&self) -> &[u8];
+    fn into_data(self) -> bytes::Bytes;
     fn last(&self) -> bool;
     fn crc32(&self) -> u32;
 }
@@ -64,6 +66,9 @@ pub trait Piece {
 impl Piece for MapOutputPiece {
     fn data(&self) -> &[u8] {
         &self.data
+    }
+    fn into_data(self) -> bytes::Bytes {
+        self.data
     }
     fn last(&self) -> bool {
         self.last
@@ -76,6 +81,9 @@ impl Piece for MapOutputPiece {
 impl Piece for CachedBlockPiece {
     fn data(&self) -> &[u8] {
         &self.data
+    }
+    fn into_data(self) -> bytes::Bytes {
+        self.data
     }
     fn last(&self) -> bool {
         self.last
@@ -227,7 +235,16 @@ where
         .mode(0o600)
         .open(tmp)
         .map_err(|e| io(e, "cannot create"))?;
-    let mut file = tokio::fs::File::from_std(file);
+    // Written on a blocking thread while the stream goes on being read (a few pieces
+    // queued between them), so the pusher is not held up by each write in turn.
+    let (to_disk, mut queue) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITE_QUEUE);
+    let writer = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+        let mut file = file;
+        while let Some(data) = queue.blocking_recv() {
+            std::io::Write::write_all(&mut file, &data)?;
+        }
+        Ok(file)
+    });
     let mut crc = crc32fast::Hasher::new();
     let mut got: u64 = 0;
     let mut next = Some(first);
@@ -256,10 +273,15 @@ where
         }
         got += len;
         crc.update(piece.data());
-        file.write_all(piece.data())
-            .await
-            .map_err(|e| io(e, "cannot write"))?;
+        if to_disk.send(piece.into_data()).await.is_err() {
+            break; // the writer failed: its error is reported below
+        }
     }
+    drop(to_disk);
+    let file = writer
+        .await
+        .map_err(|e| io(std::io::Error::other(e), "cannot write"))?
+        .map_err(|e| io(e, "cannot write"))?;
     if got != expected_len {
         return Err(Status::invalid_argument(format!(
             "{what} ended after {got} of the {expected_len} bytes it announced"
@@ -276,8 +298,6 @@ where
             "{what} arrived damaged: crc32 {crc:08x}, announced {expected_crc:08x}"
         )));
     }
-    file.flush().await.map_err(|e| io(e, "cannot write"))?;
-    let file = file.into_std().await;
     // With worker uids the session's directory belongs to its uid: so does the replica,
     // or a reducer of that session on this executor could not read it.
     if let Ok(meta) = std::fs::metadata(dir) {
