@@ -1,0 +1,123 @@
+//! [`SqlContext`]: tables and SQL over an ember [`Context`]. DataFusion parses, plans and
+//! optimises; ember runs the plan's stages ([`crate::stages`], [`crate::run`]).
+//!
+//! The DataFusion session is configured so that each partition can run alone in its own
+//! task (as ember runs them): no file work stealing between sibling partitions, no
+//! dynamic filters shared between partitions, no round-robin repartition after scans
+//! (parallelism comes from splitting the files), and `target_partitions` from ember's
+//! default parallelism.
+
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig, SessionContext};
+use ember::Context;
+
+use crate::dataframe::DataFrame;
+use crate::error::Result;
+
+/// The DataFusion settings every partition of a plan running alone needs.
+pub(crate) fn task_config() -> SessionConfig {
+    SessionConfig::new()
+        .with_round_robin_repartition(false)
+        .set_bool(
+            "datafusion.execution.enable_file_stream_work_stealing",
+            false,
+        )
+        .set_bool("datafusion.optimizer.enable_dynamic_filter_pushdown", false)
+        .set_bool(
+            "datafusion.optimizer.enable_join_dynamic_filter_pushdown",
+            false,
+        )
+}
+
+/// Tables and SQL over an ember context.
+pub struct SqlContext {
+    ember: Context,
+    df: SessionContext,
+    rt: tokio::runtime::Runtime,
+}
+
+impl SqlContext {
+    /// A SQL context running its queries on `ember`'s executors (or in local mode).
+    pub fn new(ember: &Context) -> Result<Self> {
+        let partitions = ember.default_parallelism().max(1);
+        let config = task_config().with_target_partitions(partitions);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                crate::error::SqlError::Output(format!("cannot start the SQL runtime: {e}"))
+            })?;
+        Ok(SqlContext {
+            ember: ember.clone(),
+            df: SessionContext::new_with_config(config),
+            rt,
+        })
+    }
+
+    /// The ember context queries run on.
+    pub fn ember(&self) -> &Context {
+        &self.ember
+    }
+
+    /// DataFusion's session (its catalog, functions and configuration).
+    pub fn session(&self) -> &SessionContext {
+        &self.df
+    }
+
+    /// Registers the Parquet files at `path` (a file, a directory or a glob) as `name`.
+    pub fn register_parquet(&self, name: &str, path: &str) -> Result<()> {
+        self.rt.block_on(
+            self.df
+                .register_parquet(name, path, ParquetReadOptions::default()),
+        )?;
+        Ok(())
+    }
+
+    /// Registers the CSV files (with a header line) at `path` as `name`.
+    pub fn register_csv(&self, name: &str, path: &str) -> Result<()> {
+        // A file is read whatever its name; a directory's files ending in `.csv`.
+        let file = std::path::Path::new(path);
+        let ext = if file.is_file() {
+            file.extension()
+                .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()))
+        } else {
+            ".csv".to_string()
+        };
+        let options = CsvReadOptions::new().has_header(true).file_extension(&ext);
+        self.rt
+            .block_on(self.df.register_csv(name, path, options))?;
+        Ok(())
+    }
+
+    /// The query's result, planned now and run when collected or written.
+    pub fn sql(&self, query: &str) -> Result<DataFrame<'_>> {
+        let df = self.rt.block_on(self.df.sql(query))?;
+        Ok(DataFrame::new(self, df))
+    }
+
+    /// The registered table `name`.
+    pub fn table(&self, name: &str) -> Result<DataFrame<'_>> {
+        let df = self.rt.block_on(self.df.table(name))?;
+        Ok(DataFrame::new(self, df))
+    }
+
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// Runs a physical plan on ember's stages; its batches, in partition order.
+    pub(crate) fn run(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<RecordBatch>> {
+        let stages = crate::stages::cut(plan)?;
+        let rdd = crate::run::result_rdd(&self.ember, &stages)?;
+        Ok(rdd.collect()?.into_iter().map(|b| b.0).collect())
+    }
+
+    /// The stages `plan` runs as, for `explain`.
+    pub(crate) fn stages(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<crate::stages::Stage>> {
+        crate::stages::cut(plan)
+    }
+}

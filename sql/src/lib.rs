@@ -1,0 +1,33 @@
+//! ember-sql: DataFrames and SQL on ember's stages.
+//!
+//! DataFusion parses SQL, plans and optimises it, and evaluates every operator of a
+//! partition; ember runs the plan: [`stages`] cuts DataFusion's physical plan into ember
+//! stages at its exchanges (repartitions and gathers), [`run`] ships each stage's plan
+//! fragment to ember tasks (DataFusion's protobuf codec, [`input_exec::StageCodec`] for
+//! the stage inputs), moves the batches between stages through ember's shuffle (Arrow
+//! IPC records), and so a lost executor's partitions are recomputed from lineage as any
+//! RDD's are.
+//!
+//! ```no_run
+//! let ctx = ember::Context::from_env()?;
+//! let sql = ember_sql::SqlContext::new(&ctx)?;
+//! sql.register_parquet("lineitem", "/data/tpch/lineitem.parquet")?;
+//! sql.sql("SELECT l_returnflag, count(*) FROM lineitem GROUP BY l_returnflag")?.show()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A crate of its own: jobs that use only RDDs neither compile nor link DataFusion.
+
+mod context;
+mod dataframe;
+mod error;
+pub mod input_exec;
+pub mod run;
+pub mod stages;
+
+pub use context::SqlContext;
+pub use dataframe::{DataFrame, GroupedData};
+pub use datafusion;
+pub use datafusion::common::JoinType;
+pub use datafusion::prelude::{col, lit};
+pub use error::{Result, SqlError};

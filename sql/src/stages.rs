@@ -1,0 +1,212 @@
+//! Cutting a DataFusion physical plan into ember stages at its exchanges.
+//!
+//! An exchange is where a partition of an operator needs rows from more than one
+//! partition of its input: a hash or round-robin `RepartitionExec`, and a gather over
+//! several partitions (`CoalescePartitionsExec`, `SortPreservingMergeExec`). Each becomes
+//! a stage boundary: the subtree below it is a stage of its own (recursively cut), whose
+//! tasks run its partitions and route each output batch to the consumer's tasks (hash:
+//! DataFusion's own `BatchPartitioner` over the repartition's expressions, so rows land
+//! in the partition DataFusion expects; round robin: by the batch's position in its
+//! partition, so a rerun routes every row the same way; a gather: every batch to every
+//! consumer task, tagged with its source partition). In the consumer the exchange is
+//! replaced by a [`StageInputExec`] leaf (a gather keeps its coalesce or merge above the
+//! leaf, which merges the source partitions again inside the task).
+//!
+//! A join that collects its left side (`CollectLeft` hash joins, nested-loop and cross
+//! joins) and emits unmatched left rows (left, full, left semi/anti/mark) runs its
+//! probe side in one task: DataFusion tracks unmatched left rows per plan instance, and
+//! each ember task runs its own instance.
+//!
+//! Invariant: every stage's fragment runs its partitions independently (no operator in
+//! it needs another partition's rows), so a lost partition is recomputed alone; stage ids
+//! are children before parents, the last stage is the query's result.
+
+use std::sync::Arc;
+
+use datafusion::common::JoinType;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{
+    replace_children_if_necessary, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+};
+
+use crate::error::{Result, SqlError};
+use crate::input_exec::{InputMode, StageInputExec};
+
+/// How a stage's output batches go to its consumer's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The query's result: collected.
+    Result,
+    /// By the stage plan's root `RepartitionExec` (hash or round robin) into `n`
+    /// partitions; the root itself is not executed, its input is.
+    Repartition { n: usize },
+    /// Every batch to each of the consumer's `n` tasks, tagged with its source partition.
+    All { n: usize },
+}
+
+/// One stage: the fragment its tasks run and where its output goes.
+#[derive(Debug)]
+pub struct Stage {
+    /// The fragment. With [`Route::Repartition`] its root is the repartition, whose
+    /// input each task executes.
+    pub plan: Arc<dyn ExecutionPlan>,
+    /// Its tasks (partitions of what is executed).
+    pub partitions: usize,
+    /// The stages its [`StageInputExec`] leaves read, by input number.
+    pub inputs: Vec<usize>,
+    pub route: Route,
+}
+
+/// The stages of `plan`, children before parents; the last one is the result.
+pub fn cut(plan: Arc<dyn ExecutionPlan>) -> Result<Vec<Stage>> {
+    let mut c = Cutter { stages: Vec::new() };
+    c.stage(plan, None)?;
+    Ok(c.stages)
+}
+
+struct Cutter {
+    stages: Vec<Stage>,
+}
+
+/// What sits between a stage and its consumer.
+enum Exchange {
+    /// This repartition node (its input is the stage's subtree).
+    Repartition(Arc<dyn ExecutionPlan>, usize),
+    All,
+}
+
+impl Cutter {
+    /// Makes `top` (with everything below it, cut further at exchanges) a stage; its id.
+    fn stage(&mut self, top: Arc<dyn ExecutionPlan>, exchange: Option<Exchange>) -> Result<usize> {
+        let mut inputs = Vec::new();
+        let body = self.rewrite(top, &mut inputs)?;
+        let partitions = body.output_partitioning().partition_count();
+        let (plan, route) = match exchange {
+            None => (body, Route::Result),
+            Some(Exchange::Repartition(node, n)) => (
+                replace_children_if_necessary(node, vec![body])?,
+                Route::Repartition { n },
+            ),
+            // The consumer's task count is filled in once the consumer is cut.
+            Some(Exchange::All) => (body, Route::All { n: 0 }),
+        };
+        let id = self.stages.len();
+        self.stages.push(Stage {
+            plan,
+            partitions: partitions.max(1),
+            inputs: inputs.clone(),
+            route,
+        });
+        for child in inputs {
+            if let Route::All { n } = &mut self.stages[child].route {
+                *n = partitions.max(1);
+            }
+        }
+        Ok(id)
+    }
+
+    /// `node` with its exchanges replaced by stage inputs (whose stages are cut and
+    /// numbered into `inputs`).
+    fn rewrite(
+        &mut self,
+        node: Arc<dyn ExecutionPlan>,
+        inputs: &mut Vec<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+            let n = match r.partitioning() {
+                Partitioning::Hash(_, n) | Partitioning::RoundRobinBatch(n) => Some(*n),
+                _ => None,
+            };
+            if let Some(n) = n {
+                let schema = r.input().schema();
+                let child = self.stage(
+                    r.input().clone(),
+                    Some(Exchange::Repartition(node.clone(), n)),
+                )?;
+                return Ok(self.input(inputs, child, InputMode::Hash, n, schema));
+            }
+            return Err(SqlError::Unsupported(format!(
+                "a repartition by {:?}",
+                r.partitioning()
+            )));
+        }
+        let gather = node
+            .downcast_ref::<CoalescePartitionsExec>()
+            .map(|c| c.input().clone())
+            .or_else(|| {
+                node.downcast_ref::<SortPreservingMergeExec>()
+                    .map(|m| m.input().clone())
+            });
+        if let Some(below) = gather {
+            let m = below.output_partitioning().partition_count();
+            if m > 1 {
+                let schema = below.schema();
+                let child = self.stage(below, Some(Exchange::All))?;
+                let leaf = self.input(inputs, child, InputMode::All, m, schema);
+                return Ok(replace_children_if_necessary(node, vec![leaf])?);
+            }
+        }
+        let node = gather_probe_side(node)?;
+        let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
+        if children.is_empty() {
+            return Ok(node);
+        }
+        let mut rewritten = Vec::with_capacity(children.len());
+        for c in children {
+            rewritten.push(self.rewrite(c, inputs)?);
+        }
+        Ok(replace_children_if_necessary(node, rewritten)?)
+    }
+
+    fn input(
+        &mut self,
+        inputs: &mut Vec<usize>,
+        child: usize,
+        mode: InputMode,
+        partitions: usize,
+        schema: datafusion::arrow::datatypes::SchemaRef,
+    ) -> Arc<dyn ExecutionPlan> {
+        let j = inputs.len() as u32;
+        inputs.push(child);
+        Arc::new(StageInputExec::new(j, mode, partitions, schema))
+    }
+}
+
+/// A join that collects its left side and emits unmatched left rows, with its probe
+/// (right) side gathered into one partition (see the module docs); any other node as it is.
+fn gather_probe_side(node: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let emits_left = |t: &JoinType| {
+        matches!(
+            t,
+            JoinType::Left
+                | JoinType::Full
+                | JoinType::LeftSemi
+                | JoinType::LeftAnti
+                | JoinType::LeftMark
+        )
+    };
+    let collects_left = if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+        *j.partition_mode() == PartitionMode::CollectLeft && emits_left(j.join_type())
+    } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
+        emits_left(j.join_type())
+    } else {
+        // A cross join emits no unmatched rows: each task's share of the right side
+        // pairs with all of the left.
+        false
+    };
+    if !collects_left {
+        return Ok(node);
+    }
+    let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
+    if children.len() != 2 || children[1].output_partitioning().partition_count() <= 1 {
+        return Ok(node);
+    }
+    let right: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(children[1].clone()));
+    Ok(replace_children_if_necessary(
+        node,
+        vec![children[0].clone(), right],
+    )?)
+}
