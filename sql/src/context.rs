@@ -111,13 +111,14 @@ impl SqlContext {
 
     /// Runs a physical plan on ember's stages; its batches, in partition order.
     pub(crate) fn run(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<RecordBatch>> {
-        let stages = crate::stages::cut(plan)?;
+        let stages = self.stages(plan)?;
         let rdd = crate::run::result_rdd(&self.ember, &stages)?;
         Ok(rdd.collect()?.into_iter().map(|b| b.0).collect())
     }
 
     /// The stages `plan` runs as, for `explain`.
+    /// Scalar subqueries run first ([`crate::subquery`]).
     pub(crate) fn stages(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<crate::stages::Stage>> {
-        crate::stages::cut(plan)
+        crate::stages::cut(crate::subquery::resolve(self, plan)?)
     }
 }

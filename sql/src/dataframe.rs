@@ -197,7 +197,7 @@ impl<'a> DataFrame<'a> {
             .map(|f| csv_field(f.name()))
             .collect::<Vec<_>>()
             .join(",");
-        let stages = crate::stages::cut(plan)?;
+        let stages = self.sql.stages(plan)?;
         crate::run::result_rdd(self.sql.ember(), &stages)?
             .map_partitions_with_index_with(header, csv_part)
             .save_as_text_file(path)?;
@@ -207,7 +207,7 @@ impl<'a> DataFrame<'a> {
     /// Writes the result as Parquet files under `path` (ember's Parquet sink).
     pub fn write_parquet(&self, path: &str) -> Result<()> {
         let plan = self.sql.block_on(self.physical())?;
-        let stages = crate::stages::cut(plan)?;
+        let stages = self.sql.stages(plan)?;
         crate::run::result_rdd(self.sql.ember(), &stages)?
             .save_batches_as_parquet(path, ember::ParquetWriteOptions::default())?;
         Ok(())

@@ -24,6 +24,7 @@ mod error;
 pub mod input_exec;
 pub mod run;
 pub mod stages;
+pub mod subquery;
 
 pub use context::SqlContext;
 pub use dataframe::{DataFrame, GroupedData};

@@ -34,6 +34,8 @@ use datafusion::physical_plan::{
 
 use crate::error::{Result, SqlError};
 use crate::input_exec::{InputMode, StageInputExec};
+use crate::subquery::Scope;
+use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
 
 /// How a stage's output batches go to its consumer's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,14 +63,21 @@ pub struct Stage {
 }
 
 /// The stages of `plan`, children before parents; the last one is the result.
+/// Scalar subqueries must be resolved first ([`crate::subquery::resolve`]).
 pub fn cut(plan: Arc<dyn ExecutionPlan>) -> Result<Vec<Stage>> {
-    let mut c = Cutter { stages: Vec::new() };
+    let mut c = Cutter {
+        stages: Vec::new(),
+        scopes: Vec::new(),
+    };
     c.stage(plan, None)?;
     Ok(c.stages)
 }
 
 struct Cutter {
     stages: Vec<Stage>,
+    /// The resolved scalar subqueries above the part of the plan being cut: every
+    /// fragment cut below them is evaluated with their values.
+    scopes: Vec<Scope>,
 }
 
 /// What sits between a stage and its consumer.
@@ -82,7 +91,10 @@ impl Cutter {
     /// Makes `top` (with everything below it, cut further at exchanges) a stage; its id.
     fn stage(&mut self, top: Arc<dyn ExecutionPlan>, exchange: Option<Exchange>) -> Result<usize> {
         let mut inputs = Vec::new();
-        let body = self.rewrite(top, &mut inputs)?;
+        let mut body = self.rewrite(top, &mut inputs)?;
+        for scope in self.scopes.iter().rev() {
+            body = scope.wrap(body);
+        }
         let partitions = body.output_partitioning().partition_count();
         let (plan, route) = match exchange {
             None => (body, Route::Result),
@@ -115,6 +127,13 @@ impl Cutter {
         node: Arc<dyn ExecutionPlan>,
         inputs: &mut Vec<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(s) = node.downcast_ref::<ScalarSubqueryExec>() {
+            let scope = Scope::of(s);
+            self.scopes.push(scope.clone());
+            let inner = self.rewrite(s.input().clone(), inputs);
+            self.scopes.pop();
+            return Ok(scope.wrap(inner?));
+        }
         if let Some(r) = node.downcast_ref::<RepartitionExec>() {
             let n = match r.partitioning() {
                 Partitioning::Hash(_, n) | Partitioning::RoundRobinBatch(n) => Some(*n),
