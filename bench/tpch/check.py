@@ -4,11 +4,13 @@ ember's `sql` example over the Parquet tables and by DuckDB over the same files;
 answers must be the same rows (in any order), numbers to 1e-6 relative.
 
     python3 bench/tpch/check.py --data DIR --sql target/debug/examples/sql
-        [--master local[2]] [--queries 1,3,22] [--timings]
+        [--master local[2] | --cluster N [--bin-dir target/debug]] [--queries 1,3,22] [--timings]
 
 DIR holds the eight tables as `<table>.parquet` (`tpchgen-cli parquet -s SF
---output-dir DIR`). With `--master URL` the queries run on that cluster. Prints one line
-per query (its times with `--timings`) and exits 1 if any answer differs or any run fails.
+--output-dir DIR`). With `--master URL` the queries run on that cluster; with `--cluster N`
+on a cluster of N one-core executors started here (`bench/emberbench/cluster.py`: the
+daemons of BIN_DIR on 127.0.0.1, stopped and removed at the end). Prints one line per
+query (its times with `--timings`) and exits 1 if any answer differs or any run fails.
 """
 import argparse
 import csv
@@ -101,7 +103,25 @@ def main():
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--queries", default=",".join(str(i) for i in range(1, 23)))
     ap.add_argument("--timings", action="store_true")
+    ap.add_argument("--cluster", type=int, default=0)
+    ap.add_argument("--bin-dir", default=os.path.join(HERE, "..", "..", "target", "debug"))
     args = ap.parse_args()
+    if args.cluster:
+        sys.path.insert(0, os.path.dirname(HERE))
+        from emberbench.cluster import Cluster
+        bins = {n: os.path.join(args.bin_dir, n) for n in ("ember-driver", "ember-executor")}
+        logs = tempfile.mkdtemp(prefix="ember-tpch-logs-")
+        try:
+            with Cluster(bins, args.cluster, 1, "2g", logs) as c:
+                args.master = c.url
+                check(args)
+        finally:
+            shutil.rmtree(logs, ignore_errors=True)
+    else:
+        check(args)
+
+
+def check(args):
     import duckdb
     con = duckdb.connect()
     for t in TABLES:
