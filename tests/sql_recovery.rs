@@ -117,7 +117,10 @@ fn finish(mut q: Query, out: &Path) -> Vec<String> {
         if let Some(s) = q.0.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "the query did not end in 5 minutes");
+        assert!(
+            Instant::now() < deadline,
+            "the query did not end in 5 minutes"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut err = String::new();
@@ -130,14 +133,24 @@ fn finish(mut q: Query, out: &Path) -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("part-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("part-")
+        })
         .collect();
     parts.sort();
     let mut lines = Vec::new();
     for p in parts {
         let text = fs::read_to_string(&p).unwrap();
         let mut it = text.lines();
-        assert_eq!(it.next(), Some("region,n,total,customers"), "{}", p.display());
+        assert_eq!(
+            it.next(),
+            Some("region,n,total,customers"),
+            "{}",
+            p.display()
+        );
         lines.extend(it.map(str::to_string));
     }
     lines
@@ -207,7 +220,12 @@ fn a_query_survives_a_killed_executor_with_the_exact_answer() {
     );
     cluster.signal_executor(1, "KILL");
     let got = finish(q, &out);
-    assert_eq!(got, want, "after kill -9 of an executor\n{}", cluster.logs());
+    assert_eq!(
+        got,
+        want,
+        "after kill -9 of an executor\n{}",
+        cluster.logs()
+    );
     let log = cluster.driver_log();
     assert!(log.contains("lost"), "the driver saw the loss:\n{log}");
 }

@@ -9,10 +9,18 @@
 //! RDD's are.
 //!
 //! ```no_run
+//! use ember_sql::{avg, col, lit, max, min};
 //! let ctx = ember::Context::from_env()?;
 //! let sql = ember_sql::SqlContext::new(&ctx)?;
-//! sql.register_parquet("lineitem", "/data/tpch/lineitem.parquet")?;
-//! sql.sql("SELECT l_returnflag, count(*) FROM lineitem GROUP BY l_returnflag")?.show()?;
+//! sql.register_parquet("trips", "/data/trips")?;
+//! let df = sql
+//!     .table("trips")?
+//!     .filter(col("fare").gt(lit(0.0)))?
+//!     .group_by(vec![col("city")])
+//!     .agg(vec![min(col("fare")), avg(col("fare")), max(col("fare"))])?;
+//! df.show()?;
+//! sql.sql("SELECT city, count(*) FROM trips GROUP BY city")?
+//!     .write_csv("/tmp/out")?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -30,5 +38,6 @@ pub use context::SqlContext;
 pub use dataframe::{DataFrame, GroupedData};
 pub use datafusion;
 pub use datafusion::common::JoinType;
+pub use datafusion::functions_aggregate::expr_fn::{avg, count, max, min, sum};
 pub use datafusion::prelude::{col, lit};
 pub use error::{Result, SqlError};

@@ -44,7 +44,11 @@ impl Scope {
 
     /// `fragment` evaluated with this scope's values.
     pub fn wrap(&self, fragment: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
-        Arc::new(ScalarSubqueryExec::new(fragment, self.links.clone(), self.results.clone()))
+        Arc::new(ScalarSubqueryExec::new(
+            fragment,
+            self.links.clone(),
+            self.results.clone(),
+        ))
     }
 }
 
@@ -68,7 +72,11 @@ pub fn resolve(sql: &SqlContext, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn
             index: link.index,
         });
     }
-    Ok(Arc::new(ScalarSubqueryExec::new(input, links, node.results().clone())))
+    Ok(Arc::new(ScalarSubqueryExec::new(
+        input,
+        links,
+        node.results().clone(),
+    )))
 }
 
 /// The value of a scalar subquery's plan, run on ember.
@@ -77,9 +85,11 @@ fn value_of(sql: &SqlContext, plan: Arc<dyn ExecutionPlan>) -> Result<ScalarValu
     let batches = sql.run(plan)?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     if rows > 1 {
-        return Err(SqlError::DataFusion(datafusion::error::DataFusionError::Execution(
-            "Scalar subquery returned more than one row".into(),
-        )));
+        return Err(SqlError::DataFusion(
+            datafusion::error::DataFusionError::Execution(
+                "Scalar subquery returned more than one row".into(),
+            ),
+        ));
     }
     match batches.iter().find(|b| b.num_rows() == 1) {
         Some(b) => Ok(ScalarValue::try_from_array(b.column(0), 0)?),
