@@ -14,8 +14,13 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{CsvReadOptions, ParquetReadOptions, SessionConfig, SessionContext};
 use ember::Context;
 
+use std::cell::RefCell;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use ember::{ArrowBatch, Data, Rdd};
+
 use crate::dataframe::DataFrame;
-use crate::error::Result;
+use crate::error::{Result, SqlError};
 
 /// The DataFusion settings every partition of a plan running alone needs.
 pub(crate) fn task_config() -> SessionConfig {
@@ -37,6 +42,8 @@ pub struct SqlContext {
     ember: Context,
     df: SessionContext,
     rt: tokio::runtime::Runtime,
+    /// Registered RDDs, by table id ([`crate::rdd_table`]).
+    rdds: RefCell<Vec<Rdd<ArrowBatch>>>,
 }
 
 impl SqlContext {
@@ -55,6 +62,7 @@ impl SqlContext {
             ember: ember.clone(),
             df: SessionContext::new_with_config(config),
             rt,
+            rdds: RefCell::new(Vec::new()),
         })
     }
 
@@ -93,6 +101,42 @@ impl SqlContext {
         Ok(())
     }
 
+    /// Registers `rdd`'s records as table `name`: one column per field of `T` (a struct
+    /// of numbers, bools, strings, `Option`s, `Vec`s and nested structs, as ember's
+    /// Parquet sink maps them). Queries read the RDD through its lineage.
+    pub fn register_rdd<T: Data>(&self, name: &str, rdd: &Rdd<T>) -> Result<()> {
+        let fields = ember::io::parquet::schema::record_fields::<T>()?;
+        let schema = ember::io::parquet::schema::schema_of(&fields);
+        self.register_batches(name, &rdd.to_batches(), schema)
+    }
+
+    /// Registers an RDD of Arrow batches, each of `schema`, as table `name`.
+    pub fn register_batches(
+        &self,
+        name: &str,
+        rdd: &Rdd<ArrowBatch>,
+        schema: SchemaRef,
+    ) -> Result<()> {
+        let mut rdds = self.rdds.borrow_mut();
+        let table = crate::rdd_table::RddTable {
+            id: rdds.len() as u32,
+            schema,
+            partitions: rdd.num_partitions(),
+        };
+        rdds.push(rdd.clone());
+        self.df.register_table(name, Arc::new(table))?;
+        Ok(())
+    }
+
+    /// Registered RDD `id`.
+    pub(crate) fn rdd(&self, id: u32) -> Result<Rdd<ArrowBatch>> {
+        self.rdds
+            .borrow()
+            .get(id as usize)
+            .cloned()
+            .ok_or_else(|| SqlError::Unsupported(format!("no registered RDD {id}")))
+    }
+
     /// The query's result, planned now and run when collected or written.
     pub fn sql(&self, query: &str) -> Result<DataFrame<'_>> {
         let df = self.rt.block_on(self.df.sql(query))?;
@@ -112,7 +156,7 @@ impl SqlContext {
     /// Runs a physical plan on ember's stages; its batches, in partition order.
     pub(crate) fn run(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<RecordBatch>> {
         let stages = self.stages(plan)?;
-        let rdd = crate::run::result_rdd(&self.ember, &stages)?;
+        let rdd = crate::run::result_rdd(self, &stages)?;
         Ok(rdd.collect()?.into_iter().map(|b| b.0).collect())
     }
 

@@ -198,7 +198,7 @@ impl<'a> DataFrame<'a> {
             .collect::<Vec<_>>()
             .join(",");
         let stages = self.sql.stages(plan)?;
-        crate::run::result_rdd(self.sql.ember(), &stages)?
+        crate::run::result_rdd(self.sql, &stages)?
             .map_partitions_with_index_with(header, csv_part)
             .save_as_text_file(path)?;
         Ok(())
@@ -208,7 +208,7 @@ impl<'a> DataFrame<'a> {
     pub fn write_parquet(&self, path: &str) -> Result<()> {
         let plan = self.sql.block_on(self.physical())?;
         let stages = self.sql.stages(plan)?;
-        crate::run::result_rdd(self.sql.ember(), &stages)?
+        crate::run::result_rdd(self.sql, &stages)?
             .save_batches_as_parquet(path, ember::ParquetWriteOptions::default())?;
         Ok(())
     }

@@ -30,6 +30,7 @@ mod context;
 mod dataframe;
 mod error;
 pub mod input_exec;
+pub mod rdd_table;
 pub mod run;
 pub mod stages;
 pub mod subquery;

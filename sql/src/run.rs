@@ -28,9 +28,10 @@ use ember::{ArrowBatch, Context, KeyPartitioner, Rdd, Records};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
+use crate::context::SqlContext;
 use crate::error::{Result, SqlError};
 use crate::input_exec::{bind, StageCodec, TaskInputs};
-use crate::stages::{Route, Stage};
+use crate::stages::{Route, Source, Stage};
 
 /// A batch on its way to a stage: (input number, source partition, batch).
 pub type Tagged = (u32, u32, ArrowBatch);
@@ -58,13 +59,23 @@ pub struct StageTask {
     all_n: u32,
     input_no: u32,
     partitions: u32,
+    /// A repartition's partition `k` goes to the consumer's task `offset + k`.
+    offset: u32,
+}
+
+/// How a registered RDD's partitions reach the stage reading them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RddRoute {
+    input_no: u32,
+    projection: Option<Vec<usize>>,
+    offset: u32,
 }
 
 /// The batches of the result stage (the last of `stages`), as an RDD.
-pub fn result_rdd(ctx: &Context, stages: &[Stage]) -> Result<Rdd<ArrowBatch>> {
+pub fn result_rdd(sql: &SqlContext, stages: &[Stage]) -> Result<Rdd<ArrowBatch>> {
     let last = stages.len() - 1;
     let task = stage_task(&stages[last], 0)?;
-    Ok(input_rdd(ctx, stages, last)?.map_partitions_with_index_with(task, run_result))
+    Ok(input_rdd(sql, stages, last)?.map_partitions_with_index_with(task, run_result))
 }
 
 fn stage_task(stage: &Stage, input_no: u32) -> Result<StageTask> {
@@ -72,10 +83,15 @@ fn stage_task(stage: &Stage, input_no: u32) -> Result<StageTask> {
         stage.plan.clone(),
         &StageCodec,
     )?;
-    let (route, all_n) = match stage.route {
-        Route::Result => (0, 0),
-        Route::Repartition { .. } => (1, 0),
-        Route::All { n } => (2, n as u32),
+    let (route, all_n, offset) = match stage.route {
+        Route::Result => (0, 0, 0),
+        Route::Repartition { offset, .. } => (1, 0, offset as u32),
+        Route::All { n } => (2, n as u32, 0),
+        Route::Partition { .. } => {
+            return Err(SqlError::Unsupported(
+                "an RDD's stage runs no plan fragment".into(),
+            ))
+        }
     };
     Ok(StageTask {
         plan: plan.to_vec(),
@@ -83,11 +99,13 @@ fn stage_task(stage: &Stage, input_no: u32) -> Result<StageTask> {
         all_n,
         input_no,
         partitions: stage.partitions as u32,
+        offset,
     })
 }
 
 /// Stage `id`'s input: its children's routed outputs in one shuffle, or an empty source.
-fn input_rdd(ctx: &Context, stages: &[Stage], id: usize) -> Result<Rdd<(u32, Tagged)>> {
+fn input_rdd(sql: &SqlContext, stages: &[Stage], id: usize) -> Result<Rdd<(u32, Tagged)>> {
+    let ctx: &Context = sql.ember();
     let st = &stages[id];
     let n = st.partitions.max(1);
     if st.inputs.is_empty() {
@@ -95,11 +113,44 @@ fn input_rdd(ctx: &Context, stages: &[Stage], id: usize) -> Result<Rdd<(u32, Tag
     }
     let mut parts = Vec::with_capacity(st.inputs.len());
     for (j, child) in st.inputs.iter().enumerate() {
-        let task = stage_task(&stages[*child], j as u32)?;
-        parts
-            .push(input_rdd(ctx, stages, *child)?.map_partitions_with_index_with(task, run_routed));
+        let c = &stages[*child];
+        let routed = match (&c.source, c.route) {
+            (Source::Rdd { id, projection }, Route::Partition { offset }) => {
+                let route = RddRoute {
+                    input_no: j as u32,
+                    projection: projection.clone(),
+                    offset: offset as u32,
+                };
+                sql.rdd(*id)?
+                    .map_partitions_with_index_with(route, route_rdd)
+            }
+            _ => {
+                let task = stage_task(c, j as u32)?;
+                input_rdd(sql, stages, *child)?.map_partitions_with_index_with(task, run_routed)
+            }
+        };
+        parts.push(routed);
     }
     Ok(ctx.union(&parts).partition_by_with(Identity(n as u32)))
+}
+
+/// A registered RDD's partition, its batches projected, to the consumer's task of the
+/// same partition (shifted by the route's offset).
+fn route_rdd(route: &RddRoute, partition: u32, batches: Records<ArrowBatch>) -> Vec<(u32, Tagged)> {
+    let target = route.offset + partition;
+    batches
+        .filter(|b| b.0.num_rows() > 0)
+        .map(|b| {
+            let batch = match &route.projection {
+                Some(p) => {
+                    b.0.project(p)
+                        .unwrap_or_else(|e| panic!("projecting a table's batch: {e}"))
+                }
+                None => b.0,
+            };
+            (target, (route.input_no, partition, ArrowBatch(batch)))
+        })
+        .collect()
 }
 
 thread_local! {
@@ -217,7 +268,7 @@ fn route(
                 }
                 p.partition(b, |target, part| {
                     if part.num_rows() > 0 {
-                        out.push((target as u32, tag(part)));
+                        out.push((task.offset + target as u32, tag(part)));
                     }
                     Ok(())
                 })?;

@@ -34,8 +34,10 @@ use datafusion::physical_plan::{
 
 use crate::error::{Result, SqlError};
 use crate::input_exec::{InputMode, StageInputExec};
+use crate::rdd_table::RddScanExec;
 use crate::subquery::Scope;
 use datafusion::physical_plan::scalar_subquery::ScalarSubqueryExec;
+use datafusion::physical_plan::union::UnionExec;
 
 /// How a stage's output batches go to its consumer's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,15 +45,32 @@ pub enum Route {
     /// The query's result: collected.
     Result,
     /// By the stage plan's root `RepartitionExec` (hash or round robin) into `n`
-    /// partitions; the root itself is not executed, its input is.
-    Repartition { n: usize },
+    /// partitions, partition `k` to the consumer's task `offset + k`; the root itself
+    /// is not executed, its input is.
+    Repartition { n: usize, offset: usize },
     /// Every batch to each of the consumer's `n` tasks, tagged with its source partition.
     All { n: usize },
+    /// Partition `k` to the consumer's task `offset + k` (a registered RDD's partitions).
+    Partition { offset: usize },
+}
+
+/// What a stage's tasks run.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A DataFusion plan fragment.
+    Fragment,
+    /// A registered RDD (its id in the [`crate::SqlContext`]), projected to these
+    /// columns if given.
+    Rdd {
+        id: u32,
+        projection: Option<Vec<usize>>,
+    },
 }
 
 /// One stage: the fragment its tasks run and where its output goes.
 #[derive(Debug)]
 pub struct Stage {
+    pub source: Source,
     /// The fragment. With [`Route::Repartition`] its root is the repartition, whose
     /// input each task executes.
     pub plan: Arc<dyn ExecutionPlan>,
@@ -82,8 +101,13 @@ struct Cutter {
 
 /// What sits between a stage and its consumer.
 enum Exchange {
-    /// This repartition node (its input is the stage's subtree).
-    Repartition(Arc<dyn ExecutionPlan>, usize),
+    /// This repartition node (its input is the stage's subtree) into `n` partitions,
+    /// landing at the consumer's tasks from `offset` on.
+    Repartition {
+        node: Arc<dyn ExecutionPlan>,
+        n: usize,
+        offset: usize,
+    },
     All,
 }
 
@@ -91,22 +115,23 @@ impl Cutter {
     /// Makes `top` (with everything below it, cut further at exchanges) a stage; its id.
     fn stage(&mut self, top: Arc<dyn ExecutionPlan>, exchange: Option<Exchange>) -> Result<usize> {
         let mut inputs = Vec::new();
-        let mut body = self.rewrite(top, &mut inputs)?;
+        let mut body = self.rewrite(top, &mut inputs, 0)?;
         for scope in self.scopes.iter().rev() {
             body = scope.wrap(body);
         }
         let partitions = body.output_partitioning().partition_count();
         let (plan, route) = match exchange {
             None => (body, Route::Result),
-            Some(Exchange::Repartition(node, n)) => (
+            Some(Exchange::Repartition { node, n, offset }) => (
                 replace_children_if_necessary(node, vec![body])?,
-                Route::Repartition { n },
+                Route::Repartition { n, offset },
             ),
             // The consumer's task count is filled in once the consumer is cut.
             Some(Exchange::All) => (body, Route::All { n: 0 }),
         };
         let id = self.stages.len();
         self.stages.push(Stage {
+            source: Source::Fragment,
             plan,
             partitions: partitions.max(1),
             inputs: inputs.clone(),
@@ -121,16 +146,33 @@ impl Cutter {
     }
 
     /// `node` with its exchanges replaced by stage inputs (whose stages are cut and
-    /// numbered into `inputs`).
+    /// numbered into `inputs`). `offset`: the stage task that runs `node`'s partition 0
+    /// (a union's later inputs are its later partitions).
     fn rewrite(
         &mut self,
         node: Arc<dyn ExecutionPlan>,
         inputs: &mut Vec<usize>,
+        offset: usize,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(scan) = node.downcast_ref::<RddScanExec>() {
+            let id = self.stages.len();
+            self.stages.push(Stage {
+                source: Source::Rdd {
+                    id: scan.id,
+                    projection: scan.projection.clone(),
+                },
+                plan: node.clone(),
+                partitions: scan.partitions.max(1),
+                inputs: Vec::new(),
+                route: Route::Partition { offset },
+            });
+            let schema = scan.schema.clone();
+            return Ok(self.input(inputs, id, InputMode::Hash, scan.partitions, schema));
+        }
         if let Some(s) = node.downcast_ref::<ScalarSubqueryExec>() {
             let scope = Scope::of(s);
             self.scopes.push(scope.clone());
-            let inner = self.rewrite(s.input().clone(), inputs);
+            let inner = self.rewrite(s.input().clone(), inputs, offset);
             self.scopes.pop();
             return Ok(scope.wrap(inner?));
         }
@@ -143,7 +185,11 @@ impl Cutter {
                 let schema = r.input().schema();
                 let child = self.stage(
                     r.input().clone(),
-                    Some(Exchange::Repartition(node.clone(), n)),
+                    Some(Exchange::Repartition {
+                        node: node.clone(),
+                        n,
+                        offset,
+                    }),
                 )?;
                 return Ok(self.input(inputs, child, InputMode::Hash, n, schema));
             }
@@ -173,9 +219,17 @@ impl Cutter {
         if children.is_empty() {
             return Ok(node);
         }
+        // A union's inputs follow each other in its partitions; every other operator
+        // runs partition `i` of each input in its own partition `i`.
+        let union = node.is::<UnionExec>();
         let mut rewritten = Vec::with_capacity(children.len());
+        let mut at = offset;
         for c in children {
-            rewritten.push(self.rewrite(c, inputs)?);
+            let n = c.output_partitioning().partition_count();
+            rewritten.push(self.rewrite(c, inputs, at)?);
+            if union {
+                at += n;
+            }
         }
         Ok(replace_children_if_necessary(node, rewritten)?)
     }

@@ -287,3 +287,82 @@ fn errors_name_what_was_wrong() {
     let e = sql.sql("SELEC 1").err().expect("a parse error").to_string();
     assert!(e.contains("SELEC"), "{e}");
 }
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Reading {
+    id: i64,
+    city: String,
+    temp: f64,
+}
+
+/// An `Rdd<T>` of serde records as a table, joined and unioned with a file table; a
+/// union of two aggregates (each behind its own hash exchange) puts the second one's
+/// partitions after the first's, and each must reach its own tasks.
+#[test]
+fn an_rdd_is_a_table_and_unions_of_exchanges_keep_their_partitions() {
+    let (dir, ctx, (rows, _)) = setup();
+    let sql = SqlContext::new(&ctx).unwrap();
+    sql.register_csv("w", dir.path().join("w.csv").to_str().unwrap())
+        .unwrap();
+    let records: Vec<Reading> = rows
+        .iter()
+        .map(|(id, city, temp)| Reading {
+            id: *id,
+            city: city.clone(),
+            temp: *temp,
+        })
+        .collect();
+    sql.register_rdd("r", &ctx.parallelize(records, 5)).unwrap();
+    let got = sql
+        .sql("SELECT city, count(*) AS n, max(temp) AS hi FROM r WHERE id % 2 = 0 GROUP BY city ORDER BY city")
+        .unwrap()
+        .collect()
+        .unwrap();
+    let mut want: BTreeMap<String, (i64, f64)> = BTreeMap::new();
+    for (_, c, t) in rows.iter().filter(|r| r.0 % 2 == 0) {
+        let e = want.entry(c.clone()).or_insert((0, f64::MIN));
+        e.0 += 1;
+        e.1 = e.1.max(*t);
+    }
+    assert_eq!(strings(&got, 0), want.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(
+        ints(&got, 1),
+        want.values().map(|v| v.0).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        floats(&got, 2),
+        want.values().map(|v| v.1).collect::<Vec<_>>()
+    );
+    let both = sql
+        .sql(
+            "SELECT city, n FROM (SELECT city, count(*) AS n FROM r GROUP BY city \
+             UNION ALL SELECT city, count(*) AS n FROM w GROUP BY city) ORDER BY city, n",
+        )
+        .unwrap()
+        .collect()
+        .unwrap();
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, c, _) in &rows {
+        *counts.entry(c.clone()).or_default() += 1;
+    }
+    let want: Vec<(String, i64)> = counts
+        .iter()
+        .flat_map(|(c, n)| [(c.clone(), *n), (c.clone(), *n)])
+        .collect();
+    let got: Vec<(String, i64)> = strings(&both, 0).into_iter().zip(ints(&both, 1)).collect();
+    assert_eq!(got, want);
+    // The RDD joined with a file table: readings of cities with a country.
+    sql.register_csv("c", dir.path().join("c.csv").to_str().unwrap())
+        .unwrap();
+    let joined = sql
+        .sql("SELECT count(*) AS n FROM r JOIN c ON r.city = c.city")
+        .unwrap()
+        .collect()
+        .unwrap();
+    let known = ["Oslo", "Lima", "Rome", "Pune"];
+    let want = rows
+        .iter()
+        .filter(|r| known.contains(&r.1.as_str()))
+        .count() as i64;
+    assert_eq!(ints(&joined, 0), vec![want]);
+}
