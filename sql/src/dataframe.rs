@@ -50,8 +50,8 @@ impl<'a> DataFrame<'a> {
         Ok(DataFrame::new(self.sql, df?))
     }
 
-    /// The DataFusion DataFrame underneath (its full API; run it with
-    /// [`SqlContext::dataframe`] to stay on ember's stages).
+    /// The DataFusion DataFrame underneath (its full API). Running it with DataFusion's
+    /// own `collect` runs it in this process, not on ember's stages.
     pub fn inner(&self) -> &datafusion::dataframe::DataFrame {
         &self.df
     }

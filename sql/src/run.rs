@@ -19,10 +19,12 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::Time;
 use datafusion::physical_plan::repartition::{BatchPartitioner, RepartitionExec};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use datafusion::prelude::SessionContext;
 use ember::{ArrowBatch, Context, KeyPartitioner, Rdd, Records};
 use futures_util::TryStreamExt;
@@ -158,6 +160,32 @@ thread_local! {
     static RUNTIME: RefCell<Option<(tokio::runtime::Runtime, SessionContext)>> = const { RefCell::new(None) };
 }
 
+/// The DataFusion session of this process's tasks: operators that buffer (sorts,
+/// aggregations, joins' build sides) draw on one pool of the executor's memory
+/// (`EMBER_EXECUTOR_MEMORY`, ember's default if unset) shared fairly by the running
+/// tasks, and spill to the worker's scratch directory (`EMBER_WORKER_DIR`, else the
+/// system's temporary directory) when it runs short.
+fn task_session() -> SessionContext {
+    let memory = std::env::var("EMBER_EXECUTOR_MEMORY")
+        .ok()
+        .and_then(|m| ember::memory::parse_memory_size(&m).ok())
+        .unwrap_or(ember::DEFAULT_EXECUTOR_MEMORY);
+    let mut runtime =
+        RuntimeEnvBuilder::new().with_memory_pool(Arc::new(FairSpillPool::new(memory as usize)));
+    if let Some(dir) = std::env::var_os("EMBER_WORKER_DIR") {
+        runtime = runtime.with_temp_file_path(std::path::PathBuf::from(dir).join("sql-spill"));
+    }
+    match runtime.build_arc() {
+        Ok(rt) => SessionContext::new_with_config_rt(crate::context::task_config(), rt),
+        Err(e) => {
+            tracing::warn!(
+                "no memory-bounded DataFusion runtime for SQL tasks ({e}); using the default"
+            );
+            SessionContext::new_with_config(crate::context::task_config())
+        }
+    }
+}
+
 /// Runs `f` with this thread's runtime and task context.
 fn with_runtime<R>(f: impl FnOnce(&tokio::runtime::Runtime, Arc<TaskContext>) -> R) -> R {
     RUNTIME.with(|cell| {
@@ -167,10 +195,7 @@ fn with_runtime<R>(f: impl FnOnce(&tokio::runtime::Runtime, Arc<TaskContext>) ->
                 .enable_all()
                 .build()
                 .expect("a task's DataFusion runtime");
-            (
-                rt,
-                SessionContext::new_with_config(crate::context::task_config()),
-            )
+            (rt, task_session())
         });
         f(rt, ctx.task_ctx())
     })
@@ -207,6 +232,10 @@ fn execute(
         } else {
             plan.clone()
         };
+        if partition as usize >= run.output_partitioning().partition_count() {
+            // A stage of no partitions runs one task, which has nothing to do.
+            return Ok((plan, Vec::new()));
+        }
         let batches: Vec<RecordBatch> = rt.block_on(async {
             let stream = run.execute(partition as usize, tctx.clone())?;
             stream.try_collect::<Vec<_>>().await

@@ -25,7 +25,9 @@ use std::sync::Arc;
 
 use datafusion::common::JoinType;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::joins::{HashJoinExec, NestedLoopJoinExec, PartitionMode};
+use datafusion::physical_plan::joins::{
+    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode,
+};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{
@@ -177,6 +179,11 @@ impl Cutter {
             return Ok(scope.wrap(inner?));
         }
         if let Some(r) = node.downcast_ref::<RepartitionExec>() {
+            if r.preserve_order() {
+                return Err(SqlError::Unsupported(
+                    "an order-preserving repartition (set datafusion.optimizer.prefer_existing_sort to false)".into(),
+                ));
+            }
             let n = match r.partitioning() {
                 Partitioning::Hash(_, n) | Partitioning::RoundRobinBatch(n) => Some(*n),
                 _ => None,
@@ -219,17 +226,29 @@ impl Cutter {
         if children.is_empty() {
             return Ok(node);
         }
+        if collects_left(&node) && reads_other_stages(&children[0]) && !gathers(&children[0]) {
+            // Every task executes the collected side's one partition: it must receive
+            // all of it, not only the task at its partition's place.
+            let left = children[0].clone();
+            let m = left.output_partitioning().partition_count();
+            let schema = left.schema();
+            let child = self.stage(left, Some(Exchange::All))?;
+            let leaf = self.input(inputs, child, InputMode::All, m, schema);
+            let right = self.rewrite(children[1].clone(), inputs, offset)?;
+            return Ok(replace_children_if_necessary(node, vec![leaf, right])?);
+        }
         // A union's inputs follow each other in its partitions; every other operator
         // runs partition `i` of each input in its own partition `i`.
         let union = node.is::<UnionExec>();
         let mut rewritten = Vec::with_capacity(children.len());
         let mut at = offset;
         for c in children {
-            let n = c.output_partitioning().partition_count();
-            rewritten.push(self.rewrite(c, inputs, at)?);
+            let c = self.rewrite(c, inputs, at)?;
+            // What the child has once cut (a gathered probe side has one partition).
             if union {
-                at += n;
+                at += c.output_partitioning().partition_count();
             }
+            rewritten.push(c);
         }
         Ok(replace_children_if_necessary(node, rewritten)?)
     }
@@ -246,6 +265,42 @@ impl Cutter {
         inputs.push(child);
         Arc::new(StageInputExec::new(j, mode, partitions, schema))
     }
+}
+
+/// Whether `node` executes its left child's one partition in every partition of its
+/// own (hash joins in `CollectLeft` mode, nested-loop and cross joins).
+fn collects_left(node: &Arc<dyn ExecutionPlan>) -> bool {
+    node.downcast_ref::<HashJoinExec>()
+        .is_some_and(|j| *j.partition_mode() == PartitionMode::CollectLeft)
+        || node.is::<NestedLoopJoinExec>()
+        || node.is::<CrossJoinExec>()
+}
+
+/// Whether `plan` is a gather of several partitions (cut into an input every task
+/// receives whole).
+fn gathers(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let below = plan
+        .downcast_ref::<CoalescePartitionsExec>()
+        .map(|c| c.input().clone())
+        .or_else(|| {
+            plan.downcast_ref::<SortPreservingMergeExec>()
+                .map(|m| m.input().clone())
+        });
+    below.is_some_and(|b| b.output_partitioning().partition_count() > 1)
+}
+
+/// Whether `plan` reads another stage's output (an exchange or a registered RDD in it).
+fn reads_other_stages(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let here = plan.is::<RddScanExec>()
+        || plan.is::<CoalescePartitionsExec>()
+        || plan.is::<SortPreservingMergeExec>()
+        || plan.downcast_ref::<RepartitionExec>().is_some_and(|r| {
+            matches!(
+                r.partitioning(),
+                Partitioning::Hash(..) | Partitioning::RoundRobinBatch(_)
+            )
+        });
+    here || plan.children().into_iter().any(reads_other_stages)
 }
 
 /// A join that collects its left side and emits unmatched left rows, with its probe

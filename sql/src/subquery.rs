@@ -55,12 +55,12 @@ impl Scope {
 /// `plan` with every scalar subquery run on ember and replaced by its value's one-row
 /// plan (inner subqueries first).
 pub fn resolve(sql: &SqlContext, plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
-    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
-    let mut resolved = Vec::with_capacity(children.len());
-    for c in children {
-        resolved.push(resolve(sql, c)?);
-    }
     let Some(node) = plan.downcast_ref::<ScalarSubqueryExec>() else {
+        let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+        let mut resolved = Vec::with_capacity(children.len());
+        for c in children {
+            resolved.push(resolve(sql, c)?);
+        }
         return Ok(replace_children_if_necessary(plan, resolved)?);
     };
     let input = resolve(sql, node.input().clone())?;

@@ -366,3 +366,58 @@ fn an_rdd_is_a_table_and_unions_of_exchanges_keep_their_partitions() {
         .count() as i64;
     assert_eq!(ints(&joined, 0), vec![want]);
 }
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Band {
+    name: String,
+    lo: f64,
+    hi: f64,
+}
+
+/// A join that collects a side every task executes whole (cross and nested-loop joins,
+/// a one-partition RDD as that side) against a table of several partitions: every task
+/// must see all of the collected side.
+#[test]
+fn a_collected_side_from_another_stage_reaches_every_task() {
+    let (dir, ctx, (rows, _)) = setup();
+    let parts = dir.path().join("parts");
+    std::fs::create_dir_all(&parts).unwrap();
+    for (i, chunk) in rows.chunks(1700).enumerate() {
+        let mut text = String::from("id,city,temp\n");
+        for (id, c, t) in chunk {
+            text += &format!("{id},{c},{t}\n");
+        }
+        std::fs::write(parts.join(format!("p{i}.csv")), text).unwrap();
+    }
+    let sql = SqlContext::new(&ctx).unwrap();
+    sql.register_csv("w", parts.to_str().unwrap()).unwrap();
+    let bands = vec![
+        Band {
+            name: "cold".into(),
+            lo: -100.0,
+            hi: 0.0,
+        },
+        Band {
+            name: "mild".into(),
+            lo: 0.0,
+            hi: 15.0,
+        },
+        Band {
+            name: "warm".into(),
+            lo: 15.0,
+            hi: 100.0,
+        },
+    ];
+    sql.register_rdd("b", &ctx.parallelize(bands.clone(), 1))
+        .unwrap();
+    let n = |q: &str| -> i64 { ints(&sql.sql(q).unwrap().collect().unwrap(), 0)[0] };
+    assert_eq!(
+        n("SELECT count(*) FROM b CROSS JOIN w"),
+        3 * rows.len() as i64
+    );
+    let in_band = |t: f64| bands.iter().filter(|b| t >= b.lo && t < b.hi).count() as i64;
+    assert_eq!(
+        n("SELECT count(*) FROM b JOIN w ON w.temp >= b.lo AND w.temp < b.hi"),
+        rows.iter().map(|r| in_band(r.2)).sum::<i64>()
+    );
+}
