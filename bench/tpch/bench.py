@@ -9,7 +9,9 @@ next round), every ember answer checked against DuckDB's (bench/tpch/check.py's 
 ember runs each query as its own process in local mode (`local[THREADS]`, startup and
 planning included); DuckDB (`threads=THREADS`) and Polars (its SQL context over lazy
 Parquet scans, `POLARS_MAX_THREADS=THREADS`) run in this process; Spark SQL runs in
-`local[THREADS]` (pyspark, one session for every query, `collect()` of the result). A
+`local[THREADS]` (pyspark, one session for every query, `collect()` of the result, 4 GiB
+of driver memory); ember's tasks get `--memory` (8g: a hash join's build side does not
+spill in DataFusion). A
 query an engine cannot run is reported as such (its error's first line). Prints a
 Markdown table of medians; with --out also writes it there.
 """
@@ -35,6 +37,7 @@ def main():
     ap.add_argument("--queries", default=",".join(str(i) for i in range(1, 23)))
     ap.add_argument("--out")
     ap.add_argument("--engines", default="ember,duckdb,polars,spark")
+    ap.add_argument("--memory", default="8g", help="ember's EMBER_EXECUTOR_MEMORY (DuckDB's default limit is 80%% of RAM)")
     args = ap.parse_args()
     os.environ["POLARS_MAX_THREADS"] = str(args.threads)
     engines = args.engines.split(",")
@@ -55,7 +58,7 @@ def main():
         spark.sparkContext.setLogLevel("ERROR")
         for t in check.TABLES:
             spark.read.parquet(os.path.join(args.data, t + ".parquet")).createOrReplaceTempView(t)
-    env = dict(os.environ, EMBER_LOG="warn", EMBER_PROGRESS="0")
+    env = dict(os.environ, EMBER_LOG="warn", EMBER_PROGRESS="0", EMBER_EXECUTOR_MEMORY=args.memory)
     master = f"local[{args.threads}]"
     scratch = tempfile.mkdtemp(prefix="ember-tpch-bench-")
     times = {}

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::execution::memory_pool::FairSpillPool;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::Time;
 use datafusion::physical_plan::repartition::{BatchPartitioner, RepartitionExec};
@@ -160,29 +160,37 @@ thread_local! {
     static RUNTIME: RefCell<Option<(tokio::runtime::Runtime, SessionContext)>> = const { RefCell::new(None) };
 }
 
-/// The DataFusion session of this process's tasks: operators that buffer (sorts,
-/// aggregations, joins' build sides) draw on one pool of the executor's memory
-/// (`EMBER_EXECUTOR_MEMORY`, ember's default if unset) shared fairly by the running
-/// tasks, and spill to the worker's scratch directory (`EMBER_WORKER_DIR`, else the
-/// system's temporary directory) when it runs short.
+/// The DataFusion session of a task thread. Every task of this process draws on one
+/// runtime: operators that buffer (sorts, aggregations, joins' build sides) share one
+/// pool of the executor's memory (`EMBER_EXECUTOR_MEMORY`, ember's default if unset),
+/// fairly between the running tasks, and those that can spill do so, to the worker's
+/// scratch directory (`EMBER_WORKER_DIR`, else the system's temporary directory), when
+/// it runs short; a hash join's build side cannot, and fails its task naming the pool.
 fn task_session() -> SessionContext {
-    let memory = std::env::var("EMBER_EXECUTOR_MEMORY")
-        .ok()
-        .and_then(|m| ember::memory::parse_memory_size(&m).ok())
-        .unwrap_or(ember::DEFAULT_EXECUTOR_MEMORY);
-    let mut runtime =
-        RuntimeEnvBuilder::new().with_memory_pool(Arc::new(FairSpillPool::new(memory as usize)));
-    if let Some(dir) = std::env::var_os("EMBER_WORKER_DIR") {
-        runtime = runtime.with_temp_file_path(std::path::PathBuf::from(dir).join("sql-spill"));
-    }
-    match runtime.build_arc() {
-        Ok(rt) => SessionContext::new_with_config_rt(crate::context::task_config(), rt),
-        Err(e) => {
-            tracing::warn!(
-                "no memory-bounded DataFusion runtime for SQL tasks ({e}); using the default"
-            );
-            SessionContext::new_with_config(crate::context::task_config())
+    static RUNTIME_ENV: std::sync::OnceLock<Option<Arc<RuntimeEnv>>> = std::sync::OnceLock::new();
+    let env = RUNTIME_ENV.get_or_init(|| {
+        let memory = std::env::var("EMBER_EXECUTOR_MEMORY")
+            .ok()
+            .and_then(|m| ember::memory::parse_memory_size(&m).ok())
+            .unwrap_or(ember::DEFAULT_EXECUTOR_MEMORY);
+        let mut runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(FairSpillPool::new(memory as usize)));
+        if let Some(dir) = std::env::var_os("EMBER_WORKER_DIR") {
+            runtime = runtime.with_temp_file_path(std::path::PathBuf::from(dir).join("sql-spill"));
         }
+        match runtime.build_arc() {
+            Ok(rt) => Some(rt),
+            Err(e) => {
+                tracing::warn!(
+                    "no memory-bounded DataFusion runtime for SQL tasks ({e}); using the default"
+                );
+                None
+            }
+        }
+    });
+    match env {
+        Some(rt) => SessionContext::new_with_config_rt(crate::context::task_config(), rt.clone()),
+        None => SessionContext::new_with_config(crate::context::task_config()),
     }
 }
 
