@@ -4,7 +4,8 @@
 //! The DataFusion session is configured so that each partition can run alone in its own
 //! task (as ember runs them): no file work stealing between sibling partitions, no
 //! dynamic filters shared between partitions, no round-robin repartition after scans
-//! (parallelism comes from splitting the files), and `target_partitions` from ember's
+//! (parallelism comes from splitting the files), strings read as plain `Utf8` (so a
+//! shuffled batch carries only its own bytes), and `target_partitions` from ember's
 //! default parallelism.
 
 use std::sync::Arc;
@@ -31,6 +32,13 @@ pub(crate) fn task_config() -> SessionConfig {
             false,
         )
         .set_bool("datafusion.optimizer.enable_dynamic_filter_pushdown", false)
+        // Strings as plain Utf8, not views: a view array's batch shares its data
+        // buffers with every batch cut from the same page, and an Arrow IPC record (a
+        // shuffled batch) carries all of them.
+        .set_bool(
+            "datafusion.execution.parquet.schema_force_view_types",
+            false,
+        )
         .set_bool(
             "datafusion.optimizer.enable_join_dynamic_filter_pushdown",
             false,
