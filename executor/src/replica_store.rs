@@ -55,15 +55,27 @@ pub struct Stored {
     pub bytes: u64,
 }
 
-/// A piece of a pushed file, whatever it carries.
+/// A piece of a pushed file, whatever it carries: a map output or a cached block.
 pub trait Piece {
     fn data(&self) -> &[u8];
     fn into_data(self) -> bytes::Bytes;
     fn last(&self) -> bool;
     fn crc32(&self) -> u32;
+    /// What the first piece announces, and the file's name (`Pushed`) in `dir`.
+    fn header(&self) -> Header<'_>;
+    fn file(&self, dir: &Path) -> Pushed;
+    /// The push, named in errors when it sends nothing.
+    const KIND: &'static str;
+}
+
+/// Where a pushed file goes: its temporary's prefix and its final path.
+pub struct Pushed {
+    tmp_prefix: String,
+    target: PathBuf,
 }
 
 impl Piece for MapOutputPiece {
+    const KIND: &'static str = "a map output push";
     fn data(&self) -> &[u8] {
         &self.data
     }
@@ -75,10 +87,27 @@ impl Piece for MapOutputPiece {
     }
     fn crc32(&self) -> u32 {
         self.crc32
+    }
+    fn header(&self) -> Header<'_> {
+        let (shuffle_id, map) = (self.shuffle_id, self.map_partition);
+        Header {
+            what: format!("the push of map output {map} of shuffle {shuffle_id}"),
+            id: shuffle_id,
+            file_len: self.file_len,
+            session_key: &self.session_key,
+        }
+    }
+    fn file(&self, dir: &Path) -> Pushed {
+        let (shuffle_id, map) = (self.shuffle_id, self.map_partition);
+        Pushed {
+            tmp_prefix: format!(".shuffle_{shuffle_id}_{map}"),
+            target: ember_shuffle::data_path(dir, shuffle_id, map),
+        }
     }
 }
 
 impl Piece for CachedBlockPiece {
+    const KIND: &'static str = "a cached block push";
     fn data(&self) -> &[u8] {
         &self.data
     }
@@ -91,38 +120,30 @@ impl Piece for CachedBlockPiece {
     fn crc32(&self) -> u32 {
         self.crc32
     }
+    fn header(&self) -> Header<'_> {
+        let (rdd_id, partition) = (self.rdd_id, self.partition);
+        Header {
+            what: format!("the push of cached partition {partition} of RDD {rdd_id}"),
+            id: rdd_id,
+            file_len: self.file_len,
+            session_key: &self.session_key,
+        }
+    }
+    fn file(&self, dir: &Path) -> Pushed {
+        let (rdd_id, partition) = (self.rdd_id, self.partition);
+        Pushed {
+            tmp_prefix: format!(".rdd_{rdd_id}_{partition}"),
+            target: ember_shuffle::cached_block_path(dir, rdd_id, partition),
+        }
+    }
 }
 
 /// Receives one pushed map output into the session's directory under `shuffle_dir`.
-pub async fn receive<S>(
-    shuffle_dir: &Path,
-    keys: &SessionKeys,
-    mut pieces: S,
-) -> Result<Stored, Status>
+pub async fn receive<S>(shuffle_dir: &Path, keys: &SessionKeys, pieces: S) -> Result<Stored, Status>
 where
     S: tokio_stream::Stream<Item = Result<MapOutputPiece, Status>> + Unpin,
 {
-    let first = match pieces.next().await {
-        Some(Ok(p)) => p,
-        Some(Err(s)) => return Err(s),
-        None => return Err(Status::invalid_argument("a map output push sent nothing")),
-    };
-    let (shuffle_id, map) = (first.shuffle_id, first.map_partition);
-    let header = Header {
-        what: format!("the push of map output {map} of shuffle {shuffle_id}"),
-        id: shuffle_id,
-        file_len: first.file_len,
-        session_key: &first.session_key,
-    };
-    let dir = header.check(shuffle_dir, keys)?;
-    let tmp = dir.join(format!(".shuffle_{shuffle_id}_{map}.push-{}", nanos()));
-    let target = ember_shuffle::data_path(&dir, shuffle_id, map);
-    let what = header.what.clone();
-    let file_len = first.file_len;
-    // Removes the temporary however this ends: an error, or the pusher going away (the
-    // server then drops this future mid-write).
-    let _tmp = RemoveOnDrop(tmp.clone());
-    write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what).await
+    receive_file(shuffle_dir, keys, pieces).await
 }
 
 /// Receives one cached block a decommissioning peer moves here, into the session's
@@ -130,34 +151,49 @@ where
 pub async fn receive_block<S>(
     shuffle_dir: &Path,
     keys: &SessionKeys,
-    mut pieces: S,
+    pieces: S,
 ) -> Result<Stored, Status>
 where
     S: tokio_stream::Stream<Item = Result<CachedBlockPiece, Status>> + Unpin,
 {
+    receive_file(shuffle_dir, keys, pieces).await
+}
+
+/// Receives one pushed file: its header checked, then written to a temporary and
+/// renamed to its name once its length and crc32 match.
+async fn receive_file<P, S>(
+    shuffle_dir: &Path,
+    keys: &SessionKeys,
+    mut pieces: S,
+) -> Result<Stored, Status>
+where
+    P: Piece,
+    S: tokio_stream::Stream<Item = Result<P, Status>> + Unpin,
+{
     let first = match pieces.next().await {
         Some(Ok(p)) => p,
         Some(Err(s)) => return Err(s),
-        None => return Err(Status::invalid_argument("a cached block push sent nothing")),
+        None => {
+            return Err(Status::invalid_argument(format!(
+                "{} sent nothing",
+                P::KIND
+            )))
+        }
     };
-    let (rdd_id, partition) = (first.rdd_id, first.partition);
-    let header = Header {
-        what: format!("the push of cached partition {partition} of RDD {rdd_id}"),
-        id: rdd_id,
-        file_len: first.file_len,
-        session_key: &first.session_key,
-    };
+    let header = first.header();
     let dir = header.check(shuffle_dir, keys)?;
-    let tmp = dir.join(format!(".rdd_{rdd_id}_{partition}.push-{}", nanos()));
-    let target = ember_shuffle::cached_block_path(&dir, rdd_id, partition);
     let what = header.what.clone();
-    let file_len = first.file_len;
+    let file_len = header.file_len;
+    let Pushed { tmp_prefix, target } = first.file(&dir);
+    let tmp = dir.join(format!("{tmp_prefix}.push-{}", nanos()));
+    // Removes the temporary however this ends: an error, or the pusher going away (the
+    // server then drops this future mid-write).
     let _tmp = RemoveOnDrop(tmp.clone());
     write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what).await
 }
 
 /// What a push's first piece announces.
-struct Header<'a> {
+pub struct Header<'a> {
     what: String,
     /// A shuffle or RDD id: its id range names the session.
     id: u32,

@@ -199,11 +199,7 @@ impl Replication {
             calls.push(async move {
                 let mut client = client?;
                 let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-                match tokio::time::timeout(timeout, client.push_map_output(stream)).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(s)) => Err(format!("{}: {}", code_name(s.code()), s.message())),
-                    Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
-                }
+                answer(timeout, client.push_map_output(stream)).await
             });
         }
         let session_key = session_key.to_string();
@@ -269,11 +265,7 @@ impl Replication {
         let mut client = self.client(&String::from_utf8_lossy(&target.shuffle_address))?;
         let call = async move {
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-            match tokio::time::timeout(timeout, client.push_cached_block(stream)).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(s)) => Err(format!("{}: {}", code_name(s.code()), s.message())),
-                Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
-            }
+            answer(timeout, client.push_cached_block(stream)).await
         };
         let session_key = session_key.to_string();
         let reading = feed(file, path, file_len, vec![tx], move |p: Pieced| {
@@ -416,6 +408,18 @@ async fn feed<P: Clone + Send + 'static>(
         if last || senders.is_empty() {
             return Ok(());
         }
+    }
+}
+
+/// A push call's outcome within `timeout`: nothing, or why it failed.
+async fn answer<T>(
+    timeout: Duration,
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> Result<(), String> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(s)) => Err(format!("{}: {}", code_name(s.code()), s.message())),
+        Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
     }
 }
 

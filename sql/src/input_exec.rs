@@ -61,20 +61,66 @@ pub struct StageInputExec {
     bound: Option<Arc<TaskInputs>>,
 }
 
+/// The properties of a leaf of this crate: `partitions` partitions of `schema`, in no
+/// known partitioning or order, bounded.
+pub(crate) fn leaf_properties(schema: &SchemaRef, partitions: usize) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(schema.clone()),
+        Partitioning::UnknownPartitioning(partitions),
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    ))
+}
+
+/// The `ExecutionPlan` methods every leaf of this crate has alike (its properties in a
+/// `props` field, no children, no expressions); `$name` names it in errors.
+macro_rules! leaf_plan_methods {
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+
+        fn properties(&self) -> &Arc<PlanProperties> {
+            &self.props
+        }
+
+        fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+            Vec::new()
+        }
+
+        fn apply_expressions(
+            &self,
+            _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        ) -> Result<TreeNodeRecursion> {
+            Ok(TreeNodeRecursion::Continue)
+        }
+
+        #[allow(deprecated)]
+        fn with_new_children(
+            self: Arc<Self>,
+            children: Vec<Arc<dyn ExecutionPlan>>,
+        ) -> Result<Arc<dyn ExecutionPlan>> {
+            if children.is_empty() {
+                Ok(self)
+            } else {
+                Err(DataFusionError::Internal(format!(
+                    "{} is a leaf: it takes no children",
+                    $name
+                )))
+            }
+        }
+    };
+}
+pub(crate) use leaf_plan_methods;
+
 impl StageInputExec {
     pub fn new(input: u32, mode: InputMode, partitions: usize, schema: SchemaRef) -> Self {
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(partitions),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
         StageInputExec {
             input,
             mode,
             partitions,
+            props: leaf_properties(&schema, partitions),
             schema,
-            props: Arc::new(props),
             bound: None,
         }
     }
@@ -102,38 +148,7 @@ impl DisplayAs for StageInputExec {
 }
 
 impl ExecutionPlan for StageInputExec {
-    fn name(&self) -> &str {
-        "StageInputExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.props
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "StageInputExec is a leaf: it takes no children".into(),
-            ))
-        }
-    }
+    leaf_plan_methods!("StageInputExec");
 
     fn execute(
         &self,

@@ -19,11 +19,9 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 
 /// A registered RDD's table: its id in its [`crate::SqlContext`], schema and partitions.
@@ -78,18 +76,12 @@ pub struct RddScanExec {
 
 impl RddScanExec {
     fn new(id: u32, schema: SchemaRef, partitions: usize, projection: Option<Vec<usize>>) -> Self {
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(partitions),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
         RddScanExec {
             id,
+            props: crate::input_exec::leaf_properties(&schema, partitions),
             schema,
             partitions,
             projection,
-            props: Arc::new(props),
         }
     }
 }
@@ -105,36 +97,7 @@ impl DisplayAs for RddScanExec {
 }
 
 impl ExecutionPlan for RddScanExec {
-    fn name(&self) -> &str {
-        "RddScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.props
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    #[allow(deprecated)]
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal("RddScanExec is a leaf".into()))
-        }
-    }
+    crate::input_exec::leaf_plan_methods!("RddScanExec");
 
     fn execute(
         &self,

@@ -18,7 +18,7 @@ const RDD: u32 = SHUFFLE + 1;
 
 /// The bytes of a moved block: opaque to the daemon, a few pieces long.
 fn block_bytes() -> Vec<u8> {
-    (0..(2_500_000u32))
+    (0..2_500_000u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect()
 }
