@@ -145,7 +145,26 @@ impl BlockStore {
                     continue;
                 }
             }
-            match moved::export(&block, &self.dir, &to) {
+            // A memory block is written as a run first (deleted when `written` drops).
+            let written;
+            let run: &RunFile = match &block {
+                Block::Memory(batches) => match batches.write_run(&self.dir) {
+                    Ok(r) => {
+                        written = r;
+                        &written
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            rdd_id,
+                            partition,
+                            "cannot write a cached block to move it: {e}"
+                        );
+                        continue;
+                    }
+                },
+                Block::Disk(run) => run,
+            };
+            match moved::export(run, &to) {
                 Ok(bytes) => out.push(((rdd_id, partition), bytes)),
                 Err(e) => tracing::warn!(
                     rdd_id,

@@ -29,7 +29,6 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::Block;
 use crate::error::{EmberError, Result};
 use crate::spill::run::RunFile;
 
@@ -38,18 +37,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"EMBBLK01";
 /// Bytes before the run.
 pub(crate) const HEADER_BYTES: u64 = 32;
 
-/// Writes `block` as a moved block's file at `to` (scratch files in `scratch`); the
-/// file's size.
-pub(crate) fn export(block: &Block, scratch: &Path, to: &Path) -> Result<u64> {
-    // A memory block is written as a run first (deleted when `written` drops).
-    let written;
-    let run: &RunFile = match block {
-        Block::Memory(batches) => {
-            written = batches.write_run(scratch)?;
-            &written
-        }
-        Block::Disk(run) => run,
-    };
+/// Writes a block's run (a disk block's, or a memory block written as one) as a moved
+/// block's file at `to`; the file's size.
+pub(crate) fn export(run: &RunFile, to: &Path) -> Result<u64> {
     let dir = to
         .parent()
         .ok_or_else(|| EmberError::io(to, std::io::Error::other("no parent directory")))?;
@@ -207,7 +197,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::block_store::Block;
     use crate::spill::run::RunReader;
+
+    /// `block` exported as the store does it (a memory block as a scratch run first).
+    fn export_block(block: &Block, scratch: &Path, to: &Path) -> Result<u64> {
+        match block {
+            Block::Memory(b) => export(&b.write_run(scratch)?, to),
+            Block::Disk(run) => export(run, to),
+        }
+    }
 
     fn batches() -> Vec<Vec<(u64, String)>> {
         (0..5)
@@ -234,7 +233,7 @@ mod tests {
         let want = batches();
         let memory = Block::Memory(Arc::new(want.clone()));
         let to = ember_shuffle::cached_block_path(&arrivals, 7, 1);
-        let bytes = export(&memory, &scratch, &to).unwrap();
+        let bytes = export_block(&memory, &scratch, &to).unwrap();
         assert_eq!(bytes, std::fs::metadata(&to).unwrap().len());
         // The memory block's scratch run is gone; only the moved file is left.
         assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
@@ -244,7 +243,7 @@ mod tests {
         // An adopted block moves on again (its run starts after the header).
         let again = Block::Disk(Arc::new(adopt(&to).unwrap().unwrap()));
         let to2 = ember_shuffle::cached_block_path(&arrivals, 7, 2);
-        assert_eq!(export(&again, &scratch, &to2).unwrap(), bytes);
+        assert_eq!(export_block(&again, &scratch, &to2).unwrap(), bytes);
         assert_eq!(read_back(adopt(&to2).unwrap().unwrap()), want);
         assert!(adopt(&arrivals.join("missing")).unwrap().is_none());
     }
@@ -253,7 +252,7 @@ mod tests {
     fn damaged_or_foreign_files_are_refused_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let to = ember_shuffle::cached_block_path(dir.path(), 1, 0);
-        export(&Block::Memory(Arc::new(batches())), dir.path(), &to).unwrap();
+        export_block(&Block::Memory(Arc::new(batches())), dir.path(), &to).unwrap();
         let good = std::fs::read(&to).unwrap();
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("shorter than", good[..20].to_vec()),
