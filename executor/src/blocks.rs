@@ -121,6 +121,33 @@ impl ShuffleService {
     }
 }
 
+impl ShuffleService {
+    /// A peer's push of `what` (a map output, a cached block): taken only with the
+    /// executor secret, stored by [`crate::replica_store`].
+    async fn take_push<P: crate::replica_store::Piece>(
+        &self,
+        request: Request<Streaming<P>>,
+        what: &str,
+    ) -> Result<Response<Empty>, Status> {
+        if ember_proto::auth::check(&request, self.executor_secret.as_deref()).is_err() {
+            tracing::warn!("refused {what} push without the executor secret");
+            return Err(Status::unauthenticated(format!(
+                "pushing {what} takes the executor secret"
+            )));
+        }
+        match crate::replica_store::receive(&self.dir, &self.keys, request.into_inner()).await {
+            Ok(stored) => {
+                tracing::debug!(path = %stored.path.display(), bytes = stored.bytes, "stored {what} pushed here");
+                Ok(Response::new(Empty {}))
+            }
+            Err(status) => {
+                tracing::warn!("refused {what} push: {}", status.message());
+                Err(status)
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Shuffle for ShuffleService {
     type FetchBlocksStream = ReceiverStream<Result<BlockChunks, Status>>;
@@ -129,45 +156,14 @@ impl Shuffle for ShuffleService {
         &self,
         request: Request<Streaming<MapOutputPiece>>,
     ) -> Result<Response<Empty>, Status> {
-        if ember_proto::auth::check(&request, self.executor_secret.as_deref()).is_err() {
-            tracing::warn!("refused a map output push without the executor secret");
-            return Err(Status::unauthenticated(
-                "pushing a map output takes the executor secret",
-            ));
-        }
-        match crate::replica_store::receive(&self.dir, &self.keys, request.into_inner()).await {
-            Ok(stored) => {
-                tracing::debug!(path = %stored.path.display(), bytes = stored.bytes, "stored a replica");
-                Ok(Response::new(Empty {}))
-            }
-            Err(status) => {
-                tracing::warn!("refused a map output push: {}", status.message());
-                Err(status)
-            }
-        }
+        self.take_push(request, "a map output").await
     }
 
     async fn push_cached_block(
         &self,
         request: Request<Streaming<ember_proto::CachedBlockPiece>>,
     ) -> Result<Response<Empty>, Status> {
-        if ember_proto::auth::check(&request, self.executor_secret.as_deref()).is_err() {
-            tracing::warn!("refused a cached block push without the executor secret");
-            return Err(Status::unauthenticated(
-                "pushing a cached block takes the executor secret",
-            ));
-        }
-        let pieces = request.into_inner();
-        match crate::replica_store::receive_block(&self.dir, &self.keys, pieces).await {
-            Ok(stored) => {
-                tracing::info!(path = %stored.path.display(), bytes = stored.bytes, "stored a cached block moved here");
-                Ok(Response::new(Empty {}))
-            }
-            Err(status) => {
-                tracing::warn!("refused a cached block push: {}", status.message());
-                Err(status)
-            }
-        }
+        self.take_push(request, "a cached block").await
     }
 
     async fn fetch_blocks(

@@ -170,7 +170,7 @@ impl Decommission {
                 blocks = moved_blocks.len(),
                 "decommissioning: cached blocks moved"
             );
-            for msg in report(moved, moved_blocks) {
+            for msg in limits::migration_messages(moved, moved_blocks) {
                 let _ = tx
                     .send(ExecutorMessage {
                         msg: Some(executor_message::Msg::OutputsMigrated(msg)),
@@ -288,30 +288,6 @@ async fn move_blocks(
         .filter_map(|b| async move { b })
         .collect()
         .await
-}
-
-/// What was moved, as messages of at most `MAX_MIGRATIONS_PER_MESSAGE` outputs and
-/// blocks together.
-fn report(outputs: Vec<MigratedOutput>, blocks: Vec<MigratedBlock>) -> Vec<MigratedOutputs> {
-    let max = limits::MAX_MIGRATIONS_PER_MESSAGE;
-    let mut out: Vec<MigratedOutputs> = Vec::new();
-    let mut current = MigratedOutputs::default();
-    for o in outputs {
-        if current.outputs.len() + current.blocks.len() == max {
-            out.push(std::mem::take(&mut current));
-        }
-        current.outputs.push(o);
-    }
-    for b in blocks {
-        if current.outputs.len() + current.blocks.len() == max {
-            out.push(std::mem::take(&mut current));
-        }
-        current.blocks.push(b);
-    }
-    if !current.outputs.is_empty() || !current.blocks.is_empty() {
-        out.push(current);
-    }
-    out
 }
 
 async fn send_phase(tx: &mpsc::Sender<ExecutorMessage>, phase: Phase) {

@@ -25,10 +25,9 @@
 //!   it checks the original's.
 //! * A replica is deleted with its shuffle (`RemoveShuffles`), its session
 //!   (`CleanupSession`) or this executor's registration, as the executor's own outputs.
-//! * A cached block moved off a decommissioning peer (`Shuffle.PushCachedBlock`,
-//!   [`receive_block`]) is taken under the same rules (executor secret, the session
-//!   key of the RDD's id range, bounded size, temporary name, length and crc32 checked,
-//!   then renamed) and stored as `ember_shuffle::cached_block_path` in the session's
+//! * A cached block moved off a decommissioning peer (`Shuffle.PushCachedBlock`) is
+//!   taken under the same rules (executor secret, the session key of the RDD's id
+//!   range, bounded size, temporary name, length and crc32 checked, then renamed) and stored as `ember_shuffle::cached_block_path` in the session's
 //!   directory, where that session's worker adopts it; it goes with its RDD
 //!   (`UnpersistRdd`), its session or this executor's registration.
 
@@ -138,30 +137,10 @@ impl Piece for CachedBlockPiece {
     }
 }
 
-/// Receives one pushed map output into the session's directory under `shuffle_dir`.
-pub async fn receive<S>(shuffle_dir: &Path, keys: &SessionKeys, pieces: S) -> Result<Stored, Status>
-where
-    S: tokio_stream::Stream<Item = Result<MapOutputPiece, Status>> + Unpin,
-{
-    receive_file(shuffle_dir, keys, pieces).await
-}
-
-/// Receives one cached block a decommissioning peer moves here, into the session's
-/// directory under `shuffle_dir`.
-pub async fn receive_block<S>(
-    shuffle_dir: &Path,
-    keys: &SessionKeys,
-    pieces: S,
-) -> Result<Stored, Status>
-where
-    S: tokio_stream::Stream<Item = Result<CachedBlockPiece, Status>> + Unpin,
-{
-    receive_file(shuffle_dir, keys, pieces).await
-}
-
-/// Receives one pushed file: its header checked, then written to a temporary and
-/// renamed to its name once its length and crc32 match.
-async fn receive_file<P, S>(
+/// Receives one pushed file (a map output, or a cached block a decommissioning peer
+/// moves here) into the session's directory under `shuffle_dir`: its header checked,
+/// then written to a temporary and renamed to its name once its length and crc32 match.
+pub async fn receive<P, S>(
     shuffle_dir: &Path,
     keys: &SessionKeys,
     mut pieces: S,

@@ -207,11 +207,7 @@ impl Replication {
             MapOutputPiece {
                 shuffle_id,
                 map_partition: map,
-                session_key: if p.first {
-                    session_key.clone()
-                } else {
-                    String::new()
-                },
+                session_key: p.key(&session_key),
                 file_len,
                 crc32: p.crc32,
                 data: p.data,
@@ -256,7 +252,7 @@ impl Replication {
         target: &MapHost,
     ) -> Result<u64, String> {
         let dir = self.config.session_shuffle_dir(IdRange::of_id(rdd_id));
-        let path = ember_shuffle::cached_block_path(&dir, rdd_id, partition);
+        let path = self.block_file(rdd_id, partition);
         let (file, file_len) = open_output(&path, &dir)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -272,11 +268,7 @@ impl Replication {
             CachedBlockPiece {
                 rdd_id,
                 partition,
-                session_key: if p.first {
-                    session_key.clone()
-                } else {
-                    String::new()
-                },
+                session_key: p.key(&session_key),
                 file_len,
                 crc32: p.crc32,
                 data: p.data,
@@ -359,6 +351,17 @@ struct Pieced {
     last: bool,
     /// The crc32 of the whole file on the last piece, else 0.
     crc32: u32,
+}
+
+impl Pieced {
+    /// The session key the piece carries: `key` in the first, nothing after.
+    fn key(&self, key: &str) -> String {
+        if self.first {
+            key.to_string()
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// Reads `file` (at `path`) once and sends every piece, made by `make`, to every

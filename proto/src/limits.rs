@@ -43,6 +43,35 @@ pub const MAX_PUSHED_OUTPUT_BYTES: u64 = 64 << 30;
 /// takes).
 pub const MAX_MIGRATIONS_PER_MESSAGE: usize = 4096;
 
+/// `outputs` and `blocks` (a decommissioning executor's plan, or what it moved) as
+/// messages of at most [`MAX_MIGRATIONS_PER_MESSAGE`] of them together, outputs first;
+/// none for none. `last` is left for the sender to set.
+pub fn migration_messages(
+    outputs: Vec<crate::MigratedOutput>,
+    blocks: Vec<crate::MigratedBlock>,
+) -> Vec<crate::MigratedOutputs> {
+    let mut out = Vec::new();
+    let mut current = crate::MigratedOutputs::default();
+    let full =
+        |m: &crate::MigratedOutputs| m.outputs.len() + m.blocks.len() == MAX_MIGRATIONS_PER_MESSAGE;
+    for o in outputs {
+        if full(&current) {
+            out.push(std::mem::take(&mut current));
+        }
+        current.outputs.push(o);
+    }
+    for b in blocks {
+        if full(&current) {
+            out.push(std::mem::take(&mut current));
+        }
+        current.blocks.push(b);
+    }
+    if !current.outputs.is_empty() || !current.blocks.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// Most launches in one `LaunchTasks` message.
 pub const MAX_LAUNCH_BATCH: usize = 1024;
 
@@ -165,6 +194,33 @@ pub fn fit_status(mut status: TaskStatus, limit: usize) -> TaskStatus {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn migrations_go_in_messages_of_at_most_the_bound_outputs_first() {
+        let outputs: Vec<crate::MigratedOutput> = (0..MAX_MIGRATIONS_PER_MESSAGE as u32 + 10)
+            .map(|m| crate::MigratedOutput {
+                map_partition: m,
+                ..Default::default()
+            })
+            .collect();
+        let blocks: Vec<crate::MigratedBlock> = (0..MAX_MIGRATIONS_PER_MESSAGE as u32)
+            .map(|p| crate::MigratedBlock {
+                partition: p,
+                ..Default::default()
+            })
+            .collect();
+        let msgs = migration_messages(outputs, blocks);
+        let sizes: Vec<(usize, usize)> = msgs
+            .iter()
+            .map(|m| (m.outputs.len(), m.blocks.len()))
+            .collect();
+        let max = MAX_MIGRATIONS_PER_MESSAGE;
+        assert_eq!(sizes, vec![(max, 0), (10, max - 10), (0, 10)]);
+        assert!(msgs.iter().all(|m| !m.last));
+        assert_eq!(msgs[1].blocks[0].partition, 0);
+        assert_eq!(msgs[2].blocks[9].partition, max as u32 - 1);
+        assert!(migration_messages(Vec::new(), Vec::new()).is_empty());
+    }
+
     use super::*;
     use crate::{task_success, TaskSuccess};
 

@@ -163,9 +163,13 @@ impl SqlContext {
 
     /// Runs a physical plan on ember's stages; its batches, in partition order.
     pub(crate) fn run(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Vec<RecordBatch>> {
-        let stages = self.stages(plan)?;
-        let rdd = crate::run::result_rdd(self, &stages)?;
+        let rdd = self.result_rdd(plan)?;
         Ok(rdd.collect()?.into_iter().map(|b| b.0).collect())
+    }
+
+    /// A physical plan's result as an RDD of its batches, on ember's stages.
+    pub(crate) fn result_rdd(&self, plan: Arc<dyn ExecutionPlan>) -> Result<Rdd<ArrowBatch>> {
+        crate::run::result_rdd(self, &self.stages(plan)?)
     }
 
     /// The stages `plan` runs as, for `explain`.

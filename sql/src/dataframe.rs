@@ -197,8 +197,8 @@ impl<'a> DataFrame<'a> {
             .map(|f| csv_field(f.name()))
             .collect::<Vec<_>>()
             .join(",");
-        let stages = self.sql.stages(plan)?;
-        crate::run::result_rdd(self.sql, &stages)?
+        self.sql
+            .result_rdd(plan)?
             .map_partitions_with_index_with(header, csv_part)
             .save_as_text_file(path)?;
         Ok(())
@@ -207,8 +207,8 @@ impl<'a> DataFrame<'a> {
     /// Writes the result as Parquet files under `path` (ember's Parquet sink).
     pub fn write_parquet(&self, path: &str) -> Result<()> {
         let plan = self.sql.block_on(self.physical())?;
-        let stages = self.sql.stages(plan)?;
-        crate::run::result_rdd(self.sql, &stages)?
+        self.sql
+            .result_rdd(plan)?
             .save_batches_as_parquet(path, ember::ParquetWriteOptions::default())?;
         Ok(())
     }

@@ -184,11 +184,7 @@ impl Cutter {
                     "an order-preserving repartition (set datafusion.optimizer.prefer_existing_sort to false)".into(),
                 ));
             }
-            let n = match r.partitioning() {
-                Partitioning::Hash(_, n) | Partitioning::RoundRobinBatch(n) => Some(*n),
-                _ => None,
-            };
-            if let Some(n) = n {
+            if let Some(n) = exchange_width(r) {
                 let schema = r.input().schema();
                 let child = self.stage(
                     r.input().clone(),
@@ -205,35 +201,22 @@ impl Cutter {
                 r.partitioning()
             )));
         }
-        let gather = node
-            .downcast_ref::<CoalescePartitionsExec>()
-            .map(|c| c.input().clone())
-            .or_else(|| {
-                node.downcast_ref::<SortPreservingMergeExec>()
-                    .map(|m| m.input().clone())
-            });
-        if let Some(below) = gather {
-            let m = below.output_partitioning().partition_count();
-            if m > 1 {
-                let schema = below.schema();
-                let child = self.stage(below, Some(Exchange::All))?;
-                let leaf = self.input(inputs, child, InputMode::All, m, schema);
-                return Ok(replace_children_if_necessary(node, vec![leaf])?);
-            }
+        if let Some(below) = gathered(&node) {
+            let leaf = self.broadcast_input(inputs, below)?;
+            return Ok(replace_children_if_necessary(node, vec![leaf])?);
         }
         let node = gather_probe_side(node)?;
         let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
         if children.is_empty() {
             return Ok(node);
         }
-        if collects_left(&node) && reads_other_stages(&children[0]) && !gathers(&children[0]) {
+        if collects_left(&node)
+            && reads_other_stages(&children[0])
+            && gathered(&children[0]).is_none()
+        {
             // Every task executes the collected side's one partition: it must receive
             // all of it, not only the task at its partition's place.
-            let left = children[0].clone();
-            let m = left.output_partitioning().partition_count();
-            let schema = left.schema();
-            let child = self.stage(left, Some(Exchange::All))?;
-            let leaf = self.input(inputs, child, InputMode::All, m, schema);
+            let leaf = self.broadcast_input(inputs, children[0].clone())?;
             let right = self.rewrite(children[1].clone(), inputs, offset)?;
             return Ok(replace_children_if_necessary(node, vec![leaf, right])?);
         }
@@ -251,6 +234,19 @@ impl Cutter {
             rewritten.push(c);
         }
         Ok(replace_children_if_necessary(node, rewritten)?)
+    }
+
+    /// `below` cut into a stage whose every batch goes to every task of this one; the
+    /// input leaf reading it.
+    fn broadcast_input(
+        &mut self,
+        inputs: &mut Vec<usize>,
+        below: Arc<dyn ExecutionPlan>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let m = below.output_partitioning().partition_count();
+        let schema = below.schema();
+        let child = self.stage(below, Some(Exchange::All))?;
+        Ok(self.input(inputs, child, InputMode::All, m, schema))
     }
 
     fn input(
@@ -276,17 +272,27 @@ fn collects_left(node: &Arc<dyn ExecutionPlan>) -> bool {
         || node.is::<CrossJoinExec>()
 }
 
-/// Whether `plan` is a gather of several partitions (cut into an input every task
-/// receives whole).
-fn gathers(plan: &Arc<dyn ExecutionPlan>) -> bool {
+/// The input of `plan` if it gathers several partitions (a coalesce or a
+/// sort-preserving merge over more than one: cut into an input every task receives
+/// whole).
+fn gathered(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     let below = plan
         .downcast_ref::<CoalescePartitionsExec>()
         .map(|c| c.input().clone())
         .or_else(|| {
             plan.downcast_ref::<SortPreservingMergeExec>()
                 .map(|m| m.input().clone())
-        });
-    below.is_some_and(|b| b.output_partitioning().partition_count() > 1)
+        })?;
+    (below.output_partitioning().partition_count() > 1).then_some(below)
+}
+
+/// The partitions a repartition this crate cuts at makes (hash or round robin), or
+/// `None` for any other partitioning.
+fn exchange_width(r: &RepartitionExec) -> Option<usize> {
+    match r.partitioning() {
+        Partitioning::Hash(_, n) | Partitioning::RoundRobinBatch(n) => Some(*n),
+        _ => None,
+    }
 }
 
 /// Whether `plan` reads another stage's output (an exchange or a registered RDD in it).
@@ -294,12 +300,9 @@ fn reads_other_stages(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let here = plan.is::<RddScanExec>()
         || plan.is::<CoalescePartitionsExec>()
         || plan.is::<SortPreservingMergeExec>()
-        || plan.downcast_ref::<RepartitionExec>().is_some_and(|r| {
-            matches!(
-                r.partitioning(),
-                Partitioning::Hash(..) | Partitioning::RoundRobinBatch(_)
-            )
-        });
+        || plan
+            .downcast_ref::<RepartitionExec>()
+            .is_some_and(|r| exchange_width(r).is_some());
     here || plan.children().into_iter().any(reads_other_stages)
 }
 
@@ -316,16 +319,16 @@ fn gather_probe_side(node: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPl
                 | JoinType::LeftMark
         )
     };
-    let collects_left = if let Some(j) = node.downcast_ref::<HashJoinExec>() {
-        *j.partition_mode() == PartitionMode::CollectLeft && emits_left(j.join_type())
-    } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
-        emits_left(j.join_type())
-    } else {
-        // A cross join emits no unmatched rows: each task's share of the right side
-        // pairs with all of the left.
-        false
-    };
-    if !collects_left {
+    // A cross join emits no unmatched rows: each task's share of the right side pairs
+    // with all of the left.
+    let join_type = node
+        .downcast_ref::<HashJoinExec>()
+        .map(|j| *j.join_type())
+        .or_else(|| {
+            node.downcast_ref::<NestedLoopJoinExec>()
+                .map(|j| *j.join_type())
+        });
+    if !collects_left(&node) || !join_type.is_some_and(|t| emits_left(&t)) {
         return Ok(node);
     }
     let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use ember_proto::{RddNode, StorageLevel};
 
 use super::{Batches, TaskContext};
-use crate::block_store::Block;
+use crate::block_store::{Block, MemoryBlock};
 use crate::data::Data;
 use crate::error::Result;
-use crate::spill::run::{RunReader, RunWriter};
+use crate::spill::run::RunReader;
 use crate::spill::size::SizeEstimator;
 
 impl TaskContext {
@@ -66,11 +66,7 @@ fn compute_cached<T: Data>(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> R
         tc.note_cached(node.id, part, (memory, 0));
         Ok(replay(arc))
     } else {
-        let mut w = RunWriter::<Vec<T>>::create(store.dir())?;
-        for b in &batches {
-            w.push(b)?;
-        }
-        let file = Arc::new(w.finish()?);
+        let file = Arc::new(batches.write_run(store.dir())?);
         let disk = file.bytes();
         store.insert(node.id, part, Block::Disk(file));
         tc.note_cached(node.id, part, (0, disk));

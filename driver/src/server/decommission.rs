@@ -1,6 +1,6 @@
 //! What a decommissioning executor says on its channel (`Decommissioning` phases and
-//! `MigratedOutputs`: map outputs and cached blocks), handed to the scheduler, and asking an executor to decommission
-//! (an operator's REST call or UI action).
+//! `MigratedOutputs`: map outputs and cached blocks), handed to the scheduler, and
+//! asking an executor to decommission (an operator's REST call or UI action).
 //!
 //! Invariants: only the executor's own channel moves it through its phases (the id is
 //! the channel's, never one the message names); a `MigratedOutputs` longer than

@@ -139,26 +139,10 @@ impl TaskLauncher for GrpcLauncher {
         blocks: Vec<ember_proto::MigratedBlock>,
     ) {
         self.flush();
-        // At most MAX_MIGRATIONS_PER_MESSAGE outputs and blocks together per message;
-        // `last` on the final one (an empty plan is one empty message).
-        let max = ember_proto::limits::MAX_MIGRATIONS_PER_MESSAGE;
-        let mut msgs = vec![ember_proto::MigratedOutputs::default()];
-        let full = |m: &ember_proto::MigratedOutputs| m.outputs.len() + m.blocks.len() == max;
-        for o in outputs {
-            if msgs.last().is_some_and(full) {
-                msgs.push(Default::default());
-            }
-            if let Some(m) = msgs.last_mut() {
-                m.outputs.push(o);
-            }
-        }
-        for b in blocks {
-            if msgs.last().is_some_and(full) {
-                msgs.push(Default::default());
-            }
-            if let Some(m) = msgs.last_mut() {
-                m.blocks.push(b);
-            }
+        // `last` on the final message (an empty plan is one empty message).
+        let mut msgs = ember_proto::limits::migration_messages(outputs, blocks);
+        if msgs.is_empty() {
+            msgs.push(Default::default());
         }
         if let Some(m) = msgs.last_mut() {
             m.last = true;

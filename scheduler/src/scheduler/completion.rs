@@ -277,18 +277,14 @@ impl Scheduler {
                                 num_partitions: n.num_partitions,
                                 storage: n.storage,
                             });
-                    self.listeners.emit(|| ListenerEvent::BlockCached {
-                        application: rdd.application.clone(),
-                        rdd_id: b.rdd_id,
-                        rdd_name: rdd.name.clone(),
-                        num_partitions: rdd.num_partitions,
-                        storage: rdd.storage,
-                        partition: b.partition,
-                        executor_id: run.executor_id.clone(),
-                        memory_bytes: b.memory_bytes,
-                        disk_bytes: b.disk_bytes,
-                        moved_from: String::new(),
-                        time_ms: now_ms(),
+                    self.listeners.emit(|| {
+                        rdd.block_cached(
+                            b.rdd_id,
+                            b.partition,
+                            run.executor_id.clone(),
+                            (b.memory_bytes, b.disk_bytes),
+                            String::new(),
+                        )
                     });
                 }
             }

@@ -10,15 +10,13 @@
 //! fallback); a moved output is recorded as a replica only if the executor still serves
 //! it, so when the executor's channel closes the usual loss promotes it
 //! (`MapOutputTracker::executor_lost`). Cached blocks are planned the same way (those
-//! no other executor still taking tasks caches, round robin over the same peers, in (rdd, partition)
-//! order); a moved block is recorded as cached on its target only if the target is
+//! no other executor still taking tasks caches, round robin over the same peers, in
+//! (rdd, partition) order); a moved block is recorded as cached on its target only if the target is
 //! live and the block is still cached on the decommissioning executor (not unpersisted
 //! meanwhile), and the listeners hear of it as cached there, moved from the executor.
 
 use ember_proto::{MapHost, MigratedBlock, MigratedOutput};
 use tracing::info;
-
-use crate::listener::{now_ms, ListenerEvent};
 
 use super::Scheduler;
 
@@ -128,18 +126,14 @@ impl Scheduler {
             holders.push(target_id.clone());
             recorded += 1;
             if let Some(rdd) = self.cached_rdds.get(&rdd_id) {
-                self.listeners.emit(|| ListenerEvent::BlockCached {
-                    application: rdd.application.clone(),
-                    rdd_id,
-                    rdd_name: rdd.name.clone(),
-                    num_partitions: rdd.num_partitions,
-                    storage: rdd.storage,
-                    partition,
-                    executor_id: target_id.clone(),
-                    memory_bytes: 0,
-                    disk_bytes: bytes,
-                    moved_from: executor_id.to_string(),
-                    time_ms: now_ms(),
+                self.listeners.emit(|| {
+                    rdd.block_cached(
+                        rdd_id,
+                        partition,
+                        target_id.clone(),
+                        (0, bytes),
+                        executor_id.to_string(),
+                    )
                 });
             }
         }

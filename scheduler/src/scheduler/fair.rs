@@ -86,8 +86,8 @@ impl Scheduler {
         shares
     }
 
-    /// The stage whose task the next free slot goes to: the first in the mode's order among the queued stages not `blocked` whose session is under its
-    /// bound (`max_cores_per_session` tasks in flight, pipelined ones included, and
+    /// The stage whose task the next free slot goes to: the first in the mode's order
+    /// among the queued stages not `blocked` whose session is under its bound (`max_cores_per_session` tasks in flight, pipelined ones included, and
     /// none while one of its barrier stages waits for room under the bound). `shares`
     /// is `Some` whenever [`Self::needs_shares`].
     pub(super) fn pick_stage(

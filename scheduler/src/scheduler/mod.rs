@@ -248,6 +248,34 @@ struct CachedRdd {
     storage: i32,
 }
 
+impl CachedRdd {
+    /// The listeners' event for its `partition` cached on `executor_id` (taking
+    /// `memory_bytes` and `disk_bytes` there), moved from `moved_from` or computed there
+    /// (empty).
+    fn block_cached(
+        &self,
+        rdd_id: u32,
+        partition: u32,
+        executor_id: String,
+        (memory_bytes, disk_bytes): (u64, u64),
+        moved_from: String,
+    ) -> ListenerEvent {
+        ListenerEvent::BlockCached {
+            application: self.application.clone(),
+            rdd_id,
+            rdd_name: self.name.clone(),
+            num_partitions: self.num_partitions,
+            storage: self.storage,
+            partition,
+            executor_id,
+            memory_bytes,
+            disk_bytes,
+            moved_from,
+            time_ms: now_ms(),
+        }
+    }
+}
+
 struct Executor {
     slots: u32,
     /// Tasks launched there and not finished (at most `slots` x the pipeline depth).

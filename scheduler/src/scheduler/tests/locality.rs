@@ -5,7 +5,7 @@
 use ember_proto::{task_status, task_success, CachedBlock, MapHost, TaskSuccess};
 
 use super::listener::drain;
-use super::replicated::three_executors;
+use super::replicated::{three_executors, three_executors_with};
 use super::*;
 use crate::ListenerEvent;
 
@@ -146,15 +146,7 @@ fn a_block_held_by_two_leaving_executors_is_moved_by_them() {
         locality_wait: Duration::ZERO,
         ..Default::default()
     };
-    let h = Harness::new(&[], config);
-    for (id, host) in [("e1", "a"), ("e2", "a"), ("e3", "b")] {
-        h.sched.send(SchedulerEvent::ExecutorAdded {
-            executor_id: id.into(),
-            slots: 1,
-            shuffle_address: format!("http://{id}:7000"),
-            host: host.into(),
-        });
-    }
+    let h = three_executors_with(config);
     let x = cache_all(&h, 1)[&0].clone();
     // A second copy of partition 0 elsewhere: x is busy, so the next job's task runs
     // on another executor and caches it there too.

@@ -22,7 +22,12 @@ pub(super) fn replicated(mut plan: Plan, n: u32) -> Plan {
 
 /// Executors e1 and e2 on host a, e3 on host b, one slot each, each serving blocks.
 pub(super) fn three_executors() -> Harness {
-    let h = Harness::new(&[], SchedulerConfig::default());
+    three_executors_with(SchedulerConfig::default())
+}
+
+/// [`three_executors`] under `config`.
+pub(super) fn three_executors_with(config: SchedulerConfig) -> Harness {
+    let h = Harness::new(&[], config);
     for (id, host) in [("e1", "a"), ("e2", "a"), ("e3", "b")] {
         h.sched.send(SchedulerEvent::ExecutorAdded {
             executor_id: id.into(),
