@@ -573,6 +573,7 @@ fn a_second_client_cannot_use_another_clients_session() {
                 app_name: "intruder".into(),
                 binary_sha256: sha.clone(),
                 conf: Vec::new(),
+                resume_session_id: 0,
             })
             .await
             .unwrap()

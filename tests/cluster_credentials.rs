@@ -166,6 +166,7 @@ fn the_executor_secret_does_not_open_client_calls() {
                 app_name: "not-a-client".into(),
                 binary_sha256: "0".repeat(64),
                 conf: Vec::new(),
+                resume_session_id: 0,
             })
             .await;
         match opened {

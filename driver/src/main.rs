@@ -131,10 +131,16 @@ struct Args {
     /// taking any free slot (Spark's spark.locality.wait); 0 turns waiting off.
     #[arg(long, default_value_t = 3000)]
     locality_wait_ms: u64,
-    /// Where uploaded job binaries are kept (default: a temporary directory removed
-    /// at exit).
+    /// Where uploaded job binaries and the client sessions' state files are kept
+    /// (default: a temporary directory removed at exit). With a directory of its own,
+    /// a driver restarted with the same flags recovers the sessions that were open, so
+    /// their clients reopen them and finish their jobs.
     #[arg(long)]
     binary_dir: Option<PathBuf>,
+    /// Seconds a session recovered after a restart waits for its client to reopen it
+    /// before its files on the executors are deleted.
+    #[arg(long, default_value_t = 60)]
+    session_reconnect_secs: u64,
     /// Partitions of any one RDD of a plan.
     #[arg(long, default_value_t = 100_000)]
     max_partitions_per_node: u32,
@@ -535,6 +541,8 @@ async fn run(
             max_sessions_per_connection: args.max_sessions_per_connection,
         },
         event_log_dir: args.event_log_dir.clone(),
+        session_state_dir: args.binary_dir.as_ref().map(|d| d.join("sessions")),
+        session_reconnect: Duration::from_secs(args.session_reconnect_secs),
         flags,
     })?;
 

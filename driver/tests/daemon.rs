@@ -144,6 +144,7 @@ async fn uploads_and_fetches_are_checked() {
             app_name: "x".into(),
             binary_sha256: wrong,
             conf: Vec::new(),
+            resume_session_id: 0,
         })
         .await
         .unwrap_err();

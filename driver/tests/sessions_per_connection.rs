@@ -32,6 +32,7 @@ async fn the_sessions_of_one_connection_are_bounded_and_others_still_open() {
             app_name: "fourth".into(),
             binary_sha256: sha.clone(),
             conf: Vec::new(),
+            resume_session_id: 0,
         })
         .await
         .map(|_| ())

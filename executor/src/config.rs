@@ -228,6 +228,10 @@ pub struct Config {
     /// before they are killed and the executor moves its map outputs to peers and
     /// exits; zero: SIGTERM stops at once, as SIGINT does.
     pub decommission_timeout: std::time::Duration,
+    /// When the channel to the driver breaks, the shuffle files and session keys stay
+    /// this long for a driver that comes back (restarted on the same address) to take
+    /// over; zero: deleted at once.
+    pub driver_reconnect: std::time::Duration,
     /// The uids worker processes run as, one per session (`--worker-uids`); `None`:
     /// workers run as the executor's own user.
     pub worker_users: Option<crate::worker_users::WorkerUsers>,

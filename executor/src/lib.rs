@@ -5,7 +5,8 @@
 //! * [`config`]: the daemon's settings and the layout of its work directory.
 //! * [`driver_conn`]: the gRPC client of the driver (a leaf the others use).
 //! * [`registration`]: the channel to the driver: register, heartbeat, dispatch driver
-//!   messages, and on loss kill everything and re-register with backoff.
+//!   messages, and on loss kill the workers and re-register with backoff, keeping the
+//!   shuffle files for a driver that comes back ([`held_outputs`]: what it is told).
 //! * [`workers`]: routes tasks to one worker per job binary.
 //! * [`worker_env`]: what those workers share; the running-task set and status reports.
 //! * [`binary_worker`]: one job binary's worker: broadcasts, the live process, its tasks.
@@ -31,6 +32,7 @@ pub mod cleanup;
 pub mod config;
 pub mod decommission;
 pub mod driver_conn;
+pub mod held_outputs;
 pub mod metrics;
 pub mod outbound;
 pub mod process;

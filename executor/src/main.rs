@@ -110,6 +110,12 @@ struct Cli {
     /// `terminationGracePeriodSeconds`) this plus time to move the outputs.
     #[arg(long, default_value_t = 60)]
     decommission_timeout: u64,
+    /// Seconds the executor keeps its map outputs (shuffle files) after its channel to
+    /// the driver breaks, registering again meanwhile: a driver restarted on the same
+    /// address within this time is told which outputs it holds, so finished stages are
+    /// not run again. 0: they are deleted at once.
+    #[arg(long, default_value_t = 60)]
+    driver_reconnect_secs: u64,
     /// Seconds a stored job binary may go unused (no worker of it running) before it
     /// is deleted.
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
@@ -259,6 +265,7 @@ fn configure(cli: &Cli) -> Result<(Config, Option<tempfile::TempDir>), String> {
         worker_idle: std::time::Duration::from_secs(cli.worker_idle_secs),
         binary_max_age: std::time::Duration::from_secs(cli.binary_max_age_secs),
         decommission_timeout: std::time::Duration::from_secs(cli.decommission_timeout),
+        driver_reconnect: std::time::Duration::from_secs(cli.driver_reconnect_secs),
         worker_users,
     };
     config.prepare_work_dir().map_err(|e| e.to_string())?;

@@ -4,8 +4,16 @@
 //! Invariants:
 //! * One registration at a time. Its workers, broadcasts and running tasks belong to it
 //!   alone: when its channel ends or errors (driver gone or restarted), every worker is
-//!   killed and every shuffle file deleted before the executor registers again (as a
-//!   new executor: the driver gives a new id and forgets the old one's outputs).
+//!   killed before the executor registers again (as a new executor: the driver gives
+//!   a new id). A worker's plans, broadcasts and task ids are numbered by the driver
+//!   that sent them, so no worker outlives its registration.
+//! * The shuffle files (and the session keys that guard them) outlive a lost
+//!   registration for `--driver-reconnect-secs`: the next registration within that
+//!   time reports every committed map output it finds (`crate::held_outputs`, in
+//!   `HeldOutputs` messages right after `Registered`, before any driver message is
+//!   handled), and from then on they are its own (a session the driver does not know
+//!   is cleaned up by the driver's `CleanupSession`). When no registration succeeds in
+//!   that time, every shuffle file is deleted and every session key forgotten.
 //! * A decommissioning registration (`crate::decommission`) ends once its outputs moved,
 //!   and the loop returns instead of registering again.
 //! * Reconnection never stops, with backoff from [`INITIAL_BACKOFF`] doubling to
@@ -14,7 +22,7 @@
 //!   [`RegistrationError::Unauthenticated`].
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ember_proto::{
     driver_message, executor_message, limits, DriverMessage, ExecutorMessage, Heartbeat,
@@ -105,15 +113,21 @@ enum End {
     Shutdown,
     /// Decommissioned: its outputs moved, the executor leaves.
     Decommissioned,
+    /// A registration the driver accepted ended.
     Lost(String),
+    /// No registration: the driver could not be reached or did not accept one.
+    Unreachable(String),
 }
 
 /// Registers with the driver and serves it until shutdown, re-registering after every
 /// loss of the channel. Returns `Ok` on shutdown.
 pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
     let mut backoff = INITIAL_BACKOFF;
+    // Since when the shuffle files of a lost registration wait for the next one.
+    let mut held_since: Option<Instant> = None;
+    let grace = reg.config.driver_reconnect;
     loop {
-        let reason = match session(reg, &mut backoff).await? {
+        let reason = match session(reg, &mut backoff, &mut held_since).await? {
             End::Shutdown | End::Decommissioned => return Ok(()),
             // A decommissioning executor that lost its driver leaves rather than join
             // again.
@@ -121,27 +135,79 @@ pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
                 tracing::warn!("{reason}; decommissioning, so not registering again");
                 return Ok(());
             }
-            End::Lost(reason) => reason,
+            End::Lost(reason) => {
+                reg.executor_id
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clear();
+                held_since = Some(Instant::now());
+                reason
+            }
+            End::Unreachable(reason) => reason,
         };
-        reg.executor_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        reg.session_keys.clear();
-        let dir = reg.config.shuffle_dir();
-        let deleted = tokio::task::spawn_blocking(move || cleanup::delete_all(&dir))
-            .await
-            .unwrap_or(0);
-        tracing::warn!(
-            deleted_shuffle_files = deleted,
-            "{reason}; reconnecting in {} ms",
-            backoff.as_millis()
-        );
+        let wait = match held_since {
+            Some(since) if since.elapsed() < grace => {
+                let left = grace - since.elapsed();
+                tracing::warn!(
+                    "{reason}; keeping the shuffle files for a driver that comes back \
+                     (for {} s more); reconnecting in {} ms",
+                    left.as_secs(),
+                    backoff.min(left).as_millis()
+                );
+                backoff.min(left)
+            }
+            Some(_) | None => {
+                let deleted = if held_since.take().is_some() || grace.is_zero() {
+                    forget_outputs(reg).await
+                } else {
+                    0
+                };
+                tracing::warn!(
+                    deleted_shuffle_files = deleted,
+                    "{reason}; reconnecting in {} ms",
+                    backoff.as_millis()
+                );
+                backoff
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = reg.shutdown.cancelled() => return Ok(()),
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Deletes every shuffle file and forgets every session key (a lost registration's
+/// outputs no driver took over); how many entries were deleted.
+async fn forget_outputs(reg: &Registration) -> usize {
+    reg.session_keys.clear();
+    let dir = reg.config.shuffle_dir();
+    tokio::task::spawn_blocking(move || cleanup::delete_all(&dir))
+        .await
+        .unwrap_or(0)
+}
+
+/// Tells the driver every map output this executor holds from before (one empty
+/// message marked last when none).
+async fn report_held_outputs(reg: &Registration, tx: &mpsc::Sender<ExecutorMessage>) {
+    let dir = reg.config.shuffle_dir();
+    let held = tokio::task::spawn_blocking(move || crate::held_outputs::scan(&dir))
+        .await
+        .unwrap_or_default();
+    if !held.is_empty() {
+        tracing::info!(
+            outputs = held.len(),
+            "telling the driver the map outputs held from before this registration"
+        );
+    }
+    for msg in limits::held_output_messages(held) {
+        let msg = ExecutorMessage {
+            msg: Some(executor_message::Msg::HeldOutputs(msg)),
+        };
+        if tx.send(msg).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -227,7 +293,11 @@ async fn register(reg: &Registration) -> Result<Connected, Failed> {
 }
 
 /// One registration: from connecting to losing the channel (or shutdown).
-async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, RegistrationError> {
+async fn session(
+    reg: &Registration,
+    backoff: &mut Duration,
+    held_since: &mut Option<Instant>,
+) -> Result<End, RegistrationError> {
     let attempt = tokio::select! {
         r = register(reg) => r,
         _ = reg.shutdown.cancelled() => return Ok(End::Shutdown),
@@ -240,7 +310,7 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
     } = match attempt {
         Ok(c) => c,
         Err(Failed::Fatal(e)) => return Err(e),
-        Err(Failed::Retry(reason)) => return Ok(End::Lost(reason)),
+        Err(Failed::Retry(reason)) => return Ok(End::Unreachable(reason)),
     };
     *backoff = INITIAL_BACKOFF;
     reg.registered.set(true);
@@ -257,6 +327,9 @@ async fn session(reg: &Registration, backoff: &mut Duration) -> Result<End, Regi
         "registered with the driver"
     );
     *reg.executor_id.lock().unwrap_or_else(|p| p.into_inner()) = executor_id.clone();
+    // Before any driver message is handled: the files found are all from before.
+    report_held_outputs(reg, &tx).await;
+    *held_since = None;
     let mut workers = Workers::new(
         reg.config.clone(),
         executor_id.clone(),

@@ -72,6 +72,38 @@ pub fn migration_messages(
     out
 }
 
+/// Most map outputs in one `HeldOutputs` message.
+pub const MAX_HELD_OUTPUTS_PER_MESSAGE: usize = 4096;
+
+/// Most block sizes (over its outputs) in one `HeldOutputs` message: 8 MiB of them at
+/// most, well inside a message's bound.
+pub const MAX_HELD_BLOCK_SIZES_PER_MESSAGE: usize = 1 << 20;
+
+/// `outputs` (what an executor holds from before its registration) as `HeldOutputs`
+/// messages within [`MAX_HELD_OUTPUTS_PER_MESSAGE`] and
+/// [`MAX_HELD_BLOCK_SIZES_PER_MESSAGE`] (an output wider than the latter travels
+/// alone), the last marked; one empty message for none.
+pub fn held_output_messages(outputs: Vec<crate::HeldOutput>) -> Vec<crate::HeldOutputs> {
+    let mut out = Vec::new();
+    let mut current = crate::HeldOutputs::default();
+    let mut sizes = 0usize;
+    for o in outputs {
+        let n = o.block_sizes.len();
+        if !current.outputs.is_empty()
+            && (current.outputs.len() == MAX_HELD_OUTPUTS_PER_MESSAGE
+                || sizes + n > MAX_HELD_BLOCK_SIZES_PER_MESSAGE)
+        {
+            out.push(std::mem::take(&mut current));
+            sizes = 0;
+        }
+        sizes += n;
+        current.outputs.push(o);
+    }
+    current.last = true;
+    out.push(current);
+    out
+}
+
 /// Most launches in one `LaunchTasks` message.
 pub const MAX_LAUNCH_BATCH: usize = 1024;
 
@@ -223,6 +255,38 @@ mod tests {
 
     use super::*;
     use crate::{task_success, TaskSuccess};
+
+    #[test]
+    fn held_outputs_go_in_bounded_messages_the_last_marked() {
+        let held = |m: u32, width: usize| crate::HeldOutput {
+            shuffle_id: 7,
+            map_partition: m,
+            block_sizes: vec![1; width],
+        };
+        let max = MAX_HELD_OUTPUTS_PER_MESSAGE;
+        let outputs: Vec<_> = (0..max as u32 + 3).map(|m| held(m, 1)).collect();
+        let msgs = held_output_messages(outputs);
+        let counts: Vec<usize> = msgs.iter().map(|m| m.outputs.len()).collect();
+        assert_eq!(counts, vec![max, 3]);
+        assert_eq!(
+            msgs.iter().map(|m| m.last).collect::<Vec<_>>(),
+            vec![false, true]
+        );
+        // By block sizes: two half-bound outputs fit, the third starts a message; one
+        // wider than the bound travels alone.
+        let half = MAX_HELD_BLOCK_SIZES_PER_MESSAGE / 2;
+        let wide = MAX_HELD_BLOCK_SIZES_PER_MESSAGE + 1;
+        let msgs =
+            held_output_messages(vec![held(0, half), held(1, half), held(2, 1), held(3, wide)]);
+        let maps: Vec<Vec<u32>> = msgs
+            .iter()
+            .map(|m| m.outputs.iter().map(|o| o.map_partition).collect())
+            .collect();
+        assert_eq!(maps, vec![vec![0, 1], vec![2], vec![3]]);
+        let none = held_output_messages(Vec::new());
+        assert_eq!(none.len(), 1);
+        assert!(none[0].last && none[0].outputs.is_empty());
+    }
 
     #[test]
     fn long_messages_are_cut_on_a_char_boundary() {

@@ -200,6 +200,17 @@ pub enum SchedulerEvent {
         /// The machine it runs on (replicas of a map output go to other hosts first).
         host: String,
     },
+    /// An executor registered holding map outputs from before (its driver restarted, or
+    /// its channel broke): added as [`SchedulerEvent::ExecutorAdded`], then each output
+    /// of `held` that fits its shuffle is recorded (now, or when a job's plan creates
+    /// the shuffle's stage), in the one event so no task is placed on it before.
+    ExecutorRejoined {
+        executor_id: String,
+        slots: u32,
+        shuffle_address: String,
+        host: String,
+        held: Vec<ember_proto::HeldOutput>,
+    },
     /// An executor is decommissioning: it takes no more tasks from now on; once
     /// `drained` (its running tasks ended) the scheduler plans where its map outputs go
     /// ([`TaskLauncher::migrate_outputs`]).

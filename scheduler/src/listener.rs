@@ -165,6 +165,17 @@ pub enum ListenerEvent {
         moved_from: String,
         time_ms: u64,
     },
+    /// Map outputs of a shuffle-map stage were recovered from what executors reported
+    /// holding when they registered (after a driver restart): `outputs` of its map
+    /// partitions need not run again.
+    OutputsRecovered {
+        stage_id: u32,
+        shuffle_id: u32,
+        outputs: u32,
+        /// The executors holding them.
+        executors: Vec<String>,
+        time_ms: u64,
+    },
     /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone (an unpersist: one id; an
     /// ended session: its id range).
     BlocksRemoved {

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
-use super::client::{connect_channel, status_text};
+use super::session::{connect_channel, status_text};
 use super::runtime;
 use crate::env::{RemoteBlockSource, RemoteBlockStream};
 use crate::error::Result;

@@ -10,6 +10,8 @@
 //!   and never returns to `main`.
 //! - [`fetch`]: reducers in a worker read map outputs held by other executors over the
 //!   executors' shuffle service.
+//! - [`session`]: the client's session with the driver: opening it (and uploading the
+//!   binary), holding it, and reopening it when the driver restarts.
 //! - [`binary`]: the SHA-256 identity of the running binary.
 //! - [`runtime`]: the one tokio runtime the library starts for all of this.
 //!
@@ -21,6 +23,7 @@ pub(crate) mod binary;
 pub(crate) mod client;
 pub(crate) mod fetch;
 pub(crate) mod runtime;
+pub(crate) mod session;
 pub(crate) mod worker;
 
 /// The cluster secret the client uses: `EMBER_SECRET_FILE`, else

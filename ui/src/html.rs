@@ -308,6 +308,14 @@ pub(crate) fn stage_page(
     if let Some(f) = &stage.failure {
         let _ = write!(body, "<pre class=\"failed\">{}</pre>", esc(f));
     }
+    if stage.recovered_outputs > 0 {
+        let _ = write!(
+            body,
+            "<p class=\"recovered\">{n} of its map outputs were recovered from the executors \
+             holding them after a driver restart (not run again)</p>",
+            n = stage.recovered_outputs
+        );
+    }
     let application = jobs.first().map_or("", |j| j.application.as_str());
     let app_base = esc(&nav::app_base(base, app, application));
     stage_table(&mut body, &app_base, std::slice::from_ref(stage));

@@ -378,7 +378,6 @@ pub(crate) async fn open_channel(
     let _ = tx.send(Ok(DriverMessage {
         msg: Some(registered),
     }));
-    let (alive_tx, alive_rx) = oneshot::channel();
     info!(
         executor = %id,
         cores = reg.cores,
@@ -388,11 +387,129 @@ pub(crate) async fn open_channel(
         pid = reg.pid,
         "executor registered"
     );
-    let added = SchedulerEvent::ExecutorAdded {
-        executor_id: id.clone(),
-        slots: reg.cores,
-        shuffle_address: reg.shuffle_address.clone(),
-        host: reg.host.clone(),
+    // It answers `Registered` with the map outputs it holds from before: taken in
+    // before the scheduler hears of it, so no task reaches it first.
+    tokio::spawn(async move {
+        let held = match held_outputs(&state, &id, &tx, &mut inbound).await {
+            Ok(held) => held,
+            Err(why) => {
+                warn!(executor = %id, "registration dropped: {why}");
+                return;
+            }
+        };
+        add(state, (seq, id), reg, tx, held, inbound);
+    });
+    Ok(UnboundedReceiverStream::new(rx))
+}
+
+/// How long a registered executor has to report the map outputs it holds.
+const HELD_OUTPUTS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads the `HeldOutputs` messages an executor sends right after `Registered` (until
+/// the one marked last), each within the message bounds, and keeps the outputs of
+/// sessions this driver has (live or recovered from its state directory); the
+/// executor is told to clean up the sessions it holds outputs of that no one has.
+async fn held_outputs(
+    state: &DriverState,
+    id: &str,
+    tx: &Outbound,
+    inbound: &mut Streaming<ExecutorMessage>,
+) -> Result<Vec<ember_proto::HeldOutput>, String> {
+    let mut held = Vec::new();
+    let deadline = tokio::time::Instant::now() + HELD_OUTPUTS_TIMEOUT;
+    loop {
+        let msg = tokio::time::timeout_at(deadline, inbound.message())
+            .await
+            .map_err(|_| {
+                format!(
+                    "{id} did not report its map outputs within {} s of registering",
+                    HELD_OUTPUTS_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|s| format!("{id}'s channel failed: {}", s.message()))?
+            .ok_or_else(|| format!("{id} ended its channel before reporting its outputs"))?;
+        let Some(executor_message::Msg::HeldOutputs(batch)) = msg.msg else {
+            return Err(format!(
+                "{id} sent another message before reporting the map outputs it holds"
+            ));
+        };
+        let sizes: usize = batch.outputs.iter().map(|o| o.block_sizes.len()).sum();
+        if batch.outputs.len() > limits::MAX_HELD_OUTPUTS_PER_MESSAGE
+            || (batch.outputs.len() > 1 && sizes > limits::MAX_HELD_BLOCK_SIZES_PER_MESSAGE)
+        {
+            return Err(format!(
+                "{id} reported {} held outputs with {sizes} block sizes in one message, more \
+                 than the {} outputs / {} sizes allowed",
+                batch.outputs.len(),
+                limits::MAX_HELD_OUTPUTS_PER_MESSAGE,
+                limits::MAX_HELD_BLOCK_SIZES_PER_MESSAGE
+            ));
+        }
+        if held.len() + batch.outputs.len() > MAX_HELD_OUTPUTS {
+            return Err(format!(
+                "{id} reported more than {MAX_HELD_OUTPUTS} held map outputs"
+            ));
+        }
+        held.extend(batch.outputs);
+        if batch.last {
+            break;
+        }
+    }
+    // Outputs of sessions that are gone (their client left while the driver was
+    // down): the executor deletes them.
+    let mut orphaned = std::collections::BTreeSet::new();
+    held.retain(|o| {
+        let range = ember_proto::IdRange::of_id(o.shuffle_id);
+        let known = state.sessions.holds_range(range);
+        if !known {
+            orphaned.insert(range);
+        }
+        known
+    });
+    for range in orphaned {
+        info!(executor = %id, id_range = range.index(), "an executor holds outputs of a session this driver does not have: cleaning them up");
+        let (ids, broadcasts) = (range.ids(), range.broadcasts());
+        let cleanup = driver_message::Msg::Cleanup(CleanupSession {
+            id_lo: ids.start,
+            id_hi: ids.end,
+            broadcast_lo: broadcasts.start,
+            broadcast_hi: broadcasts.end,
+        });
+        let _ = tx.send(Ok(DriverMessage { msg: Some(cleanup) }));
+    }
+    Ok(held)
+}
+
+/// Most map outputs one executor may report holding.
+pub const MAX_HELD_OUTPUTS: usize = 1 << 20;
+
+/// Puts registration `id` into the registry, tells the scheduler (with the outputs it
+/// holds), and reads its further messages.
+fn add(
+    state: Arc<DriverState>,
+    (seq, id): (u64, String),
+    reg: RegisterExecutor,
+    tx: Outbound,
+    held: Vec<ember_proto::HeldOutput>,
+    inbound: Streaming<ExecutorMessage>,
+) {
+    let (alive_tx, alive_rx) = oneshot::channel();
+    let added = if held.is_empty() {
+        SchedulerEvent::ExecutorAdded {
+            executor_id: id.clone(),
+            slots: reg.cores,
+            shuffle_address: reg.shuffle_address.clone(),
+            host: reg.host.clone(),
+        }
+    } else {
+        info!(executor = %id, outputs = held.len(), "executor holds map outputs from before");
+        SchedulerEvent::ExecutorRejoined {
+            executor_id: id.clone(),
+            slots: reg.cores,
+            shuffle_address: reg.shuffle_address.clone(),
+            host: reg.host.clone(),
+            held,
+        }
     };
     {
         let mut inner = state.executors.inner.lock();
@@ -416,7 +533,6 @@ pub(crate) async fn open_channel(
     }
     state.scheduler.send(added);
     tokio::spawn(read_channel(state, id, inbound, alive_rx));
-    Ok(UnboundedReceiverStream::new(rx))
 }
 
 /// Reads an executor's heartbeats and task statuses until its stream ends (the
@@ -462,6 +578,10 @@ async fn read_channel(
                     return;
                 }
                 forward(&state, &id, batch.statuses)
+            }
+            Some(executor_message::Msg::HeldOutputs(_)) => {
+                warn!(executor = %id, "executor reported held outputs again; ignoring them");
+                state.executors.touch(&id, None)
             }
             Some(executor_message::Msg::Register(_)) => {
                 warn!(executor = %id, "executor sent `register` twice; ignoring it");

@@ -83,6 +83,13 @@ pub struct DriverConfig {
     pub limits: ServerLimits,
     /// Where to write the event log (one JSON line per scheduler event), if anywhere.
     pub event_log_dir: Option<PathBuf>,
+    /// Where each open session's state file is kept so that its client can reopen it
+    /// after a driver restart (`<--binary-dir>/sessions`); none: sessions end with the
+    /// driver.
+    pub session_state_dir: Option<PathBuf>,
+    /// How long a session recovered from the state directory waits for its client
+    /// before it is finalized (its executors' files deleted).
+    pub session_reconnect: Duration,
     /// The daemon's flags and their values, for the web UI's Environment page
     /// (credentials redacted: the UI redacts by name again).
     pub flags: Vec<(String, String)>,
@@ -206,6 +213,20 @@ impl DriverState {
     }
 }
 
+/// Every second, finalizes the recovered sessions no client reopened in time. Ends when
+/// the driver state is dropped.
+async fn expire_detached_every(state: std::sync::Weak<DriverState>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        sessions::expire_detached(&state);
+    }
+}
+
 /// Every `period`, deletes the binaries no session has used for the maximum age.
 /// Ends when the driver state is dropped.
 async fn collect_binaries_every(state: std::sync::Weak<DriverState>, period: Duration) {
@@ -232,6 +253,8 @@ pub struct DriverDaemon {
     executor_secret: Option<String>,
     monitor: tokio::task::JoinHandle<()>,
     binary_gc: tokio::task::JoinHandle<()>,
+    /// Finalizes recovered sessions no client reopened in time.
+    expiry: tokio::task::JoinHandle<()>,
     /// Set to the reason if the scheduler thread panics.
     failed: tokio::sync::watch::Receiver<Option<String>>,
 }
@@ -281,6 +304,24 @@ impl DriverDaemon {
             )?),
             None => None,
         };
+        let (sessions, recovered) = sessions::SessionRegistry::with_state_dir(
+            config.session_state_dir.clone(),
+            config.session_reconnect,
+            config.limits.max_queued_jobs_per_session,
+        );
+        match &config.session_state_dir {
+            Some(dir) if recovered > 0 => tracing::info!(
+                sessions = recovered,
+                dir = %dir.display(),
+                "recovered client sessions from the state directory; each waits {} s for its client",
+                config.session_reconnect.as_secs()
+            ),
+            Some(_) => {}
+            None => tracing::info!(
+                "no --binary-dir: client sessions do not survive a driver restart \
+                 (the binaries and session state live in a temporary directory)"
+            ),
+        }
         let (ui_tx, ui_rx) = crossbeam_channel::unbounded();
         let _ = ui_tx.send(ember_ui::AppEvent::Environment {
             application: String::new(),
@@ -294,7 +335,7 @@ impl DriverDaemon {
             scheduler,
             to_scheduler,
             executors,
-            sessions: sessions::SessionRegistry::default(),
+            sessions,
             binaries,
             limits: config.limits.clone(),
             plan_limits: config.scheduler.limits.clone(),
@@ -303,6 +344,7 @@ impl DriverDaemon {
             Arc::downgrade(&state),
             config.heartbeat_timeout,
         ));
+        let expiry = tokio::spawn(expire_detached_every(Arc::downgrade(&state)));
         let binary_gc = tokio::spawn(collect_binaries_every(
             Arc::downgrade(&state),
             (config.limits.binary_max_age / 4)
@@ -316,6 +358,7 @@ impl DriverDaemon {
             executor_secret: config.executor_secret,
             monitor,
             binary_gc,
+            expiry,
             failed,
         })
     }
@@ -451,6 +494,7 @@ impl Drop for DriverDaemon {
     fn drop(&mut self) {
         self.monitor.abort();
         self.binary_gc.abort();
+        self.expiry.abort();
         self.state.shutdown();
     }
 }

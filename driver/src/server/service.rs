@@ -83,7 +83,8 @@ impl Driver for DriverService {
     ) -> Result<Response<Self::OpenSessionStream>, Status> {
         require(&request, Role::Client, "OpenSession")?;
         let connection = request.remote_addr();
-        let stream = sessions::open(&self.state, request.into_inner(), connection)?;
+        let token = ember_proto::auth::session_token(&request).map(str::to_string);
+        let stream = sessions::open(&self.state, request.into_inner(), token.as_deref(), connection)?;
         Ok(Response::new(stream))
     }
 

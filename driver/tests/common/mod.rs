@@ -113,6 +113,8 @@ pub async fn start(opts: Options) -> TestDriver {
                 .map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
+            session_state_dir: None,
+            session_reconnect: std::time::Duration::from_secs(60),
             flags: Vec::new(),
         })
         .expect("start daemon"),
@@ -252,6 +254,7 @@ pub async fn open_with_conf(
             app_name,
             binary_sha256: sha.into(),
             conf,
+            resume_session_id: 0,
         })
         .await
         .expect("open session")

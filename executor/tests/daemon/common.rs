@@ -46,6 +46,7 @@ pub fn config(root: &Path, secret: Option<&str>) -> Config {
         worker_idle: std::time::Duration::from_secs(60),
         binary_max_age: std::time::Duration::from_secs(3600),
         decommission_timeout: std::time::Duration::from_secs(5),
+        driver_reconnect: std::time::Duration::ZERO,
         worker_users: None,
     };
     config.prepare_work_dir().unwrap();

@@ -255,6 +255,13 @@ impl MapOutputTracker {
         }
     }
 
+    /// The executor serving map `map`'s output of the shuffle, if it has one.
+    pub fn executor_of(&self, shuffle_id: u32, map: u32) -> Option<String> {
+        let outputs = self.shuffles.get(&shuffle_id)?;
+        let loc = outputs.by_map.get(map as usize)?.as_ref()?;
+        Some(loc.executor_id.clone())
+    }
+
     /// True when the shuffle is known and every map output exists.
     pub fn is_available(&self, shuffle_id: u32) -> bool {
         self.shuffles

@@ -257,6 +257,7 @@ impl Scheduler {
             return;
         };
         self.room.remove(&(gone.level, executor_id.to_string()));
+        self.held.executor_lost(executor_id);
         warn!(executor = %executor_id, "executor lost: {reason}");
         // The jobs it ran tasks for or held shuffle output of hear it first.
         let mut hit: HashSet<u32> = self

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use ember_proto::Plan;
-use tracing::{debug, error};
+use tracing::error;
 
 use crate::events::{
     Broadcasts, JobEvent, JobEventSender, JobFailure, SchedulerEvent, TaskLauncher,
@@ -52,6 +52,7 @@ mod fair; // which queued stage the next free slot goes to (pools, quotas)
 mod idle; // giving memory back once no job is left
 mod job_end; // stages and jobs finishing or failing
 mod queue; // queued tasks, one queue per stage
+mod recovery; // executors joining, and the map outputs they report holding
 mod release; // released shuffles and ended sessions' ids forgotten
 mod speculation; // second copies of slow tasks
 mod stage; // a stage and its lifecycle state
@@ -305,6 +306,8 @@ struct Scheduler {
     shuffle_stage: HashMap<u32, u32>,
     jobs: HashMap<u64, Job>,
     tracker: MapOutputTracker,
+    /// Reported outputs of shuffles no stage knows yet (a driver restarted).
+    held: recovery::Held,
     /// (rdd, partition) -> executors holding the cached block.
     cache: HashMap<(u32, u32), Vec<String>>,
     /// A queued task waited for a slot where its input is cached (delay scheduling) in
@@ -361,6 +364,7 @@ impl Scheduler {
             shuffle_stage: HashMap::new(),
             jobs: HashMap::new(),
             tracker: MapOutputTracker::default(),
+            held: Default::default(),
             cache: HashMap::new(),
             cached_rdds: HashMap::new(),
             locality_waiting: false,
@@ -512,27 +516,16 @@ impl Scheduler {
                 slots,
                 shuffle_address,
                 host,
+            } => self.executor_added(executor_id, slots, shuffle_address, host),
+            SchedulerEvent::ExecutorRejoined {
+                executor_id,
+                slots,
+                shuffle_address,
+                host,
+                held,
             } => {
-                debug!(executor = %executor_id, slots, "executor added");
-                self.listeners.emit(|| ListenerEvent::ExecutorAdded {
-                    executor_id: executor_id.clone(),
-                    slots,
-                    time_ms: now_ms(),
-                });
-                if let Some(old) = self.executors.get(&executor_id) {
-                    self.room.remove(&(old.level, executor_id.clone()));
-                }
-                self.executors.insert(
-                    executor_id.clone(),
-                    Executor {
-                        slots,
-                        in_flight: 0,
-                        level: 0,
-                        shuffle_address,
-                        host,
-                    },
-                );
-                self.refile(&executor_id);
+                self.executor_added(executor_id.clone(), slots, shuffle_address, host);
+                self.outputs_held(&executor_id, held);
             }
             SchedulerEvent::ExecutorDecommissioning {
                 executor_id,
@@ -568,6 +561,7 @@ impl Scheduler {
                 self.apps.remove(&application);
             }
             SchedulerEvent::RemoveShuffles { shuffle_ids } => {
+                self.held.forget(|s| shuffle_ids.contains(&s));
                 self.released.extend(shuffle_ids);
             }
             SchedulerEvent::Shutdown => {}

@@ -46,6 +46,7 @@ impl Scheduler {
             time_ms: now_ms(),
         });
         self.released.retain(|id| !in_range(*id));
+        self.held.forget(in_range);
         debug!(lo, hi, "forgot ids of an ended session");
     }
 

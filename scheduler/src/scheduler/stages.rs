@@ -223,6 +223,8 @@ impl Scheduler {
                         );
                         self.shuffle_stage.insert(sid, s);
                         self.tracker.register_shuffle(sid, parent.num_partitions);
+                        // Outputs executors reported holding (a driver restart).
+                        self.adopt_held(sid);
                         // A stage of no partitions has all its outputs from the start.
                         self.refresh_map_stage(sid);
                         s

@@ -273,6 +273,15 @@ pub enum AppEvent {
         moved_from: String,
         time_ms: u64,
     },
+    /// Map outputs of a shuffle-map stage recovered from executors' reports after a
+    /// driver restart (see the scheduler's `ListenerEvent::OutputsRecovered`).
+    OutputsRecovered {
+        stage_id: u32,
+        shuffle_id: u32,
+        outputs: u32,
+        executors: Vec<String>,
+        time_ms: u64,
+    },
     /// Every cached block of RDDs `rdd_lo..rdd_hi` is gone.
     BlocksRemoved {
         rdd_lo: u32,
@@ -458,6 +467,19 @@ impl From<&ListenerEvent> for AppEvent {
                 memory_bytes,
                 disk_bytes,
                 moved_from,
+                time_ms,
+            },
+            L::OutputsRecovered {
+                stage_id,
+                shuffle_id,
+                outputs,
+                executors,
+                time_ms,
+            } => AppEvent::OutputsRecovered {
+                stage_id,
+                shuffle_id,
+                outputs,
+                executors,
                 time_ms,
             },
             L::BlocksRemoved {

@@ -26,6 +26,7 @@ impl AppEvent {
             AppEvent::ExecutorResources { .. } => "executor_resources",
             AppEvent::BlockCached { .. } => "block_cached",
             AppEvent::BlocksRemoved { .. } => "blocks_removed",
+            AppEvent::OutputsRecovered { .. } => "outputs_recovered",
             AppEvent::Environment { .. } => "environment",
         }
     }
@@ -101,6 +102,7 @@ impl AppEvent {
                 texts.push(executor_id);
                 texts.push(moved_from);
             }
+            AppEvent::OutputsRecovered { executors, .. } => texts.extend(executors.iter_mut()),
             AppEvent::Environment {
                 application,
                 section,

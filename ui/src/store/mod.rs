@@ -29,6 +29,8 @@ pub const MAX_TASKS_PER_STAGE: usize = 10_000;
 /// Task entries kept over all stages (Spark's `spark.ui.retainedTasks` number): 251
 /// jobs of 10,000 kept entries each held 2.5 million, gigabytes after the jobs ended.
 pub const MAX_TASKS: usize = 100_000;
+/// Stages whose recovered outputs the store keeps before their job is listed.
+pub const MAX_EARLY_RECOVERED: usize = 10_000;
 
 /// Where a job, stage or task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,6 +104,8 @@ pub struct StageInfo {
     /// Sum over successful task attempts.
     pub metrics: Metrics,
     pub failure: Option<String>,
+    /// Map outputs recovered from executors' reports after a driver restart.
+    pub recovered_outputs: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -158,6 +162,10 @@ pub struct AppStatus {
     /// Host and memory of executors the scheduler has not added yet (the driver's
     /// resources line comes on another channel and may be first).
     early_resources: BTreeMap<String, (String, u64, u64)>,
+    /// Recovered outputs of stages no job listed yet (the scheduler recovers them as
+    /// it creates the stage, before the job's `job_submitted`), at most
+    /// [`MAX_EARLY_RECOVERED`].
+    early_recovered: BTreeMap<u32, u32>,
     /// Cached RDDs (the Storage page).
     pub storage: storage::Storage,
     /// Configuration sections (the Environment page).
@@ -219,6 +227,17 @@ impl AppStatus {
                     }
                 }
             }
+            AppEvent::OutputsRecovered {
+                stage_id, outputs, ..
+            } => match self.stages.get_mut(stage_id) {
+                Some(s) => s.recovered_outputs += outputs,
+                None => {
+                    if self.early_recovered.len() >= MAX_EARLY_RECOVERED {
+                        self.early_recovered.pop_first();
+                    }
+                    *self.early_recovered.entry(*stage_id).or_insert(0) += outputs;
+                }
+            },
             AppEvent::StageSubmitted {
                 stage_id,
                 attempt,
@@ -453,6 +472,7 @@ impl AppStatus {
                 tasks_failed: 0,
                 metrics: Metrics::default(),
                 failure: None,
+                recovered_outputs: self.early_recovered.remove(&s.stage_id).unwrap_or(0),
             });
         }
         self.jobs.insert(

@@ -26,6 +26,12 @@
 //! - One client connection (its `ip:port`, tonic's `remote_addr`) holds at most
 //!   `ServerLimits::max_sessions_per_connection` sessions, counted from `OpenSession`
 //!   until the session's id range is freed, so one client cannot take every range.
+//! - With a state directory (`--binary-dir`), every open session has a state file
+//!   there ([`persist`]) until it is finalized; a driver that stops keeps them, and a
+//!   driver that starts recovers each as a *detached* session (no client, no jobs) that
+//!   its client may reopen with its token ([`resume`]) within the grace period, after
+//!   which it is finalized like a closed one (its executors' files deleted).
+//!   The driver holds only a token's SHA-256, in memory as on disk.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::pin::Pin;
@@ -48,8 +54,11 @@ use super::names;
 use super::DriverState;
 use ember_scheduler::events::{Broadcasts, SchedulerEvent};
 
+mod persist;
+mod resume;
 mod starting;
 
+pub(crate) use resume::expire_detached;
 pub(crate) use starting::job_ended;
 
 type Events = mpsc::UnboundedSender<Result<SessionEvent, Status>>;
@@ -63,8 +72,11 @@ pub(crate) struct Session {
     pub application: String,
     /// Its RDD, shuffle and broadcast ids.
     pub range: IdRange,
-    /// What the client must send with every call into this session.
-    token: String,
+    /// The client's application name (escaped and bounded).
+    app_name: String,
+    /// The SHA-256 (lower-case hex) of what the client must send with every call into
+    /// this session.
+    token_sha256: String,
     /// The credential its tasks fetch its shuffle blocks with (`Plan.shuffle_key`).
     pub shuffle_key: String,
     /// The binaries the session and its jobs use (kept by the binary store).
@@ -84,6 +96,9 @@ pub(crate) struct Session {
     connection: Option<std::net::SocketAddr>,
     /// Keeps the client's session stream open.
     events: Option<Events>,
+    /// Recovered from the state directory and not reopened yet: finalized at this
+    /// instant unless its client reopens it first.
+    detached_until: Option<std::time::Instant>,
 }
 
 /// What `Status` shows of a session.
@@ -104,6 +119,11 @@ struct Inner {
     sessions: BTreeMap<u64, Session>,
     /// Sessions (with their id ranges) held per client connection.
     per_connection: HashMap<Option<std::net::SocketAddr>, u32>,
+    /// Where each open session's state file is kept (none: nothing survives a restart).
+    state_dir: Option<std::path::PathBuf>,
+    /// The driver is stopping: sessions whose client goes are kept (their state files
+    /// stay for the next driver), not finalized.
+    stopping: bool,
 }
 
 /// The driver's sessions.
@@ -157,7 +177,7 @@ impl SessionRegistry {
             .sessions
             .values()
             .filter(|s| !s.closing)
-            .find(|s| auth::constant_time_eq(token.as_bytes(), s.token.as_bytes()))
+            .find(|s| token_matches(s, token))
             .map(|s| s.application.clone())
     }
 
@@ -186,9 +206,16 @@ impl SessionRegistry {
         }
     }
 
-    /// Ends every session stream (driver shutdown).
+    /// Whether a live or recovered session owns id range `range`.
+    pub(crate) fn holds_range(&self, range: IdRange) -> bool {
+        self.inner.lock().used_ranges.contains(&range)
+    }
+
+    /// Ends every session stream (driver shutdown). With a state directory the
+    /// sessions are not finalized: their files stay for the next driver.
     pub(crate) fn shutdown(&self) {
         let mut inner = self.inner.lock();
+        inner.stopping = inner.state_dir.is_some();
         for s in inner.sessions.values_mut() {
             if let Some(tx) = s.events.take() {
                 let _ = tx.send(Err(Status::unavailable("the driver is shutting down")));
@@ -214,10 +241,24 @@ fn open_session<'a>(
     Ok(session)
 }
 
+/// The SHA-256 of a session token, as the driver keeps it.
+fn token_digest(token: &str) -> String {
+    use sha2::Digest;
+    ember_proto::digest::to_hex(&sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// Whether `token` is `session`'s (its digest compared in constant time).
+fn token_matches(session: &Session, token: &str) -> bool {
+    auth::constant_time_eq(
+        token_digest(token).as_bytes(),
+        session.token_sha256.as_bytes(),
+    )
+}
+
 fn check_token(session: &Session, token: Option<&str>) -> Result<(), Status> {
     let id = session.id;
     match token {
-        Some(t) if auth::constant_time_eq(t.as_bytes(), session.token.as_bytes()) => Ok(()),
+        Some(t) if token_matches(session, t) => Ok(()),
         Some(_) => {
             warn!(session = id, "refused a call with a wrong session token");
             Err(Status::permission_denied(format!(
@@ -241,8 +282,12 @@ fn check_token(session: &Session, token: Option<&str>) -> Result<(), Status> {
 pub(crate) fn open(
     state: &Arc<DriverState>,
     req: OpenSessionRequest,
+    token: Option<&str>,
     connection: Option<std::net::SocketAddr>,
 ) -> Result<SessionStream, Status> {
+    if req.resume_session_id != 0 {
+        return resume::reopen(state, req, token, connection);
+    }
     super::binaries::check_sha256(&req.binary_sha256)?;
     if !state.binaries.contains(&req.binary_sha256) {
         return Err(Status::failed_precondition(format!(
@@ -283,8 +328,9 @@ pub(crate) fn open(
         let session = Session {
             id,
             application: format!("{app_name} #{id}"),
+            app_name: app_name.clone(),
             range,
-            token: token.clone(),
+            token_sha256: token_digest(&token),
             shuffle_key,
             binaries: [req.binary_sha256.clone()].into(),
             broadcasts: Broadcasts::default(),
@@ -294,7 +340,11 @@ pub(crate) fn open(
             closing: false,
             connection,
             events: Some(tx.clone()),
+            detached_until: None,
         };
+        // Before the client hears of the session: what the client may reopen after a
+        // driver restart is on disk first.
+        resume::save(&inner, &session);
         let (total_cores, executors) = state.executors.totals();
         let opened = SessionOpened {
             session_id: id,
@@ -340,8 +390,12 @@ fn close(state: &DriverState, id: u64) {
     let Some(session) = inner.sessions.get_mut(&id) else {
         return;
     };
-    session.closing = true;
     session.events = None;
+    if inner.stopping {
+        // The driver stops: the session stays on disk for the next one.
+        return;
+    }
+    session.closing = true;
     let reason = format!("client session {id} disconnected");
     for job in session.waiting.take_all() {
         inner.waiting_tasks = inner.waiting_tasks.saturating_sub(job.tasks);
@@ -367,7 +421,12 @@ fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
     let Some(session) = inner.sessions.remove(&id) else {
         return;
     };
-    if let Some(held) = inner.per_connection.get_mut(&session.connection) {
+    if let Some(dir) = &inner.state_dir {
+        persist::remove(dir, id);
+    }
+    // A recovered session never reopened was never counted on a connection.
+    let counted = session.detached_until.is_none();
+    if let Some(held) = (inner.per_connection.get_mut(&session.connection)).filter(|_| counted) {
         *held -= 1;
         if *held == 0 {
             inner.per_connection.remove(&session.connection);

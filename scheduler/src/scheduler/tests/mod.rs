@@ -28,6 +28,7 @@ mod numbering;
 mod panics;
 mod pipelining;
 mod recovery;
+mod rejoin;
 mod release;
 mod replicated;
 mod stored;
