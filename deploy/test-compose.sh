@@ -16,8 +16,11 @@
 #      runs again;
 #   5. `docker network disconnect`s an executor during a gated job: the job finishes
 #      right, and the executor rejoins once reconnected;
-#   6. restarts the driver container between two jobs: executors re-register, the next
-#      job runs right.
+#   6. `docker kill`s the driver while a gated job's reducers wait and `docker start`s
+#      it: the client reopens its session, the executors report the map outputs they
+#      kept, the job finishes with local mode's exact output and the finished map stage
+#      is not run again; then restarts the driver container between two jobs: executors
+#      re-register, the next job runs right.
 # Always tears everything down (containers, networks, volumes, the images it built, its
 # scratch dir under cargo's target directory), even on failure or Ctrl-C. Each step is bounded and timed;
 # the whole run prints its duration. When no Docker engine answers it says so and exits 0.
@@ -321,6 +324,27 @@ echo "   the driver lost it (heartbeat timeout ${EMBER_HEARTBEAT_TIMEOUT_MS} ms)
 docker network connect "$net" "$cut"
 wait_for "the cut-off executor to rejoin" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
 echo "   reconnected: it re-registered, 3 executors"
+done_step
+
+step "docker kill the driver while a job's reducers wait, then docker start it: the job finishes"
+start_gated driverkill
+since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+driver=$(compose ps -q driver)
+docker kill "$driver" >/dev/null
+sleep 1
+docker start "$driver" >/dev/null
+wait_for "the driver healthy again" 60 '[ "$(healthy_count driver)" = 1 ]'
+ui_port=$(compose port driver 4040 | sed 's/.*://')
+finish_gated driverkill
+log=$(driver_log_since "$since")
+grep -q 'session reopened by its client after a driver restart' <<<"$log" \
+  || fail "the client did not reopen its session on the restarted driver"
+recovered=$(grep -o 'map outputs recovered from executors.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}')
+[ "${recovered:-0}" -ge 6 ] || fail "the restarted driver recovered ${recovered:-0} map outputs, not the first stage's 6"
+ran=$(grep -cE 'submitting stage ' <<<"$log" || true)
+[ "$ran" = 2 ] || fail "the restarted driver ran $ran stages, not 2 (the finished map stage must be skipped)"
+echo "   killed and started the driver: the client reopened its session, $recovered map outputs recovered, the finished stage skipped, exact output"
+wait_for "3 executors registered" 90 '[ "$(registered)" = 3 ]'
 done_step
 
 step "restart the driver between two jobs"

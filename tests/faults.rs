@@ -182,14 +182,15 @@ fn losing_the_driver_fails_the_client_clearly_and_executors_wait_for_a_new_one()
     let input = kv_input(s, 2000);
     let want = reference(&input, s);
     let mut cluster = Cluster::start(2, 1, None);
-    let run = start_gated(&cluster, &input, s);
+    // The client waits 3 s for a driver to take its session back (60 by default).
+    let run = start_gated_with_env(&cluster, &input, s, &[("EMBER_DRIVER_RECONNECT_SECS", "3")]);
     cluster.kill_driver();
     let started = Instant::now();
     let result = run.client.wait();
     assert!(!result.success);
     assert!(
-        result.stderr.contains("driver"),
-        "a clear error naming the driver: {result:?}"
+        result.stderr.contains("driver") && result.stderr.contains("within 3 s"),
+        "a clear error naming the driver and the wait: {result:?}"
     );
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -276,8 +276,12 @@ mod tests {
         // wider than the bound travels alone.
         let half = MAX_HELD_BLOCK_SIZES_PER_MESSAGE / 2;
         let wide = MAX_HELD_BLOCK_SIZES_PER_MESSAGE + 1;
-        let msgs =
-            held_output_messages(vec![held(0, half), held(1, half), held(2, 1), held(3, wide)]);
+        let msgs = held_output_messages(vec![
+            held(0, half),
+            held(1, half),
+            held(2, 1),
+            held(3, wide),
+        ]);
         let maps: Vec<Vec<u32>> = msgs
             .iter()
             .map(|m| m.outputs.iter().map(|o| o.map_partition).collect())

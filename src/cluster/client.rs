@@ -25,8 +25,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ember_proto::auth;
 use ember_proto::bytes::Bytes;
 use ember_proto::{
-    BroadcastValue, Plan, ReleaseShufflesRequest, SessionOpened, SubmitJobRequest,
-    UnpersistRequest,
+    BroadcastValue, Plan, ReleaseShufflesRequest, SessionOpened, SubmitJobRequest, UnpersistRequest,
 };
 use ember_scheduler::{wire, JobEvent, JobFailure};
 use parking_lot::Mutex;

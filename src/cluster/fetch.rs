@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::Streaming;
 
-use super::session::{connect_channel, status_text};
 use super::runtime;
+use super::session::{connect_channel, status_text};
 use crate::env::{RemoteBlockSource, RemoteBlockStream};
 use crate::error::Result;
 use crate::shuffle::BlockId;

@@ -53,12 +53,16 @@ const NOTICE_WAIT: Duration = Duration::from_secs(3);
 pub(crate) fn reconnect_grace() -> Result<Duration> {
     match std::env::var("EMBER_DRIVER_RECONNECT_SECS") {
         Err(_) => Ok(Duration::from_secs(60)),
-        Ok(v) => v.trim().parse::<u64>().map(Duration::from_secs).map_err(|_| {
-            EmberError::Config(format!(
-                "EMBER_DRIVER_RECONNECT_SECS: expected a whole number of seconds, got {}",
-                crate::io::excerpt(&v)
-            ))
-        }),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| {
+                EmberError::Config(format!(
+                    "EMBER_DRIVER_RECONNECT_SECS: expected a whole number of seconds, got {}",
+                    crate::io::excerpt(&v)
+                ))
+            }),
     }
 }
 
@@ -114,10 +118,9 @@ impl Link {
         let conf = (conf.into_iter())
             .map(|(name, value)| ember_proto::ConfEntry { name, value })
             .collect();
-        let (driver, stream, session) =
-            open_once(url, &add_secret, &binary, app_name, conf, None)
-                .await
-                .map_err(|e| EmberError::Cluster(format!("driver {url}: {}", e.text())))?;
+        let (driver, stream, session) = open_once(url, &add_secret, &binary, app_name, conf, None)
+            .await
+            .map_err(|e| EmberError::Cluster(format!("driver {url}: {}", e.text())))?;
         info!(
             session = session.session_id,
             executors = session.executors,
@@ -292,7 +295,9 @@ async fn open_once(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let present = driver
-        .has_binary(BinaryRef { sha256: sha.clone() })
+        .has_binary(BinaryRef {
+            sha256: sha.clone(),
+        })
         .await
         .map_err(|s| classify("checking the job binary", &s))?
         .into_inner()

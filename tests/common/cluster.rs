@@ -87,6 +87,8 @@ pub struct Cluster {
     cores: u32,
     executor_args: Vec<String>,
     executor_env: Vec<(String, String)>,
+    /// The first driver's flags after `--host` and `--port`.
+    driver_args: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -151,10 +153,11 @@ impl Cluster {
         }
         let mut cmd = Command::new(daemon_bin("ember-driver"));
         // Binaries inside the cluster's dir: a SIGKILLed driver leaves nothing in /tmp.
+        let binaries = dir.path().join("driver-binaries");
+        let mut flags = vec!["--binary-dir".to_string(), binaries.display().to_string()];
+        flags.extend(driver_args.iter().map(|a| a.to_string()));
         cmd.args(["--host", "127.0.0.1", "--port", "0"])
-            .arg("--binary-dir")
-            .arg(dir.path().join("driver-binaries"))
-            .args(driver_args);
+            .args(&flags);
         Self::secret_env(&mut cmd, dir.path(), secret, true);
         let (driver, line) = spawn_with_line(cmd, &dir.path().join("driver.log"));
         let mut cluster = Cluster {
@@ -168,6 +171,7 @@ impl Cluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            driver_args: flags,
             dir,
         };
         for _ in 0..executors {
@@ -324,6 +328,24 @@ impl Cluster {
         cmd.args(["--host", "127.0.0.1", "--port", &port])
             .arg("--binary-dir")
             .arg(self.dir.path().join("driver-2-binaries"));
+        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
+        let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
+        assert_eq!(
+            address_of(&line),
+            self.url,
+            "the new driver took another address"
+        );
+        self.driver = Some(driver);
+    }
+
+    /// Kills the driver (SIGKILL) and starts a new one on the same port with the first
+    /// one's flags (its `--binary-dir` among them: the sessions' state survives).
+    pub fn restart_driver_with_the_same_flags(&mut self) {
+        self.kill_driver();
+        let port = self.url.rsplit(':').next().unwrap().to_string();
+        let mut cmd = Command::new(daemon_bin("ember-driver"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port])
+            .args(&self.driver_args);
         Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
         assert_eq!(

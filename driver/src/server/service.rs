@@ -84,7 +84,12 @@ impl Driver for DriverService {
         require(&request, Role::Client, "OpenSession")?;
         let connection = request.remote_addr();
         let token = ember_proto::auth::session_token(&request).map(str::to_string);
-        let stream = sessions::open(&self.state, request.into_inner(), token.as_deref(), connection)?;
+        let stream = sessions::open(
+            &self.state,
+            request.into_inner(),
+            token.as_deref(),
+            connection,
+        )?;
         Ok(Response::new(stream))
     }
 

@@ -77,6 +77,11 @@ pub struct Options {
     pub max_task_attempts: u32,
     pub plan_limits: ember_scheduler::PlanLimits,
     pub limits: ember_driver::server::ServerLimits,
+    /// A directory of the test's that outlives the driver: binaries and session state
+    /// files go there (as `--binary-dir` does), so a second driver recovers them.
+    pub state_dir: Option<PathBuf>,
+    /// How long a recovered session waits for its client.
+    pub session_reconnect: Duration,
 }
 
 impl Default for Options {
@@ -89,13 +94,18 @@ impl Default for Options {
             max_task_attempts: 4,
             plan_limits: Default::default(),
             limits: Default::default(),
+            state_dir: None,
+            session_reconnect: Duration::from_secs(60),
         }
     }
 }
 
 pub async fn start(opts: Options) -> TestDriver {
     let dir = tempfile::tempdir().expect("temp dir");
-    let binary_dir = dir.path().join("binaries");
+    let binary_dir = (opts.state_dir.as_deref())
+        .unwrap_or(dir.path())
+        .join("binaries");
+    let session_state_dir = opts.state_dir.as_ref().map(|d| d.join("binaries/sessions"));
     let daemon = Arc::new(
         DriverDaemon::start(DriverConfig {
             heartbeat_timeout: opts.heartbeat_timeout,
@@ -113,8 +123,8 @@ pub async fn start(opts: Options) -> TestDriver {
                 .map(str::to_string),
             limits: opts.limits,
             event_log_dir: None,
-            session_state_dir: None,
-            session_reconnect: std::time::Duration::from_secs(60),
+            session_state_dir,
+            session_reconnect: opts.session_reconnect,
             flags: Vec::new(),
         })
         .expect("start daemon"),
@@ -344,6 +354,14 @@ impl FakeExecutor {
             }
             other => panic!("expected Registered, got {other:?}"),
         };
+        // The driver adds an executor once it has said which map outputs it holds.
+        let none = executor_message::Msg::HeldOutputs(ember_proto::HeldOutputs {
+            outputs: Vec::new(),
+            last: true,
+        });
+        tx.send(ExecutorMessage { msg: Some(none) })
+            .await
+            .expect("queue held outputs");
         FakeExecutor {
             id,
             tx,

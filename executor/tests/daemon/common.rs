@@ -98,16 +98,26 @@ pub async fn shuffle_client(
 pub struct ExecutorConn {
     pub from_executor: Streaming<ExecutorMessage>,
     pub to_executor: mpsc::Sender<Result<DriverMessage, Status>>,
+    /// The map outputs the executor reported holding after registering (taken out of
+    /// the messages `next` returns).
+    pub held: Vec<ember_proto::HeldOutputs>,
 }
 
 impl ExecutorConn {
+    /// The next message other than a report of held outputs (kept in `held`).
     pub async fn next(&mut self) -> executor_message::Msg {
-        within("a message from the executor", self.from_executor.message())
-            .await
-            .expect("executor channel failed")
-            .expect("executor channel ended")
-            .msg
-            .expect("empty executor message")
+        loop {
+            let msg = within("a message from the executor", self.from_executor.message())
+                .await
+                .expect("executor channel failed")
+                .expect("executor channel ended")
+                .msg
+                .expect("empty executor message");
+            match msg {
+                executor_message::Msg::HeldOutputs(h) => self.held.push(h),
+                other => return other,
+            }
+        }
     }
 
     /// The next message that is not a heartbeat.
@@ -155,6 +165,7 @@ impl Driver for FakeDriver {
         let _ = self.channels.send(ExecutorConn {
             from_executor: request.into_inner(),
             to_executor: tx,
+            held: Vec::new(),
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

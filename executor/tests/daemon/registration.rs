@@ -193,3 +193,76 @@ async fn a_refused_secret_stops_the_loop() {
         "{err}"
     );
 }
+
+/// A committed map output file of blocks of `sizes` bytes, with its index.
+fn map_output(path: &std::path::Path, sizes: &[u64]) {
+    let mut bytes = Vec::new();
+    let mut entries = Vec::new();
+    for &len in sizes {
+        let block = vec![3u8; len as usize];
+        entries.push(ember_shuffle::BlockEntry {
+            offset: bytes.len() as u64,
+            len,
+            crc: if len == 0 { 0 } else { crc32fast::hash(&block) },
+        });
+        bytes.extend_from_slice(&block);
+    }
+    bytes.extend_from_slice(&ember_shuffle::IndexFile::encode(&entries));
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// With `--driver-reconnect-secs`, a lost driver's map outputs stay, and the next
+/// registration reports them (with their index's block sizes) before anything else.
+#[tokio::test]
+async fn a_lost_drivers_outputs_are_kept_and_reported_to_the_next_registration() {
+    let mut driver = start_driver(HashMap::new(), Some("s")).await;
+    let root = tempfile::tempdir().unwrap();
+    let mut cfg = config(root.path(), Some("s"));
+    cfg.driver = driver.url.clone();
+    cfg.driver_reconnect = Duration::from_secs(30);
+    const S: u32 = ember_proto::IDS_PER_SESSION;
+    let shuffle = cfg.session_shuffle_dir(ember_proto::IdRange::of_id(S));
+    std::fs::create_dir_all(&shuffle).unwrap();
+    let output = shuffle.join(format!("shuffle_{}_2.data", S + 5));
+    map_output(&output, &[3, 0, 2]);
+    let (reg, id, token) = registration(cfg);
+    let run = tokio::spawn(async move { registration::run(&reg).await });
+
+    let held = |conn: &ExecutorConn| -> Vec<(u32, u32, Vec<u64>)> {
+        assert!(conn.held.last().is_some_and(|h| h.last), "{:?}", conn.held);
+        (conn.held.iter())
+            .flat_map(|h| &h.outputs)
+            .map(|o| (o.shuffle_id, o.map_partition, o.block_sizes.clone()))
+            .collect()
+    };
+    let mut conn = driver.accept_register("registration").await;
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-A".into(),
+        heartbeat_interval_ms: 50,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+    assert_eq!(held(&conn), vec![(S + 5, 2, vec![3, 0, 2])]);
+
+    // The driver goes and comes back: the file stays and is reported again.
+    drop(conn);
+    let mut conn = driver.accept_register("re-registration").await;
+    assert!(output.exists(), "the output was deleted at the loss");
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: "exec-B".into(),
+        heartbeat_interval_ms: 50,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+    assert_eq!(*id.lock().unwrap(), "exec-B");
+    assert_eq!(held(&conn), vec![(S + 5, 2, vec![3, 0, 2])]);
+
+    token.cancel();
+    within("shutdown", run).await.unwrap().unwrap();
+}

@@ -105,25 +105,25 @@ impl Scheduler {
         host: String,
     ) {
         debug!(executor = %executor_id, slots, "executor added");
-                self.listeners.emit(|| ListenerEvent::ExecutorAdded {
-                    executor_id: executor_id.clone(),
-                    slots,
-                    time_ms: now_ms(),
-                });
-                if let Some(old) = self.executors.get(&executor_id) {
-                    self.room.remove(&(old.level, executor_id.clone()));
-                }
-                self.executors.insert(
-                    executor_id.clone(),
-                    Executor {
-                        slots,
-                        in_flight: 0,
-                        level: 0,
-                        shuffle_address,
-                        host,
-                    },
-                );
-                self.refile(&executor_id);
+        self.listeners.emit(|| ListenerEvent::ExecutorAdded {
+            executor_id: executor_id.clone(),
+            slots,
+            time_ms: now_ms(),
+        });
+        if let Some(old) = self.executors.get(&executor_id) {
+            self.room.remove(&(old.level, executor_id.clone()));
+        }
+        self.executors.insert(
+            executor_id.clone(),
+            Executor {
+                slots,
+                in_flight: 0,
+                level: 0,
+                shuffle_address,
+                host,
+            },
+        );
+        self.refile(&executor_id);
     }
 
     /// `executor_id` (just added) holds `outputs` from before its registration.

@@ -76,7 +76,9 @@ pub(crate) fn remove(dir: &Path, id: u64) {
     match std::fs::remove_file(path_of(dir, id)) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => warn!(dir = %dir.display(), session = id, "cannot delete a session's state file: {e}"),
+        Err(e) => {
+            warn!(dir = %dir.display(), session = id, "cannot delete a session's state file: {e}")
+        }
     }
 }
 
@@ -93,11 +95,12 @@ pub(crate) fn load(dir: &Path) -> Vec<SessionState> {
     let mut found = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let Some(id) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_prefix("session-")?.strip_suffix(".json")?.parse().ok())
-        else {
+        let Some(id) = entry.file_name().to_str().and_then(|n| {
+            n.strip_prefix("session-")?
+                .strip_suffix(".json")?
+                .parse()
+                .ok()
+        }) else {
             continue;
         };
         if found.len() >= MAX_STATE_FILES {
@@ -128,7 +131,8 @@ fn read_one(path: &Path, id: u64) -> Result<SessionState, String> {
     if s.id != id {
         return Err(format!("it names session {} but is the file of {id}", s.id));
     }
-    if IdRange::new(s.range).is_none() {
+    // Range 0 is local mode's, never a session's.
+    if s.range == 0 || IdRange::new(s.range).is_none() {
         return Err(format!("{} is not a session id range", s.range));
     }
     if !hex64(&s.token_sha256) || !hex64(&s.shuffle_key) {

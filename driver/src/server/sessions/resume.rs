@@ -73,7 +73,10 @@ impl SessionRegistry {
                     continue;
                 };
                 if inner.used_ranges.contains(&range) || inner.sessions.contains_key(&s.id) {
-                    warn!(session = s.id, "two state files claim one session or id range; keeping the first");
+                    warn!(
+                        session = s.id,
+                        "two state files claim one session or id range; keeping the first"
+                    );
                     continue;
                 }
                 inner.used_ranges.insert(range);
