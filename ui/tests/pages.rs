@@ -88,6 +88,15 @@ fn events() -> Vec<AppEvent> {
             ],
             time_ms: 2,
         },
+        // A restarted driver recovers a stage's outputs as it creates the stage, before
+        // the job that needs it is listed.
+        AppEvent::OutputsRecovered {
+            stage_id: 0,
+            shuffle_id: 0,
+            outputs: 4,
+            executors: vec!["e1".into()],
+            time_ms: 98,
+        },
         AppEvent::JobSubmitted {
             pool_share: Default::default(),
             job_group: Default::default(),
@@ -276,6 +285,10 @@ fn check_pages(addr: &str, pages: &str) {
     assert_eq!(code, 200);
     assert!(
         page.contains("Summary metrics for 5 completed tasks"),
+        "{page}"
+    );
+    assert!(
+        page.contains("4 of its map outputs were recovered from the executors"),
         "{page}"
     );
     // Duration: 0.002 s, 0.004, 0.006, 0.008, 0.010.
