@@ -341,6 +341,7 @@ grep -q 'session reopened by its client after a driver restart' <<<"$log" \
   || fail "the client did not reopen its session on the restarted driver"
 recovered=$(grep -o 'map outputs recovered from executors.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}')
 [ "${recovered:-0}" -ge 6 ] || fail "the restarted driver recovered ${recovered:-0} map outputs, not the first stage's 6"
+grep 'map outputs recovered from executors' <<<"$log" | sed 's/^/   driver: /' | cut -c1-220
 ran=$(grep -cE 'submitting stage ' <<<"$log" || true)
 [ "$ran" = 2 ] || fail "the restarted driver ran $ran stages, not 2 (the finished map stage must be skipped)"
 echo "   killed and started the driver: the client reopened its session, $recovered map outputs recovered, the finished stage skipped, exact output"

@@ -163,3 +163,49 @@ async fn a_recovered_session_nobody_reopens_is_finalized_after_the_grace() {
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
 }
+
+/// Outputs an executor reports holding count only under the session's own shuffle
+/// key: the same id range under another key (an earlier session's files, whose cleanup
+/// the executor missed) is cleaned up, the session's own are kept.
+#[tokio::test]
+async fn held_outputs_under_another_key_of_the_range_are_cleaned_up() {
+    let driver = start(Options::default()).await;
+    let mut c = client(driver.addr, None).await;
+    let sha = upload(&mut c, b"bin").await;
+    let (opened, _stream) = open_session(&mut c, &sha).await;
+    // The session's shuffle key, as its tasks carry it.
+    let mut exec = FakeExecutor::register(&mut c, 1).await;
+    let request = ember_proto::SubmitJobRequest {
+        session_id: opened.session_id,
+        plan: Some(tiny_plan(opened.id_base, 1, &sha)),
+        new_broadcasts: vec![],
+    };
+    let request =
+        auth::with_session_token(tonic::Request::new(request), &opened.session_token).unwrap();
+    let _job = c.submit_job(request).await.unwrap().into_inner();
+    let launch = exec.launched().await;
+    let key = launch.plan.unwrap().plan.unwrap().shuffle_key;
+    let holding = |key: &str| ember_proto::HeldOutputs {
+        outputs: vec![ember_proto::HeldOutput {
+            shuffle_id: opened.id_base + 5,
+            map_partition: 0,
+            block_sizes: vec![1],
+        }],
+        sessions: vec![ember_proto::HeldSession {
+            range: ember_proto::IdRange::of_id(opened.id_base).index(),
+            shuffle_key_sha256: sha256_hex(key.as_bytes()),
+        }],
+        last: true,
+    };
+    let mut stale = FakeExecutor::register_holding(&mut c, 1, holding("an earlier key")).await;
+    match stale.recv().await {
+        driver_message::Msg::Cleanup(cleanup) => assert_eq!(cleanup.id_lo, opened.id_base),
+        other => panic!("expected a cleanup of the stale range, got {other:?}"),
+    }
+    let mut own = FakeExecutor::register_holding(&mut c, 1, holding(&key)).await;
+    let next = tokio::time::timeout(Duration::from_millis(500), own.rx.message()).await;
+    assert!(
+        next.is_err(),
+        "the session's own outputs were cleaned up: {next:?}"
+    );
+}

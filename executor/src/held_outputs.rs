@@ -1,6 +1,9 @@
 //! The map outputs this executor holds from an earlier registration: what it tells a
 //! driver it registers with again (a restarted driver rebuilds its map-output tracker
-//! from these reports, so finished stages are not run again).
+//! from these reports, so finished stages are not run again). Only sessions whose key
+//! this executor holds are reported (the registration sends each key's digest with
+//! them); another session directory is an earlier session's that nothing can claim, and
+//! is deleted.
 //!
 //! Invariants: only committed map output files are reported (a session directory's
 //! files named exactly `shuffle_S_M.data`, renamed into place whole by their writer,
@@ -21,9 +24,10 @@ use crate::config::session_of_dir;
 /// the rest are recomputed if needed).
 pub const MAX_HELD_OUTPUTS: usize = 1 << 20;
 
-/// Every committed map output under shuffle directory `dir` (`session-<i>/`), in
-/// (shuffle, map) order.
-pub fn scan(dir: &Path) -> Vec<HeldOutput> {
+/// Every committed map output under shuffle directory `dir` (`session-<i>/`) of the
+/// sessions `known` (whose keys this executor holds), in (shuffle, map) order; the
+/// directories of other sessions are deleted (nothing can claim them).
+pub fn scan(dir: &Path, known: &[IdRange]) -> Vec<HeldOutput> {
     let mut held = Vec::new();
     let Ok(sessions) = std::fs::read_dir(dir) else {
         return held;
@@ -38,6 +42,12 @@ pub fn scan(dir: &Path) -> Vec<HeldOutput> {
             continue;
         };
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if !known.contains(&range) {
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                tracing::warn!(dir = %entry.path().display(), "cannot delete: {e}");
+            }
             continue;
         }
         scan_session(&entry.path(), range, &mut held);
@@ -127,7 +137,15 @@ mod tests {
         output(&d1, &format!("shuffle_{s2}_0.data"), &[1]);
         std::fs::write(d1.join(format!("shuffle_{s1}_3.data")), b"not an output").unwrap();
         output(root.path(), &format!("shuffle_{s1}_5.data"), &[1]);
-        let held = scan(root.path());
+        // Session 3's key is not known here: its directory goes.
+        let d3 = session_shuffle_dir(root.path(), IdRange::new(3).unwrap());
+        std::fs::create_dir_all(&d3).unwrap();
+        output(
+            &d3,
+            &format!("shuffle_{}_0.data", IdRange::new(3).unwrap().ids().start),
+            &[1],
+        );
+        let held = scan(root.path(), &[one, two]);
         let got: Vec<(u32, u32, Vec<u64>)> = held
             .into_iter()
             .map(|o| (o.shuffle_id, o.map_partition, o.block_sizes))
@@ -140,6 +158,7 @@ mod tests {
                 (s2, 4, vec![4]),
             ]
         );
-        assert!(scan(&root.path().join("missing")).is_empty());
+        assert!(!d3.exists(), "an unclaimable session directory is deleted");
+        assert!(scan(&root.path().join("missing"), &[one]).is_empty());
     }
 }

@@ -17,7 +17,8 @@
 //! * A decommissioning registration (`crate::decommission`) ends once its outputs moved,
 //!   and the loop returns instead of registering again.
 //! * Reconnection never stops, with backoff from [`INITIAL_BACKOFF`] doubling to
-//!   [`MAX_BACKOFF`] (reset after each successful registration), except when the driver
+//!   [`MAX_BACKOFF`] ([`HELD_BACKOFF`] while shuffle files wait for a driver that comes
+//!   back; reset after each successful registration), except when the driver
 //!   refuses the secret: retrying cannot fix that, so [`run`] returns
 //!   [`RegistrationError::Unauthenticated`].
 
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use ember_proto::{
     driver_message, executor_message, limits, DriverMessage, ExecutorMessage, Heartbeat,
-    LaunchTask, RegisterExecutor, Registered,
+    HeldSession, IdRange, LaunchTask, RegisterExecutor, Registered,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +45,10 @@ use crate::workers::Workers;
 pub const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Longest wait between reconnection attempts while the shuffle files of a lost
+/// registration wait for a driver that comes back: a restarted driver holds its
+/// recovered sessions' jobs back a few seconds for the executors to report in.
+pub const HELD_BACKOFF: Duration = Duration::from_millis(500);
 /// How long the driver has to answer `Register` with `Registered`.
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a decommissioned executor waits for the driver to end its channel.
@@ -148,13 +153,14 @@ pub async fn run(reg: &Registration) -> Result<(), RegistrationError> {
         let wait = match held_since {
             Some(since) if since.elapsed() < grace => {
                 let left = grace - since.elapsed();
+                let wait = backoff.min(HELD_BACKOFF).min(left);
                 tracing::warn!(
                     "{reason}; keeping the shuffle files for a driver that comes back \
                      (for {} s more); reconnecting in {} ms",
                     left.as_secs(),
-                    backoff.min(left).as_millis()
+                    wait.as_millis()
                 );
-                backoff.min(left)
+                wait
             }
             Some(_) | None => {
                 let deleted = if held_since.take().is_some() || grace.is_zero() {
@@ -188,20 +194,38 @@ async fn forget_outputs(reg: &Registration) -> usize {
         .unwrap_or(0)
 }
 
-/// Tells the driver every map output this executor holds from before (one empty
-/// message marked last when none).
-async fn report_held_outputs(reg: &Registration, tx: &mpsc::Sender<ExecutorMessage>) {
+/// Tells the driver every map output this executor holds from before, with the digest
+/// of the session key it holds each session's under (one empty message marked last
+/// when none). A session directory whose key is not known here cannot be claimed and
+/// is deleted.
+async fn report_held_outputs(
+    reg: &Registration,
+    tx: &mpsc::Sender<ExecutorMessage>,
+    kept_from_a_lost_registration: bool,
+) {
     let dir = reg.config.shuffle_dir();
-    let held = tokio::task::spawn_blocking(move || crate::held_outputs::scan(&dir))
-        .await
-        .unwrap_or_default();
+    let keys = reg.session_keys.digests();
+    let known: Vec<IdRange> = keys.iter().map(|(r, _)| *r).collect();
+    let held = match kept_from_a_lost_registration {
+        true => tokio::task::spawn_blocking(move || crate::held_outputs::scan(&dir, &known))
+            .await
+            .unwrap_or_default(),
+        false => Vec::new(),
+    };
+    let sessions: Vec<HeldSession> = (keys.into_iter())
+        .filter(|(r, _)| held.iter().any(|o| IdRange::of_id(o.shuffle_id) == *r))
+        .map(|(r, shuffle_key_sha256)| HeldSession {
+            range: r.index(),
+            shuffle_key_sha256,
+        })
+        .collect();
     if !held.is_empty() {
         tracing::info!(
             outputs = held.len(),
             "telling the driver the map outputs held from before this registration"
         );
     }
-    for msg in limits::held_output_messages(held) {
+    for msg in limits::held_output_messages(held, sessions) {
         let msg = ExecutorMessage {
             msg: Some(executor_message::Msg::HeldOutputs(msg)),
         };
@@ -327,9 +351,9 @@ async fn session(
         "registered with the driver"
     );
     *reg.executor_id.lock().unwrap_or_else(|p| p.into_inner()) = executor_id.clone();
-    // Before any driver message is handled: the files found are all from before.
-    report_held_outputs(reg, &tx).await;
-    *held_since = None;
+    // Before any driver message is handled: the files found are all from before (only
+    // a lost registration leaves any; the first one finds the directory emptied).
+    report_held_outputs(reg, &tx, held_since.take().is_some()).await;
     let mut workers = Workers::new(
         reg.config.clone(),
         executor_id.clone(),
@@ -409,7 +433,22 @@ async fn launch_one(reg: &Registration, workers: &mut Workers, launch: LaunchTas
     let sent = launch.plan.as_ref().and_then(|p| p.plan.as_ref());
     let inline = launch.task.as_ref().and_then(|t| t.plan.as_ref());
     if let Some(plan) = sent.or(inline) {
-        reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key);
+        if let Some(range) = reg.session_keys.learn(plan.final_rdd, &plan.shuffle_key) {
+            // An earlier session of this id range left files here (its cleanup was
+            // sent while the channel was down): they go before this session writes.
+            let dir = reg.config.shuffle_dir();
+            let ids = range.ids();
+            let deleted = tokio::task::spawn_blocking(move || {
+                cleanup::delete_shuffle_range(&dir, ids.start, ids.end)
+            })
+            .await
+            .unwrap_or(0);
+            tracing::info!(
+                id_range = range.index(),
+                deleted,
+                "a new session took an id range: deleted an earlier session's files"
+            );
+        }
     }
     workers.launch(launch).await
 }

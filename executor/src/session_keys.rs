@@ -37,14 +37,35 @@ impl SessionKeys {
     }
 
     /// Remembers `key` for the session owning RDD or shuffle id `owned_id`; an empty key
-    /// is ignored (such a task's session gets no blocks served).
-    pub fn learn(&self, owned_id: u32, key: &str) {
-        if !key.is_empty() {
-            let range = IdRange::of_id(owned_id);
-            let mut keys = self.map();
-            keys.retired.remove(&range);
-            keys.by_session.insert(range, key.to_string());
+    /// is ignored (such a task's session gets no blocks served). Returns the session's
+    /// id range when it replaced another key: files in that range's directory are an
+    /// earlier session's (kept over a lost registration, whose cleanup never came), and
+    /// must go before the new session's task writes any.
+    pub fn learn(&self, owned_id: u32, key: &str) -> Option<IdRange> {
+        if key.is_empty() {
+            return None;
         }
+        let range = IdRange::of_id(owned_id);
+        let mut keys = self.map();
+        keys.retired.remove(&range);
+        let old = keys.by_session.insert(range, key.to_string());
+        old.filter(|o| !ember_proto::auth::constant_time_eq(o.as_bytes(), key.as_bytes()))
+            .map(|_| range)
+    }
+
+    /// The SHA-256 (lower-case hex) of each known session key, by id range: what tells
+    /// a driver whose outputs the files of a session directory are.
+    pub fn digests(&self) -> Vec<(IdRange, String)> {
+        use sha2::Digest;
+        let keys = self.map();
+        let mut out: Vec<(IdRange, String)> = (keys.by_session.iter())
+            .map(|(range, key)| {
+                let digest = sha2::Sha256::digest(key.as_bytes());
+                (*range, ember_proto::digest::to_hex(&digest))
+            })
+            .collect();
+        out.sort_by_key(|(r, _)| *r);
+        out
     }
 
     /// For a pushed replica (the pusher holds the executor secret): `Ok` if `given` is
@@ -136,5 +157,37 @@ impl SessionKeys {
                  refusing to serve it"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_key_for_a_range_says_so_and_digests_name_each_key() {
+        let keys = SessionKeys::default();
+        let per = ember_proto::IDS_PER_SESSION;
+        assert_eq!(keys.learn(per + 3, "k1"), None, "a first key");
+        assert_eq!(keys.learn(per + 9, "k1"), None, "the same key again");
+        assert_eq!(keys.learn(per, ""), None, "an empty key is ignored");
+        assert_eq!(
+            keys.learn(per + 1, "k2"),
+            IdRange::new(1),
+            "another session took the range"
+        );
+        assert_eq!(keys.learn(2 * per, "k3"), None);
+        let digests = keys.digests();
+        let sha = |k: &str| {
+            use sha2::Digest;
+            ember_proto::digest::to_hex(&sha2::Sha256::digest(k.as_bytes()))
+        };
+        assert_eq!(
+            digests,
+            vec![
+                (IdRange::new(1).unwrap(), sha("k2")),
+                (IdRange::new(2).unwrap(), sha("k3"))
+            ]
+        );
     }
 }

@@ -82,10 +82,16 @@ pub const MAX_HELD_BLOCK_SIZES_PER_MESSAGE: usize = 1 << 20;
 /// `outputs` (what an executor holds from before its registration) as `HeldOutputs`
 /// messages within [`MAX_HELD_OUTPUTS_PER_MESSAGE`] and
 /// [`MAX_HELD_BLOCK_SIZES_PER_MESSAGE`] (an output wider than the latter travels
-/// alone), the last marked; one empty message for none.
-pub fn held_output_messages(outputs: Vec<crate::HeldOutput>) -> Vec<crate::HeldOutputs> {
+/// alone), `sessions` on the first, the last marked; one message for none.
+pub fn held_output_messages(
+    outputs: Vec<crate::HeldOutput>,
+    sessions: Vec<crate::HeldSession>,
+) -> Vec<crate::HeldOutputs> {
     let mut out = Vec::new();
-    let mut current = crate::HeldOutputs::default();
+    let mut current = crate::HeldOutputs {
+        sessions,
+        ..Default::default()
+    };
     let mut sizes = 0usize;
     for o in outputs {
         let n = o.block_sizes.len();
@@ -265,7 +271,13 @@ mod tests {
         };
         let max = MAX_HELD_OUTPUTS_PER_MESSAGE;
         let outputs: Vec<_> = (0..max as u32 + 3).map(|m| held(m, 1)).collect();
-        let msgs = held_output_messages(outputs);
+        let key = crate::HeldSession {
+            range: 1,
+            shuffle_key_sha256: "a".repeat(64),
+        };
+        let msgs = held_output_messages(outputs, vec![key.clone()]);
+        assert_eq!(msgs[0].sessions, vec![key]);
+        assert!(msgs[1].sessions.is_empty());
         let counts: Vec<usize> = msgs.iter().map(|m| m.outputs.len()).collect();
         assert_eq!(counts, vec![max, 3]);
         assert_eq!(
@@ -276,18 +288,16 @@ mod tests {
         // wider than the bound travels alone.
         let half = MAX_HELD_BLOCK_SIZES_PER_MESSAGE / 2;
         let wide = MAX_HELD_BLOCK_SIZES_PER_MESSAGE + 1;
-        let msgs = held_output_messages(vec![
-            held(0, half),
-            held(1, half),
-            held(2, 1),
-            held(3, wide),
-        ]);
+        let msgs = held_output_messages(
+            vec![held(0, half), held(1, half), held(2, 1), held(3, wide)],
+            Vec::new(),
+        );
         let maps: Vec<Vec<u32>> = msgs
             .iter()
             .map(|m| m.outputs.iter().map(|o| o.map_partition).collect())
             .collect();
         assert_eq!(maps, vec![vec![0, 1], vec![2], vec![3]]);
-        let none = held_output_messages(Vec::new());
+        let none = held_output_messages(Vec::new(), Vec::new());
         assert_eq!(none.len(), 1);
         assert!(none[0].last && none[0].outputs.is_empty());
     }

@@ -317,35 +317,25 @@ impl Cluster {
             .collect()
     }
 
-    /// Kills the driver (SIGKILL) and starts a new one on the same port.
+    /// Kills the driver (SIGKILL) and starts a new one on the same port, with a binary
+    /// directory of its own (nothing of the first driver's sessions survives).
     pub fn restart_driver(&mut self) {
-        if let Some(mut d) = self.driver.take() {
-            let _ = d.kill();
-            let _ = d.wait();
-        }
-        let port = self.url.rsplit(':').next().unwrap().to_string();
-        let mut cmd = Command::new(daemon_bin("ember-driver"));
-        cmd.args(["--host", "127.0.0.1", "--port", &port])
-            .arg("--binary-dir")
-            .arg(self.dir.path().join("driver-2-binaries"));
-        Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
-        let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
-        assert_eq!(
-            address_of(&line),
-            self.url,
-            "the new driver took another address"
-        );
-        self.driver = Some(driver);
+        let binaries = self.dir.path().join("driver-2-binaries");
+        self.restart_driver_with(vec!["--binary-dir".into(), binaries.display().to_string()]);
     }
 
     /// Kills the driver (SIGKILL) and starts a new one on the same port with the first
     /// one's flags (its `--binary-dir` among them: the sessions' state survives).
     pub fn restart_driver_with_the_same_flags(&mut self) {
+        self.restart_driver_with(self.driver_args.clone());
+    }
+
+    fn restart_driver_with(&mut self, flags: Vec<String>) {
         self.kill_driver();
         let port = self.url.rsplit(':').next().unwrap().to_string();
         let mut cmd = Command::new(daemon_bin("ember-driver"));
         cmd.args(["--host", "127.0.0.1", "--port", &port])
-            .args(&self.driver_args);
+            .args(&flags);
         Self::secret_env(&mut cmd, self.dir.path(), self.secret.as_deref(), true);
         let (driver, line) = spawn_with_line(cmd, &self.dir.path().join("driver-2.log"));
         assert_eq!(

@@ -407,8 +407,10 @@ const HELD_OUTPUTS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads the `HeldOutputs` messages an executor sends right after `Registered` (until
 /// the one marked last), each within the message bounds, and keeps the outputs of
-/// sessions this driver has (live or recovered from its state directory); the
-/// executor is told to clean up the sessions it holds outputs of that no one has.
+/// sessions this driver has (live or recovered from its state directory) under the
+/// same shuffle key; the executor is told to clean up the id ranges it holds other
+/// outputs of (a session gone, or an earlier session of a range a new one took: all
+/// its files there are under the one key it reported).
 async fn held_outputs(
     state: &DriverState,
     id: &str,
@@ -416,6 +418,7 @@ async fn held_outputs(
     inbound: &mut Streaming<ExecutorMessage>,
 ) -> Result<Vec<ember_proto::HeldOutput>, String> {
     let mut held = Vec::new();
+    let mut keys: std::collections::HashMap<u32, String> = Default::default();
     let deadline = tokio::time::Instant::now() + HELD_OUTPUTS_TIMEOUT;
     loop {
         let msg = tokio::time::timeout_at(deadline, inbound.message())
@@ -450,6 +453,12 @@ async fn held_outputs(
                 "{id} reported more than {MAX_HELD_OUTPUTS} held map outputs"
             ));
         }
+        if keys.len() + batch.sessions.len() > ember_proto::IdRange::MAX_INDEX as usize {
+            return Err(format!(
+                "{id} reported more sessions than there are id ranges"
+            ));
+        }
+        keys.extend((batch.sessions.into_iter()).map(|s| (s.range, s.shuffle_key_sha256)));
         held.extend(batch.outputs);
         if batch.last {
             break;
@@ -458,16 +467,19 @@ async fn held_outputs(
     // Outputs of sessions that are gone (their client left while the driver was
     // down): the executor deletes them.
     let mut orphaned = std::collections::BTreeSet::new();
+    let mut owned = std::collections::HashMap::new();
     held.retain(|o| {
         let range = ember_proto::IdRange::of_id(o.shuffle_id);
-        let known = state.sessions.holds_range(range);
-        if !known {
+        let ours = *owned.entry(range).or_insert_with(|| {
+            (keys.get(&range.index())).is_some_and(|k| state.sessions.owns(range, k))
+        });
+        if !ours {
             orphaned.insert(range);
         }
-        known
+        ours
     });
     for range in orphaned {
-        info!(executor = %id, id_range = range.index(), "an executor holds outputs of a session this driver does not have: cleaning them up");
+        info!(executor = %id, id_range = range.index(), "an executor holds outputs of a session this driver does not have (or of an earlier session of its id range): cleaning them up");
         let (ids, broadcasts) = (range.ids(), range.broadcasts());
         let cleanup = driver_message::Msg::Cleanup(CleanupSession {
             id_lo: ids.start,

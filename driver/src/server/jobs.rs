@@ -236,7 +236,22 @@ pub(crate) fn start(state: &Arc<DriverState>, job: PendingJob) {
     let wake = Arc::new(Notify::new());
     let waker = wake.clone();
     let events = JobEventSender::with_wake(etx, move || waker.notify_one());
-    state.scheduler.submit_to(job.plan, job.broadcasts, events);
+    match state
+        .recovery_until
+        .filter(|t| *t > tokio::time::Instant::now())
+    {
+        // A driver that recovered sessions gives the executors a moment to come back
+        // with their map outputs before it plans a job (its stages then skip).
+        Some(until) => {
+            let scheduler = state.scheduler.clone();
+            let (plan, broadcasts) = (job.plan, job.broadcasts);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(until).await;
+                scheduler.submit_to(plan, broadcasts, events);
+            });
+        }
+        None => state.scheduler.submit_to(job.plan, job.broadcasts, events),
+    }
     tokio::spawn(bridge(
         state.clone(),
         job.track,

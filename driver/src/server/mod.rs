@@ -188,6 +188,10 @@ pub(crate) struct DriverState {
     pub binaries: BinaryStore,
     pub limits: ServerLimits,
     pub plan_limits: ember_scheduler::limits::PlanLimits,
+    /// Set when the driver recovered sessions at start: jobs wait until then before
+    /// the scheduler plans them, so the executors (retrying every half second while
+    /// they hold outputs) have registered and reported what they kept.
+    pub recovery_until: Option<tokio::time::Instant>,
 }
 
 impl DriverState {
@@ -212,6 +216,10 @@ impl DriverState {
         self.executors.clear();
     }
 }
+
+/// How long a driver that recovered sessions holds their resubmitted jobs back from
+/// the scheduler after it starts (see `DriverState::recovery_until`).
+pub const RECOVERY_WAIT: Duration = Duration::from_secs(3);
 
 /// Every second, finalizes the recovered sessions no client reopened in time. Ends when
 /// the driver state is dropped.
@@ -339,6 +347,7 @@ impl DriverDaemon {
             binaries,
             limits: config.limits.clone(),
             plan_limits: config.scheduler.limits.clone(),
+            recovery_until: (recovered > 0).then(|| tokio::time::Instant::now() + RECOVERY_WAIT),
         });
         let monitor = tokio::spawn(executors::monitor(
             Arc::downgrade(&state),

@@ -331,6 +331,15 @@ pub struct FakeExecutor {
 
 impl FakeExecutor {
     pub async fn register(client: &mut Client, cores: u32) -> FakeExecutor {
+        Self::register_holding(client, cores, ember_proto::HeldOutputs::default()).await
+    }
+
+    /// [`register`](Self::register), reporting `held` (marked last) after `Registered`.
+    pub async fn register_holding(
+        client: &mut Client,
+        cores: u32,
+        mut held: ember_proto::HeldOutputs,
+    ) -> FakeExecutor {
         let (tx, rx) = mpsc::channel(64);
         let register = ExecutorMessage {
             msg: Some(executor_message::Msg::Register(RegisterExecutor {
@@ -355,11 +364,9 @@ impl FakeExecutor {
             other => panic!("expected Registered, got {other:?}"),
         };
         // The driver adds an executor once it has said which map outputs it holds.
-        let none = executor_message::Msg::HeldOutputs(ember_proto::HeldOutputs {
-            outputs: Vec::new(),
-            last: true,
-        });
-        tx.send(ExecutorMessage { msg: Some(none) })
+        held.last = true;
+        let held = executor_message::Msg::HeldOutputs(held);
+        tx.send(ExecutorMessage { msg: Some(held) })
             .await
             .expect("queue held outputs");
         FakeExecutor {

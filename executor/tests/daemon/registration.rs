@@ -32,6 +32,20 @@ fn registration(
     (reg, id, token)
 }
 
+/// Answers the executor's `Register` with `Registered` as `id`, and waits for its first
+/// heartbeat.
+async fn registered_as(conn: &mut ExecutorConn, id: &str) {
+    conn.send(driver_message::Msg::Registered(Registered {
+        executor_id: id.into(),
+        heartbeat_interval_ms: 50,
+    }))
+    .await;
+    assert!(matches!(
+        conn.next().await,
+        executor_message::Msg::Heartbeat(_)
+    ));
+}
+
 async fn eventually(what: &str, cond: impl Fn() -> bool) {
     within(what, async {
         while !cond() {
@@ -161,15 +175,7 @@ async fn registers_runs_the_channel_and_reregisters_after_a_loss() {
     drop(conn);
     let mut conn = driver.accept_register("re-registration").await;
     assert!(!shuffle.exists());
-    conn.send(driver_message::Msg::Registered(Registered {
-        executor_id: "exec-B".into(),
-        heartbeat_interval_ms: 50,
-    }))
-    .await;
-    assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Heartbeat(_)
-    ));
+    registered_as(&mut conn, "exec-B").await;
     assert_eq!(*id.lock().unwrap(), "exec-B");
 
     token.cancel();
@@ -236,32 +242,61 @@ async fn a_lost_drivers_outputs_are_kept_and_reported_to_the_next_registration()
             .collect()
     };
     let mut conn = driver.accept_register("registration").await;
-    conn.send(driver_message::Msg::Registered(Registered {
-        executor_id: "exec-A".into(),
-        heartbeat_interval_ms: 50,
+    registered_as(&mut conn, "exec-A").await;
+    assert_eq!(
+        held(&conn),
+        vec![],
+        "a first registration holds nothing from before"
+    );
+    // A task of the session teaches its key (the binary is unknown: the task fails).
+    let mut t = task(1, &sha256_hex(b"not here"));
+    if let Some(plan) = t.plan.as_mut() {
+        plan.final_rdd = S + 1;
+        plan.shuffle_key = "the session's key".into();
+    }
+    conn.send(driver_message::Msg::Launch(LaunchTask {
+        task: Some(t),
+        ..Default::default()
     }))
     .await;
     assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Heartbeat(_)
+        conn.next_non_heartbeat().await,
+        executor_message::Msg::Status(_)
     ));
-    assert_eq!(held(&conn), vec![(S + 5, 2, vec![3, 0, 2])]);
 
-    // The driver goes and comes back: the file stays and is reported again.
+    // The driver goes and comes back: the file stays and is reported, with the
+    // digest of the key it is held under.
     drop(conn);
     let mut conn = driver.accept_register("re-registration").await;
     assert!(output.exists(), "the output was deleted at the loss");
-    conn.send(driver_message::Msg::Registered(Registered {
-        executor_id: "exec-B".into(),
-        heartbeat_interval_ms: 50,
+    registered_as(&mut conn, "exec-B").await;
+    assert_eq!(*id.lock().unwrap(), "exec-B");
+    assert_eq!(held(&conn), vec![(S + 5, 2, vec![3, 0, 2])]);
+    let sessions = &conn.held.first().unwrap().sessions;
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].range, 1);
+    assert_eq!(
+        sessions[0].shuffle_key_sha256,
+        sha256_hex(b"the session's key")
+    );
+
+    // A task of another session given the same id range (another key): the earlier
+    // session's files go before it runs.
+    let mut t = task(2, &sha256_hex(b"not here"));
+    if let Some(plan) = t.plan.as_mut() {
+        plan.final_rdd = S + 1;
+        plan.shuffle_key = "a later session's key".into();
+    }
+    conn.send(driver_message::Msg::Launch(LaunchTask {
+        task: Some(t),
+        ..Default::default()
     }))
     .await;
     assert!(matches!(
-        conn.next().await,
-        executor_message::Msg::Heartbeat(_)
+        conn.next_non_heartbeat().await,
+        executor_message::Msg::Status(_)
     ));
-    assert_eq!(*id.lock().unwrap(), "exec-B");
-    assert_eq!(held(&conn), vec![(S + 5, 2, vec![3, 0, 2])]);
+    assert!(!output.exists(), "an earlier session's output was kept");
 
     token.cancel();
     within("shutdown", run).await.unwrap().unwrap();

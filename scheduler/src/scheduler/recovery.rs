@@ -9,10 +9,15 @@
 //!   ([`SchedulerEvent::ExecutorRejoined`](crate::events::SchedulerEvent::ExecutorRejoined)),
 //!   so no task is placed on it before its outputs are known.
 //! - An output is recorded only where it fits: its shuffle's map partition exists and
-//!   its block count is the shuffle's reduce partition count. A shuffle no stage knows
+//!   its block count is the shuffle's reduce partition count. A barrier stage whose
+//!   ranks were not all reported runs every rank again, as after any loss (its
+//!   attempts always launch the whole gang). A shuffle no stage knows
 //!   yet keeps its reports in [`Held`] (bounded by [`MAX_HELD_SIZES`] block sizes over
-//!   all of them) until a job's plan creates its stage; a shuffle whose stage is
-//!   running takes none (its running attempt computes them).
+//!   all of them) until a job's plan creates its stage. A running attempt
+//!   (the client resubmitted its job before this executor came back) takes a reported
+//!   output for a partition still pending as if a task had finished it: its copies are
+//!   killed and no later attempt's accumulator updates count for it (the first driver
+//!   counted them); a running barrier attempt takes none.
 //! - The first holder of a map output serves it; a second one (a replica pushed under
 //!   `replicated:N`) is recorded as its replica.
 //! - Held reports go with their executor (lost), their session (`ForgetIds`) and their
@@ -168,8 +173,12 @@ impl Scheduler {
         }
     }
 
-    /// Records `maps` as outputs of `shuffle_id` where they fit its stage (not
-    /// running), tells the listeners how many, and brings the stage's state in line.
+    /// Records `maps` as outputs of `shuffle_id` where they fit its stage, tells the
+    /// listeners how many, and brings the stage's state in line. In a running attempt
+    /// (a job resubmitted before this executor came back) a reported output finishes
+    /// its partition as a task would: its running copies are killed, its queued task is
+    /// dropped at launch, and no later attempt's accumulator updates count for it (the
+    /// first driver counted them). A running barrier attempt takes none.
     fn record_held(&mut self, shuffle_id: u32, maps: Vec<HeldMap>) {
         let Some(st) = self
             .shuffle_stage
@@ -178,9 +187,11 @@ impl Scheduler {
         else {
             return;
         };
-        if st.is_running() {
-            return;
-        }
+        let running = match (st.is_running(), st.barrier) {
+            (false, _) => None,
+            (true, false) => Some(st.attempts),
+            (true, true) => return,
+        };
         let Some(reducers) = st
             .index
             .shuffle(shuffle_id)
@@ -191,28 +202,32 @@ impl Scheduler {
         let (stage_id, num_maps) = (st.id, st.num_partitions);
         // Outputs recorded (a second holder's copy is a replica, not counted).
         let mut recorded = 0u32;
+        let mut finished = false;
         let mut executors: Vec<String> = Vec::new();
         for h in maps {
-            let Some(exec) = self.executors.get(&h.executor_id) else {
+            let Some(address) =
+                (self.executors.get(&h.executor_id)).map(|e| e.shuffle_address.clone())
+            else {
                 continue;
             };
             if h.map_partition >= num_maps || h.block_sizes.len() != reducers {
                 continue;
             }
-            let host = MapHost {
-                executor_id: h.executor_id.clone().into_bytes().into(),
-                shuffle_address: exec.shuffle_address.clone().into_bytes().into(),
-                from_storage: false,
-            };
             let held_here = match self.tracker.executor_of(shuffle_id, h.map_partition) {
                 None => {
+                    if let Some(attempt) = running {
+                        match self.finish_held_partition(stage_id, attempt, h.map_partition) {
+                            None => continue, // done already (a task finished it)
+                            Some(last) => finished |= last,
+                        }
+                    }
                     recorded += 1;
                     self.tracker.register_output(
                         shuffle_id,
                         MapLocation {
                             map_partition: h.map_partition,
                             executor_id: h.executor_id.clone(),
-                            shuffle_address: exec.shuffle_address.clone(),
+                            shuffle_address: address,
                             block_sizes: h.block_sizes,
                             ..Default::default()
                         },
@@ -220,14 +235,17 @@ impl Scheduler {
                     true
                 }
                 Some(primary) => {
+                    let host = MapHost {
+                        executor_id: h.executor_id.clone().into_bytes().into(),
+                        shuffle_address: address.into_bytes().into(),
+                        from_storage: false,
+                    };
                     self.tracker
                         .add_replica(shuffle_id, h.map_partition, &primary, host)
                 }
             };
-            if held_here {
-                if !executors.contains(&h.executor_id) {
-                    executors.push(h.executor_id);
-                }
+            if held_here && !executors.contains(&h.executor_id) {
+                executors.push(h.executor_id);
             }
         }
         if recorded == 0 {
@@ -247,6 +265,34 @@ impl Scheduler {
             executors,
             time_ms: now_ms(),
         });
-        self.refresh_map_stage(shuffle_id);
+        if finished {
+            self.map_stage_finished(stage_id, shuffle_id);
+        } else {
+            self.refresh_map_stage(shuffle_id);
+        }
+    }
+
+    /// Partition `partition` of running attempt `attempt` of map stage `stage_id` is
+    /// done by a reported output: no later attempt's accumulator updates count for it,
+    /// its running copies are killed (its queued task is dropped at launch). `None` if
+    /// it was not pending; else whether it was the attempt's last.
+    fn finish_held_partition(
+        &mut self,
+        stage_id: u32,
+        attempt: u32,
+        partition: u32,
+    ) -> Option<bool> {
+        let st = self.stages.get_mut(&stage_id)?;
+        if !st.is_pending(attempt, partition) {
+            return None;
+        }
+        let last = st.finish_partition(partition);
+        for job in self.jobs.values_mut() {
+            if job.stages.contains(&stage_id) {
+                job.counted.insert((stage_id, partition));
+            }
+        }
+        self.abandon_running(|r| r.stage_id == stage_id && r.partition == partition);
+        Some(last)
     }
 }

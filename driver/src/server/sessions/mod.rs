@@ -206,9 +206,18 @@ impl SessionRegistry {
         }
     }
 
-    /// Whether a live or recovered session owns id range `range`.
-    pub(crate) fn holds_range(&self, range: IdRange) -> bool {
-        self.inner.lock().used_ranges.contains(&range)
+    /// Whether a live or recovered session owns id range `range` with the shuffle key
+    /// whose SHA-256 (hex) is `key_sha256` (compared in constant time): whether the
+    /// outputs an executor holds under that key are this session's.
+    pub(crate) fn owns(&self, range: IdRange, key_sha256: &str) -> bool {
+        let inner = self.inner.lock();
+        inner.sessions.values().any(|s| {
+            s.range == range
+                && auth::constant_time_eq(
+                    sha256_hex(&s.shuffle_key).as_bytes(),
+                    key_sha256.as_bytes(),
+                )
+        })
     }
 
     /// Ends every session stream (driver shutdown). With a state directory the
@@ -241,16 +250,17 @@ fn open_session<'a>(
     Ok(session)
 }
 
-/// The SHA-256 of a session token, as the driver keeps it.
-fn token_digest(token: &str) -> String {
+/// The SHA-256 (lower-case hex) of a session token or shuffle key, as the driver keeps
+/// and compares them.
+fn sha256_hex(secret: &str) -> String {
     use sha2::Digest;
-    ember_proto::digest::to_hex(&sha2::Sha256::digest(token.as_bytes()))
+    ember_proto::digest::to_hex(&sha2::Sha256::digest(secret.as_bytes()))
 }
 
 /// Whether `token` is `session`'s (its digest compared in constant time).
 fn token_matches(session: &Session, token: &str) -> bool {
     auth::constant_time_eq(
-        token_digest(token).as_bytes(),
+        sha256_hex(token).as_bytes(),
         session.token_sha256.as_bytes(),
     )
 }
@@ -330,7 +340,7 @@ pub(crate) fn open(
             application: format!("{app_name} #{id}"),
             app_name: app_name.clone(),
             range,
-            token_sha256: token_digest(&token),
+            token_sha256: sha256_hex(&token),
             shuffle_key,
             binaries: [req.binary_sha256.clone()].into(),
             broadcasts: Broadcasts::default(),

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use ember_proto::HeldOutput;
+use ember_proto::{task_status, task_success, HeldOutput, MapStatus, TaskSuccess};
 
 use super::listener::drain;
 use super::*;
@@ -31,14 +31,9 @@ fn rejoin(h: &Harness, id: &str, outputs: Vec<HeldOutput>) {
 /// The map tasks (of shuffle 0) launched until the job ends, each succeeded.
 fn run_counting_maps(h: &Harness, events: &Receiver<JobEvent>) -> (u32, u32) {
     let mut maps = 0;
-    loop {
-        match h.launched.recv_timeout(Duration::from_millis(300)) {
-            Ok((ex, t)) => {
-                maps += u32::from(t.shuffle_id.is_some());
-                h.succeed(&ex, &t);
-            }
-            Err(_) => break,
-        }
+    while let Ok((ex, t)) = h.launched.recv_timeout(Duration::from_millis(300)) {
+        maps += u32::from(t.shuffle_id.is_some());
+        h.succeed(&ex, &t);
     }
     let (results, outcome, skipped) = drain_until_end(events);
     assert!(outcome.is_ok(), "{outcome:?}");
@@ -121,4 +116,62 @@ fn outputs_reported_for_a_known_stage_are_taken_and_a_released_shuffle_takes_non
     });
     let events = h.sched.submit(two_stage_plan(), HashMap::new());
     assert_eq!(run_counting_maps(&h, &events), (2, 0));
+}
+
+/// A job resubmitted before the executor holding its map outputs came back: the map
+/// stage is running when the report arrives; the reported outputs finish their
+/// partitions (the running copy is killed, the queued one never launches) and a late
+/// success of the killed copy counts no accumulator update again.
+#[test]
+fn outputs_reported_to_a_running_map_stage_finish_its_partitions() {
+    let h = Harness::new(&[("e2", 1)], SchedulerConfig::default());
+    let events = h.sched.submit(two_stage_plan(), HashMap::new());
+    let (ex, running) = h.next_task();
+    assert_eq!((ex.as_str(), running.shuffle_id), ("e2", Some(0)));
+    rejoin(&h, "e1", vec![held(0, 0, 2), held(0, 1, 2)]);
+    let killed = h
+        .killed
+        .recv_timeout(WAIT)
+        .expect("the running copy killed");
+    assert_eq!(killed & !INTERRUPTED, running.task_id);
+    // The killed copy reports success anyway, with an accumulator update: too late to
+    // count.
+    h.reply(
+        &ex,
+        &running,
+        task_status::Outcome::Success(TaskSuccess {
+            output: Some(task_success::Output::MapStatus(MapStatus {
+                shuffle_id: 0,
+                map_partition: running.partition,
+                block_sizes: vec![1, 1],
+                ..Default::default()
+            })),
+            accumulators: vec![ember_proto::AccumulatorUpdate {
+                id: 1,
+                value: vec![1],
+            }],
+            ..Default::default()
+        }),
+    );
+    let mut results = 0;
+    while let Ok((e, t)) = h.launched.recv_timeout(Duration::from_millis(300)) {
+        assert_eq!(t.shuffle_id, None, "no map task runs: {t:?}");
+        h.succeed(&e, &t);
+        results += 1;
+    }
+    assert_eq!(results, 2);
+    let mut counted_maps = 0;
+    loop {
+        match events.recv_timeout(WAIT).expect("job event") {
+            JobEvent::TaskEnded {
+                counted: true,
+                accumulators,
+                ..
+            } if !accumulators.is_empty() => counted_maps += 1,
+            JobEvent::JobSucceeded { .. } => break,
+            JobEvent::JobFailed { failure, .. } => panic!("{failure:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(counted_maps, 0, "the killed copy's update counted");
 }

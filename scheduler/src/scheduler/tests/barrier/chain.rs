@@ -260,3 +260,44 @@ fn a_lost_executor_under_a_barrier_stage_keeps_its_stored_source_outputs() {
         Vec::<u32>::new()
     );
 }
+
+/// After a driver restart an executor reports `held` (shuffle, map, width) outputs;
+/// the chain is then submitted: the launches of its first dispatch pass.
+fn first_pass_after_rejoin(held: &[(u32, u32, usize)]) -> Vec<(Option<u32>, u32)> {
+    let g = Gangs::new(&[], SchedulerConfig::default());
+    g.sched.send(crate::SchedulerEvent::ExecutorRejoined {
+        executor_id: "e1".into(),
+        slots: 4,
+        shuffle_address: String::new(),
+        host: String::new(),
+        held: (held.iter())
+            .map(
+                |&(shuffle_id, map_partition, width)| ember_proto::HeldOutput {
+                    shuffle_id,
+                    map_partition,
+                    block_sizes: vec![1; width],
+                },
+            )
+            .collect(),
+    });
+    let _events = g.sched.submit(chain_plan(), HashMap::new());
+    let mut pass: Vec<(Option<u32>, u32)> = (g.next_pass().into_iter())
+        .map(|(_, t)| (t.shuffle_id, t.partition))
+        .collect();
+    pass.sort();
+    pass
+}
+
+#[test]
+fn a_barrier_stage_with_some_ranks_reported_runs_again_as_a_whole() {
+    // The source's two outputs and two of the barrier stage's three: the source is
+    // skipped, the barrier stage runs every rank.
+    let some = [(0, 0, 3), (0, 1, 3), (1, 0, 2), (1, 2, 2)];
+    assert_eq!(
+        first_pass_after_rejoin(&some),
+        vec![(Some(1), 0), (Some(1), 1), (Some(1), 2)]
+    );
+    // Every rank's output reported: only the reducers run.
+    let all = [(0, 0, 3), (0, 1, 3), (1, 0, 2), (1, 1, 2), (1, 2, 2)];
+    assert_eq!(first_pass_after_rejoin(&all), vec![(None, 0), (None, 1)]);
+}
