@@ -328,7 +328,10 @@ done_step
 
 step "docker kill the driver while a job's reducers wait, then docker start it: the job finishes"
 start_gated driverkill
-since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The next whole second, then past it: the log window holds nothing of before the kill
+# (`docker logs --since` takes whole seconds; the job only waits at its gate meanwhile).
+since=$(date -u -d '+1 second' +%Y-%m-%dT%H:%M:%SZ)
+sleep 1.2
 driver=$(compose ps -q driver)
 docker kill "$driver" >/dev/null
 sleep 1
@@ -342,6 +345,7 @@ grep -q 'session reopened by its client after a driver restart' <<<"$log" \
 recovered=$(grep -o 'map outputs recovered from executors.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}')
 [ "${recovered:-0}" -ge 6 ] || fail "the restarted driver recovered ${recovered:-0} map outputs, not the first stage's 6"
 grep 'map outputs recovered from executors' <<<"$log" | sed 's/^/   driver: /' | cut -c1-220
+grep -E 'submitting stage ' <<<"$log" | sed 's/^/   driver: /' | cut -c1-200 | head -10
 ran=$(grep -cE 'submitting stage ' <<<"$log" || true)
 [ "$ran" = 2 ] || fail "the restarted driver ran $ran stages, not 2 (the finished map stage must be skipped)"
 echo "   killed and started the driver: the client reopened its session, $recovered map outputs recovered, the finished stage skipped, exact output"
