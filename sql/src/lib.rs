@@ -26,6 +26,7 @@
 //!
 //! A crate of its own: jobs that use only RDDs neither compile nor link DataFusion.
 
+mod compact;
 mod context;
 mod dataframe;
 mod error;

@@ -9,7 +9,8 @@
 //! leaves, executes its partition on a runtime of its own thread, and routes the output:
 //! by the fragment's root repartition (DataFusion's `BatchPartitioner`, so hash rows go
 //! where DataFusion puts them and round robin depends only on the batch's position), to
-//! every consumer task, or, for the result stage, as the result's batches.
+//! every consumer task, or, for the result stage, as the result's batches; each batch
+//! with its view columns compacted first ([`crate::compact`]).
 //!
 //! Invariant: a task's output depends only on its partition's inputs and the fragment, so
 //! ember recomputing a lost partition from lineage gives the same batches; a task that
@@ -30,6 +31,7 @@ use ember::{ArrowBatch, Context, KeyPartitioner, Rdd, Records};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
+use crate::compact::compact;
 use crate::context::SqlContext;
 use crate::error::{Result, SqlError};
 use crate::input_exec::{bind, StageCodec, TaskInputs};
@@ -262,7 +264,7 @@ fn run_result(
         Ok((_, batches)) => batches
             .into_iter()
             .filter(|b| b.num_rows() > 0)
-            .map(ArrowBatch)
+            .map(|b| ArrowBatch(compact(b)))
             .collect(),
         Err(e) => panic!("query stage, partition {partition}: {e}"),
     }
@@ -305,14 +307,18 @@ fn route(
                 }
                 p.partition(b, |target, part| {
                     if part.num_rows() > 0 {
-                        out.push((task.offset + target as u32, tag(part)));
+                        out.push((task.offset + target as u32, tag(compact(part))));
                     }
                     Ok(())
                 })?;
             }
         }
         _ => {
-            for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+            for b in batches
+                .into_iter()
+                .filter(|b| b.num_rows() > 0)
+                .map(compact)
+            {
                 for target in 0..task.all_n.max(1) {
                     out.push((target, tag(b.clone())));
                 }
