@@ -13,9 +13,12 @@
 //! leaf, which merges the source partitions again inside the task).
 //!
 //! A join that collects its left side (`CollectLeft` hash joins, nested-loop and cross
-//! joins) and emits unmatched left rows (left, full, left semi/anti/mark) runs its
-//! probe side in one task: DataFusion tracks unmatched left rows per plan instance, and
-//! each ember task runs its own instance.
+//! joins) and emits unmatched left rows (left, full, left semi/anti/mark) cannot run its
+//! probe side's partitions in separate tasks: DataFusion tracks unmatched left rows per
+//! plan instance, and each ember task runs its own instance. A hash join of that kind
+//! becomes a partitioned one, both sides hash-repartitioned on their join keys (so each
+//! task owns its left rows, and the probe side stays parallel); a nested-loop join gets
+//! its probe side gathered into one task.
 //!
 //! Invariant: every stage's fragment runs its partitions independently (no operator in
 //! it needs another partition's rows), so a lost partition is recomputed alone; stage ids
@@ -306,8 +309,9 @@ fn reads_other_stages(plan: &Arc<dyn ExecutionPlan>) -> bool {
     here || plan.children().into_iter().any(reads_other_stages)
 }
 
-/// A join that collects its left side and emits unmatched left rows, with its probe
-/// (right) side gathered into one partition (see the module docs); any other node as it is.
+/// A join that collects its left side and emits unmatched left rows, made runnable in
+/// ember's tasks (see the module docs): a hash join partitioned on its keys, another
+/// join with its probe (right) side gathered into one partition; any other node as it is.
 fn gather_probe_side(node: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     let emits_left = |t: &JoinType| {
         matches!(
@@ -332,8 +336,36 @@ fn gather_probe_side(node: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPl
         return Ok(node);
     }
     let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
-    if children.len() != 2 || children[1].output_partitioning().partition_count() <= 1 {
+    let n = children
+        .get(1)
+        .map_or(1, |r| r.output_partitioning().partition_count());
+    if children.len() != 2 || n <= 1 {
         return Ok(node);
+    }
+    if let Some(j) = node
+        .downcast_ref::<HashJoinExec>()
+        .filter(|j| !j.on().is_empty())
+    {
+        let side =
+            |keys: Vec<_>, child: &Arc<dyn ExecutionPlan>| -> Result<Arc<dyn ExecutionPlan>> {
+                let r = RepartitionExec::try_new(child.clone(), Partitioning::Hash(keys, n))?;
+                Ok(Arc::new(r))
+            };
+        let left = side(
+            j.on().iter().map(|(l, _)| l.clone()).collect(),
+            &children[0],
+        )?;
+        let right = side(
+            j.on().iter().map(|(_, r)| r.clone()).collect(),
+            &children[1],
+        )?;
+        return Ok(j
+            .builder()
+            .with_partition_mode(PartitionMode::Partitioned)
+            .with_new_children(vec![left, right])?
+            .recompute_properties()
+            .reset_state()
+            .build_exec()?);
     }
     let right: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(children[1].clone()));
     Ok(replace_children_if_necessary(
