@@ -45,6 +45,30 @@ pub(crate) fn task_config() -> SessionConfig {
         )
 }
 
+/// Spark's `spark.sql.autoBroadcastJoinThreshold` default: 10 MiB.
+pub const DEFAULT_BROADCAST_JOIN_THRESHOLD: usize = 10 << 20;
+
+/// DataFusion also bounds a broadcast side by its estimated rows: the byte threshold
+/// over this many bytes a row (1 M rows for 10 MiB).
+const BYTES_PER_ESTIMATED_ROW: usize = 10;
+
+/// The largest join side (estimated bytes) broadcast to every task of the other side:
+/// `EMBER_AUTO_BROADCAST_JOIN_THRESHOLD` (Spark's `autoBroadcastJoinThreshold`; `0` or
+/// `-1` turns broadcasting off), else [`DEFAULT_BROADCAST_JOIN_THRESHOLD`].
+pub fn broadcast_threshold() -> Result<usize> {
+    let name = "EMBER_AUTO_BROADCAST_JOIN_THRESHOLD";
+    match std::env::var(name) {
+        Err(_) => Ok(DEFAULT_BROADCAST_JOIN_THRESHOLD),
+        Ok(v) if v.trim() == "-1" => Ok(0),
+        Ok(v) => v.trim().parse::<usize>().map_err(|_| {
+            SqlError::Config(format!(
+                "{name}: expected a number of bytes (or -1 for none), got {}",
+                ember::io::excerpt(&v)
+            ))
+        }),
+    }
+}
+
 /// Tables and SQL over an ember context.
 pub struct SqlContext {
     ember: Context,
@@ -58,8 +82,19 @@ impl SqlContext {
     /// A SQL context running its queries on `ember`'s executors (or in local mode).
     pub fn new(ember: &Context) -> Result<Self> {
         let partitions = ember.default_parallelism().max(1);
-        let config = task_config().with_target_partitions(partitions);
-        let rt = tokio::runtime::Builder::new_multi_thread()
+        let broadcast = broadcast_threshold()?;
+        let config = task_config()
+            .with_target_partitions(partitions)
+            // A join side estimated under it is collected and sent whole to every task
+            // of the other side, which is then not shuffled (Spark's broadcast join).
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold",
+                broadcast,
+            )
+            .set_usize(
+                "datafusion.optimizer.hash_join_single_partition_threshold_rows",
+                broadcast / BYTES_PER_ESTIMATED_ROW,
+            );        let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()

@@ -14,6 +14,9 @@ pub enum SqlError {
     /// A physical plan this layer cannot run on ember's stages (names the operator).
     #[error("cannot run this plan on ember's stages: {0}")]
     Unsupported(String),
+    /// A setting of the SQL layer is invalid (names it and quotes the value).
+    #[error("{0}")]
+    Config(String),
     /// Writing a result failed (names the path).
     #[error("{0}")]
     Output(String),
