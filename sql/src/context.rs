@@ -94,7 +94,8 @@ impl SqlContext {
             .set_usize(
                 "datafusion.optimizer.hash_join_single_partition_threshold_rows",
                 broadcast / BYTES_PER_ESTIMATED_ROW,
-            );        let rt = tokio::runtime::Builder::new_multi_thread()
+            );
+        let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()

@@ -46,6 +46,25 @@ async fn registered_as(conn: &mut ExecutorConn, id: &str) {
     ));
 }
 
+/// Launches task `task_id` of a plan in the session owning `rdd` with shuffle key `key`
+/// (its binary is unknown here, so it fails) and waits for its status.
+async fn run_with_key(conn: &mut ExecutorConn, task_id: u64, rdd: u32, key: &str) {
+    let mut t = task(task_id, &sha256_hex(b"not here"));
+    if let Some(plan) = t.plan.as_mut() {
+        plan.final_rdd = rdd;
+        plan.shuffle_key = key.into();
+    }
+    conn.send(driver_message::Msg::Launch(LaunchTask {
+        task: Some(t),
+        ..Default::default()
+    }))
+    .await;
+    assert!(matches!(
+        conn.next_non_heartbeat().await,
+        executor_message::Msg::Status(_)
+    ));
+}
+
 async fn eventually(what: &str, cond: impl Fn() -> bool) {
     within(what, async {
         while !cond() {
@@ -249,20 +268,7 @@ async fn a_lost_drivers_outputs_are_kept_and_reported_to_the_next_registration()
         "a first registration holds nothing from before"
     );
     // A task of the session teaches its key (the binary is unknown: the task fails).
-    let mut t = task(1, &sha256_hex(b"not here"));
-    if let Some(plan) = t.plan.as_mut() {
-        plan.final_rdd = S + 1;
-        plan.shuffle_key = "the session's key".into();
-    }
-    conn.send(driver_message::Msg::Launch(LaunchTask {
-        task: Some(t),
-        ..Default::default()
-    }))
-    .await;
-    assert!(matches!(
-        conn.next_non_heartbeat().await,
-        executor_message::Msg::Status(_)
-    ));
+    run_with_key(&mut conn, 1, S + 1, "the session's key").await;
 
     // The driver goes and comes back: the file stays and is reported, with the
     // digest of the key it is held under.
@@ -282,20 +288,7 @@ async fn a_lost_drivers_outputs_are_kept_and_reported_to_the_next_registration()
 
     // A task of another session given the same id range (another key): the earlier
     // session's files go before it runs.
-    let mut t = task(2, &sha256_hex(b"not here"));
-    if let Some(plan) = t.plan.as_mut() {
-        plan.final_rdd = S + 1;
-        plan.shuffle_key = "a later session's key".into();
-    }
-    conn.send(driver_message::Msg::Launch(LaunchTask {
-        task: Some(t),
-        ..Default::default()
-    }))
-    .await;
-    assert!(matches!(
-        conn.next_non_heartbeat().await,
-        executor_message::Msg::Status(_)
-    ));
+    run_with_key(&mut conn, 2, S + 1, "a later session's key").await;
     assert!(!output.exists(), "an earlier session's output was kept");
 
     token.cancel();
