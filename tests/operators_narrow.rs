@@ -486,3 +486,28 @@ fn chained_narrow_operators_in_one_stage() {
     );
     assert_eq!(m.tasks, 3);
 }
+
+/// `named` (Spark's `setName`): the RDD shows the given name; a handle sharing it keeps
+/// its own name and both compute the same records.
+#[test]
+fn named_gives_an_rdd_its_name_and_a_shared_one_a_step_of_its_own() {
+    let ctx = ember::Context::local(2).unwrap();
+    let fresh = ctx
+        .parallelize((0..10u32).collect::<Vec<_>>(), 2)
+        .map(|x: u32| x * 3)
+        .named("tripled");
+    assert_eq!(fresh.name(), "tripled");
+    let shared = ctx
+        .parallelize((0..10u32).collect::<Vec<_>>(), 2)
+        .map(|x: u32| x + 1);
+    let before = shared.name().to_string();
+    let renamed = shared.clone().named(&"a very long name ".repeat(40));
+    assert_eq!(shared.name(), before, "the other handle keeps its name");
+    assert!(renamed.name().starts_with("a very long name"));
+    assert!(renamed.name().chars().count() <= 256, "{}", renamed.name());
+    assert_eq!(renamed.collect().unwrap(), shared.collect().unwrap());
+    assert_eq!(
+        fresh.collect().unwrap(),
+        (0..10u32).map(|x| x * 3).collect::<Vec<_>>()
+    );
+}

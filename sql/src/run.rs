@@ -79,7 +79,27 @@ pub struct RddRoute {
 pub fn result_rdd(sql: &SqlContext, stages: &[Stage]) -> Result<Rdd<ArrowBatch>> {
     let last = stages.len() - 1;
     let task = stage_task(&stages[last], 0)?;
-    Ok(input_rdd(sql, stages, last)?.map_partitions_with_index_with(task, run_result))
+    Ok(input_rdd(sql, stages, last)?
+        .map_partitions_with_index_with(task, run_result)
+        .named(&stage_name(stages, last)))
+}
+
+/// What the web UI, the console and the event log call SQL stage `id`'s RDD: its number
+/// and its fragment's operators from the root down (a few, depth first), e.g. `SQL stage
+/// 3: RepartitionExec, HashJoinExec, StageInputExec, StageInputExec`.
+fn stage_name(stages: &[Stage], id: usize) -> String {
+    const SHOWN: usize = 6;
+    let mut names = Vec::new();
+    let mut todo = vec![stages[id].plan.clone()];
+    while let Some(p) = todo.pop() {
+        if names.len() == SHOWN {
+            names.push("…".to_string());
+            break;
+        }
+        names.push(p.name().to_string());
+        todo.extend(p.children().into_iter().rev().cloned());
+    }
+    format!("SQL stage {id}: {}", names.join(", "))
 }
 
 fn stage_task(stage: &Stage, input_no: u32) -> Result<StageTask> {
@@ -127,15 +147,27 @@ fn input_rdd(sql: &SqlContext, stages: &[Stage], id: usize) -> Result<Rdd<(u32, 
                 };
                 sql.rdd(*id)?
                     .map_partitions_with_index_with(route, route_rdd)
+                    .named(&format!("SQL stage {child}: a registered RDD's batches"))
             }
             _ => {
                 let task = stage_task(c, j as u32)?;
-                input_rdd(sql, stages, *child)?.map_partitions_with_index_with(task, run_routed)
+                input_rdd(sql, stages, *child)?
+                    .map_partitions_with_index_with(task, run_routed)
+                    .named(&stage_name(stages, *child))
             }
         };
         parts.push(routed);
     }
-    Ok(ctx.union(&parts).partition_by_with(Identity(n as u32)))
+    let children: Vec<String> = st.inputs.iter().map(|c| c.to_string()).collect();
+    let union = match parts.len() {
+        1 => parts
+            .pop()
+            .unwrap_or_else(|| ctx.parallelize(Vec::new(), n)),
+        _ => ctx
+            .union(&parts)
+            .named(&format!("SQL stages {} to stage {id}", children.join(", "))),
+    };
+    Ok(union.partition_by_with(Identity(n as u32)))
 }
 
 /// A registered RDD's partition, its batches projected, to the consumer's task of the

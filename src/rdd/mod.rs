@@ -154,9 +154,28 @@ impl<T: Data> Rdd<T> {
         &self.ctx
     }
 
-    /// The operator and call site that made this RDD, e.g. `map at src/main.rs:12`.
+    /// The operator and call site that made this RDD, e.g. `map at src/main.rs:12`, or
+    /// the name given with [`Rdd::named`].
     pub fn name(&self) -> &str {
         &self.node.name
+    }
+
+    /// This RDD under the name `name` (Spark's `setName`): what the web UI's DAG and
+    /// stage names, the console and the event log show instead of the operator and call
+    /// site (at most 256 characters; a longer name is cut, ending with `…`). Another
+    /// handle sharing this RDD keeps its name: the renamed RDD is then a pass-through
+    /// step of its own.
+    pub fn named(mut self, name: &str) -> Rdd<T> {
+        let name = self::name::bounded(name, self::name::NAME_CHARS).into_owned();
+        if let Some(node) = Arc::get_mut(&mut self.node) {
+            node.name = name;
+            return self;
+        }
+        let mut step = self.map_partitions(|records: crate::Records<T>| records);
+        if let Some(node) = Arc::get_mut(&mut step.node) {
+            node.name = name;
+        }
+        step
     }
 
     /// A partition-wise step over this RDD alone that keeps each record in its
