@@ -141,6 +141,14 @@ impl<'a> DataFrame<'a> {
         self.sql.run(plan)
     }
 
+    /// Runs the query; its rows as records of type `T` (fields by column name, as
+    /// `Context::read_parquet` maps them; rows in the query's order when it has one).
+    /// A row that does not decode as `T` fails the query, naming the type.
+    pub fn collect_as<T: ember::Data>(&self) -> Result<Vec<T>> {
+        let plan = self.sql.block_on(self.physical())?;
+        Ok(self.sql.result_rdd(plan)?.to_records::<T>().collect()?)
+    }
+
     /// The result as a text table (at most `n` rows), as Spark's `show` prints it.
     pub fn show_string(&self, n: usize) -> Result<String> {
         let batches = self.clone_df().limit(n)?.collect()?;

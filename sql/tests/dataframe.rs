@@ -365,6 +365,30 @@ fn an_rdd_is_a_table_and_unions_of_exchanges_keep_their_partitions() {
         .filter(|r| known.contains(&r.1.as_str()))
         .count() as i64;
     assert_eq!(ints(&joined, 0), vec![want]);
+    // Typed records out: the rows of a query as serde records, in its order; a type
+    // the rows do not fit fails naming it.
+    let typed: Vec<Reading> = sql
+        .sql("SELECT id, city, temp FROM r WHERE id < 20 ORDER BY id")
+        .unwrap()
+        .collect_as()
+        .unwrap();
+    let mut want: Vec<&(i64, String, f64)> = rows.iter().filter(|r| r.0 < 20).collect();
+    want.sort_by_key(|r| r.0);
+    assert_eq!(
+        typed
+            .iter()
+            .map(|r| (r.id, r.city.clone(), r.temp))
+            .collect::<Vec<_>>(),
+        want.into_iter().cloned().collect::<Vec<_>>()
+    );
+    let e = sql
+        .sql("SELECT city FROM r")
+        .unwrap()
+        .collect_as::<Reading>()
+        .err()
+        .expect("rows without id and temp do not decode")
+        .to_string();
+    assert!(e.contains("Reading"), "{e}");
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
