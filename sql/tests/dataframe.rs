@@ -385,8 +385,7 @@ fn an_rdd_is_a_table_and_unions_of_exchanges_keep_their_partitions() {
         .sql("SELECT city FROM r")
         .unwrap()
         .collect_as::<Reading>()
-        .err()
-        .expect("rows without id and temp do not decode")
+        .expect_err("rows without id and temp do not decode")
         .to_string();
     assert!(e.contains("Reading"), "{e}");
 }
