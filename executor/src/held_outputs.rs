@@ -22,7 +22,7 @@ use crate::config::session_of_dir;
 
 /// Most outputs one report lists (an executor holding more reports the first found;
 /// the rest are recomputed if needed).
-pub const MAX_HELD_OUTPUTS: usize = 1 << 20;
+pub use ember_proto::limits::MAX_HELD_OUTPUTS;
 
 /// Every committed map output under shuffle directory `dir` (`session-<i>/`) of the
 /// sessions `known` (whose keys this executor holds), in (shuffle, map) order; the

@@ -72,6 +72,10 @@ pub fn migration_messages(
     out
 }
 
+/// Most map outputs an executor reports holding when it registers (over all its
+/// `HeldOutputs` messages): it reports the first found, the driver refuses more.
+pub const MAX_HELD_OUTPUTS: usize = 1 << 20;
+
 /// Most map outputs in one `HeldOutputs` message.
 pub const MAX_HELD_OUTPUTS_PER_MESSAGE: usize = 4096;
 

@@ -40,6 +40,7 @@ pub mod binaries;
 mod binary_file;
 mod decommission;
 pub mod executors;
+mod held_outputs;
 mod job_queue;
 mod jobs;
 pub mod launcher;

@@ -296,7 +296,7 @@ pub(crate) fn open(
     connection: Option<std::net::SocketAddr>,
 ) -> Result<SessionStream, Status> {
     if req.resume_session_id != 0 {
-        return resume::reopen(state, req, token, connection);
+        return resume::reopen(state, req.resume_session_id, token, connection);
     }
     super::binaries::check_sha256(&req.binary_sha256)?;
     if !state.binaries.contains(&req.binary_sha256) {
@@ -425,6 +425,18 @@ fn close(state: &DriverState, id: u64) {
     }
 }
 
+/// What tells an executor to forget the session of id range `range`: its RDD, shuffle
+/// and broadcast ids.
+pub(crate) fn cleanup_of(range: IdRange) -> CleanupSession {
+    let (ids, broadcasts) = (range.ids(), range.broadcasts());
+    CleanupSession {
+        id_lo: ids.start,
+        id_hi: ids.end,
+        broadcast_lo: broadcasts.start,
+        broadcast_hi: broadcasts.end,
+    }
+}
+
 /// Tells the scheduler and the executors to forget the session's ids, then frees its
 /// id range. Called with the registry locked, so no new session takes the range meanwhile.
 fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
@@ -442,7 +454,7 @@ fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
             inner.per_connection.remove(&session.connection);
         }
     }
-    let (ids, broadcasts) = (session.range.ids(), session.range.broadcasts());
+    let ids = session.range.ids();
     let _ = state.to_scheduler.send(SchedulerEvent::ForgetIds {
         id_lo: ids.start,
         id_hi: ids.end,
@@ -450,12 +462,7 @@ fn finalize(state: &DriverState, inner: &mut Inner, id: u64) {
     let _ = state.to_scheduler.send(SchedulerEvent::ApplicationEnded {
         application: session.application.clone(),
     });
-    state.executors.cleanup_session(CleanupSession {
-        id_lo: ids.start,
-        id_hi: ids.end,
-        broadcast_lo: broadcasts.start,
-        broadcast_hi: broadcasts.end,
-    });
+    state.executors.cleanup_session(cleanup_of(session.range));
     inner.used_ranges.remove(&session.range);
     info!(
         session = id,

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ember_proto::{session_event, IdRange, OpenSessionRequest, SessionEvent, SessionOpened};
+use ember_proto::{session_event, IdRange, SessionEvent, SessionOpened};
 use ember_scheduler::events::Broadcasts;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -110,15 +110,14 @@ impl SessionRegistry {
     }
 }
 
-/// Reopens detached session `req.resume_session_id` for the client proving it owns it
-/// with `token`; the stream carries `SessionOpened` with the session's ids and token.
+/// Reopens detached session `id` for the client proving it owns it with `token`; the
+/// stream carries `SessionOpened` with the session's ids and token.
 pub(super) fn reopen(
     state: &Arc<DriverState>,
-    req: OpenSessionRequest,
+    id: u64,
     token: Option<&str>,
     connection: Option<std::net::SocketAddr>,
 ) -> Result<SessionStream, Status> {
-    let id = req.resume_session_id;
     let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut guard = state.sessions.inner.lock();
@@ -154,7 +153,6 @@ pub(super) fn reopen(
         }));
         info!(session = id, id_range = session.range.index(), app = %session.app_name, "session reopened by its client after a driver restart");
     }
-    let _ = req;
     Ok(SessionStream {
         inner: UnboundedReceiverStream::new(rx),
         _guard: SessionGuard {
