@@ -44,11 +44,8 @@ pub(crate) struct ClusterClient {
     pub session: SessionOpened,
     /// Holds the session stream open (and reopens it); aborting it ends the session.
     session_task: tokio::task::JoinHandle<()>,
-    /// Broadcasts the driver of the current generation accepted (or is being sent with
-    /// a job in flight), and the generation they were sent to.
-    sent_broadcasts: Arc<Mutex<(u64, HashSet<u64>)>>,
-    /// Every broadcast value sent, for a resubmission to a restarted driver.
-    sent_values: Arc<Mutex<HashMap<u64, Bytes>>>,
+    /// The broadcasts sent to the driver.
+    broadcasts: Arc<Mutex<SentBroadcasts>>,
     /// Job id -> the switch that stops its event-forwarding task (which drops the
     /// stream: the driver then cancels the job).
     running: Arc<Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>>,
@@ -78,8 +75,7 @@ impl ClusterClient {
                 link,
                 session,
                 session_task,
-                sent_broadcasts: Arc::new(Mutex::new((0, HashSet::new()))),
-                sent_values: Arc::new(Mutex::new(HashMap::new())),
+                broadcasts: Arc::default(),
                 running: Arc::new(Mutex::new(HashMap::new())),
             })
         })
@@ -99,44 +95,17 @@ impl ClusterClient {
             return rx;
         }
         let (driver, generation) = self.link.driver();
-        let new_broadcasts = self.unsent_broadcasts(generation, broadcasts);
+        let new_broadcasts = self.broadcasts.lock().unsent(generation, broadcasts);
         let job = Job {
             link: self.link.clone(),
             tx,
             running: self.running.clone(),
-            sent_broadcasts: self.sent_broadcasts.clone(),
-            sent_values: self.sent_values.clone(),
+            broadcasts: self.broadcasts.clone(),
             all_partitions: partitions_of(&plan),
             plan,
         };
         runtime::get().spawn(job.follow(driver, generation, new_broadcasts));
         rx
-    }
-
-    /// The broadcasts of `broadcasts` the driver of `generation` has not been sent,
-    /// marked sent (and kept for a resubmission).
-    fn unsent_broadcasts(
-        &self,
-        generation: u64,
-        broadcasts: &HashMap<u64, Vec<u8>>,
-    ) -> Vec<BroadcastValue> {
-        let mut sent = self.sent_broadcasts.lock();
-        if sent.0 != generation {
-            // A restarted driver holds none of them.
-            *sent = (generation, HashSet::new());
-        }
-        let mut values = self.sent_values.lock();
-        broadcasts
-            .iter()
-            .filter(|(id, _)| sent.1.insert(**id))
-            .map(|(id, v)| {
-                let value = values
-                    .entry(*id)
-                    .or_insert_with(|| Bytes::from(v.clone()))
-                    .clone();
-                BroadcastValue { id: *id, value }
-            })
-            .collect()
     }
 
     /// Cancels a running job: dropping its stream tells the driver.
@@ -163,6 +132,68 @@ impl ClusterClient {
     }
 }
 
+/// The broadcasts a client sent its driver: which ones the driver of the current
+/// session generation holds, and every value sent (a restarted driver holds none, so a
+/// resubmitted job sends them all again). One lock for both.
+#[derive(Default)]
+struct SentBroadcasts {
+    generation: u64,
+    /// Accepted by the driver of `generation`, or being sent with a job in flight.
+    held: HashSet<u64>,
+    values: HashMap<u64, Bytes>,
+}
+
+impl SentBroadcasts {
+    /// Forgets what an earlier generation's driver held.
+    fn at(&mut self, generation: u64) {
+        if self.generation != generation {
+            self.generation = generation;
+            self.held.clear();
+        }
+    }
+
+    /// The broadcasts of `broadcasts` the driver of `generation` has not been sent,
+    /// marked sent (and kept for a resubmission).
+    fn unsent(
+        &mut self,
+        generation: u64,
+        broadcasts: &HashMap<u64, Vec<u8>>,
+    ) -> Vec<BroadcastValue> {
+        self.at(generation);
+        let (held, values) = (&mut self.held, &mut self.values);
+        broadcasts
+            .iter()
+            .filter(|(id, _)| held.insert(**id))
+            .map(|(id, v)| {
+                let value = values
+                    .entry(*id)
+                    .or_insert_with(|| Bytes::from(v.clone()))
+                    .clone();
+                BroadcastValue { id: *id, value }
+            })
+            .collect()
+    }
+
+    /// Every broadcast sent so far, marked sent to generation `generation`.
+    fn all(&mut self, generation: u64) -> Vec<BroadcastValue> {
+        self.at(generation);
+        self.held.extend(self.values.keys().copied());
+        let mut all: Vec<BroadcastValue> = (self.values.iter())
+            .map(|(id, v)| BroadcastValue {
+                id: *id,
+                value: v.clone(),
+            })
+            .collect();
+        all.sort_by_key(|b| b.id);
+        all
+    }
+
+    /// The driver did not take `ids` (it refused their job): the next job sends them.
+    fn not_taken(&mut self, ids: &[u64]) {
+        self.held.retain(|id| !ids.contains(id));
+    }
+}
+
 /// Every partition a plan computes: its `partitions`, or all of its final RDD's.
 fn partitions_of(plan: &Plan) -> Vec<u32> {
     if !plan.partitions.is_empty() {
@@ -179,8 +210,7 @@ struct Job {
     link: Arc<Link>,
     tx: Sender<JobEvent>,
     running: Arc<Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>>,
-    sent_broadcasts: Arc<Mutex<(u64, HashSet<u64>)>>,
-    sent_values: Arc<Mutex<HashMap<u64, Bytes>>>,
+    broadcasts: Arc<Mutex<SentBroadcasts>>,
     plan: Plan,
     all_partitions: Vec<u32>,
 }
@@ -245,7 +275,7 @@ impl Job {
                 Err(s) => {
                     // The driver did not take the job, so not its broadcasts either:
                     // the next job must send them.
-                    self.sent_broadcasts.lock().1.retain(|id| !ids.contains(id));
+                    self.broadcasts.lock().not_taken(&ids);
                     fail(
                         &self.tx,
                         format!("the driver at {url} refused the job: {}", status_text(&s)),
@@ -269,7 +299,7 @@ impl Job {
                     driver = next;
                     generation = g;
                     resubmitted = true;
-                    broadcasts = self.all_broadcasts(g);
+                    broadcasts = self.broadcasts.lock().all(g);
                 }
                 Err(lost) => {
                     fail(
@@ -283,24 +313,6 @@ impl Job {
         if let Some(id) = job_id {
             self.running.lock().remove(&id);
         }
-    }
-
-    /// Every broadcast sent so far, marked sent to generation `generation`.
-    fn all_broadcasts(&self, generation: u64) -> Vec<BroadcastValue> {
-        let values = self.sent_values.lock();
-        let mut sent = self.sent_broadcasts.lock();
-        if sent.0 != generation {
-            *sent = (generation, HashSet::new());
-        }
-        sent.1.extend(values.keys().copied());
-        let mut all: Vec<BroadcastValue> = (values.iter())
-            .map(|(id, v)| BroadcastValue {
-                id: *id,
-                value: v.clone(),
-            })
-            .collect();
-        all.sort_by_key(|b| b.id);
-        all
     }
 
     /// Forwards one submission's events until the job ends, the client cancels it, or
