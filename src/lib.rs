@@ -115,6 +115,7 @@ mod local_ui;
 mod logging;
 pub mod memory;
 mod plan;
+mod prefetch;
 mod progress;
 mod rdd;
 pub mod shuffle;

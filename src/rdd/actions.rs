@@ -198,6 +198,9 @@ impl<T: Data + Display> ResultOp for SaveText<T> {
     }
 }
 
+/// How many lines ahead [`write_lines`] prefetches the bytes of.
+const LINE_PREFETCH_DISTANCE: usize = 8;
+
 /// Writes every record of `input` as a line (its `Display`) to a new file at `path`;
 /// returns how many.
 fn write_lines<T: Data + Display>(path: &std::path::Path, input: Batches<T>) -> Result<u64> {
@@ -209,7 +212,12 @@ fn write_lines<T: Data + Display>(path: &std::path::Path, input: Batches<T>) -> 
         n += b.len() as u64;
         // Strings (the common case) skip the formatting machinery.
         if let Some(lines) = (&b as &dyn std::any::Any).downcast_ref::<Vec<String>>() {
-            for line in lines {
+            for (i, line) in lines.iter().enumerate() {
+                // The bytes of sorted lines are scattered over the heap: sort's profile had
+                // 8 % of the job waiting on them here, one miss after another.
+                if let Some(ahead) = lines.get(i + LINE_PREFETCH_DISTANCE) {
+                    crate::prefetch::line(ahead.as_ptr() as usize);
+                }
                 w.write_all(line.as_bytes())
                     .map_err(|e| EmberError::io(path, e))?;
                 w.write_all(b"\n").map_err(|e| EmberError::io(path, e))?;

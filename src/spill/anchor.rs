@@ -50,22 +50,9 @@ impl Anchor {
         let entry = self
             .ctrl
             .wrapping_sub(i.wrapping_add(1).wrapping_mul(std::mem::size_of::<T>()));
-        prefetch_line(ctrl);
-        prefetch_line(entry);
+        crate::prefetch::line(ctrl);
+        crate::prefetch::line(entry);
         // The probe goes on to buckets i + 1, i + 2, ...: lower addresses.
-        prefetch_line(entry.wrapping_sub(64));
+        crate::prefetch::line(entry.wrapping_sub(64));
     }
-}
-
-/// A T0 prefetch of the line holding `addr`.
-#[inline]
-fn prefetch_line(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it neither faults nor changes memory, whatever the
-    // address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
 }

@@ -22,6 +22,7 @@
 pub mod aggregate;
 mod aggregator;
 pub(crate) mod anchor;
+mod radix;
 pub mod run;
 pub mod size;
 pub mod sort;
