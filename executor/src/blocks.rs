@@ -73,14 +73,6 @@ pub const MAX_FETCH_REQUEST_MESSAGE_BYTES: usize = 2 << 20;
 pub const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a keepalive ping may go unanswered before the connection is dropped.
 pub const KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// HTTP/2 receive window of each stream into the shuffle server: a pushed replica
-/// (`replicated:N`) streams 1 MiB pieces, and hyper's 1 MiB default let one piece in
-/// flight at a time, each waiting for the receiver to be scheduled to grant the next
-/// (~300 MB/s on a loaded 2-core machine). What a peer may make the daemon buffer is
-/// bounded by the connection window below, per connection of the bounded listener.
-pub const STREAM_WINDOW_BYTES: u32 = 8 << 20;
-/// HTTP/2 receive window of each connection into the shuffle server (all its streams).
-pub const CONNECTION_WINDOW_BYTES: u32 = 16 << 20;
 
 pub use crate::session_keys::SessionKeys;
 
@@ -534,8 +526,6 @@ pub async fn serve_bounded(
     tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .initial_stream_window_size(STREAM_WINDOW_BYTES)
-        .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .add_service(health)
         .add_service(svc)
         .serve_with_incoming_shutdown(incoming, shutdown)
