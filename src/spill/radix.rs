@@ -176,9 +176,9 @@ mod tests {
             .collect();
         let mut want = buf.clone();
         if descending {
-            want.sort_by(|a, b| b.0.cmp(&a.0));
+            want.sort_by_key(|r| std::cmp::Reverse(r.0));
         } else {
-            want.sort_by(|a, b| a.0.cmp(&b.0));
+            want.sort_by_key(|r| r.0);
         }
         assert!(sort(&mut buf, descending), "an integer key");
         assert_eq!(buf, want);
