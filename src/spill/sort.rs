@@ -237,6 +237,38 @@ mod tests {
         (got, m)
     }
 
+    /// An integer key is radix-sorted when the pool takes the scratch buffer, and sorted
+    /// by comparison when it refuses: the same order of keys and the same records.
+    #[test]
+    fn integer_keys_sort_with_and_without_the_radix_scratch() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = records(20_000, 3_000, 11);
+        // A pool far too small for the buffer, under a spill floor the buffer never
+        // reaches: nothing spills, and the scratch is refused.
+        for (limit, floor) in [
+            (1u64 << 30, crate::spill::MIN_SPILL_ENTRIES),
+            (4096, usize::MAX),
+        ] {
+            let pool = MemoryPool::new(limit);
+            for descending in [false, true] {
+                let mut s =
+                    ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
+                        .with_limits(SpillLimits::default().with_min_spill(floor, u64::MAX));
+                for (k, v) in recs.iter().cloned() {
+                    s.insert(k, v).unwrap();
+                }
+                assert_eq!(s.metrics(), SpillMetrics::default(), "no spill at {limit}");
+                let got = s
+                    .into_sorted_iter()
+                    .unwrap()
+                    .collect::<Result<Vec<_>>>()
+                    .unwrap();
+                check_sorted(got, recs.clone(), descending);
+            }
+            assert_eq!(pool.used(), 0, "the scratch's reservation is given back");
+        }
+    }
+
     #[test]
     fn large_limit_does_not_spill() {
         let dir = tempfile::tempdir().unwrap();
