@@ -387,21 +387,16 @@ async fn feed<P: Clone + Send + 'static>(
             use std::io::Read;
             let mut data = Vec::with_capacity(want);
             (&*f).take(want as u64).read_to_end(&mut data)?;
+            if data.len() < want {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the file ended {} bytes early", want - data.len()),
+                ));
+            }
             Ok(data)
         })
         .await
-        .map_err(std::io::Error::other)
-        .and_then(|r| r)
-        .and_then(|data| {
-            if data.len() == want {
-                Ok(data)
-            } else {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("the file ended {} bytes early", want - data.len()),
-                ))
-            }
-        })
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         .map_err(|e| format!("{} (after {sent} bytes): {e}", path.display()))?;
         crc.update(&data);
         sent += want as u64;

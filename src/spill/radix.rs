@@ -18,50 +18,44 @@
 //!   same length; exactly one of the two owns the records at any time (the other's length
 //!   is zero), and the key function (a primitive cast) cannot panic in between, so no
 //!   record is dropped twice or leaked.
-//! * The scratch buffer is memory the caller must have reserved: [`scratch_bytes`] says
-//!   how much, and the caller sorts by comparison instead when its pool refuses.
+//! * The scratch buffer (as large as the buffer) is reserved from the caller's
+//!   reservation before it is allocated and given back after; refused, nothing is sorted
+//!   and the caller sorts by comparison.
 
 use std::any::TypeId;
 use std::mem::size_of;
+
+use crate::memory::Reservation;
 
 /// Fewest records worth a radix sort (below, the histogram pass costs more than it saves).
 pub const MIN_RADIX_RECORDS: usize = 4096;
 /// Widest digit, in bits: 2,048 buckets, whose write positions stay in the L1/L2 cache.
 const MAX_DIGIT_BITS: u32 = 11;
 
-/// Whether `K` is a primitive integer of at most 64 bits (a key [`sort`] can sort by).
-pub fn has_radix_key<K: 'static>() -> bool {
-    let t = TypeId::of::<K>();
-    [
-        TypeId::of::<u64>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<u8>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<i64>(),
-        TypeId::of::<i32>(),
-        TypeId::of::<i16>(),
-        TypeId::of::<i8>(),
-        TypeId::of::<isize>(),
-    ]
-    .contains(&t)
-}
-
 /// Bytes of scratch a radix sort of `len` records of type `T` allocates.
-pub fn scratch_bytes<T>(len: usize) -> u64 {
+fn scratch_bytes<T>(len: usize) -> u64 {
     (len as u64).saturating_mul(size_of::<T>() as u64)
 }
 
 /// Sorts `buf` by key, descending if asked, stably, and returns true, when `K` is a
-/// primitive integer ([`has_radix_key`]); returns false and leaves `buf` as it was for
-/// any other key type. The caller reserved [`scratch_bytes`] for it.
-pub fn sort<K: 'static, V>(buf: &mut Vec<(K, V)>, descending: bool) -> bool {
+/// primitive integer of at most 64 bits and `reservation` takes the scratch buffer;
+/// otherwise returns false and leaves `buf` as it was.
+pub fn sort<K: 'static, V>(
+    buf: &mut Vec<(K, V)>,
+    descending: bool,
+    reservation: &mut Reservation,
+) -> bool {
     macro_rules! by {
         ($($t:ty => $map:expr),* $(,)?) => {$(
             if TypeId::of::<K>() == TypeId::of::<$t>() {
+                let scratch = scratch_bytes::<(K, V)>(buf.len());
+                if reservation.try_grow(scratch).is_err() {
+                    return false;
+                }
                 // SAFETY: `K` is `$t` (checked above): the two types are the same.
                 let buf = unsafe { &mut *(buf as *mut Vec<(K, V)>).cast::<Vec<($t, V)>>() };
                 sort_by(buf, $map, descending);
+                reservation.shrink(scratch);
                 return true;
             }
         )*};
@@ -152,6 +146,7 @@ fn sort_by<K, V>(buf: &mut Vec<(K, V)>, key: impl Fn(&K) -> u64, descending: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::MemoryPool;
 
     /// A deterministic pseudo-random stream (splitmix64).
     fn rng(seed: u64) -> impl FnMut() -> u64 {
@@ -180,7 +175,13 @@ mod tests {
         } else {
             want.sort_by_key(|r| r.0);
         }
-        assert!(sort(&mut buf, descending), "an integer key");
+        let pool = MemoryPool::new(1 << 30);
+        let mut reservation = pool.reservation("radix test");
+        assert!(
+            sort(&mut buf, descending, &mut reservation),
+            "an integer key"
+        );
+        assert_eq!(reservation.size(), 0, "the scratch is given back");
         assert_eq!(buf, want);
     }
 
@@ -234,13 +235,24 @@ mod tests {
     }
 
     #[test]
-    fn only_primitive_integers_are_radix_sorted() {
-        assert!(has_radix_key::<u64>() && has_radix_key::<i8>());
-        assert!(!has_radix_key::<String>() && !has_radix_key::<u128>());
+    fn only_primitive_integers_are_radix_sorted_and_only_with_their_scratch() {
+        let pool = MemoryPool::new(1 << 30);
+        let mut reservation = pool.reservation("radix test");
         let mut strings = vec![("b".to_string(), 1), ("a".to_string(), 2)];
-        assert!(!sort(&mut strings, false));
+        assert!(!sort(&mut strings, false, &mut reservation));
         assert_eq!(strings[0].0, "b", "left as it was");
         let mut pairs = vec![((2u64, 1u64), 0), ((1, 1), 0)];
-        assert!(!sort(&mut pairs, false));
+        assert!(!sort(&mut pairs, false, &mut reservation));
+        let mut wide = vec![(2u128, 0), (1u128, 0)];
+        assert!(!sort(&mut wide, false, &mut reservation));
+        // A pool that cannot take the scratch: nothing sorted, nothing kept reserved.
+        let small = MemoryPool::new(16);
+        let mut refused = small.reservation("radix test");
+        let mut ints = vec![(2u64, 0u64), (1, 0)];
+        assert!(!sort(&mut ints, false, &mut refused));
+        assert_eq!(ints[0].0, 2, "left as it was");
+        assert_eq!(small.used(), 0);
+        assert!(sort(&mut ints, false, &mut reservation));
+        assert_eq!(ints[0].0, 1);
     }
 }

@@ -24,7 +24,15 @@ use super::{KMerge, Reserved, Source, SpillLimits, SpillMetrics, Spiller};
 use crate::error::Result;
 use crate::memory::Reservation;
 
-type KeyCmp<K, V> = fn(&(K, V), &(K, V)) -> Ordering;
+/// The key order for the k-way merge of runs (a heap compares far fewer pairs than a
+/// sort, so a function pointer costs little there).
+fn key_cmp<K: Ord, V>(descending: bool) -> fn(&(K, V), &(K, V)) -> Ordering {
+    if descending {
+        |a, b| b.0.cmp(&a.0)
+    } else {
+        |a, b| a.0.cmp(&b.0)
+    }
+}
 
 /// Sorts a buffer by key: a radix sort for a primitive integer key when `reservation`
 /// takes its scratch buffer (`super::radix`), else the comparison sort.
@@ -33,15 +41,10 @@ fn sort_final<K: Ord + 'static, V>(
     descending: bool,
     reservation: &mut Reservation,
 ) {
-    if super::radix::has_radix_key::<K>() && buf.len() >= super::radix::MIN_RADIX_RECORDS {
-        let scratch = super::radix::scratch_bytes::<(K, V)>(buf.len());
-        if reservation.try_grow(scratch).is_ok() {
-            let sorted = super::radix::sort(buf, descending);
-            reservation.shrink(scratch);
-            if sorted {
-                return;
-            }
-        }
+    if buf.len() >= super::radix::MIN_RADIX_RECORDS
+        && super::radix::sort(buf, descending, reservation)
+    {
+        return;
     }
     sort_buffer(buf, descending);
 }
@@ -60,8 +63,6 @@ fn sort_buffer<K: Ord, V>(buf: &mut [(K, V)], descending: bool) {
 /// Sorts `(K, V)` pairs by key, spilling to disk under memory pressure.
 pub struct ExternalSorter<K, V> {
     buf: Vec<(K, V)>,
-    /// For the k-way merge of runs (a heap compares far fewer pairs than a sort).
-    cmp: KeyCmp<K, V>,
     descending: bool,
     estimator: SizeEstimator,
     spiller: Spiller,
@@ -75,14 +76,8 @@ where
     /// An empty sorter that charges its memory to `reservation` and spills into `spill_dir`
     /// (created if missing). `descending` reverses the key order.
     pub fn new(reservation: Reservation, spill_dir: PathBuf, descending: bool) -> Self {
-        let cmp: KeyCmp<K, V> = if descending {
-            |a, b| b.0.cmp(&a.0)
-        } else {
-            |a, b| a.0.cmp(&b.0)
-        };
         ExternalSorter {
             buf: Vec::new(),
-            cmp,
             descending,
             estimator: SizeEstimator::new::<(K, V)>(0),
             spiller: Spiller::new(reservation, spill_dir),
@@ -159,7 +154,6 @@ where
     pub fn into_sorted_iter(self) -> Result<Box<dyn Iterator<Item = Result<(K, V)>> + Send>> {
         let ExternalSorter {
             mut buf,
-            cmp,
             descending,
             mut spiller,
             ..
@@ -177,7 +171,7 @@ where
                 for run in runs {
                     sources.push(Box::new(run.reader::<(K, V)>()?));
                 }
-                KMerge::new(sources, cmp)
+                KMerge::new(sources, key_cmp(descending))
             };
         spiller.merge_down(|runs| Ok(Box::new(merge_runs(runs, None)?) as Source<(K, V)>))?;
         let runs = std::mem::take(&mut spiller.runs);
