@@ -44,7 +44,8 @@ impl<T: Data> ResultOp for SaveParquet<T> {
 impl<T: Data> Rdd<T> {
     /// Writes each partition as a Parquet file `part-NNNNN.parquet` into directory
     /// `path`, then an empty `_SUCCESS`: columns are `T`'s fields (a struct; `Option`
-    /// fields nullable, `Vec`s as lists, nested structs as structs), zstd-compressed.
+    /// fields nullable, `Vec`s as lists, nested structs as structs), Snappy-compressed
+    /// (as Spark writes them; [`save_as_parquet_with`](Self::save_as_parquet_with) picks another codec).
     /// Fails if `path` exists.
     ///
     /// Needs ember's `parquet` feature (on by default).
@@ -239,6 +240,9 @@ impl Rdd<ArrowBatch> {
     #[track_caller]
     pub fn to_records<T: Data>(&self) -> Rdd<T> {
         self.flat_map_with((), |_: &(), b: ArrowBatch| {
+            if let Some(records) = crate::io::parquet::decode_fast::<T>(&b.0, None) {
+                return records;
+            }
             serde_arrow::from_record_batch::<Vec<T>>(&b.0).unwrap_or_else(|e| {
                 panic!(
                     "a batch's rows do not decode as {}: {e}",

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
+use arrow_buffer::BooleanBuffer;
 use arrow_schema::{ArrowError, DataType, Schema};
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
@@ -139,6 +140,12 @@ impl RowFilter {
 
     /// The rows of `batch` that pass.
     pub fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        let mask = BooleanArray::new(self.selection(batch)?, None);
+        arrow_select::filter::filter_record_batch(batch, &mask)
+    }
+
+    /// One bit per row of `batch`, set where the row passes (a null never does).
+    pub fn selection(&self, batch: &RecordBatch) -> Result<BooleanBuffer, ArrowError> {
         let column = batch.column_by_name(&self.column).ok_or_else(|| {
             ArrowError::SchemaError(format!("no column {:?} to filter on", self.column))
         })?;
@@ -152,22 +159,26 @@ impl RowFilter {
                     .as_any()
                     .downcast_ref::<Float64Array>()
                     .expect("cast to Float64");
-                let v = *v;
-                let pass = |x: f64| match self.op {
-                    CompareOp::Eq => x == v,
-                    CompareOp::Lt => x < v,
-                    CompareOp::Le => x <= v,
-                    CompareOp::Gt => x > v,
-                    CompareOp::Ge => x >= v,
+                let (v, values) = (*v, f.values());
+                let bits = match self.op {
+                    CompareOp::Eq => BooleanBuffer::collect_bool(f.len(), |i| values[i] == v),
+                    CompareOp::Lt => BooleanBuffer::collect_bool(f.len(), |i| values[i] < v),
+                    CompareOp::Le => BooleanBuffer::collect_bool(f.len(), |i| values[i] <= v),
+                    CompareOp::Gt => BooleanBuffer::collect_bool(f.len(), |i| values[i] > v),
+                    CompareOp::Ge => BooleanBuffer::collect_bool(f.len(), |i| values[i] >= v),
                 };
-                f.iter().map(|x| Some(x.is_some_and(pass))).collect()
+                BooleanArray::new(bits, f.nulls().cloned())
             }
             Scalar::Int(v) => self.compare(&column, Arc::new(Int64Array::from(vec![*v])))?,
             Scalar::Str(v) => {
                 self.compare(&column, Arc::new(StringArray::from(vec![v.as_str()])))?
             }
         };
-        arrow_select::filter::filter_record_batch(batch, &mask)
+        let (bits, nulls) = mask.into_parts();
+        Ok(match nulls {
+            Some(nulls) => &bits & nulls.inner(),
+            None => bits,
+        })
     }
 
     fn compare(&self, column: &ArrayRef, value: ArrayRef) -> Result<BooleanArray, ArrowError> {

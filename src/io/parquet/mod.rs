@@ -4,15 +4,18 @@
 //! partition written with the output commit protocol.
 //!
 //! `schema` owns what a record type's columns are and which files fit it; `source`
-//! plans and decodes reads; `sink` encodes writes.
+//! plans and decodes reads (`rows` the records of
+//! flat record types straight from the columns); `sink` encodes writes.
 
 mod bounds;
 pub mod dictionary;
 pub mod filter;
+mod rows;
 pub mod schema;
 pub mod sink;
 pub mod source;
 
 pub use filter::{CompareOp, RowFilter, Scalar};
+pub(crate) use rows::decode_fast;
 pub use sink::{ParquetCompression, ParquetWriteOptions};
 pub use source::ParquetChunk;

@@ -255,31 +255,40 @@ impl ChunkReader {
     /// The next Arrow batch (of rows passing the filter), and its file; `None` at the
     /// end.
     pub fn next_arrow(&mut self) -> Option<Result<(RecordBatch, &Path)>> {
+        let batch = loop {
+            let batch = match self.next_unfiltered()? {
+                Ok(batch) => batch,
+                Err(e) => return Some(Err(e)),
+            };
+            match self.project(batch) {
+                Ok(b) if b.num_rows() == 0 => continue,
+                Ok(b) => break b,
+                Err(e) => return Some(Err(e)),
+            }
+        };
+        Some(Ok((batch, self.current_path())))
+    }
+
+    /// `batch`'s rows that pass the filter, in the record type's columns.
+    fn project(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let path = self.current_path();
+        let batch = match &self.filter {
+            Some(f) => f.apply(&batch).map_err(|e| corrupt(path, e))?,
+            None => batch,
+        };
+        match &self.fields {
+            Some(fields) => record_columns(batch, fields).map_err(|e| corrupt(path, e)),
+            None => Ok(batch),
+        }
+    }
+
+    /// The next batch as decoded: the projected columns plus the filter's, every row;
+    /// `None` at the end.
+    fn next_unfiltered(&mut self) -> Option<Result<RecordBatch>> {
         loop {
-            if self.current.is_some() {
-                let (path, reader) = self.current.as_mut().expect("checked");
+            if let Some((path, reader)) = self.current.as_mut() {
                 match reader.next() {
-                    Some(Ok(batch)) => {
-                        let batch = match &self.filter {
-                            Some(f) => match f.apply(&batch) {
-                                Ok(b) => b,
-                                Err(e) => return Some(Err(corrupt(path, e))),
-                            },
-                            None => batch,
-                        };
-                        let batch = match &self.fields {
-                            Some(fields) => match record_columns(batch, fields) {
-                                Ok(b) => b,
-                                Err(e) => return Some(Err(corrupt(path, e))),
-                            },
-                            None => batch,
-                        };
-                        if batch.num_rows() == 0 {
-                            continue;
-                        }
-                        let (path, _) = self.current.as_ref().expect("checked");
-                        return Some(Ok((batch, path.as_path())));
-                    }
+                    Some(Ok(batch)) => return Some(Ok(batch)),
                     Some(Err(e)) => return Some(Err(corrupt(path, e))),
                     None => self.current = None,
                 }
@@ -290,6 +299,13 @@ impl ChunkReader {
                 Err(e) => return Some(Err(e)),
             }
         }
+    }
+
+    /// The file of the batch [`next_unfiltered`](Self::next_unfiltered) returned last.
+    fn current_path(&self) -> &Path {
+        self.current
+            .as_ref()
+            .map_or(Path::new(""), |(path, _)| path.as_path())
     }
 }
 
@@ -344,13 +360,53 @@ impl<T: Data> RecordReader<T> {
         self
     }
 
-    /// The next batch of records, `None` at the end.
+    /// The next batch of records, `None` at the end. A batch whose columns and record
+    /// type allow it is decoded without serde_arrow, the filter as a selection of rows
+    /// (`rows.rs`); any other through [`decode_rows`].
     pub fn next_batch(&mut self) -> Option<Result<Vec<T>>> {
-        Some(
-            self.inner
-                .next_arrow()?
-                .and_then(|(batch, path)| decode_rows(path, &batch)),
-        )
+        loop {
+            let batch = match self.inner.next_unfiltered()? {
+                Ok(batch) => batch,
+                Err(e) => return Some(Err(e)),
+            };
+            let path = self.inner.current_path();
+            let selection = match &self.inner.filter {
+                Some(f) => match f.selection(&batch) {
+                    Ok(s) => Some(s),
+                    Err(e) => return Some(Err(corrupt(path, e))),
+                },
+                None => None,
+            };
+            let fields = self
+                .inner
+                .fields
+                .as_deref()
+                .expect("a record type's fields");
+            let batch = match record_columns(batch, fields) {
+                Ok(b) => b,
+                Err(e) => return Some(Err(corrupt(path, e))),
+            };
+            let rows = selection
+                .as_ref()
+                .map_or(batch.num_rows(), |s| s.count_set_bits());
+            if rows == 0 {
+                continue;
+            }
+            if let Some(records) = super::rows::decode_fast::<T>(&batch, selection.as_ref()) {
+                return Some(Ok(records));
+            }
+            let batch = match selection {
+                Some(s) => {
+                    let mask = arrow_array::BooleanArray::new(s, None);
+                    match arrow_select::filter::filter_record_batch(&batch, &mask) {
+                        Ok(b) => b,
+                        Err(e) => return Some(Err(corrupt(path, e))),
+                    }
+                }
+                None => batch,
+            };
+            return Some(decode_rows(path, &batch));
+        }
     }
 }
 
