@@ -15,7 +15,7 @@
 //! [`STORED_FRAMES_AFTER_A_POOR_ONE`] frames without trying (numbers, hashes and
 //! already-compressed bytes do not compress), then tries again: incompressible data costs
 //! one compression in sixteen frames, compressible data is always compressed. The
-//! encoders of one map output share that [`CompressHint`] (`push_with`): their records are
+//! encoders of one map output share that [`CompressHint`] (`flush_with`): their records are
 //! of one type, and a reducer's block of a 64-reducer shuffle is only a few frames long,
 //! so per-encoder hints tried one frame in four (parquet_etl: lz4 3.6 % of the job and
 //! the zeroed output buffers 1.4 %, for frames that were then stored).

@@ -140,8 +140,7 @@ impl RowFilter {
 
     /// The rows of `batch` that pass.
     pub fn apply(&self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
-        let mask = BooleanArray::new(self.selection(batch)?, None);
-        arrow_select::filter::filter_record_batch(batch, &mask)
+        keep_rows(batch, self.selection(batch)?)
     }
 
     /// One bit per row of `batch`, set where the row passes (a null never does).
@@ -252,6 +251,11 @@ impl RowFilter {
             _ => None,
         }
     }
+}
+
+/// The rows of `batch` whose bit in `selection` is set (a [`RowFilter::selection`]).
+pub fn keep_rows(batch: &RecordBatch, selection: BooleanBuffer) -> Result<RecordBatch, ArrowError> {
+    arrow_select::filter::filter_record_batch(batch, &BooleanArray::new(selection, None))
 }
 
 fn signed_int(t: &DataType) -> bool {

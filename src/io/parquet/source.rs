@@ -26,7 +26,7 @@ use parquet::arrow::ProjectionMask;
 use serde::{Deserialize, Serialize};
 
 use super::bounds::{check_row_group, corrupt};
-use super::filter::RowFilter;
+use super::filter::{keep_rows, RowFilter};
 use super::schema::{check_nulls, projection, record_fields};
 use crate::data::Data;
 use crate::error::{EmberError, Result};
@@ -396,13 +396,10 @@ impl<T: Data> RecordReader<T> {
                 return Some(Ok(records));
             }
             let batch = match selection {
-                Some(s) => {
-                    let mask = arrow_array::BooleanArray::new(s, None);
-                    match arrow_select::filter::filter_record_batch(&batch, &mask) {
-                        Ok(b) => b,
-                        Err(e) => return Some(Err(corrupt(path, e))),
-                    }
-                }
+                Some(s) => match keep_rows(&batch, s) {
+                    Ok(b) => b,
+                    Err(e) => return Some(Err(corrupt(path, e))),
+                },
                 None => batch,
             };
             return Some(decode_rows(path, &batch));
