@@ -59,9 +59,16 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--jobs", default="wordcount,sort",
+                    help="comma-separated subset of wordcount,sort (default both)")
     args = ap.parse_args()
     bins = {n: os.path.join(args.bin_dir, n) for n in ("ember-driver", "ember-executor")}
-    jobs = [("wordcount", os.path.join(args.data, "text1g")), ("sort", os.path.join(args.data, "kv"))]
+    inputs = {"wordcount": "text1g", "sort": "kv"}
+    jobs = []
+    for job in args.jobs.split(","):
+        if job not in inputs:
+            ap.error(f"--jobs: unknown job {job!r} (known: {', '.join(inputs)})")
+        jobs.append((job, os.path.join(args.data, inputs[job])))
     scratch = tempfile.mkdtemp(prefix="ember-durability-")
     try:
         store = os.path.join(scratch, "store")

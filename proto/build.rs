@@ -23,11 +23,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A barrier task's stage key is a credential: its Debug is hand-written to hide it
     // (`src/redacted.rs`).
     // A pushed replica's header carries its session's shuffle key (and a piece up to a
-    // MiB of data): written by hand too.
+    // MiB of data), a raw push's header the executor secret too: written by hand too.
     config.skip_debug([
         ".ember.v1.BarrierTask",
         ".ember.v1.MapOutputPiece",
         ".ember.v1.CachedBlockPiece",
+        ".ember.v1.RawPushHeader",
     ]);
     tonic_prost_build::configure()
         .build_client(true)

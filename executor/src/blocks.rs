@@ -22,6 +22,8 @@
 //!   hold no cluster secret). Keys are never logged or echoed.
 //! * `PushMapOutput` (a peer's replica, `replicated:N`) is taken only with the executor
 //!   secret, and stored by [`crate::replica_store`]; it is then served like any output.
+//!   The same port takes the raw push of a map output (`crate::raw_push`, told apart by
+//!   its first byte), under the same rules through the same store.
 //!   So is `PushCachedBlock` (a decommissioning peer's cached partition), stored for
 //!   the session's worker to adopt; it is never served.
 //! * A request is decoded only up to [`MAX_FETCH_REQUEST_MESSAGE_BYTES`] and names at
@@ -113,6 +115,12 @@ impl ShuffleService {
     pub fn with_max_request_bytes(mut self, bytes: u64) -> Self {
         self.max_request_bytes = bytes;
         self
+    }
+
+    /// What taking a raw push needs: the shuffle directory, the session keys and the
+    /// executor secret (`crate::raw_push`).
+    pub(crate) fn push_parts(&self) -> (&Path, &SessionKeys, Option<&str>) {
+        (&self.dir, &self.keys, self.executor_secret.as_deref())
     }
 
     /// The session keys fetches are checked against (give them to the registration).
@@ -520,7 +528,7 @@ pub async fn serve_bounded(
             }
         }
     });
-    let svc = ShuffleServer::new(service)
+    let svc = ShuffleServer::new(service.clone())
         .max_decoding_message_size(MAX_FETCH_REQUEST_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()
@@ -528,6 +536,6 @@ pub async fn serve_bounded(
         .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .add_service(health)
         .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(crate::raw_push::split_incoming(incoming, service), shutdown)
         .await
 }

@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod outbound;
 pub mod process;
 pub mod protocol;
+pub mod raw_push;
 pub mod registration;
 pub mod replica_store;
 pub mod replicate;

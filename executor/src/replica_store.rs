@@ -12,7 +12,9 @@
 //!   minus what came before, the key at most [`MAX_KEY_BYTES`].
 //! * A replica is committed as a map task commits its output: written to a temporary
 //!   name of the shuffle (`.shuffle_S_M.push-…`, which a shuffle's removal deletes too)
-//!   in the session's shuffle directory (made `0700` if absent), mode `0600`, and
+//!   in the session's shuffle directory (made `0700` if absent), mode `0600`, past the
+//!   page cache where the file system allows (`ember_shuffle::cold_copy`: it is read
+//!   only if its writer is lost), and
 //!   renamed to `shuffle_S_M.data` only once its length matches the header's and its
 //!   crc32 the last piece's, replacing any file of that name (the copy is the pushing
 //!   attempt's output, whose block sizes the driver records; an older file may be
@@ -31,12 +33,13 @@
 //!   directory, where that session's worker adopts it; it goes with its RDD
 //!   (`UnpersistRdd`), its session or this executor's registration.
 
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ember_proto::limits::MAX_PUSHED_OUTPUT_BYTES;
 use ember_proto::{CachedBlockPiece, IdRange, MapOutputPiece};
+use ember_shuffle::cold_copy::ColdFile;
 use tokio_stream::StreamExt;
 use tonic::Status;
 
@@ -244,21 +247,17 @@ where
         Status::internal(format!("{what}: {doing} {}: {e}", tmp.display()))
     };
     let mut announced_crc = None;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(tmp)
-        .map_err(|e| io(e, "cannot create"))?;
+    // A cold copy: read only if its writer is lost, so written past the page cache.
+    let file = ColdFile::create(tmp, 0o600).map_err(|e| io(e, "cannot create"))?;
     // Written on a blocking thread while the stream goes on being read (a few pieces
     // queued between them), so the pusher is not held up by each write in turn.
     let (to_disk, mut queue) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITE_QUEUE);
     let writer = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
         let mut file = file;
         while let Some(data) = queue.blocking_recv() {
-            std::io::Write::write_all(&mut file, &data)?;
+            file.write_all(&data)?;
         }
-        Ok(file)
+        file.finish()
     });
     let mut crc = crc32fast::Hasher::new();
     let mut got: u64 = 0;

@@ -33,7 +33,7 @@ use std::time::Duration;
 use ember_proto::auth::AddSecret;
 use ember_proto::shuffle_client::ShuffleClient;
 use ember_proto::{
-    task_status, task_success, CachedBlockPiece, IdRange, MapHost, MapOutputPiece, MapStatus,
+    task_status, task_success, CachedBlockPiece, IdRange, MapHost, MapStatus, RawPushHeader,
     TaskStatus,
 };
 use tokio::sync::mpsc;
@@ -41,6 +41,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::config::Config;
+use crate::raw_push::{self, PushPiece};
 
 /// Most bytes of the file in one piece (well under the service's 2 MiB decoding limit).
 pub const PIECE_BYTES: usize = 1024 * 1024;
@@ -192,26 +193,27 @@ impl Replication {
         let mut senders = Vec::new();
         let mut calls = Vec::new();
         for target in targets {
-            let (tx, rx) = mpsc::channel::<MapOutputPiece>(QUEUED_PIECES);
-            let client = self.client(&String::from_utf8_lossy(&target.shuffle_address));
-            senders.push(tx);
-            calls.push(async move {
-                let mut client = client?;
-                let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-                answer(timeout, client.push_map_output(stream)).await
-            });
-        }
-        let session_key = session_key.to_string();
-        let reading = feed(file, path, file_len, senders, move |p: Pieced| {
-            MapOutputPiece {
+            let (tx, rx) = mpsc::channel::<PushPiece>(QUEUED_PIECES);
+            let address = String::from_utf8_lossy(&target.shuffle_address).into_owned();
+            let header = RawPushHeader {
+                executor_secret: self.config.executor_secret.clone().unwrap_or_default(),
                 shuffle_id,
                 map_partition: map,
-                session_key: p.key(&session_key),
+                session_key: session_key.to_string(),
                 file_len,
-                crc32: p.crc32,
-                data: p.data,
-                last: p.last,
-            }
+            };
+            senders.push(tx);
+            calls.push(async move {
+                match tokio::time::timeout(timeout, raw_push::push(&address, header, rx)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(format!("no answer within {} s", timeout.as_secs())),
+                }
+            });
+        }
+        let reading = feed(file, path, file_len, senders, |p: Pieced| PushPiece {
+            data: p.data,
+            last: p.last,
+            crc32: p.crc32,
         });
         let (read, results) = tokio::join!(reading, futures_util::future::join_all(calls));
         if let Err(e) = read {
@@ -440,7 +442,7 @@ async fn answer<T>(
     }
 }
 
-fn code_name(code: tonic::Code) -> &'static str {
+pub(crate) fn code_name(code: tonic::Code) -> &'static str {
     match code {
         tonic::Code::Unauthenticated => "refused (executor secret)",
         tonic::Code::PermissionDenied => "refused (session key)",

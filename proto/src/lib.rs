@@ -16,6 +16,8 @@ pub mod limits;
 #[cfg(feature = "listener")]
 pub mod listener;
 pub mod operator_secret;
+#[cfg(feature = "listener")]
+pub mod raw_push;
 mod redacted;
 pub mod refusal_log;
 pub mod shuffle_input;

@@ -110,6 +110,11 @@ impl BoundedListener {
         self.listener.local_addr()
     }
 
+    /// Its connection cap and first-request deadline.
+    pub fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
     /// Connections handed out and still open.
     pub fn open_connections(&self) -> usize {
         self.open.load(Ordering::Acquire)

@@ -1,11 +1,29 @@
 //! `Debug` for the messages that carry a credential, written by hand so that no log line
 //! or panic message ever shows one (prost's derived `Debug` would print every byte):
-//! a barrier task's stage key and a pushed replica's session key appear as their
-//! lengths only (and a replica piece's data as its length).
+//! a barrier task's stage key, a pushed replica's session key and a raw push's executor
+//! secret appear as their lengths only (and a replica piece's data as its length).
 
 use std::fmt;
 
-use crate::v1::{BarrierTask, CachedBlockPiece, MapOutputPiece};
+use crate::v1::{BarrierTask, CachedBlockPiece, MapOutputPiece, RawPushHeader};
+
+impl fmt::Debug for RawPushHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawPushHeader")
+            .field(
+                "executor_secret",
+                &format_args!("<{} bytes, redacted>", self.executor_secret.len()),
+            )
+            .field("shuffle_id", &self.shuffle_id)
+            .field("map_partition", &self.map_partition)
+            .field(
+                "session_key",
+                &format_args!("<{} bytes, redacted>", self.session_key.len()),
+            )
+            .field("file_len", &self.file_len)
+            .finish()
+    }
+}
 
 impl fmt::Debug for MapOutputPiece {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -67,6 +85,22 @@ mod tests {
         let shown = format!("{t:?}");
         assert!(!shown.contains("171"), "{shown}");
         assert!(shown.contains("<32 bytes, redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn a_raw_push_header_never_shows_its_secret_or_key() {
+        let h = crate::RawPushHeader {
+            executor_secret: "s3cret-executor".into(),
+            session_key: "k3y-of-the-session".into(),
+            file_len: 9,
+            ..Default::default()
+        };
+        let shown = format!("{h:?}");
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("k3y"),
+            "{shown}"
+        );
+        assert!(shown.contains("<15 bytes, redacted>"), "{shown}");
     }
 
     #[test]

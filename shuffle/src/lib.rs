@@ -11,6 +11,7 @@
 //! with spill), [`reader`] (reduce side: local block reads, checksum verification, record
 //! decoding; every failure is a typed `FetchFailed`), [`index`] (the file format and its index),
 //! [`index_cache`] (parsed indexes kept per process, keyed by the file's inode and version),
+//! [`cold_copy`] (copies kept for a lost writer, written past the page cache),
 //! [`local`] (finding a local block: its file and index, or its resident copy),
 //! [`resident`] (small map outputs' blocks kept in memory per process, served only while
 //! the file is unchanged).
@@ -23,6 +24,7 @@
 //! of file a session's shuffle directory holds: cached partitions moved between executors.
 
 mod append_flavor;
+pub mod cold_copy;
 mod error;
 pub mod frame;
 pub mod index;

@@ -10,6 +10,7 @@ mod common;
 mod metrics_access;
 mod modes;
 mod protocol;
+mod raw_push;
 mod registration;
 mod replica_push;
 mod shuffle_service;

@@ -73,7 +73,7 @@ pub(crate) async fn client(url: &str, secret: Option<&str>) -> Client {
 }
 
 /// A real map output file (3 reducers, a few MB: several pieces), as its writer left it.
-fn map_output(dir: &Path, shuffle: u32, map: u32) -> Vec<u8> {
+pub(crate) fn map_output(dir: &Path, shuffle: u32, map: u32) -> Vec<u8> {
     let mut w = ShuffleWriter::<(u64, String)>::new(dir, shuffle, map, 3);
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for i in 0..60_000u64 {
