@@ -15,15 +15,21 @@
 //!   the output.
 //! * Directories are made `0700` and copies `0600`: only the uid the application's
 //!   tasks run as reads them.
+//! * A copy is written past the page cache where the file system allows
+//!   (`ember_shuffle::cold_copy`): it is read only if its writer is lost.
 
 use std::fs;
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::Read as _;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use ember_proto::ShuffleDependency;
+use ember_shuffle::cold_copy::ColdFile;
 
 use crate::error::{EmberError, Result};
+
+/// Bytes read from the local output at a time while copying it.
+const COPY_BUFFER_BYTES: usize = 256 * 1024;
 
 /// The stored directory of `dep`, if its shuffle is stored.
 pub(crate) fn stored_dir(dep: &ShuffleDependency) -> Option<&Path> {
@@ -152,14 +158,21 @@ fn copy_map_output(
         unique()
     ));
     let result = (|| {
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| failed("creating the copy", e))?;
-        std::io::copy(&mut src, &mut out).map_err(|e| failed("copying", e))?;
-        out.flush().map_err(|e| failed("copying", e))?;
+        // A cold copy (read only if its writer is lost): past the page cache where the
+        // file system allows.
+        let mut out =
+            ColdFile::create(&tmp, 0o600).map_err(|e| failed("creating the copy", e))?;
+        let mut buf = vec![0u8; COPY_BUFFER_BYTES];
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(failed("copying", e)),
+            };
+            out.write_all(&buf[..n]).map_err(|e| failed("copying", e))?;
+        }
+        let out = out.finish().map_err(|e| failed("copying", e))?;
         out.sync_all().map_err(|e| failed("syncing the copy", e))?;
         fs::rename(&tmp, &to).map_err(|e| failed("committing the copy", e))
     })();
