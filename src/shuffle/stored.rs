@@ -160,8 +160,7 @@ fn copy_map_output(
     let result = (|| {
         // A cold copy (read only if its writer is lost): past the page cache where the
         // file system allows.
-        let mut out =
-            ColdFile::create(&tmp, 0o600).map_err(|e| failed("creating the copy", e))?;
+        let mut out = ColdFile::create(&tmp, 0o600).map_err(|e| failed("creating the copy", e))?;
         let mut buf = vec![0u8; COPY_BUFFER_BYTES];
         loop {
             let n = match src.read(&mut buf) {
