@@ -7,19 +7,22 @@ use std::fmt;
 
 use crate::v1::{BarrierTask, CachedBlockPiece, MapOutputPiece, RawPushHeader};
 
+/// A credential of `.0` bytes, shown as its length only.
+struct Redacted(usize);
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes, redacted>", self.0)
+    }
+}
+
 impl fmt::Debug for RawPushHeader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawPushHeader")
-            .field(
-                "executor_secret",
-                &format_args!("<{} bytes, redacted>", self.executor_secret.len()),
-            )
+            .field("executor_secret", &Redacted(self.executor_secret.len()))
             .field("shuffle_id", &self.shuffle_id)
             .field("map_partition", &self.map_partition)
-            .field(
-                "session_key",
-                &format_args!("<{} bytes, redacted>", self.session_key.len()),
-            )
+            .field("session_key", &Redacted(self.session_key.len()))
             .field("file_len", &self.file_len)
             .finish()
     }
@@ -30,10 +33,7 @@ impl fmt::Debug for MapOutputPiece {
         f.debug_struct("MapOutputPiece")
             .field("shuffle_id", &self.shuffle_id)
             .field("map_partition", &self.map_partition)
-            .field(
-                "session_key",
-                &format_args!("<{} bytes, redacted>", self.session_key.len()),
-            )
+            .field("session_key", &Redacted(self.session_key.len()))
             .field("file_len", &self.file_len)
             .field("crc32", &self.crc32)
             .field("data", &format_args!("<{} bytes>", self.data.len()))
@@ -47,10 +47,7 @@ impl fmt::Debug for CachedBlockPiece {
         f.debug_struct("CachedBlockPiece")
             .field("rdd_id", &self.rdd_id)
             .field("partition", &self.partition)
-            .field(
-                "session_key",
-                &format_args!("<{} bytes, redacted>", self.session_key.len()),
-            )
+            .field("session_key", &Redacted(self.session_key.len()))
             .field("file_len", &self.file_len)
             .field("crc32", &self.crc32)
             .field("data", &format_args!("<{} bytes>", self.data.len()))
@@ -64,7 +61,7 @@ impl fmt::Debug for BarrierTask {
         f.debug_struct("BarrierTask")
             .field("world", &self.world)
             .field("rank", &self.rank)
-            .field("key", &format_args!("<{} bytes, redacted>", self.key.len()))
+            .field("key", &Redacted(self.key.len()))
             .field("stage_attempt", &self.stage_attempt)
             .field("one_host", &self.one_host)
             .finish()

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use ember_executor::raw_push::{push, PushPiece};
 use ember_proto::raw_push::{read_reply, write_head};
-use ember_proto::{FetchBlocksRequest, RawPushHeader};
+use ember_proto::RawPushHeader;
 use ember_shuffle::data_path;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tonic::Code;
 
 use crate::common::within;
-use crate::replica_push::{client, map_output, start, EXECUTOR_SECRET, KEY, SHUFFLE};
+use crate::replica_push::{fetched_bytes, map_output, start, EXECUTOR_SECRET, KEY, SHUFFLE};
 
 fn header(map: u32, secret: &str, key: &str, file_len: u64) -> RawPushHeader {
     RawPushHeader {
@@ -101,18 +101,7 @@ async fn a_raw_push_is_stored_byte_for_byte_and_served_on_the_same_port() {
     }
     // The gRPC side of the port serves it to the session.
     let index = ember_shuffle::IndexFile::read(&data_path(src.path(), SHUFFLE, 4)).unwrap();
-    let mut reader = client(&r.url, None).await;
-    let req = FetchBlocksRequest {
-        shuffle_id: SHUFFLE,
-        reduce_partition: 1,
-        map_partitions: vec![4],
-        session_key: KEY.into(),
-    };
-    let mut stream = reader.fetch_blocks(req).await.unwrap().into_inner();
-    let mut got = 0u64;
-    while let Some(m) = within("blocks", stream.message()).await.unwrap() {
-        got += m.chunks.iter().map(|c| c.data.len() as u64).sum::<u64>();
-    }
+    let got = fetched_bytes(&r.url, SHUFFLE, 1, 4, KEY).await;
     assert_eq!(got, index.entry(1).unwrap().len);
     // An empty file is a push too.
     push_bytes(&r.url, header(9, EXECUTOR_SECRET, KEY, 0), &[], 1)
@@ -237,18 +226,13 @@ async fn a_stalled_raw_push_holds_up_no_fetch_on_the_port() {
     // And a connection that sends nothing at all.
     let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut reader = client(&r.url, None).await;
-    let req = FetchBlocksRequest {
-        shuffle_id: SHUFFLE,
-        reduce_partition: 0,
-        map_partitions: vec![2],
-        session_key: KEY.into(),
-    };
-    let mut stream = within("a fetch beside a stalled push", reader.fetch_blocks(req))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(within("blocks", stream.message()).await.unwrap().is_some());
+    let index = ember_shuffle::IndexFile::read(&data_path(src.path(), SHUFFLE, 2)).unwrap();
+    let got = fetched_bytes(&r.url, SHUFFLE, 0, 2, KEY).await;
+    assert_eq!(
+        got,
+        index.entry(0).unwrap().len,
+        "a fetch beside a stalled push"
+    );
     // The stalled push stored nothing (its temporary is there while it waits, at most).
     assert!(!data_path(&r.session_dir(SHUFFLE), SHUFFLE, 5).exists());
 }

@@ -151,21 +151,37 @@ async fn a_pushed_output_is_stored_under_its_name_and_served_to_its_session() {
     // Served to the session's tasks like an output of this executor: every block, each
     // as long as the original's index says.
     let index = ember_shuffle::IndexFile::read(&data_path(src.path(), SHUFFLE, 4)).unwrap();
-    let mut reader = client(&r.url, None).await;
     for reduce in 0..3u32 {
-        let req = FetchBlocksRequest {
-            shuffle_id: SHUFFLE,
-            reduce_partition: reduce,
-            map_partitions: vec![4],
-            session_key: KEY.into(),
-        };
-        let mut stream = reader.fetch_blocks(req).await.unwrap().into_inner();
-        let mut got = 0u64;
-        while let Some(m) = within("blocks", stream.message()).await.unwrap() {
-            got += m.chunks.iter().map(|c| c.data.len() as u64).sum::<u64>();
-        }
+        let got = fetched_bytes(&r.url, SHUFFLE, reduce, 4, KEY).await;
         assert_eq!(got, index.entry(reduce).unwrap().len, "reduce {reduce}");
     }
+}
+
+/// The bytes of block `reduce` of map output `map` of `shuffle` that the shuffle service
+/// at `url` sends a fetch carrying `key`.
+pub(crate) async fn fetched_bytes(
+    url: &str,
+    shuffle: u32,
+    reduce: u32,
+    map: u32,
+    key: &str,
+) -> u64 {
+    let mut reader = client(url, None).await;
+    let req = FetchBlocksRequest {
+        shuffle_id: shuffle,
+        reduce_partition: reduce,
+        map_partitions: vec![map],
+        session_key: key.into(),
+    };
+    let mut stream = within("a fetch", reader.fetch_blocks(req))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = 0u64;
+    while let Some(m) = within("blocks", stream.message()).await.unwrap() {
+        got += m.chunks.iter().map(|c| c.data.len() as u64).sum::<u64>();
+    }
+    got
 }
 
 #[tokio::test]
