@@ -9,8 +9,12 @@
 //!   `replica_store::receive` with the header as the first piece, so the size bound,
 //!   the session key, the temporary name, the length and crc checks and the rename are
 //!   one code path for both. No byte of the file is read before the header passed.
-//! * Every read has a deadline ([`READ_TIMEOUT`]): a peer that stops sending frees its
-//!   connection slot. Data is read in pieces of at most [`RECV_PIECE_BYTES`], never
+//! * Every read has a deadline: the first byte and the header the listener's
+//!   first-request timeout from accept, each later read [`READ_TIMEOUT`], and the whole
+//!   push `limits::push_time_limit` of its length (`replica_store`): a peer that stops
+//!   or trickles frees its connection slot.
+//! * A raw push in flight ends with the shuffle server: the routing task holds every
+//!   connection's task and aborts them when the server stops taking connections. Data is read in pieces of at most [`RECV_PIECE_BYTES`], never
 //!   past the announced length.
 //! * The sending side reads the file once (`replicate::feed`) and writes each piece as
 //!   it comes; a push that fails is reported with the peer's reply when it sent one
@@ -66,18 +70,25 @@ pub fn split_incoming(
     let (tx, rx) = mpsc::channel(ROUTED_QUEUE);
     let first_request = incoming.limits().first_request_timeout;
     tokio::spawn(async move {
+        // Every connection's task, so that the raw pushes in flight end with the server
+        // (dropping the set aborts them; a push's temporary goes with it).
+        let mut conns = tokio::task::JoinSet::new();
         loop {
             let (conn, peer) = tokio::select! {
                 accepted = incoming.accept() => accepted,
+                Some(_) = conns.join_next(), if !conns.is_empty() => continue,
                 () = tx.closed() => return,
             };
             let (tx, service) = (tx.clone(), service.clone());
-            tokio::spawn(async move {
+            conns.spawn(async move {
+                let started = tokio::time::Instant::now();
                 let mut first = [0u8; 1];
                 match tokio::time::timeout(first_request, conn.get_ref().peek(&mut first)).await {
                     Ok(Ok(1)) if first[0] == MAGIC[0] => {
+                        // The header is the first request: due by the same deadline.
+                        let header_by = started + first_request;
                         let (dir, keys, secret) = service.push_parts();
-                        serve(conn, peer, dir, keys, secret).await;
+                        serve(conn, peer, header_by, dir, keys, secret).await;
                     }
                     Ok(Ok(1)) => {
                         let _ = tx.send(Ok(conn)).await;
@@ -91,17 +102,18 @@ pub fn split_incoming(
     ReceiverStream::new(rx)
 }
 
-/// Takes one raw push on `conn` (from `peer`) into the session directories under `dir`
-/// and answers it: stored, or why not.
+/// Takes one raw push on `conn` (from `peer`, its header due by `header_by`) into the
+/// session directories under `dir` and answers it: stored, or why not.
 pub async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
     conn: C,
     peer: SocketAddr,
+    header_by: tokio::time::Instant,
     dir: &Path,
     keys: &SessionKeys,
     secret: Option<&str>,
 ) {
     let (mut rd, mut wr) = tokio::io::split(conn);
-    let (code, message) = match receive(&mut rd, dir, keys, secret).await {
+    let (code, message) = match receive(&mut rd, header_by, dir, keys, secret).await {
         Ok(stored) => {
             tracing::debug!(%peer, path = %stored.path.display(), bytes = stored.bytes, "stored a map output pushed here (raw)");
             (tonic::Code::Ok, String::new())
@@ -124,11 +136,12 @@ pub async fn serve<C: AsyncRead + AsyncWrite + Unpin>(
 /// `replica_store::receive`.
 async fn receive<R: AsyncRead + Unpin>(
     rd: &mut R,
+    header_by: tokio::time::Instant,
     dir: &Path,
     keys: &SessionKeys,
     secret: Option<&str>,
 ) -> Result<Stored, Status> {
-    let header = match tokio::time::timeout(READ_TIMEOUT, read_head(rd)).await {
+    let header = match tokio::time::timeout_at(header_by, read_head(rd)).await {
         Ok(Ok(h)) => h,
         Ok(Err(e)) => return Err(Status::invalid_argument(format!("a raw push: {e}"))),
         Err(_) => {
@@ -191,19 +204,21 @@ fn pieces<R: AsyncRead + Unpin>(
             while data.len() < want {
                 let left = (want - data.len()) as u64;
                 let mut limited = (&mut *s.rd).take(left);
-                match tokio::time::timeout(READ_TIMEOUT, limited.read_buf(&mut data)).await {
-                    Ok(Ok(0)) | Ok(Err(_)) | Err(_) => {
-                        s.done = true;
-                        let got = s.header.file_len - s.remaining + data.len() as u64;
-                        let why = Status::invalid_argument(format!(
-                            "a raw push of map output {} of shuffle {} ended after {got} of \
-                             the {} bytes it announced",
-                            s.header.map_partition, s.header.shuffle_id, s.header.file_len
-                        ));
-                        return Some((Err(why), s));
-                    }
-                    Ok(Ok(_)) => {}
-                }
+                let cause =
+                    match tokio::time::timeout(READ_TIMEOUT, limited.read_buf(&mut data)).await {
+                        Ok(Ok(n)) if n > 0 => continue,
+                        Ok(Ok(_)) => "the connection closed".to_string(),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("nothing came for {} s", READ_TIMEOUT.as_secs()),
+                    };
+                s.done = true;
+                let got = s.header.file_len - s.remaining + data.len() as u64;
+                let why = Status::invalid_argument(format!(
+                    "a raw push of map output {} of shuffle {} ended after {got} of the {} \
+                     bytes it announced: {cause}",
+                    s.header.map_partition, s.header.shuffle_id, s.header.file_len
+                ));
+                return Some((Err(why), s));
             }
             s.remaining -= want as u64;
             piece.data = data.freeze();
@@ -211,16 +226,19 @@ fn pieces<R: AsyncRead + Unpin>(
         if s.remaining == 0 {
             s.done = true;
             piece.last = true;
-            match tokio::time::timeout(READ_TIMEOUT, s.rd.read_u32()).await {
-                Ok(Ok(crc)) => piece.crc32 = crc,
-                _ => {
-                    let why = Status::invalid_argument(format!(
-                        "a raw push of map output {} of shuffle {} ended without its crc32",
-                        s.header.map_partition, s.header.shuffle_id
-                    ));
-                    return Some((Err(why), s));
+            let cause = match tokio::time::timeout(READ_TIMEOUT, s.rd.read_u32()).await {
+                Ok(Ok(crc)) => {
+                    piece.crc32 = crc;
+                    return Some((Ok(piece), s));
                 }
-            }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("nothing came for {} s", READ_TIMEOUT.as_secs()),
+            };
+            let why = Status::invalid_argument(format!(
+                "a raw push of map output {} of shuffle {} ended without its crc32: {cause}",
+                s.header.map_partition, s.header.shuffle_id
+            ));
+            return Some((Err(why), s));
         }
         Some((Ok(piece), s))
     })
@@ -318,6 +336,9 @@ fn host_port(address: &str) -> Result<(String, u16), String> {
     let host = uri.host().ok_or_else(bad)?;
     let port = uri.port_u16().ok_or_else(bad)?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad());
+    }
     Ok((host.to_string(), port))
 }
 

@@ -16,10 +16,12 @@
 //!   page cache where the file system allows (`ember_shuffle::cold_copy`: it is read
 //!   only if its writer is lost), and
 //!   renamed to `shuffle_S_M.data` only once its length matches the header's and its
-//!   crc32 the last piece's, replacing any file of that name (the copy is the pushing
+//!   crc32 the last piece's (and the file is synced), replacing any file of that name (the copy is the pushing
 //!   attempt's output, whose block sizes the driver records; an older file may be
 //!   damaged). A reader sees the whole replica or none; the temporary is removed
 //!   however the push ends (failure, or the pusher gone mid-stream).
+//! * A push ends within `limits::push_time_limit` of its announced length, however
+//!   slowly its pieces come; past it, it is refused and its temporary removed.
 //! * A push for a session this executor was told to clean up (`CleanupSession`) is
 //!   refused until a task of that id range runs here again (`SessionKeys`), so a late
 //!   push leaves nothing behind.
@@ -146,7 +148,22 @@ impl Piece for CachedBlockPiece {
 pub async fn receive<P, S>(
     shuffle_dir: &Path,
     keys: &SessionKeys,
+    pieces: S,
+) -> Result<Stored, Status>
+where
+    P: Piece,
+    S: tokio_stream::Stream<Item = Result<P, Status>> + Unpin,
+{
+    let limit = ember_proto::limits::push_time_limit;
+    receive_within(shuffle_dir, keys, pieces, limit).await
+}
+
+/// [`receive`] with the time a push of a given length may take.
+async fn receive_within<P, S>(
+    shuffle_dir: &Path,
+    keys: &SessionKeys,
     mut pieces: S,
+    time_limit: impl Fn(u64) -> std::time::Duration,
 ) -> Result<Stored, Status>
 where
     P: Piece,
@@ -171,7 +188,16 @@ where
     // Removes the temporary however this ends: an error, or the pusher going away (the
     // server then drops this future mid-write).
     let _tmp = RemoveOnDrop(tmp.clone());
-    write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what).await
+    // However slowly the pusher sends, the push ends within its time limit.
+    let limit = time_limit(file_len);
+    let writing = write_checked(&tmp, &target, &dir, file_len, first, &mut pieces, &what);
+    match tokio::time::timeout(limit, writing).await {
+        Ok(r) => r,
+        Err(_) => Err(Status::deadline_exceeded(format!(
+            "{what} took longer than the {} s a push of {file_len} bytes may",
+            limit.as_secs()
+        ))),
+    }
 }
 
 /// What a push's first piece announces.
@@ -257,7 +283,10 @@ where
         while let Some(data) = queue.blocking_recv() {
             file.write_all(&data)?;
         }
-        file.finish()
+        // On the device before it is renamed into place: a replica is a promise.
+        let file = file.finish()?;
+        file.sync_all()?;
+        Ok(file)
     });
     let mut crc = crc32fast::Hasher::new();
     let mut got: u64 = 0;
@@ -334,4 +363,52 @@ where
 fn nix_euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_push_that_trickles_ends_at_its_time_limit_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = SessionKeys::default();
+        let key = "k".repeat(64);
+        keys.learn(3, &key);
+        let file_len = 64 << 20;
+        let first = MapOutputPiece {
+            shuffle_id: 3,
+            map_partition: 0,
+            session_key: key,
+            file_len,
+            ..Default::default()
+        };
+        // A byte every 50 ms after the header: each piece in time, the whole far too slow
+        // for a limit of 400 ms.
+        let trickle = tokio_stream::StreamExt::throttle(
+            tokio_stream::iter((0..u32::MAX).map(|_| {
+                Ok(MapOutputPiece {
+                    shuffle_id: 3,
+                    file_len,
+                    data: vec![7u8].into(),
+                    ..Default::default()
+                })
+            })),
+            std::time::Duration::from_millis(50),
+        );
+        let pieces = tokio_stream::once(Ok(first)).chain(trickle);
+        let started = tokio::time::Instant::now();
+        let limit = std::time::Duration::from_millis(400);
+        let pushing = receive_within(dir.path(), &keys, Box::pin(pieces), |_| limit);
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), pushing)
+            .await
+            .expect("the push ended by its time limit")
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::DeadlineExceeded, "{e:?}");
+        assert!(started.elapsed() >= limit, "{e:?}");
+        assert!(e.message().contains("took longer than"), "{e:?}");
+        let session = crate::config::session_shuffle_dir(dir.path(), IdRange::of_id(3));
+        let left: Vec<_> = std::fs::read_dir(&session).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }

@@ -50,8 +50,6 @@ pub const QUEUED_PIECES: usize = 4;
 /// Longest a target may take to accept the next piece before its push is given up (so
 /// one stalled peer does not hold the others' copies back).
 pub const PIECE_SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a push may take: this much, plus one second per 16 MiB of the file.
-pub const PUSH_BASE_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Client = ShuffleClient<InterceptedService<Channel, AddSecret>>;
 
@@ -189,7 +187,7 @@ impl Replication {
                 return Vec::new();
             }
         };
-        let timeout = PUSH_BASE_TIMEOUT + Duration::from_secs(file_len >> 24);
+        let timeout = ember_proto::limits::push_time_limit(file_len);
         let mut senders = Vec::new();
         let mut calls = Vec::new();
         for target in targets {
@@ -257,7 +255,7 @@ impl Replication {
         let (file, file_len) = open_output(&path, &dir)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let timeout = PUSH_BASE_TIMEOUT + Duration::from_secs(file_len >> 24);
+        let timeout = ember_proto::limits::push_time_limit(file_len);
         let (tx, rx) = mpsc::channel::<CachedBlockPiece>(QUEUED_PIECES);
         let mut client = self.client(&String::from_utf8_lossy(&target.shuffle_address))?;
         let call = async move {

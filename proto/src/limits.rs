@@ -38,6 +38,13 @@ pub const MAX_JOB_PROPERTY_BYTES: usize = 1024;
 /// push may take before its length is checked at the end.
 pub const MAX_PUSHED_OUTPUT_BYTES: u64 = 64 << 30;
 
+/// The longest a push of a `file_len`-byte file may take, on either side: 30 s, plus one
+/// second per 16 MiB. The pusher gives up after it; the receiver drops the push (and its
+/// temporary), so a peer sending a byte now and then holds nothing for long.
+pub fn push_time_limit(file_len: u64) -> std::time::Duration {
+    std::time::Duration::from_secs(30 + (file_len >> 24))
+}
+
 /// Most map outputs and cached blocks, together, one `MigratedOutputs` message names (a
 /// decommissioning executor's plan, or what it moved, goes in as many messages as it
 /// takes).

@@ -15,9 +15,9 @@
 //!   [`ColdFile::finish`] returned: direct writes go out in [`ALIGN`]-aligned blocks from
 //!   an aligned staging buffer, the tail padded with zeros and the file then truncated
 //!   to the length written.
-//! * A file system that refuses `O_DIRECT` (at open, as tmpfs before Linux 6.6, or on
-//!   the first write, `EINVAL`) gets buffered writes instead, with the same result;
-//!   nothing else is retried.
+//! * A file system that refuses `O_DIRECT` (when it is set on the new file, as tmpfs
+//!   before Linux 6.6 does, or on a write, `EINVAL`) gets buffered writes instead, with
+//!   the same result; nothing else is retried.
 //! * The file is created new (`O_EXCL`), with the mode asked for.
 
 use std::fs::{File, OpenOptions};
@@ -44,19 +44,15 @@ pub struct ColdFile {
 impl ColdFile {
     /// Creates `path` (which must not exist) with `mode`.
     pub fn create(path: &Path, mode: u32) -> io::Result<ColdFile> {
-        let open = |flags: i32| {
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(flags)
-                .open(path)
-        };
-        let (file, stage) = match open(libc::O_DIRECT) {
-            Ok(f) => (f, Some(Stage::new())),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(0)?, None),
-            Err(e) => return Err(e),
-        };
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)?;
+        // `O_DIRECT` is set on the open file rather than asked of `open`: a file system
+        // that refuses it at open does so after creating the file, and a second
+        // `create_new` would then find it there.
+        let stage = set_direct(&file, true).is_ok().then(Stage::new);
         Ok(ColdFile {
             file,
             stage,
@@ -133,12 +129,7 @@ impl ColdFile {
     /// Clears `O_DIRECT` and writes staged bytes `done..len` buffered; every later
     /// write is buffered too.
     fn go_buffered(&mut self, done: usize, len: usize) -> io::Result<()> {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: fcntl on a descriptor this struct owns; no pointers are passed.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_direct(&self.file, false)?;
         let stage = self.stage.take().expect("staging");
         let done = done.min(len);
         self.file.set_len(self.written + done as u64)?;
@@ -161,6 +152,26 @@ impl ColdFile {
         self.file.seek(io::SeekFrom::Start(at))?;
         Ok(())
     }
+}
+
+/// Sets or clears `O_DIRECT` on `file` (`EINVAL` where its file system refuses it).
+fn set_direct(file: &File, on: bool) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor `file` owns for the duration; no pointers are passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let flags = if on {
+        flags | libc::O_DIRECT
+    } else {
+        flags & !libc::O_DIRECT
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// An [`ALIGN`]-aligned window of [`STAGE_BYTES`] in a buffer a little larger, `len` of
