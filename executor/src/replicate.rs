@@ -1,8 +1,9 @@
 //! The pushing side of `replicated:N` shuffle durability: when a map task whose
 //! description names `replica_targets` succeeds, this executor pushes the committed map
-//! output file to each target's shuffle service (`Shuffle.PushMapOutput`, under the
+//! output file to each target's shuffle port (the raw push, `crate::raw_push`, under the
 //! executor secret) and only then reports the task finished, its `MapStatus.replicas`
-//! naming the targets that confirmed a checked copy.
+//! naming the targets that confirmed a checked copy. A decommissioning executor moves
+//! its outputs the same way; its cached blocks go by `Shuffle.PushCachedBlock`.
 //!
 //! Invariants:
 //! * A task's status reaches the driver once, after its pushes ended (confirmed, failed
@@ -13,7 +14,7 @@
 //!   another file); it is read once from that handle, piece by piece (at most
 //!   [`PIECE_BYTES`] each); every target gets the same pieces, and the crc32 of the
 //!   whole file is computed on the bytes sent (the header announces the length of the
-//!   open file; the last piece carries the crc and the receiver checks both). The
+//!   open file; the crc follows the last piece and the receiver checks both). The
 //!   pieces go to all targets at once; a target that does not take one within
 //!   [`PIECE_SEND_TIMEOUT`] is dropped, so one stalled peer costs only its own copy.
 //! * What is pushed is the output the task was launched to write (shuffle and map from
