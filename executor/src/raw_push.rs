@@ -14,8 +14,9 @@
 //!   push `limits::push_time_limit` of its length (`replica_store`): a peer that stops
 //!   or trickles frees its connection slot.
 //! * A raw push in flight ends with the shuffle server: the routing task holds every
-//!   connection's task and aborts them when the server stops taking connections. Data is read in pieces of at most [`RECV_PIECE_BYTES`], never
-//!   past the announced length.
+//!   connection's task and aborts them when the server stops taking connections.
+//! * Data is read in pieces of at most [`RECV_PIECE_BYTES`], never past the announced
+//!   length.
 //! * The sending side reads the file once (`replicate::feed`) and writes each piece as
 //!   it comes; a push that fails is reported with the peer's reply when it sent one
 //!   (a refusal names its reason), else with what failed locally.
@@ -48,10 +49,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Connections told apart but not yet taken by the gRPC server.
 const ROUTED_QUEUE: usize = 64;
 
-/// One piece of a file to push, as `replicate::feed` reads it.
+/// One piece of a file to push, as `replicate::feed` reads it (for the raw push, and made
+/// into the messages of a gRPC push).
 #[derive(Clone)]
 pub struct PushPiece {
     pub data: bytes::Bytes,
+    /// The first piece (a gRPC push's carries the header).
+    pub first: bool,
     pub last: bool,
     /// The crc32 of the whole file on the last piece.
     pub crc32: u32,

@@ -209,11 +209,7 @@ impl Replication {
                 }
             });
         }
-        let reading = feed(file, path, file_len, senders, |p: Pieced| PushPiece {
-            data: p.data,
-            last: p.last,
-            crc32: p.crc32,
-        });
+        let reading = feed(file, path, file_len, senders, |p: PushPiece| p);
         let (read, results) = tokio::join!(reading, futures_util::future::join_all(calls));
         if let Err(e) = read {
             tracing::warn!("cannot replicate map output {map} of shuffle {shuffle_id}: {e}");
@@ -264,11 +260,11 @@ impl Replication {
             answer(timeout, client.push_cached_block(stream)).await
         };
         let session_key = session_key.to_string();
-        let reading = feed(file, path, file_len, vec![tx], move |p: Pieced| {
+        let reading = feed(file, path, file_len, vec![tx], move |p: PushPiece| {
             CachedBlockPiece {
                 rdd_id,
                 partition,
-                session_key: p.key(&session_key),
+                session_key: key_if_first(&p, &session_key),
                 file_len,
                 crc32: p.crc32,
                 data: p.data,
@@ -343,24 +339,12 @@ async fn open_output(path: &Path, dir: &Path) -> Result<(Arc<std::fs::File>, u64
     .map_err(|e| e.to_string())?
 }
 
-/// One piece of a file as read, before it is made the message its push sends.
-struct Pieced {
-    data: bytes::Bytes,
-    /// The first piece (it carries the header).
-    first: bool,
-    last: bool,
-    /// The crc32 of the whole file on the last piece, else 0.
-    crc32: u32,
-}
-
-impl Pieced {
-    /// The session key the piece carries: `key` in the first, nothing after.
-    fn key(&self, key: &str) -> String {
-        if self.first {
-            key.to_string()
-        } else {
-            String::new()
-        }
+/// The session key a gRPC piece carries: `key` in the first, nothing after.
+fn key_if_first(p: &PushPiece, key: &str) -> String {
+    if p.first {
+        key.to_string()
+    } else {
+        String::new()
     }
 }
 
@@ -373,7 +357,7 @@ async fn feed<P: Clone + Send + 'static>(
     path: PathBuf,
     file_len: u64,
     mut senders: Vec<mpsc::Sender<P>>,
-    make: impl Fn(Pieced) -> P,
+    make: impl Fn(PushPiece) -> P,
 ) -> Result<(), String> {
     let mut crc = crc32fast::Hasher::new();
     let mut sent: u64 = 0;
@@ -402,7 +386,7 @@ async fn feed<P: Clone + Send + 'static>(
         crc.update(&data);
         sent += want as u64;
         let last = sent == file_len;
-        let piece = make(Pieced {
+        let piece = make(PushPiece {
             data: data.into(),
             first,
             last,

@@ -154,6 +154,19 @@ impl ColdFile {
     }
 }
 
+/// `std::io::copy` and friends write through [`ColdFile::write_all`].
+impl Write for ColdFile {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        ColdFile::write_all(self, data)?;
+        Ok(data.len())
+    }
+
+    /// Nothing: staged bytes go out when the stage fills, and in [`ColdFile::finish`].
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Sets or clears `O_DIRECT` on `file` (`EINVAL` where its file system refuses it).
 fn set_direct(file: &File, on: bool) -> io::Result<()> {
     let fd = file.as_raw_fd();

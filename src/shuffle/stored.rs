@@ -19,7 +19,6 @@
 //!   (`ember_shuffle::cold_copy`): it is read only if its writer is lost.
 
 use std::fs;
-use std::io::Read as _;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
@@ -161,16 +160,8 @@ fn copy_map_output(
         // A cold copy (read only if its writer is lost): past the page cache where the
         // file system allows.
         let mut out = ColdFile::create(&tmp, 0o600).map_err(|e| failed("creating the copy", e))?;
-        let mut buf = vec![0u8; COPY_BUFFER_BYTES];
-        loop {
-            let n = match src.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(failed("copying", e)),
-            };
-            out.write_all(&buf[..n]).map_err(|e| failed("copying", e))?;
-        }
+        let mut src = std::io::BufReader::with_capacity(COPY_BUFFER_BYTES, &mut src);
+        std::io::copy(&mut src, &mut out).map_err(|e| failed("copying", e))?;
         let out = out.finish().map_err(|e| failed("copying", e))?;
         out.sync_all().map_err(|e| failed("syncing the copy", e))?;
         fs::rename(&tmp, &to).map_err(|e| failed("committing the copy", e))

@@ -44,6 +44,7 @@ async fn push_bytes(
             let last = i + 1 == n;
             let piece = PushPiece {
                 data: data.into(),
+                first: i == 0,
                 last,
                 crc32: if last { crc } else { 0 },
             };
