@@ -54,14 +54,19 @@ fn main() -> anyhow::Result<()> {
 
 /// The u64 key before the first comma (spaces around it allowed); `None` if malformed.
 fn parse_key(line: &str) -> Option<u64> {
-    // Fast path for the common `DIGITS,...` line: one pass over the key's bytes.
+    // Fast path for the common `DIGITS,...` line: one pass over the key's bytes, with no
+    // overflow check (19 digits always fit a u64; a longer key takes the checked path).
     let bytes = line.as_bytes();
-    let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits > 0 && bytes.get(digits) == Some(&b',') {
-        let mut key = 0u64;
-        for b in &bytes[..digits] {
-            key = key.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    let mut key = 0u64;
+    let mut digits = 0;
+    while let Some(d) = bytes.get(digits).map(|b| b.wrapping_sub(b'0')) {
+        if d > 9 || digits == 19 {
+            break;
         }
+        key = key * 10 + u64::from(d);
+        digits += 1;
+    }
+    if digits > 0 && bytes.get(digits) == Some(&b',') {
         return Some(key);
     }
     let (k, _) = line.split_once(',')?;
