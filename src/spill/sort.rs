@@ -323,13 +323,21 @@ mod tests {
         assert_eq!(got, input);
     }
 
-    fn sort_all(
-        recs: &[(u64, String)],
+    /// Sorts `recs` under `limits` with a reservation of `pool`: the records read back
+    /// and the spills made while inserting.
+    fn sort_with<K, V>(
+        recs: &[(K, V)],
         pool: &std::sync::Arc<MemoryPool>,
         dir: &Path,
         descending: bool,
-    ) -> (Vec<(u64, String)>, SpillMetrics) {
-        let mut s = ExternalSorter::new(pool.reservation("sort"), dir.into(), descending);
+        limits: SpillLimits,
+    ) -> (Vec<(K, V)>, SpillMetrics)
+    where
+        K: Ord + Clone + Serialize + DeserializeOwned + Send + 'static,
+        V: Clone + Serialize + DeserializeOwned + Send + 'static,
+    {
+        let mut s = ExternalSorter::new(pool.reservation("sort"), dir.into(), descending)
+            .with_limits(limits);
         for (k, v) in recs.iter().cloned() {
             s.insert(k, v).unwrap();
         }
@@ -342,81 +350,40 @@ mod tests {
         (got, m)
     }
 
-    /// An integer key is radix-sorted when the pool takes the scratch buffer, and sorted
-    /// by comparison when it refuses: the same order of keys and the same records.
-    #[test]
-    fn integer_keys_sort_with_and_without_the_radix_scratch() {
-        let dir = tempfile::tempdir().unwrap();
-        let recs = records(20_000, 3_000, 11);
-        // A pool far too small for the buffer, under a spill floor the buffer never
-        // reaches: nothing spills, and the scratch is refused.
-        for (limit, floor) in [
-            (1u64 << 30, crate::spill::MIN_SPILL_ENTRIES),
-            (4096, usize::MAX),
-        ] {
-            let pool = MemoryPool::new(limit);
-            for descending in [false, true] {
-                let mut s =
-                    ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
-                        .with_limits(SpillLimits::default().with_min_spill(floor, u64::MAX));
-                for (k, v) in recs.iter().cloned() {
-                    s.insert(k, v).unwrap();
-                }
-                assert_eq!(s.metrics(), SpillMetrics::default(), "no spill at {limit}");
-                let got = s
-                    .into_sorted_iter()
-                    .unwrap()
-                    .collect::<Result<Vec<_>>>()
-                    .unwrap();
-                check_sorted(got, recs.clone(), descending);
-            }
-            assert_eq!(pool.used(), 0, "the scratch's reservation is given back");
-        }
+    fn sort_all(
+        recs: &[(u64, String)],
+        pool: &std::sync::Arc<MemoryPool>,
+        dir: &Path,
+        descending: bool,
+    ) -> (Vec<(u64, String)>, SpillMetrics) {
+        sort_with(recs, pool, dir, descending, SpillLimits::default())
     }
 
-    /// Over several chunks, every path of the read-back sorts the same records: the
-    /// radix buckets, one buffer sorted by comparison (a `String` key), and the chunks
-    /// sorted one by one and merged (the pool refuses both, under a floor the buffer
-    /// never reaches).
+    /// In one chunk and over several, every path of the read-back sorts the same
+    /// records: the radix buckets (an integer key), one buffer sorted by comparison (a
+    /// `String` key), and the chunks sorted one by one and merged (a pool far too small
+    /// refuses both, under a spill floor the buffer never reaches: nothing spills).
     #[test]
-    fn records_over_several_chunks_sort_on_every_path() {
+    fn records_in_one_chunk_or_several_sort_on_every_path() {
         let dir = tempfile::tempdir().unwrap();
-        let n = 3 * chunk_records::<(u64, String)>() + 123;
-        let ints = records(n, 50_000, 12);
-        let strings: Vec<(String, u64)> = ints.iter().map(|(k, v)| (v.clone(), *k)).collect();
-        for (limit, floor) in [
-            (1u64 << 30, crate::spill::MIN_SPILL_ENTRIES),
-            (4096, usize::MAX),
-        ] {
+        let sizes = [20_000, 3 * chunk_records::<(u64, String)>() + 123];
+        for (n, (limit, floor)) in sizes.into_iter().flat_map(|n| {
+            [
+                (1u64 << 30, crate::spill::MIN_SPILL_ENTRIES),
+                (4096, usize::MAX),
+            ]
+            .map(|l| (n, l))
+        }) {
+            let ints = records(n, 50_000, 12);
+            let strings: Vec<(String, u64)> = ints.iter().map(|(k, v)| (v.clone(), *k)).collect();
             let pool = MemoryPool::new(limit);
             for descending in [false, true] {
                 let limits = SpillLimits::default().with_min_spill(floor, u64::MAX);
-                let mut s =
-                    ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
-                        .with_limits(limits);
-                for (k, v) in ints.iter().cloned() {
-                    s.insert(k, v).unwrap();
-                }
-                assert_eq!(s.full.len(), 3, "three full chunks and an open one");
-                assert_eq!(s.metrics(), SpillMetrics::default());
-                let got = s
-                    .into_sorted_iter()
-                    .unwrap()
-                    .collect::<Result<Vec<_>>>()
-                    .unwrap();
+                let (got, m) = sort_with(&ints, &pool, dir.path(), descending, limits);
+                assert_eq!(m, SpillMetrics::default(), "no spill at {limit}");
                 check_sorted(got, ints.clone(), descending);
-                let mut s =
-                    ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending)
-                        .with_limits(limits);
-                for (k, v) in strings.iter().cloned() {
-                    s.insert(k, v).unwrap();
-                }
-                assert_eq!(s.metrics(), SpillMetrics::default());
-                let got = s
-                    .into_sorted_iter()
-                    .unwrap()
-                    .collect::<Result<Vec<_>>>()
-                    .unwrap();
+                let (got, m) = sort_with(&strings, &pool, dir.path(), descending, limits);
+                assert_eq!(m, SpillMetrics::default());
                 check_sorted(got, strings.clone(), descending);
             }
             assert_eq!(pool.used(), 0, "every reservation is given back");
@@ -430,17 +397,8 @@ mod tests {
         let pool = MemoryPool::new(1 << 30);
         let n = 2 * chunk_records::<(u64, u64)>() + 5;
         for descending in [false, true] {
-            let mut s =
-                ExternalSorter::new(pool.reservation("sort"), dir.path().into(), descending);
             let recs: Vec<(u64, u64)> = (0..n as u64).map(|i| ((i * 7919) % 1000, i)).collect();
-            for (k, v) in recs.iter().copied() {
-                s.insert(k, v).unwrap();
-            }
-            let got = s
-                .into_sorted_iter()
-                .unwrap()
-                .collect::<Result<Vec<_>>>()
-                .unwrap();
+            let (got, _) = sort_with(&recs, &pool, dir.path(), descending, SpillLimits::default());
             let mut want = recs;
             if descending {
                 want.sort_by_key(|r| std::cmp::Reverse(r.0));
