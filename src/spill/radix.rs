@@ -43,8 +43,9 @@ const TOP_DIGIT_BITS: u32 = 8;
 /// Buckets smaller than this are sorted by the standard library's stable sort.
 const MIN_LSD_RECORDS: usize = 1024;
 
-/// Bytes of buckets a radix sort of `len` records of type `T` allocates.
-fn scratch_bytes<T>(len: usize) -> u64 {
+/// Bytes of `len` records of type `T`: what a second copy of them allocates (the radix
+/// sort's buckets, or the sorter's one buffer for a comparison sort).
+pub(super) fn records_bytes<T>(len: usize) -> u64 {
     (len as u64).saturating_mul(size_of::<T>() as u64)
 }
 
@@ -75,7 +76,7 @@ pub fn sort_chunks<K: 'static, V>(
         ($($t:ty => $map:expr),* $(,)?) => {$(
             if TypeId::of::<K>() == TypeId::of::<$t>() {
                 let n: usize = chunks.iter().map(Vec::len).sum();
-                let scratch = scratch_bytes::<(K, V)>(n);
+                let scratch = records_bytes::<(K, V)>(n);
                 if reservation.try_grow(scratch).is_err() {
                     return Err(chunks);
                 }

@@ -105,7 +105,7 @@ where
     };
     if chunks.len() > 1 {
         // One buffer for all: both live while the chunks are moved into it.
-        let bytes = (n as u64).saturating_mul(size_of::<(K, V)>() as u64);
+        let bytes = super::radix::records_bytes::<(K, V)>(n);
         if reservation.try_grow(bytes).is_ok() {
             let mut buf = Vec::with_capacity(n);
             for c in chunks {
