@@ -27,9 +27,8 @@ fn main() -> anyhow::Result<()> {
     let min_count: u64 = args.get_or("--min-count", 1)?;
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
     let records = ctx
-        .text_file_with_positions(&args.input, parts)
-        .with_context(|| format!("reading {}", args.input))?
-        .map(kv::parsed);
+        .text_file_map(&args.input, parts, kv::parsed)
+        .with_context(|| format!("reading {}", args.input))?;
     let counts = records
         .map(|(k, _): (u64, i64)| (k, 1u64))
         .reduce_by_key(|a: u64, b: u64| a + b);

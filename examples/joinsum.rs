@@ -72,9 +72,8 @@ fn main() -> anyhow::Result<()> {
             },
         );
     let facts = ctx
-        .text_file_with_positions(&args.input, parts)
-        .with_context(|| format!("reading {}", args.input))?
-        .map(kv::parsed);
+        .text_file_map(&args.input, parts, kv::parsed)
+        .with_context(|| format!("reading {}", args.input))?;
     facts
         .join_into(&dim, join_parts)
         .map(|(_, (value, attr)): (u64, (i64, u64))| (attr, value))

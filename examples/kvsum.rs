@@ -25,10 +25,9 @@ fn main() -> anyhow::Result<()> {
     };
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
     let lines = ctx
-        .text_file_with_positions(&args.input, parts)
+        .text_file_map(&args.input, parts, kv::parsed)
         .with_context(|| format!("reading {}", args.input))?;
     let sums = lines
-        .map(kv::parsed)
         .reduce_by_key(|a: i64, b: i64| {
             a.checked_add(b)
                 .unwrap_or_else(|| panic!("sum overflows: {a} + {b} thousandths"))

@@ -28,18 +28,21 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let parts = args.partitions.unwrap_or(ctx.default_parallelism());
-    let lines = ctx
-        .text_file_with_positions(&args.input, parts)
+    // Each line is parsed where it lies in the read buffer, and copied once, into its
+    // record.
+    let keyed = ctx
+        .text_file_map(
+            &args.input,
+            parts,
+            |pos: LinePosition, line: &str| match parse_key(line) {
+                Some(k) => (k, line.to_owned()),
+                None => panic!(
+                    "malformed line at {pos}: {}: expected key,value",
+                    ember::io::excerpt(line)
+                ),
+            },
+        )
         .with_context(|| format!("reading {}", args.input))?;
-    let keyed = lines.map(
-        |(pos, line): (LinePosition, String)| match parse_key(&line) {
-            Some(k) => (k, line),
-            None => panic!(
-                "malformed line at {pos}: {}: expected key,value",
-                ember::io::excerpt(&line)
-            ),
-        },
-    );
     // As Spark's sortByKey: as many output partitions as input partitions unless asked.
     let sorted = match args.partitions {
         Some(n) => keyed.sort_by_key_into(true, n),

@@ -98,6 +98,54 @@ fn the_fast_path_agrees_with_the_general_parser_on_random_lines() {
     );
 }
 
+/// Every length of key and of integer part, from 1 digit past the lengths the fast path
+/// takes (15) to past what fits (20), and the bytes on either side of the digits
+/// (`/` and `:`) and non-ASCII text right after a field.
+#[test]
+fn every_field_length_and_the_bytes_beside_the_digits_parse_as_the_general_parser_does() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(18);
+    let digits = |rng: &mut rand::rngs::StdRng, n: usize| -> String {
+        (0..n)
+            .map(|_| char::from(b'0' + rng.gen_range(0..10)))
+            .collect()
+    };
+    let mut parsed = 0;
+    for key_len in 1..=21 {
+        for int_len in 1..=21 {
+            for decimals in 0..=4 {
+                for _ in 0..3 {
+                    let key = digits(&mut rng, key_len);
+                    let int = digits(&mut rng, int_len);
+                    let frac = digits(&mut rng, decimals);
+                    let dot = if decimals > 0 { "." } else { "" };
+                    let sign = ["", "-", "+"][rng.gen_range(0..3)];
+                    let line = format!("{key},{sign}{int}{dot}{frac}");
+                    if check(&line).is_some() {
+                        parsed += 1;
+                    }
+                    for odd in ["/", ":", "é", "\u{7f}"] {
+                        for at in [key_len, key_len + 1, line.len()] {
+                            let mut bad = line.clone();
+                            bad.insert_str(at, odd);
+                            check(&bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(parsed > 2_000, "only {parsed} lines parsed");
+    for line in [
+        "12345678,1",
+        "123456789,1",
+        "1,12345678",
+        "1,12345678.5",
+        "0000000000000001,7",
+    ] {
+        assert!(check(line).is_some(), "{line:?}");
+    }
+}
+
 #[test]
 fn a_key_sum_line_is_the_formatted_line() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);

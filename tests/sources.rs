@@ -108,6 +108,64 @@ fn positions_name_the_file_and_line() {
     assert_eq!(got_sorted, expected);
 }
 
+/// `text_file_map` hands every line to the function once, borrowed, with the position
+/// `text_file_with_positions` gives it: the same records for any split of the input.
+#[test]
+fn text_file_map_sees_every_line_once_at_its_position() {
+    let (dir, files) = fixture();
+    let ctx = common::ctx(2);
+    let path = dir.path().to_str().unwrap();
+    let mut expected = Vec::new();
+    for (name, content) in &files {
+        let file = dir.path().join(name);
+        for (i, line) in reference_lines(content).into_iter().enumerate() {
+            expected.push((format!("{}:{}", file.display(), i + 1), line));
+        }
+    }
+    expected.sort();
+    for parts in [1, 2, 5, 17] {
+        let mut got = ctx
+            .text_file_map(path, parts, |pos: ember::LinePosition, line: &str| {
+                (pos.to_string(), line.to_owned())
+            })
+            .unwrap()
+            .collect()
+            .unwrap();
+        got.sort();
+        assert_eq!(got, expected, "{parts} partitions");
+        let with_positions = ctx.text_file_with_positions(path, parts).unwrap();
+        assert_eq!(
+            ctx.text_file_map(path, parts, |_: ember::LinePosition, _: &str| ())
+                .unwrap()
+                .num_partitions(),
+            with_positions.num_partitions(),
+            "{parts} partitions"
+        );
+    }
+    // A sort samples its input first (windows of each split): the records it samples
+    // are made by the same function.
+    let sorted = ctx
+        .text_file_map(path, 3, |_: ember::LinePosition, line: &str| {
+            (line.len(), line.to_owned())
+        })
+        .unwrap()
+        .sort_by_key(false)
+        .collect()
+        .unwrap();
+    let mut want: Vec<(usize, String)> = expected
+        .iter()
+        .map(|(_, line)| (line.len(), line.clone()))
+        .collect();
+    want.sort_by(|a, b| b.0.cmp(&a.0));
+    let lengths = |v: &[(usize, String)]| v.iter().map(|r| r.0).collect::<Vec<_>>();
+    assert_eq!(lengths(&sorted), lengths(&want));
+    let mut lines: Vec<String> = sorted.into_iter().map(|r| r.1).collect();
+    lines.sort();
+    let mut want_lines: Vec<String> = want.into_iter().map(|r| r.1).collect();
+    want_lines.sort();
+    assert_eq!(lines, want_lines);
+}
+
 #[test]
 fn whole_text_files_yields_each_file_once() {
     let (dir, files) = fixture();

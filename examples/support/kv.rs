@@ -7,15 +7,16 @@
 // Each example uses a different subset of this module.
 #![allow(dead_code)]
 
-/// A line of the kv set with its position as `(key, thousandths)`, for
-/// `text_file_with_positions(..).map(kv::parsed)`; a malformed line panics, which fails
-/// its task and the job with the line's `file:line` and a bounded excerpt of it.
-pub fn parsed((pos, line): (ember::LinePosition, String)) -> (u64, i64) {
-    match parse_line(&line) {
+/// A line of the kv set at `pos` as `(key, thousandths)`, for
+/// `ctx.text_file_map(input, parts, kv::parsed)` (the line borrowed, never a `String`); a
+/// malformed line panics, which fails its task and the job with the line's `file:line`
+/// and a bounded excerpt of it.
+pub fn parsed(pos: ember::LinePosition, line: &str) -> (u64, i64) {
+    match parse_line(line) {
         Some(kv) => kv,
         None => panic!(
             "malformed line at {pos}: {}: expected key,value",
-            ember::io::excerpt(&line)
+            ember::io::excerpt(line)
         ),
     }
 }
@@ -32,56 +33,89 @@ pub fn parse_line(line: &str) -> Option<(u64, i64)> {
 }
 
 /// The plain form in one pass; `None` for anything else (the caller falls back).
+///
+/// Each field's digits are found and converted eight bytes at a time ([`digits8`]), with
+/// no branch per digit: kvsum's profile had the digit-by-digit version at 13.7 % of the
+/// job, most of it mispredicted loop exits (a key has 1 to 7 digits, a value 1 to 4).
 #[inline]
 fn parse_plain(b: &[u8]) -> Option<(u64, i64)> {
-    let digit = |i: usize| {
-        b.get(i)
-            .and_then(|c| c.checked_sub(b'0'))
-            .filter(|d| *d < 10)
-    };
-    let mut i = 0;
-    let mut key: u64 = 0;
-    while let Some(d) = digit(i) {
-        key = key.checked_mul(10)?.checked_add(u64::from(d))?;
-        i += 1;
-    }
-    if i == 0 || b.get(i) != Some(&b',') {
+    // The key: 1 to 15 digits here (a longer one takes the general path), then a comma.
+    let (key, k) = digits15(b, 0)?;
+    if b.get(k) != Some(&b',') {
         return None;
     }
-    i += 1;
+    let mut i = k + 1;
     let negative = b.get(i) == Some(&b'-');
     if negative || b.get(i) == Some(&b'+') {
         i += 1;
     }
-    let int_start = i;
-    let mut int: i64 = 0;
-    while let Some(d) = digit(i) {
-        int = int.checked_mul(10)?.checked_add(i64::from(d))?;
-        i += 1;
-    }
-    if i == int_start {
-        return None;
-    }
-    let mut frac: i64 = 0;
+    // The integer part: 1 to 15 digits (so that thousandths cannot overflow).
+    let (int, n) = digits15(b, i)?;
+    i += n;
+    let mut frac = 0;
     if i < b.len() {
-        if b[i] != b'.' {
+        // A point, then 1 to 3 digits that end the line.
+        let decimals = b.len() - i - 1;
+        if b[i] != b'.' || !(1..=3).contains(&decimals) {
             return None;
         }
-        i += 1;
-        let frac_start = i;
-        while i - frac_start < 3 {
-            let Some(d) = digit(i) else { break };
-            frac = frac * 10 + i64::from(d);
-            i += 1;
-        }
-        let decimals = i - frac_start;
-        if decimals == 0 || i != b.len() {
+        let (f, m) = digits8(b, i + 1);
+        if m != decimals {
             return None;
         }
-        frac *= [1, 100, 10, 1][decimals];
+        frac = f * [1, 100, 10, 1][decimals];
     }
-    let magnitude = int.checked_mul(1000)?.checked_add(frac)?;
+    let magnitude = (int * 1000 + frac) as i64; // at most 15 + 3 digits
     Some((key, if negative { -magnitude } else { magnitude }))
+}
+
+/// The run of 1 to 15 ASCII digits at `b[at..]`: `(value, count)`; `None` if there is
+/// none or more than 15 (the general parser's business).
+#[inline(always)]
+fn digits15(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let (value, n) = digits8(b, at);
+    match n {
+        0 => None,
+        8 => {
+            let (low, m) = digits8(b, at + 8);
+            (m < 8).then(|| (value * 10u64.pow(m as u32) + low, 8 + m))
+        }
+        _ => Some((value, n)),
+    }
+}
+
+/// The run of ASCII digits at `b[at..]`, up to 8 of them: `(value, count)`; `count` is
+/// 8 when the run may go on. Loads 8 bytes as one word (zero-padded past the end of `b`),
+/// marks the non-digits with two carry-free byte tests, and converts the digits before
+/// the first mark by three multiply-and-mask steps.
+#[inline(always)]
+fn digits8(b: &[u8], at: usize) -> (u64, usize) {
+    let rest = b.get(at..).unwrap_or(&[]);
+    let load = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    // Past the end of `b` the word holds zero bytes, which are not digits.
+    let word = match (rest.get(..8), b.len().checked_sub(8)) {
+        (Some(w), _) => load(w),
+        // The last 8 bytes of `b`, shifted so that `rest` starts the word.
+        (None, Some(last)) if !rest.is_empty() => load(&b[last..]) >> (8 * (8 - rest.len())),
+        (None, _) => rest.iter().rev().fold(0, |w, &c| (w << 8) | u64::from(c)),
+    };
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let lowered = word.wrapping_sub(ONES * u64::from(b'0'));
+    // A byte's top bit is set in `lowered` if it is below '0' (or wrapped), in the sum if
+    // it is above '9'. Borrows and carries only move toward later bytes, so every byte up
+    // to and including the first non-digit is tested exactly.
+    let marks = (lowered | word.wrapping_add(ONES * (0x80 - u64::from(b'9') - 1))) & (ONES * 0x80);
+    let count = (marks.trailing_zeros() / 8) as usize;
+    if count == 0 {
+        return (0, 0);
+    }
+    // The digits' values moved to the top bytes, leading zeros below: then pairs, quads
+    // and the eight combine as in a base-10 positional sum.
+    let d = lowered << (8 * (8 - count));
+    let d = (d.wrapping_mul(10) + (d >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let d = (d.wrapping_mul(100) + (d >> 16)) & 0x0000_FFFF_0000_FFFF;
+    let d = (d.wrapping_mul(10_000) + (d >> 32)) & 0xFFFF_FFFF;
+    (d, count)
 }
 
 /// [`parse_line`] for every form it accepts, field by field.

@@ -258,7 +258,7 @@ impl LineReader {
     /// [`EmberError::Corrupt`] naming the file, line number and byte offset; lines before it
     /// stay in `out`, and the bad line is consumed.
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<String>) -> Result<()> {
-        self.batch(max, |_, s| out.push(s.to_owned()))
+        self.next_batch_with(max, |_, s| out.push(s.to_owned()))
     }
 
     /// Same as [`LineReader::next_batch`], with the byte offset of each line.
@@ -267,10 +267,18 @@ impl LineReader {
         max: usize,
         out: &mut Vec<(u64, String)>,
     ) -> Result<()> {
-        self.batch(max, |off, s| out.push((off, s.to_owned())))
+        self.next_batch_with(max, |off, s| out.push((off, s.to_owned())))
     }
 
-    fn batch(&mut self, max: usize, mut push: impl FnMut(u64, &str)) -> Result<()> {
+    /// Calls `push(byte_offset, line)` for up to `max` lines, the line borrowed from the
+    /// read buffer (no allocation per line). If `push` was not called (and `max > 0`) the
+    /// split is exhausted. Invalid UTF-8 fails as in [`LineReader::next_batch`], after the
+    /// lines before it were pushed.
+    pub(crate) fn next_batch_with(
+        &mut self,
+        max: usize,
+        mut push: impl FnMut(u64, &str),
+    ) -> Result<()> {
         if max == 0 {
             return Ok(());
         }

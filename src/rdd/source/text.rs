@@ -1,5 +1,7 @@
-//! Text sources: `text_file` and `text_file_with_positions` (the input's files cut into
-//! byte-range splits and packed into partitions, see [`crate::io::text_input`]) and
+//! Text sources: `text_file`, `text_file_with_positions` and `text_file_map` (the
+//! input's files cut into byte-range splits and packed into partitions, see
+//! [`crate::io::text_input`]; `text_file_map` hands each line to the job's function as a
+//! slice of the read buffer, never as a `String`) and
 //! `whole_text_files` (each file one record).
 //!
 //! Invariant: every line of every listed file is read by exactly one task: the one whose
@@ -12,6 +14,7 @@ use std::rc::Rc;
 use ember_proto::RddNode;
 
 use super::{count_in, partition_payload};
+use crate::closure::{assert_stateless, conjure};
 use crate::context::Context;
 use crate::data::{decode, encode, Data, BATCH};
 use crate::error::Result;
@@ -48,6 +51,36 @@ impl Context {
             path,
             min_partitions,
             text_file_positions_compute,
+            Location::caller(),
+        )
+    }
+
+    /// The lines of a text file, a directory of files or a glob (split and packed as
+    /// [`text_file`](Self::text_file) does), each turned into a record by
+    /// `f(position, line)` as it is read. The same records as
+    /// `text_file_with_positions(..).map(|(pos, line)| f(pos, &line))`, without a `String`
+    /// per line: `line` borrows the read buffer, so a job that parses its lines (a key
+    /// and a number, say) allocates nothing for the text it throws away. A panic in `f`
+    /// fails the task as a panic in `map` does; `pos` names the line for its message.
+    ///
+    /// ```no_run
+    /// # let ctx = ember::Context::local(2).unwrap();
+    /// let lengths = ctx
+    ///     .text_file_map("input", 2, |_pos, line: &str| line.len() as u64)
+    ///     .unwrap();
+    /// ```
+    #[track_caller]
+    pub fn text_file_map<T: Data, F: Fn(LinePosition, &str) -> T + 'static>(
+        &self,
+        path: &str,
+        min_partitions: usize,
+        f: F,
+    ) -> Result<Rdd<T>> {
+        let _capture_f = assert_stateless(&f);
+        self.text_source(
+            path,
+            min_partitions,
+            text_file_map_compute::<T, F>,
             Location::caller(),
         )
     }
@@ -231,6 +264,36 @@ pub(crate) fn text_file_positions_compute(
                     .drain(..)
                     .map(|(offset, line)| (LinePosition::new(file, offset), line))
                     .collect();
+                Some(Ok(batch))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }));
+    Ok(Box::new(out))
+}
+
+/// `text_file_map`'s task: lines borrowed from the reader's buffer, each passed to `F`.
+fn text_file_map_compute<T: Data, F: Fn(LinePosition, &str) -> T + 'static>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
+    let f = conjure::<F>();
+    let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
+    let tc = tc.clone();
+    let out: Batches<T> = Box::new(std::iter::from_fn(move || {
+        let mut batch = Vec::with_capacity(BATCH);
+        let more = reader.next(|split, r| {
+            let file = file_id(&split.path.to_string_lossy());
+            r.next_batch_with(BATCH, |offset, line| {
+                batch.push(f(LinePosition::new(file, offset), line))
+            })?;
+            Ok(!batch.is_empty())
+        });
+        match more {
+            Ok(false) => None,
+            Ok(true) => {
+                count_in(&tc, batch.len());
                 Some(Ok(batch))
             }
             Err(e) => Some(Err(e)),
