@@ -156,7 +156,7 @@ fn text_file_map_sees_every_line_once_at_its_position() {
         .iter()
         .map(|(_, line)| (line.len(), line.clone()))
         .collect();
-    want.sort_by(|a, b| b.0.cmp(&a.0));
+    want.sort_by_key(|r| std::cmp::Reverse(r.0));
     let lengths = |v: &[(usize, String)]| v.iter().map(|r| r.0).collect::<Vec<_>>();
     assert_eq!(lengths(&sorted), lengths(&want));
     let mut lines: Vec<String> = sorted.into_iter().map(|r| r.1).collect();
