@@ -126,6 +126,11 @@ pub mod text;
 pub use accumulator::{Accumulator, AccumulatorValue};
 pub use barrier::{BarrierContext, Element, RddBarrier, ReduceOp};
 pub use broadcast::Broadcast;
+/// A string of up to 24 bytes held inline (no heap allocation), serialised exactly as a
+/// `String`: short text values (a line of a key-value file, a word) that are sorted or
+/// shuffled move with their record instead of pointing elsewhere on the heap, and
+/// `save_as_text_file` writes them as it writes `String`s.
+pub use compact_str::CompactString;
 pub use conf::{job_args, Conf, Master, ShuffleDurability, DEFAULT_EXECUTOR_MEMORY};
 pub use context::Context;
 pub use data::{Data, Key};

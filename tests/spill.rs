@@ -172,6 +172,55 @@ fn sort_by_key_spills_and_is_correct() {
     }
 }
 
+/// Integer keys (the radix sort) with `CompactString` values, inline (up to 24 bytes) and
+/// on the heap: sorted through spills, every record comes back once, with its value, and
+/// the text written is the values' bytes.
+#[test]
+fn sort_by_integer_key_of_compact_strings_spills_and_is_correct() {
+    let c = small_ctx();
+    let mut rng = SplitMix::new(7);
+    let data: Vec<(u64, ember::CompactString)> = (0..SMALL_RECORDS)
+        .map(|i| {
+            let k = rng.below(SMALL_KEYS);
+            let pad = "x".repeat((i % 40) as usize); // 0 to 39 bytes: both sides of 24
+            (k, ember::CompactString::from(format!("{k},{i}é{pad}")))
+        })
+        .collect();
+    for ascending in [true, false] {
+        let got = c
+            .parallelize(data.clone(), 4)
+            .sort_by_key_into(ascending, 4)
+            .collect()
+            .unwrap();
+        assert_spilled(&c, "sort_by_key of compact strings");
+        assert_sorted_by(&got, |p| p.0, ascending);
+        assert_eq!(sorted(got), sorted(data.clone()));
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("sorted");
+    c.parallelize(data.clone(), 4)
+        .sort_by_key_into(true, 3)
+        .values()
+        .save_as_text_file(&dir)
+        .unwrap();
+    let mut text = String::new();
+    for part in 0..3 {
+        text += &std::fs::read_to_string(dir.join(format!("part-{part:05}"))).unwrap();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), data.len());
+    let keys: Vec<u64> = lines
+        .iter()
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "keys out of order");
+    let mut want: Vec<&str> = data.iter().map(|(_, v)| v.as_str()).collect();
+    want.sort_unstable();
+    let mut got = lines.clone();
+    got.sort_unstable();
+    assert_eq!(got, want);
+}
+
 #[test]
 fn distinct_spills_and_is_correct() {
     let c = small_ctx();
