@@ -182,7 +182,7 @@ fn sort_by_integer_key_of_compact_strings_spills_and_is_correct() {
     let data: Vec<(u64, ember::CompactString)> = (0..SMALL_RECORDS)
         .map(|i| {
             let k = rng.below(SMALL_KEYS);
-            let pad = "x".repeat((i % 40) as usize); // 0 to 39 bytes: both sides of 24
+            let pad = "x".repeat(i % 40); // 0 to 39 bytes: both sides of 24
             (k, ember::CompactString::from(format!("{k},{i}é{pad}")))
         })
         .collect();
