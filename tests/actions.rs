@@ -481,6 +481,31 @@ fn job_metrics_count_records() {
     assert_eq!(m.totals.spill_count, 0);
 }
 
+/// A shuffle's reducers count every record they read (the reader counts a block at a
+/// time): as many as the map side wrote, whether the reduce side consumes its input whole
+/// (a sort) or record by record down a pipeline (a repartition then a count).
+#[test]
+fn job_metrics_count_every_shuffle_record_read() {
+    let c = ctx(2);
+    let pairs: Vec<(i64, i64)> = (0..5000).map(|i| ((i * 7919) % 1013, i)).collect();
+    let sorted = c
+        .parallelize(pairs.clone(), 4)
+        .sort_by_key_into(true, 3)
+        .count()
+        .unwrap();
+    assert_eq!(sorted, 5000);
+    let m = c.last_job_metrics().unwrap();
+    assert_eq!(m.totals.shuffle_records_written, 5000);
+    assert_eq!(m.totals.shuffle_records_read, 5000);
+    let n = c.parallelize(pairs, 4).repartition(5).count().unwrap();
+    assert_eq!(n, 5000);
+    let m = c.last_job_metrics().unwrap();
+    assert_eq!(m.totals.shuffle_records_written, 5000);
+    assert_eq!(m.totals.shuffle_records_read, 5000);
+    // records_in: the map tasks' 5000 source records and the reducers' 5000.
+    assert_eq!(m.totals.records_in, 10_000);
+}
+
 /// Partitions `take(n)` computes over 100 partitions of 10 records, counted by an
 /// accumulator that every computed partition adds 1 to.
 fn partitions_computed_by_take(n: usize) -> (Vec<u32>, u64) {

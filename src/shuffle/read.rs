@@ -205,18 +205,24 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
     let mut sources = sources.into_iter();
     // The block being read, and whether it is a stored copy.
     let mut current: Option<(u32, BlockRecords<T>, bool)> = None;
-    let tc = tc.clone();
+    // Records read and not yet added to the task's metrics: added when a block ends and
+    // when the reader is dropped, not one borrow of the metrics per record.
+    let mut read = RecordsRead {
+        tc: tc.clone(),
+        uncounted: 0,
+    };
     Ok(std::iter::from_fn(move || loop {
         if let Some((m, c, from_storage)) = current.as_mut() {
-            if let Some(r) = c.next() {
-                let m = *m;
-                let from_storage = *from_storage;
-                return Some(
-                    r.map(|t| (m, t))
-                        .map_err(|e| read_error(e.into(), from_storage)),
-                );
+            match c.next() {
+                Some(Ok(t)) => {
+                    read.uncounted += 1;
+                    return Some(Ok((*m, t)));
+                }
+                Some(Err(e)) => return Some(Err(read_error(e.into(), *from_storage))),
+                None => {}
             }
             current = None;
+            read.count();
         }
         match sources.next()? {
             Source::Local(id) => match open_block_records::<T>(&view, &dir, &id) {
@@ -257,15 +263,32 @@ pub(crate) fn read_dependency_blocks<T: DeserializeOwned + 'static>(
                 }
             }
         }
-    })
-    .inspect(move |r| {
-        if r.is_ok() {
-            tc.with_metrics(|m| {
-                m.shuffle_records_read += 1;
-                m.records_in += 1;
-            })
-        }
     }))
+}
+
+/// Counts a reducer's records read into its task's metrics, a block at a time and when
+/// the reader is dropped (an early stop, an error), so every record read is counted.
+struct RecordsRead {
+    tc: Rc<TaskContext>,
+    uncounted: u64,
+}
+
+impl RecordsRead {
+    fn count(&mut self) {
+        let n = std::mem::take(&mut self.uncounted);
+        if n > 0 {
+            self.tc.with_metrics(|m| {
+                m.shuffle_records_read += n;
+                m.records_in += n;
+            });
+        }
+    }
+}
+
+impl Drop for RecordsRead {
+    fn drop(&mut self) {
+        self.count();
+    }
 }
 
 /// A read error of a block; a fetch failure of a stored copy says so, so the scheduler
