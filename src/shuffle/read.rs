@@ -14,7 +14,10 @@
 //! reducer sees the same record order in local and cluster mode (and floating-point
 //! aggregates come out bit-identical); every record of every non-empty block is yielded
 //! exactly once, or the iterator ends with a typed `FetchFailed` naming the block that
-//! could not be read; `shuffle_bytes_read` counts the compressed block sizes asked for.
+//! could not be read; `shuffle_bytes_read` counts the compressed block sizes asked for;
+//! `shuffle_records_read` (and `records_in`) every record yielded, added a block at a time
+//! and when the reader is dropped, never per record (a metrics borrow per record was
+//! 13 % of kvsum's wall time).
 //! Small remote requests among the first [`EAGER_FETCHES`] go out when the reader is
 //! built, so remote executors serve them while local blocks are read.
 
