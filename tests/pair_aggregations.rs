@@ -10,6 +10,53 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 
+/// A panic in the reduce function fails the job with its message, for a combiner held
+/// as itself (a number) and one held as an `Option` (a string), on the map side and the
+/// reduce side; the context then runs the next job.
+#[test]
+fn a_panicking_reduce_function_fails_the_job_and_leaves_the_context_usable() {
+    let c = ctx(2);
+    let pairs: Vec<(u64, u64)> = (0..4000u64).map(|i| (i % 50, i)).collect();
+    let err = c
+        .parallelize(pairs.clone(), 4)
+        .reduce_by_key(|a: u64, b: u64| {
+            if a + b > 100_000 {
+                panic!("sum past the limit: {a} + {b}");
+            }
+            a + b
+        })
+        .collect()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("sum past the limit"), "{err}");
+    let strings: Vec<(u64, String)> = pairs.iter().map(|(k, v)| (*k, v.to_string())).collect();
+    let err = c
+        .parallelize(strings, 4)
+        .reduce_by_key(|a: String, b: String| {
+            if a.len() + b.len() > 200 {
+                panic!("string past the limit: {} bytes", a.len() + b.len());
+            }
+            a + &b
+        })
+        .collect()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("string past the limit"), "{err}");
+    let mut sums = c
+        .parallelize(pairs.clone(), 4)
+        .reduce_by_key(|a: u64, b: u64| a + b)
+        .collect()
+        .unwrap();
+    sums.sort();
+    let mut want: HashMap<u64, u64> = HashMap::new();
+    for (k, v) in &pairs {
+        *want.entry(*k).or_default() += v;
+    }
+    let mut want: Vec<(u64, u64)> = want.into_iter().collect();
+    want.sort();
+    assert_eq!(sums, want);
+}
+
 #[test]
 fn map_values_flat_map_values_keys_values() {
     let c = ctx(2);

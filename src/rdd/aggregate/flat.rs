@@ -28,8 +28,8 @@ use ember_proto::{MapStatus, ShuffleDependency};
 
 use super::pass_through::PassThrough;
 use super::{
-    combine_probe_says_skip, drain_combined, read_combined, Adapter, AggFns, MapCombiner,
-    COMBINE_PROBE_RECORDS,
+    combine_probe_says_skip, drain_combined, read_combined, with_held, Adapter, AggFns, Held,
+    MapCombiner, COMBINE_PROBE_RECORDS,
 };
 use crate::closure::{assert_stateless, conjure};
 use crate::data::{decode, encode};
@@ -169,12 +169,21 @@ where
         fn compact(s: &str) -> CompactString {
             CompactString::from(s)
         }
-        return combine_into::<T, Q, str, CompactString, G, F>(tc, dep, map, as_str::<Q>, compact);
+        return with_held!(
+            G,
+            combine_into::<T, Q, str, CompactString, G, F>(tc, dep, map, as_str::<Q>, compact)
+        );
     }
     fn same<Q: ?Sized>(q: &Q) -> &Q {
         q
     }
-    combine_into::<T, Q, Q, K, G, F>(tc, dep, map, same::<Q>, |q: &Q| q.to_owned())
+    fn owned<Q: ?Sized + ToOwned>(q: &Q) -> Q::Owned {
+        q.to_owned()
+    }
+    with_held!(
+        G,
+        combine_into::<T, Q, Q, K, G, F>(tc, dep, map, same::<Q>, owned::<Q>)
+    )
 }
 
 /// Keys of one record queued (hashed and prefetched) before they are inserted.
@@ -211,8 +220,8 @@ fn within<QV: ?Sized>(text: &Option<std::ops::Range<usize>>, key: &QV) -> bool {
 ///
 /// # Safety
 /// Every key pointer in `pending` must point at live, unchanged memory (the record's).
-unsafe fn apply_pending<QV, SK, G>(
-    table: &mut MapCombiner<SK, G>,
+unsafe fn apply_pending<QV, SK, G, H>(
+    table: &mut MapCombiner<SK, G, H>,
     pending: &mut Vec<(u64, *const QV, G::V)>,
     make: &impl Fn(&QV) -> SK,
 ) -> Result<()>
@@ -220,6 +229,7 @@ where
     QV: ?Sized + Hash + Eq,
     SK: Key + Borrow<QV>,
     G: AggFns,
+    H: Held<G::C>,
 {
     for (hash, key, v) in pending.drain(..) {
         // SAFETY: the caller's promise.
@@ -230,7 +240,7 @@ where
 }
 
 /// Runs the combine with table keys of type `SK`, found by `view(q)` and made by `make`.
-fn combine_into<T, Q, QV, SK, G, F>(
+fn combine_into<T, Q, QV, SK, G, F, H>(
     tc: &Rc<TaskContext>,
     dep: &ShuffleDependency,
     map: u32,
@@ -244,12 +254,13 @@ where
     SK: Key + Borrow<QV>,
     G: AggFns,
     F: Fn(&T, &mut Emit<'_, Q, G::V>) + 'static,
+    H: Held<G::C>,
 {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
     let f = conjure::<F>();
-    let mut agg: Option<MapCombiner<SK, G>> = Some(ExternalAggregator::new(
-        Adapter::<G>(state.clone()),
+    let mut agg: Option<MapCombiner<SK, G, H>> = Some(ExternalAggregator::new(
+        Adapter::<G, H>::new(state.clone()),
         tc.reservation("map-side combine"),
         tc.env.spill_dir(),
     ));

@@ -16,7 +16,7 @@ use ember_proto::{MapStatus, ShuffleDependency};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::fns::{Adapter, AggFns, MapCombiner};
+use super::fns::{with_held, Adapter, AggFns, Held, MapCombiner};
 use crate::data::{decode, Data, Key};
 use crate::error::Result;
 use crate::shuffle::hash_partition;
@@ -44,10 +44,19 @@ pub(crate) fn write_combined<K: Key, G: AggFns>(
     dep: &ShuffleDependency,
     map: u32,
 ) -> Result<MapStatus> {
+    with_held!(G, write_combined_held::<K, G>(tc, dep, map))
+}
+
+/// [`write_combined`] with combiners held as `H`.
+fn write_combined_held<K: Key, G: AggFns, H: Held<G::C>>(
+    tc: &Rc<TaskContext>,
+    dep: &ShuffleDependency,
+    map: u32,
+) -> Result<MapStatus> {
     let payload: WritePayload = decode("shuffle write", &dep.write_payload)?;
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &payload.state)?);
-    let mut agg: Option<MapCombiner<K, G>> = Some(ExternalAggregator::new(
-        Adapter::<G>(state.clone()),
+    let mut agg: Option<MapCombiner<K, G, H>> = Some(ExternalAggregator::new(
+        Adapter::<G, H>::new(state.clone()),
         tc.reservation("map-side combine"),
         tc.env.spill_dir(),
     ));
@@ -86,17 +95,18 @@ pub(crate) fn drain_combined<
     K: Key,
     V: Serialize + 'static,
     C: Data,
-    A: Aggregate<K, V, Option<C>>,
+    H: Held<C>,
+    A: Aggregate<K, V, H>,
 >(
     tc: &Rc<TaskContext>,
-    table: ExternalAggregator<K, V, Option<C>, A>,
+    table: ExternalAggregator<K, V, H, A>,
     out: &mut MapSide<(K, C)>,
     n: u32,
 ) -> Result<()> {
     record_spills(tc, table.metrics());
     for rec in table.into_iter()? {
         let (k, c) = rec?;
-        let c = c.expect("combiner present");
+        let c = c.release();
         let r = hash_partition(&k, n);
         out.write(r, &(k, c))?;
     }

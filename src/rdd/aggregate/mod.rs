@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use ember_proto::RddNode;
 
-pub(crate) use fns::{Adapter, AggFns, FnAgg, MapCombiner};
+pub(crate) use fns::{with_held, Adapter, AggFns, Bare, FnAgg, Held, MapCombiner};
 pub(crate) use map_side::{
     combine_probe_says_skip, drain_combined, write_combined, COMBINE_PROBE_RECORDS,
 };
@@ -111,10 +111,19 @@ pub(crate) fn combine_in_partition<K: Key, G: AggFns>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
+    with_held!(G, combine_in_partition_held::<K, G>(tc, node, part))
+}
+
+/// [`combine_in_partition`] with combiners held as `H`.
+fn combine_in_partition_held<K: Key, G: AggFns, H: Held<G::C>>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+) -> Result<Erased> {
     let state: Arc<G::S> = Arc::new(decode("aggregator state", &node.payload)?);
     let parent = TaskContext::dep_parent(node, 0)?;
-    let mut agg: ExternalAggregator<K, G::V, Option<G::C>, Adapter<G>> = ExternalAggregator::new(
-        Adapter::<G>(state),
+    let mut agg: ExternalAggregator<K, G::V, H, Adapter<G, H>> = ExternalAggregator::new(
+        Adapter::<G, H>::new(state),
         tc.reservation("aggregation"),
         tc.env.spill_dir(),
     );
