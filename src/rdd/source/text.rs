@@ -220,24 +220,8 @@ impl SplitsReader {
 }
 
 pub(crate) fn text_file_compute(tc: &Rc<TaskContext>, node: &RddNode, part: u32) -> Result<Erased> {
-    let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
-    let tc = tc.clone();
-    let out: Batches<String> = Box::new(std::iter::from_fn(move || {
-        let mut batch = Vec::with_capacity(BATCH);
-        let more = reader.next(|_, r| {
-            r.next_batch(BATCH, &mut batch)?;
-            Ok(!batch.is_empty())
-        });
-        match more {
-            Ok(false) => None,
-            Ok(true) => {
-                count_in(&tc, batch.len());
-                Some(Ok(batch))
-            }
-            Err(e) => Some(Err(e)),
-        }
-    }));
-    Ok(Box::new(out))
+    // No position is read: the files are not entered in the process's file registry.
+    mapped_lines(tc, node, part, false, |_, line| line.to_owned())
 }
 
 pub(crate) fn text_file_positions_compute(
@@ -245,31 +229,7 @@ pub(crate) fn text_file_positions_compute(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
-    let tc = tc.clone();
-    let mut raw = Vec::with_capacity(BATCH);
-    let mut file = 0u32;
-    let out: Batches<(LinePosition, String)> = Box::new(std::iter::from_fn(move || {
-        raw.clear();
-        let more = reader.next(|split, r| {
-            r.next_batch_with_offsets(BATCH, &mut raw)?;
-            file = file_id(&split.path.to_string_lossy());
-            Ok(!raw.is_empty())
-        });
-        match more {
-            Ok(false) => None,
-            Ok(true) => {
-                count_in(&tc, raw.len());
-                let batch = raw
-                    .drain(..)
-                    .map(|(offset, line)| (LinePosition::new(file, offset), line))
-                    .collect();
-                Some(Ok(batch))
-            }
-            Err(e) => Some(Err(e)),
-        }
-    }));
-    Ok(Box::new(out))
+    mapped_lines(tc, node, part, true, |pos, line| (pos, line.to_owned()))
 }
 
 /// `text_file_map`'s task: lines borrowed from the reader's buffer, each passed to `F`.
@@ -278,13 +238,29 @@ fn text_file_map_compute<T: Data, F: Fn(LinePosition, &str) -> T + 'static>(
     node: &RddNode,
     part: u32,
 ) -> Result<Erased> {
-    let f = conjure::<F>();
+    mapped_lines(tc, node, part, true, conjure::<F>())
+}
+
+/// The records `f(position, line)` of partition `part`'s lines, a batch at a time (a
+/// batch never mixes lines of two splits). Without `name_files`, a position's file is
+/// not looked up (its id is 0) and `f` must not use it.
+fn mapped_lines<T: Data>(
+    tc: &Rc<TaskContext>,
+    node: &RddNode,
+    part: u32,
+    name_files: bool,
+    f: impl Fn(LinePosition, &str) -> T + 'static,
+) -> Result<Erased> {
     let mut reader = SplitsReader::new(partition_parts(tc, node, part)?);
     let tc = tc.clone();
     let out: Batches<T> = Box::new(std::iter::from_fn(move || {
         let mut batch = Vec::with_capacity(BATCH);
         let more = reader.next(|split, r| {
-            let file = file_id(&split.path.to_string_lossy());
+            let file = if name_files {
+                file_id(&split.path.to_string_lossy())
+            } else {
+                0
+            };
             r.next_batch_with(BATCH, |offset, line| {
                 batch.push(f(LinePosition::new(file, offset), line))
             })?;
