@@ -143,7 +143,7 @@ macro_rules! with_held {
 pub(crate) use with_held;
 
 /// Adapts [`AggFns`] to the spillable aggregator, combiners held as `H`.
-pub(crate) struct Adapter<G: AggFns, H>(pub(crate) Arc<G::S>, PhantomData<fn(H)>);
+pub(crate) struct Adapter<G: AggFns, H>(Arc<G::S>, PhantomData<fn(H)>);
 
 impl<G: AggFns, H> Adapter<G, H> {
     pub(crate) fn new(state: Arc<G::S>) -> Self {
