@@ -1,6 +1,7 @@
 //! The record/frame codec shared by the shuffle writer and reader.
 //!
-//! Records are postcard-serialised back to back into a reusable buffer. When that buffer
+//! Records are serialised in postcard's format ([`crate::codec`]) back to back into a
+//! reusable buffer. When that buffer
 //! reaches [`FRAME_TARGET_BYTES`] it is compressed (lz4 block format) into one frame, or
 //! stored as it is when compression would save under a fifth of it (lz4 costs more CPU
 //! than writing and reading those bytes back saves; text still compresses by half):
@@ -31,7 +32,7 @@
 //!   at most `lz4_flex::block::get_maximum_output_size(uncompressed_len)`. The decoder
 //!   checks both before allocating, so a corrupt header cannot make it allocate gigabytes.
 //! * The decoder holds one frame in memory at a time (compressed + uncompressed buffers,
-//!   reused) and pops records with `postcard::take_from_bytes`; it never loads a block.
+//!   reused) and pops records with [`crate::codec::decode_prefix`]; it never loads a block.
 //!
 //! Frames carry no checksum: integrity is per block (crc32 in the index, see `index.rs`).
 //! lz4_flex is used with its default `safe-decode`, so corrupt input is an error, never UB.
@@ -41,7 +42,7 @@ use std::io::{self, Read};
 use lz4_flex::block::{compress_into, decompress_into, get_maximum_output_size};
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::append_flavor::AppendFlavor;
+use crate::codec::{decode_prefix, encode_into};
 use crate::error::{Result, ShuffleError};
 
 /// The flag of a stored (uncompressed) frame's second length word.
@@ -139,12 +140,7 @@ impl FrameEncoder {
             self.pending.reserve_exact(FIRST_PENDING_CAPACITY);
         }
         let start = self.pending.len();
-        // postcard's `serialize_with_flavor` minus its wrapper, which is not `#[inline]`: whether
-        // it inlined into a map task's loop hung on codegen-unit placement (finalize is a no-op).
-        let mut ser = postcard::Serializer {
-            output: AppendFlavor(&mut self.pending),
-        };
-        if let Err(e) = record.serialize(&mut ser) {
+        if let Err(e) = encode_into(record, &mut self.pending) {
             self.pending.truncate(start);
             return Err(ShuffleError::ser("shuffle record", e));
         }
@@ -298,10 +294,9 @@ impl<R: Read> FrameDecoder<R> {
                 return Ok(None);
             }
         }
-        let available = self.raw.len() - self.pos;
-        match postcard::take_from_bytes::<T>(&self.raw[self.pos..]) {
-            Ok((record, rest)) if rest.len() < available => {
-                self.pos = self.raw.len() - rest.len();
+        match decode_prefix::<T>(&self.raw[self.pos..]) {
+            Ok((record, used)) if used > 0 => {
+                self.pos += used;
                 Ok(Some(record))
             }
             // A zero-sized record: its marker byte.

@@ -23,7 +23,7 @@
 //! (deleting a released shuffle's files), and [`cached_block_path`] for the one other kind
 //! of file a session's shuffle directory holds: cached partitions moved between executors.
 
-mod append_flavor;
+pub mod codec;
 pub mod cold_copy;
 mod error;
 pub mod frame;
