@@ -70,8 +70,11 @@ pub fn frame_body_len(raw_len: u32, body_word: u32) -> Option<usize> {
 /// The byte standing for a record that serialises to no bytes.
 pub const ZERO_SIZED_MARKER: u8 = 0;
 
-/// Uncompressed size at which the pending records become a frame.
+/// Uncompressed size at which the pending records become a frame (at most; see
+/// [`FrameEncoder::with_target`]).
 pub const FRAME_TARGET_BYTES: usize = 64 * 1024;
+/// The smallest frame target an encoder takes.
+pub const MIN_FRAME_TARGET_BYTES: usize = 4 * 1024;
 /// Bytes of a frame header: uncompressed length, compressed length.
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// Largest uncompressed frame accepted by encoder and decoder (so one record < 1 GiB).
@@ -94,17 +97,36 @@ pub struct CompressHint {
 }
 
 /// Accumulates serialised records and emits them as compressed frames into a sink.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct FrameEncoder {
     pending: Vec<u8>,
     /// The hint of [`push`](Self::push) and [`flush`](Self::flush).
     hint: CompressHint,
+    /// Pending bytes at which the records become a frame.
+    target: usize,
+}
+
+impl Default for FrameEncoder {
+    fn default() -> Self {
+        Self::with_target(FRAME_TARGET_BYTES)
+    }
 }
 
 impl FrameEncoder {
     /// An encoder with nothing pending (allocates on first push).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An encoder cutting frames at `target` uncompressed bytes (clamped to
+    /// `MIN_FRAME_TARGET_BYTES..=FRAME_TARGET_BYTES`) instead of [`FRAME_TARGET_BYTES`]: a
+    /// writer with many encoders keeps all their pending buffers in cache this way.
+    pub fn with_target(target: usize) -> Self {
+        FrameEncoder {
+            pending: Vec::new(),
+            hint: CompressHint::default(),
+            target: target.clamp(MIN_FRAME_TARGET_BYTES, FRAME_TARGET_BYTES),
+        }
     }
 
     /// Serialises `record` into the pending buffer; if the buffer reaches the frame target,
@@ -147,7 +169,7 @@ impl FrameEncoder {
         if self.pending.len() == start {
             self.pending.push(ZERO_SIZED_MARKER);
         }
-        Ok(self.pending.len() >= FRAME_TARGET_BYTES)
+        Ok(self.pending.len() >= self.target)
     }
 
     /// The most bytes a flush appends to its sink now (header and body).
@@ -175,7 +197,7 @@ impl FrameEncoder {
         }
         // Only a frame of a good size tells whether the data compresses (a few records
         // flushed early, before a spill or at the end, seldom do).
-        let telling = self.pending.len() >= FRAME_TARGET_BYTES / 2;
+        let telling = self.pending.len() >= self.target / 2;
         if hint.store_next > 0 && telling {
             hint.store_next -= 1;
             store_frame(&self.pending, sink)?;

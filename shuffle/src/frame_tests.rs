@@ -195,3 +195,47 @@ fn encoders_sharing_a_hint_skip_compression_together() {
     own.push(&zeros, &mut sink).unwrap();
     assert_eq!(body_words(&sink)[0] & STORED, 0, "a hint of its own");
 }
+
+/// The uncompressed length of each frame in `bytes`.
+fn raw_lens(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 0;
+    let mut lens = Vec::new();
+    while at < bytes.len() {
+        let raw = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let word = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        lens.push(raw as usize);
+        at += FRAME_HEADER_BYTES + frame_body_len(raw, word).unwrap();
+    }
+    lens
+}
+
+#[test]
+fn an_encoder_cuts_frames_at_its_target_within_the_bounds() {
+    let records: Vec<(u64, String)> = (0..40_000).map(|i| (i, format!("value {i}"))).collect();
+    for (asked, target) in [
+        (0, MIN_FRAME_TARGET_BYTES),
+        (16 * 1024, 16 * 1024),
+        (FRAME_TARGET_BYTES, FRAME_TARGET_BYTES),
+        (usize::MAX, FRAME_TARGET_BYTES),
+    ] {
+        let mut enc = FrameEncoder::with_target(asked);
+        let mut sink = Vec::new();
+        for r in &records {
+            enc.push(r, &mut sink).unwrap();
+        }
+        enc.flush(&mut sink).unwrap();
+        assert_eq!(decode_all::<(u64, String)>(&sink).unwrap(), records);
+        let lens = raw_lens(&sink);
+        let (last, full) = lens.split_last().unwrap();
+        assert!(*last <= target + 32, "target {target}: last frame {last}");
+        // Every frame but the last is cut by the first record reaching the target.
+        for len in full {
+            assert!(
+                (target..target + 32).contains(len),
+                "asked {asked}: frame of {len} bytes, target {target}"
+            );
+        }
+        let total: usize = lens.iter().sum();
+        assert_eq!(lens.len(), total.div_ceil(target).max(1), "asked {asked}");
+    }
+}

@@ -57,7 +57,7 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// One reducer's in-memory state: records not yet framed, and finished frames (full
 /// chunks, then the chunk being filled).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Bucket {
     encoder: FrameEncoder,
     full: Vec<Vec<u8>>,
@@ -66,7 +66,26 @@ struct Bucket {
     frames: Vec<u8>,
 }
 
+/// Pending bytes the encoders of one writer aim to hold in all: each cuts its frames at
+/// this over the reducer count (within the encoder's bounds), so that the pending buffers
+/// the records scatter into stay in a core's L2 cache. Why: parquet_etl's map side (64
+/// reducers, 64 KiB frames, 4 MiB of pending buffers) spent 13 % of the job in
+/// `MapSide::write`, 17.6 ns a record against 9.3 ns for kvsum's 16 reducers, its time on
+/// the loads and stores of the pending buffers.
+const PENDING_BUDGET_BYTES: usize = 1 << 20;
+
 impl Bucket {
+    /// An empty bucket of a writer with `num_reduce` buckets.
+    fn new(num_reduce: u32) -> Self {
+        let target = PENDING_BUDGET_BYTES / (num_reduce.max(1) as usize);
+        Bucket {
+            encoder: FrameEncoder::with_target(target),
+            full: Vec::new(),
+            full_capacity: 0,
+            frames: Vec::new(),
+        }
+    }
+
     fn memory(&self) -> u64 {
         (self.encoder.buffer_capacity() + self.full_capacity + self.frames.capacity()) as u64
     }
@@ -141,7 +160,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
             dir: dir.into(),
             shuffle_id,
             map_partition,
-            buckets: (0..num_reduce).map(|_| Bucket::default()).collect(),
+            buckets: (0..num_reduce).map(|_| Bucket::new(num_reduce)).collect(),
             spill: None,
             records: 0,
             buffered: 0,
@@ -289,7 +308,7 @@ impl<T: Serialize + ?Sized> ShuffleWriter<T> {
                 out.write_all(chunk).map_err(io_err)?;
                 len += chunk.len() as u64;
             }
-            *bucket = Bucket::default();
+            *bucket = Bucket::new(1);
             entries.push(BlockEntry {
                 offset,
                 len,
