@@ -269,12 +269,7 @@ where
         for (hash, k, op) in bucket.drain(..) {
             self.apply(agg, hasher, p, hash, k, op);
         }
-        // Keep the allocation for the next batch (it is charged as staging slots), or
-        // replace it (nothing to copy) by one the next batch will not outgrow.
-        let wanted = self.bucket_capacity();
-        if bucket.capacity() < wanted {
-            bucket = Vec::with_capacity(wanted);
-        }
+        // Keep the allocation for the next batch (it is charged as staging slots).
         self.buckets[p] = bucket;
     }
 
@@ -284,10 +279,12 @@ where
         STAGE_MIN.max(STAGE_PER_KEY.saturating_mul(self.keys))
     }
 
-    /// What a staging bucket is given: its share of [`stage_limit`](Self::stage_limit)
-    /// and a quarter more for an uneven split. Why: buckets that grew by doubling as
-    /// records came were 2.5 % of parquet_etl's time, in `realloc` copying staged records
-    /// (64 reducers, each a new table whose 64 buckets all started empty).
+    /// What a staging bucket is given as the table splits: its share of
+    /// [`stage_limit`](Self::stage_limit) and a quarter more for an uneven split. Why:
+    /// buckets that grew by doubling from empty were 2.5 % of parquet_etl's time, in
+    /// `realloc` copying staged records (64 reducers, each a new table of 64 buckets).
+    /// Only then: a bucket replaced by a bigger one after each drain cost wordcount's
+    /// reducers fresh pages (page faults, +70 MiB peak) for every batch.
     fn bucket_capacity(&self) -> usize {
         let share = self.stage_limit() / FANOUT;
         share + share / 4
