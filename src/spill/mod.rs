@@ -4,9 +4,10 @@
 //!
 //! Invariants shared by the spilling structures:
 //! * Memory use is estimated with [`size::SizeEstimator`] and charged to a
-//!   [`Reservation`] every [`ACCOUNT_EVERY`] inserts. When the pool refuses to grow the
-//!   reservation, the in-memory buffer is written as one sorted run and the reservation is
-//!   freed.
+//!   [`Reservation`] every [`ACCOUNT_EVERY`] inserts; the reservation is never below the
+//!   estimate, and grows with an eighth of headroom when the pool has it. When the pool
+//!   refuses to grow the reservation to the estimate, the in-memory buffer is written as
+//!   one sorted run and the reservation is freed.
 //! * Progress: a structure spills only once it holds at least `min_spill_entries` records or
 //!   `min_spill_bytes` estimated bytes (its [`SpillLimits`]; defaults [`MIN_SPILL_ENTRIES`],
 //!   [`MIN_SPILL_BYTES`]).
@@ -45,6 +46,9 @@ pub use sort::ExternalSorter;
 
 /// Inserts between two memory checks.
 pub const ACCOUNT_EVERY: u64 = 32;
+/// A reservation that must grow asks for `1 / RESERVE_AHEAD_DIVISOR` more than the
+/// estimate (when the pool has it), as Spark's spillables ask for twice what they hold.
+pub const RESERVE_AHEAD_DIVISOR: u64 = 8;
 /// Default floor: do not spill fewer records than this...
 pub const MIN_SPILL_ENTRIES: usize = 1000;
 /// ...unless they are estimated at this many bytes or more.
@@ -231,7 +235,16 @@ impl Spiller {
     /// (holding `entries` records) is above the spill floor, so the caller must spill.
     pub(crate) fn must_spill(&mut self, estimate: u64, entries: usize) -> bool {
         self.since_check = 0;
-        if estimate <= self.reservation.size() || self.reservation.resize(estimate).is_ok() {
+        if estimate <= self.reservation.size() {
+            return false;
+        }
+        // A growing buffer asks for an eighth more than it holds, so the pool's shared
+        // counter (an atomic both cores update) is touched once per such step, not at
+        // nearly every check; if the pool cannot give the headroom, exactly the estimate.
+        // Why: wordcount's map side (a new word every ~24 words) spent 2.9 % of the job
+        // in `Reservation::try_grow`, waiting on that counter's cache line.
+        let ahead = estimate.saturating_add(estimate / RESERVE_AHEAD_DIVISOR);
+        if self.reservation.resize(ahead).is_ok() || self.reservation.resize(estimate).is_ok() {
             return false;
         }
         entries >= self.limits.min_spill_entries || estimate >= self.limits.min_spill_bytes
@@ -356,5 +369,26 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(*got[0].as_ref().unwrap(), 0);
         assert!(got[1].is_err());
+    }
+
+    #[test]
+    fn a_growing_reservation_takes_headroom_only_when_the_pool_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = crate::memory::MemoryPool::new(10_000);
+        let mut s = Spiller::new(pool.reservation("test"), dir.path().to_path_buf());
+        // Room in the pool: an eighth more than the estimate.
+        assert!(!s.must_spill(4_000, 5_000));
+        assert_eq!(s.reservation.size(), 4_500);
+        // Within the headroom: nothing asked of the pool.
+        assert!(!s.must_spill(4_400, 5_000));
+        assert_eq!(s.reservation.size(), 4_500);
+        assert_eq!(pool.used(), 4_500);
+        // No room for the headroom: exactly the estimate.
+        assert!(!s.must_spill(9_500, 5_000));
+        assert_eq!(s.reservation.size(), 9_500);
+        // No room for the estimate: spill (above the floor), the reservation unchanged.
+        assert!(s.must_spill(10_500, 5_000));
+        assert_eq!(s.reservation.size(), 9_500);
+        assert_eq!(pool.used(), 9_500);
     }
 }
