@@ -106,10 +106,23 @@ impl<'de> Decoder<'de> {
         Err(CodecError::DeserializeBadVarint)
     }
 
+    /// A length or variant index of up to `BITS` bits: most are one byte, which fits
+    /// every type. (Numbers skip this test, see the encoder's `small`.)
+    #[inline(always)]
+    fn small<const BITS: u32>(&mut self) -> Result<u64> {
+        if let Some(&b) = self.input.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint::<BITS>()
+    }
+
     #[inline]
     fn usize(&mut self) -> Result<usize> {
         // postcard reads a usize as a u64 varint on 64-bit targets.
-        self.varint::<64>().map(|v| v as usize)
+        self.small::<64>().map(|v| v as usize)
     }
 
     #[inline]
@@ -397,7 +410,7 @@ impl<'de> de::EnumAccess<'de> for &mut Decoder<'de> {
 
     #[inline]
     fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, Self)> {
-        let index = self.varint::<32>()? as u32;
+        let index = self.small::<32>()? as u32;
         let v = seed.deserialize(index.into_deserializer())?;
         Ok((v, self))
     }

@@ -50,6 +50,17 @@ impl Encoder<'_> {
         self.out.push(v as u8);
     }
 
+    /// A length or a variant index: most are one byte, which is a push. (Numbers skip
+    /// this test: the word store costs the same for one byte as for eight.)
+    #[inline(always)]
+    fn small(&mut self, v: u64) {
+        if v < 0x80 {
+            self.out.push(v as u8);
+        } else {
+            self.varint(v);
+        }
+    }
+
     #[inline]
     fn varint128(&mut self, v: u128) {
         match u64::try_from(v) {
@@ -192,14 +203,14 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
 
     #[inline]
     fn serialize_str(self, v: &str) -> Result<()> {
-        self.varint(v.len() as u64);
+        self.small(v.len() as u64);
         self.bytes(v.as_bytes());
         Ok(())
     }
 
     #[inline]
     fn serialize_bytes(self, v: &[u8]) -> Result<()> {
-        self.varint(v.len() as u64);
+        self.small(v.len() as u64);
         self.bytes(v);
         Ok(())
     }
@@ -228,7 +239,7 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
 
     #[inline]
     fn serialize_unit_variant(self, _: &'static str, index: u32, _: &'static str) -> Result<()> {
-        self.varint(u64::from(index));
+        self.small(u64::from(index));
         Ok(())
     }
 
@@ -249,13 +260,13 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
         _: &'static str,
         value: &T,
     ) -> Result<()> {
-        self.varint(u64::from(index));
+        self.small(u64::from(index));
         value.serialize(self)
     }
 
     #[inline]
     fn serialize_seq(self, len: Option<usize>) -> Result<Self> {
-        self.varint(len.ok_or(CodecError::SerializeSeqLengthUnknown)? as u64);
+        self.small(len.ok_or(CodecError::SerializeSeqLengthUnknown)? as u64);
         Ok(self)
     }
 
@@ -277,13 +288,13 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
         _: &'static str,
         _len: usize,
     ) -> Result<Self> {
-        self.varint(u64::from(index));
+        self.small(u64::from(index));
         Ok(self)
     }
 
     #[inline]
     fn serialize_map(self, len: Option<usize>) -> Result<Self> {
-        self.varint(len.ok_or(CodecError::SerializeSeqLengthUnknown)? as u64);
+        self.small(len.ok_or(CodecError::SerializeSeqLengthUnknown)? as u64);
         Ok(self)
     }
 
@@ -300,7 +311,7 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
         _: &'static str,
         _len: usize,
     ) -> Result<Self> {
-        self.varint(u64::from(index));
+        self.small(u64::from(index));
         Ok(self)
     }
 
@@ -324,7 +335,7 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
         }
         let mut count = Count(0);
         write!(count, "{value}").map_err(|_| CodecError::CollectStrError)?;
-        self.varint(count.0 as u64);
+        self.small(count.0 as u64);
         write!(Append(self.out), "{value}").map_err(|_| CodecError::CollectStrError)
     }
 }
