@@ -12,6 +12,7 @@
 //! records := postcard(record)*                            (ulen bytes once decompressed)
 //! ```
 //!
+//! Records are written and read with `ember_shuffle::codec` (postcard's bytes exactly).
 //! A record postcard gives no bytes (a zero-sized type such as `()`) is written as one
 //! marker byte (`ember_shuffle::frame::ZERO_SIZED_MARKER`), consumed by the reader when
 //! decoding the record consumed nothing, so every record takes at least one byte.
@@ -88,10 +89,14 @@ impl<T: Serialize> RunWriter<T> {
 
     /// Appends one record.
     pub fn push(&mut self, record: &T) -> Result<()> {
-        let frame = std::mem::take(&mut self.frame);
-        let before = frame.len();
-        self.frame = postcard::to_extend(record, frame)
-            .map_err(|e| EmberError::ser(format!("spill run {}", self.path.display()), e))?;
+        let before = self.frame.len();
+        if let Err(e) = ember_shuffle::codec::encode_into(record, &mut self.frame) {
+            self.frame.truncate(before);
+            return Err(EmberError::ser(
+                format!("spill run {}", self.path.display()),
+                e,
+            ));
+        }
         if self.frame.len() == before {
             self.frame.push(ember_shuffle::frame::ZERO_SIZED_MARKER);
         }
@@ -357,9 +362,8 @@ impl<T: DeserializeOwned> RunReader<T> {
             }
         }
         let rest = &self.frame[self.pos..];
-        let (record, tail) = postcard::take_from_bytes::<T>(rest)
+        let (record, used) = ember_shuffle::codec::decode_prefix::<T>(rest)
             .map_err(|e| corrupt(self.run.path(), &format!("record does not decode: {e}")))?;
-        let used = rest.len() - tail.len();
         self.pos += if used == 0 {
             // A zero-sized record: its marker byte.
             if rest[0] != ember_shuffle::frame::ZERO_SIZED_MARKER {
