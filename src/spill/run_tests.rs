@@ -199,3 +199,42 @@ fn lengths_larger_than_any_frame_written_are_refused() {
     );
     assert_eq!(files_in(dir.path()), 0);
 }
+
+/// A record whose serialisation fails half way (after writing some bytes).
+struct FailsHalfWay(u64);
+
+impl serde::Serialize for FailsHalfWay {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeTuple};
+        let mut t = s.serialize_tuple(2)?;
+        t.serialize_element(&self.0)?;
+        if self.0 % 3 == 1 {
+            return Err(S::Error::custom("refused"));
+        }
+        t.serialize_element(&self.0)?;
+        t.end()
+    }
+}
+
+#[test]
+fn a_record_that_fails_to_serialise_leaves_the_others_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RunWriter::<FailsHalfWay>::create(dir.path()).unwrap();
+    let mut kept = Vec::new();
+    for i in 0..30_000u64 {
+        match w.push(&FailsHalfWay(i)) {
+            Ok(()) => kept.push((i, i)),
+            Err(e) => {
+                assert_eq!(i % 3, 1, "{e}");
+                assert!(e.to_string().contains("spill run"), "{e}");
+            }
+        }
+    }
+    assert_eq!(w.records(), kept.len() as u64);
+    let run = w.finish().unwrap();
+    let back: Vec<(u64, u64)> = RunReader::<(u64, u64)>::open_shared(std::sync::Arc::new(run))
+        .unwrap()
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(back, kept);
+}
