@@ -9,22 +9,23 @@
 //! The shuffle and the reduce side are exactly those of `reduce_by_key`, so results are
 //! identical.
 //!
-//! Invariants of the map side's key queue ([`PENDING`]):
-//! * Only keys whose bytes lie inside the current record's text (`String` records) are
-//!   queued; they stay valid until the record is dropped, after the queue is applied.
-//! * Keys are inserted in the order the function emitted them: a key that is not queued
-//!   (a temporary, a static) drains the queue first, and the queue is drained when the
-//!   function returns. Every key therefore folds its values in the plain order.
+//! The map side's key queue ([`KeyQueue`]) is filled by [`Emit::emit`] inline in the
+//! user's loop; its invariants are on the type: queued keys lie inside the records of
+//! the batch being combined, which lives until the queue is drained at the batch's end,
+//! and keys are inserted in emission order, so every key folds its values in the plain
+//! order.
 
 use std::any::TypeId;
 use std::borrow::Borrow;
-use std::hash::Hash;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
 use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use compact_str::CompactString;
 use ember_proto::{MapStatus, ShuffleDependency};
+use foldhash::fast::FixedState;
 
 use super::pass_through::PassThrough;
 use super::{
@@ -43,15 +44,57 @@ use crate::task::{ComputeFn, ShuffleWriteFn, TaskContext};
 
 /// Where a `flat_map_reduce_by_key` function sends its `(key, value)` pairs.
 pub struct Emit<'a, Q: ?Sized, V> {
-    sink: &'a mut dyn FnMut(&Q, V),
+    /// While the map side combines: the queue a key borrowed from the batch's text joins
+    /// without leaving the user's loop (see [`KeyQueue`]).
+    queue: Option<&'a mut KeyQueue<Q, V>>,
+    /// Everything else: a key from elsewhere, a full queue, or a map side that has
+    /// stopped combining.
+    sink: &'a mut SinkFn<'a, Q, V>,
 }
 
-impl<Q: ?Sized, V> Emit<'_, Q, V> {
+/// The slow path of [`Emit::emit`], given the queue when the map side combines.
+type SinkFn<'a, Q, V> = dyn FnMut(&Q, V, Option<&mut KeyQueue<Q, V>>) + 'a;
+
+impl<Q: ?Sized + Hash, V> Emit<'_, Q, V> {
     /// Emits one pair; the key is borrowed and copied only if it is new to this task.
     #[inline]
     pub fn emit(&mut self, key: &Q, value: V) {
-        (self.sink)(key, value)
+        if let Some(q) = self.queue.as_deref_mut() {
+            if q.pending.len() < QUEUED && within(&q.text, key) {
+                let hash = q.hasher.hash_one(key);
+                q.pending.push_back((hash, key as *const Q, value));
+                return;
+            }
+        }
+        (self.sink)(key, value, self.queue.as_deref_mut())
     }
+}
+
+/// Keys borrowed from the text of the batch being combined, hashed, waiting in emission
+/// order to be inserted, so that their cache misses overlap: each is prefetched when a
+/// drain finds it in the queue and inserted at the next drain, [`CARRIED`] keys later.
+///
+/// Why: wordcount's profile (text1g, local[2]): the map-side table of 600,000 distinct
+/// words per task is far past the cache, and waiting on its lines was most of the job.
+/// Before this queue lived in the job's loop, each word also cost an indirect call into
+/// ember and back (the sink), and a prefetch issued from it (29 % of the job in that
+/// closure, half of it on the prefetch instruction).
+///
+/// Invariants:
+/// * Only keys whose bytes lie inside the current record's text (`String` records) join
+///   the queue; the batch holding that record is kept alive until the queue is drained.
+/// * Keys are inserted in the order they were emitted: a key that cannot join (a
+///   temporary, a static) drains the queue first, and the queue is drained at the end
+///   of every batch. Every key therefore folds its values in the plain order.
+pub(crate) struct KeyQueue<Q: ?Sized, V> {
+    /// The current record's bytes, as an address range (empty for a record that is not
+    /// a `String`).
+    text: std::ops::Range<usize>,
+    /// The table's hasher.
+    hasher: FixedState,
+    pending: VecDeque<(u64, *const Q, V)>,
+    /// The first `prefetched` keys of `pending` have been prefetched.
+    prefetched: usize,
 }
 
 impl<T: Data> Rdd<T> {
@@ -186,23 +229,22 @@ where
     )
 }
 
-/// Keys of one record queued (hashed and prefetched) before they are inserted.
-///
-/// Why: wordcount's profile (text1g, local[2]): `ExternalAggregator::insert_ref` 60 % of
-/// the job, most of it waiting on the map-side table's control group and entry (600,000
-/// distinct words per map task, far past the cache). Hashing and prefetching a line's
-/// words before inserting any lets their misses overlap.
-const PENDING: usize = 64;
+/// Keys a [`KeyQueue`] holds at most; a full queue is drained by the sink.
+const QUEUED: usize = 64;
+/// Keys a drain leaves queued (prefetched, to be inserted at the next drain): the
+/// distance, in keys, between a key's prefetch and its insert.
+const CARRIED: usize = 32;
 
-/// The bytes of a record that is a `String` (a line of a text file), as an address range.
-fn text_range<T: 'static>(rec: &T) -> Option<std::ops::Range<usize>> {
+/// The bytes of a record that is a `String` (a line of a text file), as an address range;
+/// an empty range for any other record.
+fn text_range<T: 'static>(rec: &T) -> std::ops::Range<usize> {
     if TypeId::of::<T>() == TypeId::of::<String>() {
         // SAFETY: `T` is `String` (checked above).
         let s = unsafe { &*(rec as *const T).cast::<String>() };
         let start = s.as_ptr() as usize;
-        Some(start..start + s.len())
+        start..start + s.len()
     } else {
-        None
+        0..0
     }
 }
 
@@ -210,33 +252,47 @@ fn text_range<T: 'static>(rec: &T) -> Option<std::ops::Range<usize>> {
 /// from a temporary (two live allocations never overlap), so it stays valid while the
 /// record does.
 #[inline]
-fn within<QV: ?Sized>(text: &Option<std::ops::Range<usize>>, key: &QV) -> bool {
-    let Some(text) = text else { return false };
-    let start = key as *const QV as *const u8 as usize;
-    start >= text.start && start + std::mem::size_of_val(key) <= text.end
+fn within<Q: ?Sized>(text: &std::ops::Range<usize>, key: &Q) -> bool {
+    let start = key as *const Q as *const u8 as usize;
+    start >= text.start && start + std::mem::size_of_val(key) <= text.end && !text.is_empty()
 }
 
-/// Inserts the queued keys in the order they were emitted, emptying the queue.
+/// Inserts queued keys in the order they were emitted: all of them (`all`), or all but
+/// the last [`CARRIED`]; the keys left are prefetched first, so those still queued
+/// afterwards have been.
 ///
 /// # Safety
-/// Every key pointer in `pending` must point at live, unchanged memory (the record's).
-unsafe fn apply_pending<QV, SK, G, H>(
+/// Every key pointer in `queue` must point at live, unchanged memory (the batch's).
+unsafe fn drain<Q, QV, SK, G, H>(
     table: &mut MapCombiner<SK, G, H>,
-    pending: &mut Vec<(u64, *const QV, G::V)>,
+    queue: &mut KeyQueue<Q, G::V>,
+    view: &impl Fn(&Q) -> &QV,
     make: &impl Fn(&QV) -> SK,
-) -> Result<()>
+    all: bool,
+) -> Result<u64>
 where
+    Q: ?Sized,
     QV: ?Sized + Hash + Eq,
     SK: Key + Borrow<QV>,
     G: AggFns,
     H: Held<G::C>,
 {
-    for (hash, key, v) in pending.drain(..) {
+    for (hash, _, _) in queue.pending.range(queue.prefetched..) {
+        table.prefetch(*hash);
+    }
+    let n = if all {
+        queue.pending.len()
+    } else {
+        queue.pending.len().saturating_sub(CARRIED)
+    };
+    for _ in 0..n {
+        let (hash, key, v) = queue.pending.pop_front().expect("n <= len");
         // SAFETY: the caller's promise.
-        let key = unsafe { &*key };
+        let key = view(unsafe { &*key });
         table.insert_ref_hashed(hash, key, v, make)?;
     }
-    Ok(())
+    queue.prefetched = queue.pending.len();
+    Ok(n as u64)
 }
 
 /// Runs the combine with table keys of type `SK`, found by `view(q)` and made by `make`.
@@ -249,7 +305,7 @@ fn combine_into<T, Q, QV, SK, G, F, H>(
 ) -> Result<MapStatus>
 where
     T: Data,
-    Q: ?Sized + 'static,
+    Q: ?Sized + Hash + 'static,
     QV: ?Sized + Hash + Eq,
     SK: Key + Borrow<QV>,
     G: AggFns,
@@ -269,14 +325,22 @@ where
     let mut error: Option<EmberError> = None;
     let mut emitted = 0u64;
     let mut decided = !G::PASS_THROUGH;
-    // Keys of the current record, hashed and prefetched, waiting to be inserted in order:
-    // the cache misses of a line's words overlap instead of one after another.
-    let mut pending: Vec<(u64, *const QV, G::V)> = Vec::with_capacity(PENDING);
+    let mut queue: KeyQueue<Q, G::V> = KeyQueue {
+        text: 0..0,
+        hasher: FixedState::default(),
+        pending: VecDeque::with_capacity(QUEUED),
+        prefetched: 0,
+    };
+    // The queue holds `Q` pointers, hashed as `Q`; the table is keyed by `QV`, which is
+    // `Q` itself or (for `str`) the same type by another name, hashed alike
+    // (`insert_ref_hashed` checks the hash in debug builds).
     for batch in tc.compute::<T>(dep.parent, map)? {
-        for rec in batch? {
+        // Held until the queue is drained: queued keys borrow from its records.
+        let batch = batch?;
+        for rec in &batch {
             match agg.as_mut() {
                 None => {
-                    let mut sink = |q: &Q, v: G::V| {
+                    let mut sink = |q: &Q, v: G::V, _: Option<&mut KeyQueue<Q, G::V>>| {
                         if error.is_none() {
                             let k = make(view(q));
                             let r = hash_partition(&k, n);
@@ -285,54 +349,64 @@ where
                             }
                         }
                     };
-                    f(&rec, &mut Emit { sink: &mut sink });
+                    f(
+                        rec,
+                        &mut Emit {
+                            queue: None,
+                            sink: &mut sink,
+                        },
+                    );
                 }
                 Some(table) => {
-                    let text = text_range(&rec);
-                    let mut sink = |q: &Q, v: G::V| {
+                    queue.text = text_range(rec);
+                    let mut sink = |q: &Q, v: G::V, queue: Option<&mut KeyQueue<Q, G::V>>| {
+                        let queue = queue.expect("a combining map side has a queue");
                         if error.is_some() {
                             return;
                         }
-                        emitted += 1;
-                        let key = view(q);
-                        let hash = table.hash_ref(key);
-                        let done = if within(&text, key) {
-                            // SAFETY: every queued key lies inside `rec`'s text (this
-                            // one too), which stays alive and unchanged until the queue
-                            // is applied below, after `f` returns.
-                            let full = pending.len() == PENDING;
-                            let r = if full {
-                                unsafe { apply_pending(table, &mut pending, &make) }
-                            } else {
-                                Ok(())
-                            };
-                            table.prefetch(hash);
-                            pending.push((hash, key as *const QV, v));
+                        let done = if within(&queue.text, q) {
+                            // The queue is full: make room, then join it.
+                            // SAFETY: every queued key lies inside this batch, which
+                            // stays alive and unchanged until the queue is drained.
+                            let r = unsafe { drain(table, queue, &view, &make, false) };
+                            queue
+                                .pending
+                                .push_back((queue.hasher.hash_one(q), q as *const Q, v));
                             r
                         } else {
                             // A key from elsewhere (a temporary of `f`) goes in at once,
                             // after the queued ones, so the order of emission holds.
                             // SAFETY: as above.
-                            unsafe { apply_pending(table, &mut pending, &make) }
-                                .and_then(|()| table.insert_ref_hashed(hash, key, v, &make))
+                            unsafe { drain(table, queue, &view, &make, true) }.and_then(|k| {
+                                let key = view(q);
+                                table
+                                    .insert_ref_hashed(table.hash_ref(key), key, v, &make)
+                                    .map(|()| k + 1)
+                            })
                         };
-                        if let Err(e) = done {
-                            error = Some(e);
+                        match done {
+                            Ok(k) => emitted += k,
+                            Err(e) => error = Some(e),
                         }
                     };
-                    f(&rec, &mut Emit { sink: &mut sink });
-                    // SAFETY: `rec` is still alive and unchanged.
-                    let done = unsafe { apply_pending(table, &mut pending, &make) };
-                    if let (Err(e), None) = (done, &error) {
-                        error = Some(e);
-                    }
-                    pending.clear();
+                    f(
+                        rec,
+                        &mut Emit {
+                            queue: Some(&mut queue),
+                            sink: &mut sink,
+                        },
+                    );
                 }
             }
             if let Some(e) = error.take() {
                 return Err(e);
             }
         }
+        if let Some(table) = agg.as_mut() {
+            // SAFETY: every queued key lies inside `batch`, still alive and unchanged.
+            emitted += unsafe { drain(table, &mut queue, &view, &make, true) }?;
+        }
+        drop(batch);
         if !decided && emitted >= COMBINE_PROBE_RECORDS {
             decided = true;
             let table = agg.as_mut().expect("table present");
