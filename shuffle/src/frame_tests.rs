@@ -33,17 +33,22 @@ fn noise(n: usize, mut x: u64) -> Vec<u8> {
         .collect()
 }
 
-/// The second header word of each frame in `bytes`.
-fn body_words(bytes: &[u8]) -> Vec<u32> {
+/// The two header words (uncompressed length, body word) of each frame in `bytes`.
+fn headers(bytes: &[u8]) -> Vec<(u32, u32)> {
     let mut at = 0;
     let mut words = Vec::new();
     while at < bytes.len() {
         let raw = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let word = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        words.push(word);
+        words.push((raw, word));
         at += FRAME_HEADER_BYTES + frame_body_len(raw, word).unwrap();
     }
     words
+}
+
+/// The second header word of each frame in `bytes`.
+fn body_words(bytes: &[u8]) -> Vec<u32> {
+    headers(bytes).into_iter().map(|(_, word)| word).collect()
 }
 
 #[test]
@@ -198,15 +203,10 @@ fn encoders_sharing_a_hint_skip_compression_together() {
 
 /// The uncompressed length of each frame in `bytes`.
 fn raw_lens(bytes: &[u8]) -> Vec<usize> {
-    let mut at = 0;
-    let mut lens = Vec::new();
-    while at < bytes.len() {
-        let raw = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        let word = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        lens.push(raw as usize);
-        at += FRAME_HEADER_BYTES + frame_body_len(raw, word).unwrap();
-    }
-    lens
+    headers(bytes)
+        .into_iter()
+        .map(|(raw, _)| raw as usize)
+        .collect()
 }
 
 #[test]

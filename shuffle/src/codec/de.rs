@@ -125,6 +125,13 @@ impl<'de> Decoder<'de> {
         self.small::<64>().map(|v| v as usize)
     }
 
+    /// A length-prefixed UTF-8 string.
+    #[inline]
+    fn str(&mut self) -> Result<&'de str> {
+        let n = self.usize()?;
+        std::str::from_utf8(self.take(n)?).map_err(|_| CodecError::DeserializeBadUtf8)
+    }
+
     #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         let s = self.take(N)?;
@@ -234,18 +241,12 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
 
     #[inline]
     fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        let n = self.usize()?;
-        let bytes = self.take(n)?;
-        let s = std::str::from_utf8(bytes).map_err(|_| CodecError::DeserializeBadUtf8)?;
-        visitor.visit_borrowed_str(s)
+        visitor.visit_borrowed_str(self.str()?)
     }
 
     #[inline]
     fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        let n = self.usize()?;
-        let bytes = self.take(n)?;
-        let s = std::str::from_utf8(bytes).map_err(|_| CodecError::DeserializeBadUtf8)?;
-        visitor.visit_str(s)
+        visitor.visit_str(self.str()?)
     }
 
     #[inline]
@@ -310,7 +311,7 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
         len: usize,
         visitor: V,
     ) -> Result<V::Value> {
-        visitor.visit_seq(Elements { d: self, len })
+        self.deserialize_tuple(len, visitor)
     }
 
     #[inline]
@@ -326,10 +327,8 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
-        visitor.visit_seq(Elements {
-            d: self,
-            len: fields.len(),
-        })
+        // A struct is its fields back to back, as a tuple.
+        self.deserialize_tuple(fields.len(), visitor)
     }
 
     #[inline]
@@ -357,11 +356,21 @@ struct Elements<'a, 'de> {
     len: usize,
 }
 
-impl Elements<'_, '_> {
+impl<'de> Elements<'_, 'de> {
     /// The claimed count, unless fewer bytes remain than that (each element takes at
     /// least one byte, so the claim is false and must not size an allocation).
     fn hint(&self) -> Option<usize> {
         (self.d.remaining() >= self.len).then_some(self.len)
+    }
+
+    /// The next element (or map key), `None` after the last.
+    #[inline]
+    fn next<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        if self.len == 0 {
+            return Ok(None);
+        }
+        self.len -= 1;
+        seed.deserialize(&mut *self.d).map(Some)
     }
 }
 
@@ -370,11 +379,7 @@ impl<'de> de::SeqAccess<'de> for Elements<'_, 'de> {
 
     #[inline]
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
-        if self.len == 0 {
-            return Ok(None);
-        }
-        self.len -= 1;
-        seed.deserialize(&mut *self.d).map(Some)
+        self.next(seed)
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -387,11 +392,7 @@ impl<'de> de::MapAccess<'de> for Elements<'_, 'de> {
 
     #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        if self.len == 0 {
-            return Ok(None);
-        }
-        self.len -= 1;
-        seed.deserialize(&mut *self.d).map(Some)
+        self.next(seed)
     }
 
     #[inline]
@@ -431,7 +432,7 @@ impl<'de> de::VariantAccess<'de> for &mut Decoder<'de> {
 
     #[inline]
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value> {
-        visitor.visit_seq(Elements { d: self, len })
+        de::Deserializer::deserialize_tuple(self, len, visitor)
     }
 
     #[inline]
@@ -440,9 +441,6 @@ impl<'de> de::VariantAccess<'de> for &mut Decoder<'de> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value> {
-        visitor.visit_seq(Elements {
-            d: self,
-            len: fields.len(),
-        })
+        de::Deserializer::deserialize_tuple(self, fields.len(), visitor)
     }
 }

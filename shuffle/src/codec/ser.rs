@@ -306,13 +306,13 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
     #[inline]
     fn serialize_struct_variant(
         self,
-        _: &'static str,
+        name: &'static str,
         index: u32,
-        _: &'static str,
-        _len: usize,
+        variant: &'static str,
+        len: usize,
     ) -> Result<Self> {
-        self.small(u64::from(index));
-        Ok(self)
+        // The same bytes: the variant's index, then the fields back to back.
+        ser::Serializer::serialize_tuple_variant(self, name, index, variant, len)
     }
 
     /// As postcard: the text's length first (one formatting pass to count), then the
@@ -340,57 +340,34 @@ impl<'a> ser::Serializer for &mut Encoder<'a> {
     }
 }
 
-impl ser::SerializeSeq for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
+/// The compound serialisers: postcard writes a compound's parts back to back, with
+/// nothing between or after them, so each one forwards its parts to the encoder.
+macro_rules! compound {
+    ($($trait:ident :: $method:ident ($($name:ident : $ty:ty),*)),* $(,)?) => {$(
+        impl ser::$trait for &mut Encoder<'_> {
+            type Ok = ();
+            type Error = CodecError;
+            #[inline]
+            fn $method<T: Serialize + ?Sized>(&mut self, $($name: $ty,)* value: &T) -> Result<()> {
+                $(let _ = $name;)*
+                value.serialize(&mut **self)
+            }
+            #[inline]
+            fn end(self) -> Result<()> {
+                Ok(())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleVariant for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
+compound!(
+    SerializeSeq::serialize_element(),
+    SerializeTuple::serialize_element(),
+    SerializeTupleStruct::serialize_field(),
+    SerializeTupleVariant::serialize_field(),
+    SerializeStruct::serialize_field(key: &'static str),
+    SerializeStructVariant::serialize_field(key: &'static str),
+);
 
 impl ser::SerializeMap for &mut Encoder<'_> {
     type Ok = ();
@@ -401,40 +378,6 @@ impl ser::SerializeMap for &mut Encoder<'_> {
     }
     #[inline]
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl ser::SerializeStruct for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        _key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        value.serialize(&mut **self)
-    }
-    #[inline]
-    fn end(self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl ser::SerializeStructVariant for &mut Encoder<'_> {
-    type Ok = ();
-    type Error = CodecError;
-    #[inline]
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        _key: &'static str,
-        value: &T,
-    ) -> Result<()> {
         value.serialize(&mut **self)
     }
     #[inline]
