@@ -105,6 +105,12 @@ where
         self.insert_ref_hashed(hash, q, v, to_key)
     }
 
+    /// The hasher keys are hashed with (for a caller that hashes keys ahead of
+    /// [`insert_ref_hashed`](Self::insert_ref_hashed)).
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
     /// The hash [`insert_ref_hashed`](Self::insert_ref_hashed) wants for `q`.
     #[inline]
     pub fn hash_ref<Q: Hash + ?Sized>(&self, q: &Q) -> u64 {

@@ -61,8 +61,7 @@ impl<Q: ?Sized + Hash, V> Emit<'_, Q, V> {
     pub fn emit(&mut self, key: &Q, value: V) {
         if let Some(q) = self.queue.as_deref_mut() {
             if q.pending.len() < QUEUED && within(&q.text, key) {
-                let hash = q.hasher.hash_one(key);
-                q.pending.push_back((hash, key as *const Q, value));
+                q.push(key, value);
                 return;
             }
         }
@@ -90,11 +89,20 @@ pub(crate) struct KeyQueue<Q: ?Sized, V> {
     /// The current record's bytes, as an address range (empty for a record that is not
     /// a `String`).
     text: std::ops::Range<usize>,
-    /// The table's hasher.
+    /// A copy of the table's hasher.
     hasher: FixedState,
     pending: VecDeque<(u64, *const Q, V)>,
     /// The first `prefetched` keys of `pending` have been prefetched.
     prefetched: usize,
+}
+
+impl<Q: ?Sized + Hash, V> KeyQueue<Q, V> {
+    /// Queues `key` (which must lie inside the batch's text) with its hash.
+    #[inline]
+    fn push(&mut self, key: &Q, value: V) {
+        let hash = self.hasher.hash_one(key);
+        self.pending.push_back((hash, key as *const Q, value));
+    }
 }
 
 impl<T: Data> Rdd<T> {
@@ -327,7 +335,7 @@ where
     let mut decided = !G::PASS_THROUGH;
     let mut queue: KeyQueue<Q, G::V> = KeyQueue {
         text: 0..0,
-        hasher: FixedState::default(),
+        hasher: agg.as_ref().expect("table present").hasher().clone(),
         pending: VecDeque::with_capacity(QUEUED),
         prefetched: 0,
     };
@@ -369,20 +377,14 @@ where
                             // SAFETY: every queued key lies inside this batch, which
                             // stays alive and unchanged until the queue is drained.
                             let r = unsafe { drain(table, queue, &view, &make, false) };
-                            queue
-                                .pending
-                                .push_back((queue.hasher.hash_one(q), q as *const Q, v));
+                            queue.push(q, v);
                             r
                         } else {
                             // A key from elsewhere (a temporary of `f`) goes in at once,
                             // after the queued ones, so the order of emission holds.
                             // SAFETY: as above.
-                            unsafe { drain(table, queue, &view, &make, true) }.and_then(|k| {
-                                let key = view(q);
-                                table
-                                    .insert_ref_hashed(table.hash_ref(key), key, v, &make)
-                                    .map(|()| k + 1)
-                            })
+                            unsafe { drain(table, queue, &view, &make, true) }
+                                .and_then(|k| table.insert_ref(view(q), v, &make).map(|()| k + 1))
                         };
                         match done {
                             Ok(k) => emitted += k,
