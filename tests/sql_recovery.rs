@@ -71,7 +71,7 @@ const QUERY: &str = "SELECT st.region, count(*) AS n, sum(s.cents) AS total, \
 
 /// The `sql` example of ember-sql, built for this test.
 fn sql_bin() -> PathBuf {
-    common::process::cargo_build(&["-p", "ember-sql", "--example", "sql"]);
+    common::process::workspace_binaries("sql");
     std::env::current_exe()
         .unwrap()
         .parent()

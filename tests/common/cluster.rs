@@ -8,7 +8,6 @@ use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ember_proto::auth::AddSecret;
@@ -22,12 +21,7 @@ const STARTUP: Duration = Duration::from_secs(30);
 /// Path of a workspace binary (`ember-driver`, `ember-executor`), built once per test
 /// process (a no-op when it is up to date).
 pub fn daemon_bin(name: &str) -> PathBuf {
-    static BUILT: Mutex<bool> = Mutex::new(false);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !*built {
-        super::process::cargo_build(&["-p", "ember-driver", "-p", "ember-executor"]);
-        *built = true;
-    }
+    super::process::workspace_binaries("wordcount");
     let exe = std::env::current_exe().expect("current_exe");
     exe.parent()
         .and_then(Path::parent)

@@ -67,6 +67,22 @@ pub fn example_bin(name: &str) -> PathBuf {
     bin
 }
 
+/// Builds the workspace's binaries and example `example` (at most once per test process
+/// and example) as `cargo build --workspace --bins --example EXAMPLE` in the test's own
+/// profile. Selecting an example makes cargo resolve features with every member's
+/// dev-dependencies, exactly as `cargo test --workspace` does, so after that command
+/// (CI's) this finds everything fresh; `-p ember-driver` alone resolved other features
+/// and rebuilt ember, the scheduler and the daemons in the middle of the test run (about
+/// 5 minutes of a fresh CI run).
+pub fn workspace_binaries(example: &str) {
+    static BUILT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(example) {
+        cargo_build(&["--workspace", "--bins", "--example", example]);
+        built.insert(example.to_string());
+    }
+}
+
 /// Runs `cargo build ARGS` for this workspace in the test's own profile; panics with
 /// cargo's output if the build fails.
 pub fn cargo_build(args: &[&str]) {

@@ -89,7 +89,9 @@ timeout 120 "$bin" --master 'local[2]' "$tmp/out-local" >"$tmp/local.stdout"
 check_output "$tmp/out-local" "local mode"
 
 # 2. The same binary on a driver and two executors.
-(cd "$repo" && cargo build --quiet -p ember-driver -p ember-executor)
+# (`--workspace ... --example`: the features `cargo test --workspace` resolved, so CI
+# finds the daemons it built fresh instead of building them again.)
+(cd "$repo" && cargo build --quiet --workspace --bins --example wordcount)
 first_line() { # $1: file; waits up to 30 s for a line on stdout ending in an address
   for _ in $(seq 300); do
     line=$(grep -m1 -o 'http://[0-9.:]*$' "$1" 2>/dev/null || true)
