@@ -14,11 +14,11 @@
 //! any non-ASCII byte, and every block elsewhere than x86_64, is classified a byte at a
 //! time through a 256-entry table: ASCII whitespace is decided there, and so is every
 //! byte that cannot start a whitespace character (ASCII non-whitespace, UTF-8
-//! continuation bytes, and lead bytes other than `0xC2`, `0xE1`, `0xE2` and `0xE3`). Only those four lead bytes, which
-//! start every non-ASCII whitespace character (U+0085, U+00A0, U+1680, U+2000-U+200A,
-//! U+2028, U+2029, U+202F, U+205F, U+3000) as well as many that are not, make it decode
-//! the character; a whitespace character's later bytes are marked too, into the next
-//! block if it straddles one. Continuation bytes (`0x80..=0xBF`) never equal a lead byte,
+//! continuation bytes, and lead bytes other than `0xC2`, `0xE1`, `0xE2` and `0xE3`).
+//! Only those four lead bytes, which start every non-ASCII whitespace character (U+0085,
+//! U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000) as well as
+//! many that are not, make it decode the character; a whitespace character's later bytes
+//! are marked too, into the next block if it straddles one. Continuation bytes (`0x80..=0xBF`) never equal a lead byte,
 //! so a lead byte found anywhere starts a character. Whitespace characters are whole
 //! characters, so every start and end is a character boundary.
 //!
