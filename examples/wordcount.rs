@@ -25,7 +25,7 @@ fn main() -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", args.input))?;
     // Equivalent to flat_map(split).map(|w| (w, 1)).reduce_by_key(+), but the words are
     // combined as borrowed slices of the line: a word is copied only the first time a
-    // task sees it. `ember::text::words` is `split_whitespace` as a byte scan.
+    // task sees it. `ember::text::words` is `split_whitespace` as a SIMD block scan.
     let counts = lines
         .flat_map_reduce_by_key(
             |line: &String, out: &mut ember::Emit<str, u64>| {
