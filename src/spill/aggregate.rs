@@ -111,12 +111,6 @@ where
         &self.hasher
     }
 
-    /// The hash [`insert_ref_hashed`](Self::insert_ref_hashed) wants for `q`.
-    #[inline]
-    pub fn hash_ref<Q: Hash + ?Sized>(&self, q: &Q) -> u64 {
-        self.hasher.hash_one(q)
-    }
-
     /// Asks the cache for what inserting a key of hash `hash` will read first, so that a
     /// caller who knows its next keys can overlap their cache misses. Only a hint.
     #[inline]
@@ -125,7 +119,7 @@ where
     }
 
     /// [`insert_ref`](Self::insert_ref) with `hash`, which must be
-    /// [`hash_ref`](Self::hash_ref)`(q)`.
+    /// [`hasher`](Self::hasher)`().hash_one(q)`.
     #[inline]
     pub fn insert_ref_hashed<Q>(
         &mut self,
