@@ -5,7 +5,7 @@
 //! that are not `char::is_whitespace` (Unicode's `White_Space`).
 //!
 //! How: the text is read in blocks of 64 bytes, each turned into a mask with one bit per
-//! byte that belongs to a whitespace character ([`Block::whitespace`]); word starts
+//! byte that belongs to a whitespace character (`Words::whitespace`); word starts
 //! (a byte that is not whitespace after one that is) and word ends (the reverse) are
 //! bit operations on that mask, and a word is the span between the next start and the
 //! next end, found by counting trailing zeros. A block of ASCII text is classified 16
