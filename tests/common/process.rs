@@ -41,16 +41,9 @@ pub fn example_bin(name: &str) -> PathBuf {
         Some(built) => sources.iter().any(|s| mtime(s).is_some_and(|t| t > built)),
     };
     if stale {
-        // Resolved as `cargo test --workspace` resolves features (see
-        // `workspace_binaries`), so after that command this finds the example fresh;
-        // with `ember/s3` when this test has it (an `s3://` job needs it). Building it
-        // for the features of ember alone, as this did, built ember and a dozen of its
-        // dependencies again in the middle of CI's test run (90 s).
-        let mut args = vec!["--workspace", "--example", name];
-        if cfg!(feature = "s3") {
-            args.extend(["--features", "ember/s3"]);
-        }
-        cargo_build(&args);
+        // Building it for the features of ember alone, as this did, built ember and a
+        // dozen of its dependencies again in the middle of CI's test run (90 s).
+        workspace_binaries(name);
     }
     assert!(bin.exists(), "example binary {} not found", bin.display());
     checked.insert(name.to_string());
@@ -63,12 +56,17 @@ pub fn example_bin(name: &str) -> PathBuf {
 /// dev-dependencies, exactly as `cargo test --workspace` does, so after that command
 /// (CI's) this finds everything fresh; `-p ember-driver` alone resolved other features
 /// and rebuilt ember, the scheduler and the daemons in the middle of the test run (about
-/// 5 minutes of a fresh CI run).
+/// 5 minutes of a fresh CI run). With `ember/s3` when this test has it, so that an
+/// example runs `s3://` jobs (the daemons do not link ember).
 pub fn workspace_binaries(example: &str) {
     static BUILT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if !built.contains(example) {
-        cargo_build(&["--workspace", "--bins", "--example", example]);
+        let mut args = vec!["--workspace", "--bins", "--example", example];
+        if cfg!(feature = "s3") {
+            args.extend(["--features", "ember/s3"]);
+        }
+        cargo_build(&args);
         built.insert(example.to_string());
     }
 }
