@@ -66,6 +66,23 @@ fn write_out(dir: &Path, map: u32, n: u32, input: &[(u32, Rec)], spill_at: &[usi
     w.finish().unwrap()
 }
 
+/// Writes `input` as map 0 without spills and as map 1 spilling before each record of
+/// `spill_at`; checks both read back as the model, with the same record count.
+fn plain_and_spilled(
+    dir: &Path,
+    n: u32,
+    input: &[(u32, Rec)],
+    spill_at: &[usize],
+) -> (MapOutput, MapOutput) {
+    let plain = write_out(dir, 0, n, input, &[]);
+    let spilled = write_out(dir, 1, n, input, spill_at);
+    let want = model(n, input);
+    assert_eq!(read_all(dir, 3, 0, n), want);
+    assert_eq!(read_all(dir, 3, 1, n), want);
+    assert_eq!(plain.records_written, spilled.records_written);
+    (plain, spilled)
+}
+
 fn model(n: u32, input: &[(u32, Rec)]) -> Vec<Vec<Rec>> {
     let mut want = vec![Vec::new(); n as usize];
     for (r, rec) in input {
@@ -117,11 +134,7 @@ fn buckets_over_many_chunks_read_back_in_order_with_and_without_spills() {
     // ~7 MB of frames to two reducers: several 1 MiB chunks each, big records among
     // them.
     let input = routed(n, 1_000_000);
-    let plain = write_out(dir.path(), 0, n, &input, &[]);
-    let spilled = write_out(dir.path(), 1, n, &input, &[150_000, 150_001, 700_000]);
-    let want = model(n, &input);
-    assert_eq!(read_all(dir.path(), 3, 0, n), want);
-    assert_eq!(read_all(dir.path(), 3, 1, n), want);
+    let (plain, _) = plain_and_spilled(dir.path(), n, &input, &[150_000, 150_001, 700_000]);
     assert!(
         plain
             .block_sizes
@@ -129,7 +142,6 @@ fn buckets_over_many_chunks_read_back_in_order_with_and_without_spills() {
             .all(|&b| b > 2 * CHUNK_BYTES as u64),
         "{plain:?}"
     );
-    assert_eq!(plain.records_written, spilled.records_written);
 }
 
 #[test]
@@ -137,12 +149,7 @@ fn spilling_midway_gives_identical_records() {
     let dir = tempfile::tempdir().unwrap();
     let n = 7;
     let input = routed(n, 30_000);
-    let plain = write_out(dir.path(), 0, n, &input, &[]);
-    let spilled = write_out(dir.path(), 1, n, &input, &[1, 5_000, 5_001, 20_000]);
-    let want = model(n, &input);
-    assert_eq!(read_all(dir.path(), 3, 0, n), want);
-    assert_eq!(read_all(dir.path(), 3, 1, n), want);
-    assert_eq!(plain.records_written, spilled.records_written);
+    let (plain, spilled) = plain_and_spilled(dir.path(), n, &input, &[1, 5_000, 5_001, 20_000]);
     // Spilling only adds frame boundaries: sizes stay within a few frames' overhead.
     let diff = plain.bytes_written.abs_diff(spilled.bytes_written);
     assert!(diff < plain.bytes_written / 10, "{plain:?} vs {spilled:?}");
