@@ -237,7 +237,7 @@ docker rm -f "$leak" >/dev/null 2>&1
 grep -q 'Permission denied' <<<"$leak_err" \
   || { echo "$leak_err" | tail -5; fail "the job reading the executor secret failed, but not with a permission error"; }
 [ ! -e "$D/leak/_SUCCESS" ] || fail "the job reading the executor secret wrote an output"
-echo "   refused: $(grep -o 'I/O error on /run/secrets/ember_executor_secret: Permission denied' <<<"$leak_err" | head -1)"
+echo "   refused: $(grep -o -m1 'I/O error on /run/secrets/ember_executor_secret: Permission denied' <<<"$leak_err")"
 done_step
 
 local_job faultjob --partitions 6 "$D/kv" "$scratch/fault-local" > "$scratch/fault-local.out" 2>/dev/null
@@ -250,7 +250,7 @@ start_gated() {
   chmod 2775 "$D/gate-$name"
   (job faultjob --partitions 6 --gate "$D/gate-$name" "${@:2}" "$D/kv" "$D/fault-$name" \
      > "$scratch/fault-$name.out" 2> "$scratch/fault-$name.err"; echo $? > "$scratch/fault-$name.rc") &
-  wait_for "faultjob's reducers at the gate" 120 "ls '$D/gate-$name' | grep -q waiting"
+  wait_for "faultjob's reducers at the gate" 120 "ls '$D/gate-$name' | grep waiting >/dev/null"
 }
 finish_gated() {
   local name=$1
@@ -265,7 +265,7 @@ finish_gated() {
 
 step "docker kill an executor while a job's reducers wait for its map output"
 start_gated kill
-victim=$(compose ps -q executor | head -1)
+victim=$(compose ps -q executor | sed -n 1p)
 docker kill "$victim" >/dev/null
 finish_gated kill
 echo "   killed ${victim:0:12}; the job finished with local mode's exact output ($(grep 'records parsed' "$scratch/fault-kill.out")); driver so far: $(failures)"
@@ -279,7 +279,7 @@ since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 JOB_ENV=(-e EMBER_SHUFFLE_DURABILITY=replicated:1)
 start_gated replicated
 JOB_ENV=()
-victim=$(compose ps -q executor | head -1)
+victim=$(compose ps -q executor | sed -n 1p)
 docker kill "$victim" >/dev/null
 finish_gated replicated
 log=$(driver_log_since "$since")
@@ -294,7 +294,7 @@ done_step
 step "docker stop an executor (SIGTERM) while its reducers wait: it decommissions"
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 start_gated stop --reduce-delay-ms 3000
-victim=$(compose ps -q executor | head -1)
+victim=$(compose ps -q executor | sed -n 1p)
 (docker stop -t 90 "$victim" >/dev/null 2>&1; echo done > "$scratch/stopped") &
 sleep 1
 [ "$(docker inspect -f '{{.State.Running}}' "$victim")" = true ] \
@@ -306,7 +306,7 @@ code=$(docker inspect -f '{{.State.ExitCode}}' "$victim")
 log=$(driver_log_since "$since")
 grep -q 'executor decommissioned' <<<"$log" || fail "the driver did not see a decommission"
 [ "$(resubmissions_since "$since")" = 0 ] || fail "a stage ran again after the decommission"
-moved=$(grep -o 'map outputs moved off a decommissioning executor.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | head -1)
+moved=$(grep -o 'map outputs moved off a decommissioning executor.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | sed -n 1p)
 echo "   stopped ${victim:0:12}: exit 0, ${moved:-0} map outputs moved, no stage ran again, exact output"
 docker start "$victim" >/dev/null
 wait_for "the stopped executor back and registered" 90 '[ "$(healthy_count executor)" = 3 ] && [ "$(registered)" = 3 ]'
@@ -345,7 +345,7 @@ grep -q 'session reopened by its client after a driver restart' <<<"$log" \
 recovered=$(grep -o 'map outputs recovered from executors.*outputs=[0-9]*' <<<"$log" | grep -o '[0-9]*$' | awk '{s+=$1} END {print s+0}')
 [ "${recovered:-0}" -ge 6 ] || fail "the restarted driver recovered ${recovered:-0} map outputs, not the first stage's 6"
 grep 'map outputs recovered from executors' <<<"$log" | sed 's/^/   driver: /' | cut -c1-220
-grep -E 'submitting stage ' <<<"$log" | sed 's/^/   driver: /' | cut -c1-200 | head -10
+grep -E 'submitting stage ' <<<"$log" | sed 's/^/   driver: /' | cut -c1-200 | sed -n 1,10p
 ran=$(grep -cE 'submitting stage ' <<<"$log" || true)
 [ "$ran" = 2 ] || fail "the restarted driver ran $ran stages, not 2 (the finished map stage must be skipped)"
 echo "   killed and started the driver: the client reopened its session, $recovered map outputs recovered, the finished stage skipped, exact output"
