@@ -693,6 +693,122 @@ fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() 
     assert_eq!(total, n as u64);
 }
 
+/// Lines of 2,000 words, none from a temporary: the map side's key queue fills
+/// mid-line again and again, and every key still folds its values in emission order
+/// (floats whose sum depends on the order).
+#[test]
+fn flat_map_reduce_by_key_folds_long_lines_in_emission_order() {
+    let ctx = common::ctx(1);
+    fn value(i: u64, j: u64) -> f64 {
+        match (i * 3 + j) % 5 {
+            0 => 1e16,
+            1 => -1e16,
+            2 => 1.0,
+            _ => ((i * 13 + j) % 1000) as f64 * 0.001,
+        }
+    }
+    // 300 lines of 2,000 words: 600,000 words over 50,000 keys.
+    let lines: Vec<String> = (0..300u64)
+        .map(|i| {
+            let words: Vec<String> = (0..2000u64)
+                .map(|j| format!("k{}", (i * 7919 + j * 104_729) % 50_000))
+                .collect();
+            format!("{i:03}|{}", words.join(" "))
+        })
+        .collect();
+    let lines_copy = &lines;
+    let mut want: HashMap<String, f64> = HashMap::new();
+    for l in &lines {
+        let (i, line) = l.split_once('|').unwrap();
+        let i: u64 = i.parse().unwrap();
+        for (j, w) in line.split(' ').enumerate() {
+            let v = value(i, j as u64);
+            want.entry(w.to_string())
+                .and_modify(|c| *c += v)
+                .or_insert(v);
+        }
+    }
+    let got = ctx
+        .parallelize(lines.clone(), 1)
+        .flat_map_reduce_by_key(
+            |rec: &String, out: &mut ember::Emit<str, f64>| {
+                let (i, line) = rec.split_once('|').unwrap();
+                let i: u64 = i.parse().unwrap();
+                for (j, w) in line.split(' ').enumerate() {
+                    out.emit(w, value(i, j as u64));
+                }
+            },
+            |a, b| a + b,
+        )
+        .collect_as_map()
+        .unwrap();
+    assert_eq!(got.len(), want.len());
+    for (k, w) in &want {
+        assert_eq!(got[k].to_bits(), w.to_bits(), "key {k}: {} vs {w}", got[k]);
+    }
+    // Not vacuous: summing a key's values in another order changes some answer.
+    let mut reversed: HashMap<String, f64> = HashMap::new();
+    for l in lines_copy.iter().rev() {
+        let (i, line) = l.split_once('|').unwrap();
+        let i: u64 = i.parse().unwrap();
+        for (j, w) in line
+            .split(' ')
+            .enumerate()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            let v = value(i, j as u64);
+            reversed
+                .entry(w.to_string())
+                .and_modify(|c| *c += v)
+                .or_insert(v);
+        }
+    }
+    assert!(
+        want.iter()
+            .any(|(k, w)| reversed[k].to_bits() != w.to_bits()),
+        "the values' sums depend on their order"
+    );
+}
+
+/// Keys queued from the lines themselves (not temporaries) reach the map side's probe
+/// too: 150k lines of distinct words make the map side stop combining, and the counts
+/// stay exact.
+#[test]
+fn flat_map_reduce_by_key_skips_combining_distinct_words_of_the_lines() {
+    let ctx = common::ctx(1);
+    let n = 150_000u64;
+    // Each line holds one word; the last 50k lines repeat earlier words.
+    let lines: Vec<String> = (0..n).map(|i| format!("word{}", i % 100_000)).collect();
+    let counts = ctx
+        .parallelize(lines, 1)
+        .flat_map_reduce_by_key(
+            |line: &String, out: &mut ember::Emit<str, u64>| {
+                for w in line.split_whitespace() {
+                    out.emit(w, 1)
+                }
+            },
+            |a, b| a + b,
+        )
+        .collect_as_map()
+        .unwrap();
+    let written = ctx
+        .last_job_metrics()
+        .unwrap()
+        .totals
+        .shuffle_records_written;
+    assert!(
+        written > 140_000,
+        "combining should have been skipped: {written} records written"
+    );
+    assert_eq!(counts.len(), 100_000);
+    for i in 0..100_000u64 {
+        let want = if i < n - 100_000 { 2 } else { 1 };
+        assert_eq!(counts[&format!("word{i}")], want, "word{i}");
+    }
+}
+
 #[test]
 fn flat_map_reduce_by_key_spills_under_a_tiny_memory_limit() {
     let ctx = common::ctx_mem(2, 256 * 1024);
