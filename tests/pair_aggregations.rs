@@ -581,12 +581,11 @@ fn flat_map_reduce_by_key_folds_in_emission_order_with_keys_from_the_line_and_el
         }
         out
     };
-    let mut want: HashMap<String, f64> = HashMap::new();
-    for (i, l) in lines.iter().enumerate() {
-        for (k, v) in emitted(i, l) {
-            want.entry(k).and_modify(|c| *c += v).or_insert(v);
-        }
-    }
+    let pairs: Vec<(String, f64)> = lines
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| emitted(i, l))
+        .collect();
     // The records are the lines themselves (only `String` records take the queue), with
     // their index in front.
     let keyed: Vec<String> = lines
@@ -621,27 +620,34 @@ fn flat_map_reduce_by_key_folds_in_emission_order_with_keys_from_the_line_and_el
         .unwrap()
         .into_iter()
         .collect();
-    assert!(
-        want.len() > 40_000,
-        "the table partitions: {} keys",
-        want.len()
-    );
+    let keys = assert_left_folds(&pairs, &got);
+    assert!(keys > 40_000, "the table partitions: {keys} keys");
+}
+
+/// Asserts that `got` holds, for every key of `pairs`, the left fold of its values in
+/// the order of `pairs` (the plain answer of one partition), bit for bit, and that the
+/// check is not vacuous: folding in reverse order changes some key's sum. Returns the
+/// number of keys.
+fn assert_left_folds(pairs: &[(String, f64)], got: &HashMap<String, f64>) -> usize {
+    let fold = |pairs: &mut dyn Iterator<Item = &(String, f64)>| {
+        let mut sums: HashMap<String, f64> = HashMap::new();
+        for (k, v) in pairs {
+            sums.entry(k.clone()).and_modify(|c| *c += v).or_insert(*v);
+        }
+        sums
+    };
+    let want = fold(&mut pairs.iter());
     assert_eq!(got.len(), want.len());
     for (k, w) in &want {
         assert_eq!(got[k].to_bits(), w.to_bits(), "key {k}: {} vs {w}", got[k]);
     }
-    // Not vacuous: summing a key's values in another order changes some answer.
-    let mut reversed: HashMap<String, f64> = HashMap::new();
-    for (i, l) in lines.iter().enumerate().rev() {
-        for (k, v) in emitted(i, l).into_iter().rev() {
-            reversed.entry(k).and_modify(|c| *c += v).or_insert(v);
-        }
-    }
+    let reversed = fold(&mut pairs.iter().rev());
     assert!(
         want.iter()
             .any(|(k, w)| reversed[k].to_bits() != w.to_bits()),
         "the values' sums depend on their order"
     );
+    want.len()
 }
 
 #[test]
@@ -657,15 +663,7 @@ fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() 
         .map(|x: i64| (x % 100_000, 1u64))
         .reduce_by_key(|a, b| a + b);
     let got = reduced.collect().unwrap();
-    let written = ctx
-        .last_job_metrics()
-        .unwrap()
-        .totals
-        .shuffle_records_written;
-    assert!(
-        written > 145_000,
-        "combining should have been skipped: {written} records written"
-    );
+    assert_combining_was_skipped(&ctx);
     assert_eq!(got.len(), 100_000);
     assert!(got
         .iter()
@@ -679,6 +677,36 @@ fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() 
         )
         .collect()
         .unwrap();
+    assert_combining_was_skipped(&ctx);
+    assert_eq!(fast.len(), 100_000);
+    let total: u64 = fast.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, n as u64);
+
+    // Words borrowed from the records themselves (lines, which the map side queues)
+    // reach the probe too.
+    let lines: Vec<String> = (0..n).map(|i| format!("word{}", i % 100_000)).collect();
+    let counts = ctx
+        .parallelize(lines, 1)
+        .flat_map_reduce_by_key(
+            |line: &String, out: &mut ember::Emit<str, u64>| {
+                for w in line.split_whitespace() {
+                    out.emit(w, 1)
+                }
+            },
+            |a, b| a + b,
+        )
+        .collect_as_map()
+        .unwrap();
+    assert_combining_was_skipped(&ctx);
+    assert_eq!(counts.len(), 100_000);
+    for i in 0..100_000 {
+        let want = if i < n - 100_000 { 2 } else { 1 };
+        assert_eq!(counts[&format!("word{i}")], want, "word{i}");
+    }
+}
+
+/// The last job's map side wrote nearly all of its 150k records: it stopped combining.
+fn assert_combining_was_skipped(ctx: &ember::Context) {
     let written = ctx
         .last_job_metrics()
         .unwrap()
@@ -688,9 +716,6 @@ fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() 
         written > 145_000,
         "combining should have been skipped: {written} records written"
     );
-    assert_eq!(fast.len(), 100_000);
-    let total: u64 = fast.iter().map(|(_, c)| c).sum();
-    assert_eq!(total, n as u64);
 }
 
 /// Lines of 2,000 words, none from a temporary: the map side's key queue fills
@@ -716,20 +741,16 @@ fn flat_map_reduce_by_key_folds_long_lines_in_emission_order() {
             format!("{i:03}|{}", words.join(" "))
         })
         .collect();
-    let lines_copy = &lines;
-    let mut want: HashMap<String, f64> = HashMap::new();
+    let mut pairs: Vec<(String, f64)> = Vec::new();
     for l in &lines {
         let (i, line) = l.split_once('|').unwrap();
         let i: u64 = i.parse().unwrap();
         for (j, w) in line.split(' ').enumerate() {
-            let v = value(i, j as u64);
-            want.entry(w.to_string())
-                .and_modify(|c| *c += v)
-                .or_insert(v);
+            pairs.push((w.to_string(), value(i, j as u64)));
         }
     }
     let got = ctx
-        .parallelize(lines.clone(), 1)
+        .parallelize(lines, 1)
         .flat_map_reduce_by_key(
             |rec: &String, out: &mut ember::Emit<str, f64>| {
                 let (i, line) = rec.split_once('|').unwrap();
@@ -742,71 +763,7 @@ fn flat_map_reduce_by_key_folds_long_lines_in_emission_order() {
         )
         .collect_as_map()
         .unwrap();
-    assert_eq!(got.len(), want.len());
-    for (k, w) in &want {
-        assert_eq!(got[k].to_bits(), w.to_bits(), "key {k}: {} vs {w}", got[k]);
-    }
-    // Not vacuous: summing a key's values in another order changes some answer.
-    let mut reversed: HashMap<String, f64> = HashMap::new();
-    for l in lines_copy.iter().rev() {
-        let (i, line) = l.split_once('|').unwrap();
-        let i: u64 = i.parse().unwrap();
-        for (j, w) in line
-            .split(' ')
-            .enumerate()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-        {
-            let v = value(i, j as u64);
-            reversed
-                .entry(w.to_string())
-                .and_modify(|c| *c += v)
-                .or_insert(v);
-        }
-    }
-    assert!(
-        want.iter()
-            .any(|(k, w)| reversed[k].to_bits() != w.to_bits()),
-        "the values' sums depend on their order"
-    );
-}
-
-/// Keys queued from the lines themselves (not temporaries) reach the map side's probe
-/// too: 150k lines of distinct words make the map side stop combining, and the counts
-/// stay exact.
-#[test]
-fn flat_map_reduce_by_key_skips_combining_distinct_words_of_the_lines() {
-    let ctx = common::ctx(1);
-    let n = 150_000u64;
-    // Each line holds one word; the last 50k lines repeat earlier words.
-    let lines: Vec<String> = (0..n).map(|i| format!("word{}", i % 100_000)).collect();
-    let counts = ctx
-        .parallelize(lines, 1)
-        .flat_map_reduce_by_key(
-            |line: &String, out: &mut ember::Emit<str, u64>| {
-                for w in line.split_whitespace() {
-                    out.emit(w, 1)
-                }
-            },
-            |a, b| a + b,
-        )
-        .collect_as_map()
-        .unwrap();
-    let written = ctx
-        .last_job_metrics()
-        .unwrap()
-        .totals
-        .shuffle_records_written;
-    assert!(
-        written > 140_000,
-        "combining should have been skipped: {written} records written"
-    );
-    assert_eq!(counts.len(), 100_000);
-    for i in 0..100_000u64 {
-        let want = if i < n - 100_000 { 2 } else { 1 };
-        assert_eq!(counts[&format!("word{i}")], want, "word{i}");
-    }
+    assert_left_folds(&pairs, &got);
 }
 
 #[test]
