@@ -18,9 +18,12 @@
 //!   same order, as with one table and no staging: the plain path's answer exactly.
 //! * [`AggTable::settle`] applies everything staged. Whoever reads the table (spill,
 //!   read back, the map-side probe's key count) settles first.
-//! * Staged records are charged like entries: their slots at `size_of` plus their sampled
-//!   heap bytes. At most `max(STAGE_MIN, STAGE_PER_KEY * keys)` records wait, so staging
-//!   stays a small multiple of the table it feeds.
+//! * Every hash handed in is `hasher.hash_one(key)` (the caller's promise): so a staged
+//!   record may leave its hash behind and have it recomputed on apply
+//!   ([`rehashed_on_apply`] keys), or keep it in the bucket's `hashes` at the same index.
+//! * Staged records are charged like entries: their slots at `size_of` (plus a stored
+//!   hash) plus their sampled heap bytes. At most `max(STAGE_MIN, STAGE_PER_KEY * keys)`
+//!   records wait, so staging stays a small multiple of the table it feeds.
 //! * The plain table switches to sub-tables once, when it reaches [`PARTITION_AT`] keys,
 //!   and never switches back (a spill empties the sub-tables but keeps them).
 //! * Each table's [`Anchor`] is where its entries end and its control bytes begin, read
@@ -113,7 +116,18 @@ pub(crate) enum Pending<V, C> {
     Combiner(C),
 }
 
-type Staged<K, V, C> = (u64, K, Pending<V, C>);
+/// A staged record: the key and what to fold into it. Its hash waits beside it in the
+/// bucket's `hashes` unless [`rehashed_on_apply`] says the key's hash is recomputed.
+type Staged<K, V, C> = (K, Pending<V, C>);
+
+/// True for keys whose hash is recomputed when their staged records are applied instead
+/// of staged with them: plain values of at most 8 bytes (integers and the like), which
+/// hash without reading memory elsewhere. Why: kvsum's reduce side stages 50 M records,
+/// and its profile has the staging store and the apply at a third of the job; a `u64`
+/// key's record is 32 bytes instead of 40 without its hash.
+const fn rehashed_on_apply<K>() -> bool {
+    std::mem::size_of::<K>() <= 8 && !std::mem::needs_drop::<K>()
+}
 
 /// See the module doc.
 pub(crate) struct AggTable<K, V, C> {
@@ -125,6 +139,9 @@ pub(crate) struct AggTable<K, V, C> {
     mask: usize,
     /// Per sub-table, the records waiting for it; empty while plain.
     buckets: Vec<Vec<Staged<K, V, C>>>,
+    /// Per sub-table, the hashes of its bucket's records, in the same order; empty
+    /// (never filled) for keys [`rehashed_on_apply`].
+    hashes: Vec<Vec<u64>>,
     staged: usize,
     keys: usize,
     estimator: SizeEstimator,
@@ -143,11 +160,16 @@ where
             anchors: vec![Anchor::default()],
             mask: 0,
             buckets: Vec::new(),
+            hashes: Vec::new(),
             staged: 0,
             keys: 0,
             // One control byte per slot.
             estimator: SizeEstimator::new::<(K, C)>(1),
-            staged_estimator: SizeEstimator::new::<Staged<K, V, C>>(0),
+            staged_estimator: SizeEstimator::new::<Staged<K, V, C>>(if rehashed_on_apply::<K>() {
+                0
+            } else {
+                std::mem::size_of::<u64>()
+            }),
         }
     }
 
@@ -206,11 +228,15 @@ where
             self.apply(agg, hasher, 0, hash, k, op);
             return;
         }
-        let staged = (hash, k, op);
+        let staged = (k, op);
         self.staged_estimator.update(&staged);
-        let bucket = &mut self.buckets[part(hash, self.mask)];
+        let p = part(hash, self.mask);
+        let bucket = &mut self.buckets[p];
         bucket.push(staged);
         prefetch_ahead(bucket);
+        if !rehashed_on_apply::<K>() {
+            self.hashes[p].push(hash);
+        }
         self.staged += 1;
         if self.staged >= self.stage_limit() {
             self.settle(agg, hasher);
@@ -262,15 +288,23 @@ where
         p: usize,
     ) {
         let mut bucket = std::mem::take(&mut self.buckets[p]);
+        let mut hashes = std::mem::take(&mut self.hashes[p]);
         self.staged -= bucket.len();
         if bucket.len() >= self.tables[p].len() / WARM_BELOW {
             warm(&self.tables[p]);
         }
-        for (hash, k, op) in bucket.drain(..) {
+        for (i, (k, op)) in bucket.drain(..).enumerate() {
+            let hash = if rehashed_on_apply::<K>() {
+                hasher.hash_one(&k)
+            } else {
+                hashes[i]
+            };
             self.apply(agg, hasher, p, hash, k, op);
         }
-        // Keep the allocation for the next batch (it is charged as staging slots).
+        hashes.clear();
+        // Keep the allocations for the next batch (they are charged as staging slots).
         self.buckets[p] = bucket;
+        self.hashes[p] = hashes;
     }
 
     /// Staged records at which everything staged is applied.
@@ -347,6 +381,8 @@ where
         self.mask = mask;
         let wanted = self.bucket_capacity();
         self.buckets = (0..FANOUT).map(|_| Vec::with_capacity(wanted)).collect();
+        let hashes = if rehashed_on_apply::<K>() { 0 } else { wanted };
+        self.hashes = (0..FANOUT).map(|_| Vec::with_capacity(hashes)).collect();
     }
 
     /// Empties the tables (settled first by the caller), keeping their number.
@@ -369,181 +405,12 @@ where
         for b in &mut self.buckets {
             *b = Vec::new();
         }
+        for h in &mut self.hashes {
+            *h = Vec::new();
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::spill::test_data::{records, Collect};
-    use foldhash::fast::FixedState;
-    use std::collections::HashMap;
-
-    /// Sums floats left to right: a different grouping would change low bits.
-    struct SumF;
-    impl Aggregate<u64, f64, f64> for SumF {
-        fn create(&self, _: &u64, v: f64) -> f64 {
-            v
-        }
-        fn merge_value(&self, c: &mut f64, v: f64) {
-            *c += v;
-        }
-        fn merge_combiners(&self, c: &mut f64, o: f64) {
-            *c += o;
-        }
-    }
-
-    #[test]
-    fn a_partitioned_table_folds_every_key_in_insert_order() {
-        let hasher = FixedState::default();
-        let keys = PARTITION_AT * 3;
-        let recs = records(keys * 6, keys, 7);
-        let mut table: AggTable<u64, u32, Vec<u32>> = AggTable::new();
-        let mut expected: HashMap<u64, Vec<u32>> = HashMap::new();
-        let mut max_staged = 0;
-        for (i, (k, _)) in recs.iter().enumerate() {
-            let seq = i as u32;
-            let hash = hasher.hash_one(k);
-            // All three ways in: a value, a combiner of two, and a borrowed key.
-            match i % 997 {
-                3 | 400 => {
-                    table.upsert(
-                        &Collect,
-                        &hasher,
-                        hash,
-                        *k,
-                        Pending::Combiner(vec![seq, seq]),
-                    );
-                    expected.entry(*k).or_default().extend([seq, seq]);
-                }
-                5 => {
-                    // Rare: each one drains its key's bucket early.
-                    table.upsert_ref(&Collect, &hasher, hash, k, seq, |k| *k);
-                    expected.entry(*k).or_default().push(seq);
-                }
-                _ => {
-                    table.upsert(&Collect, &hasher, hash, *k, Pending::Value(seq));
-                    expected.entry(*k).or_default().push(seq);
-                }
-            }
-            max_staged = max_staged.max(table.staged());
-        }
-        assert_eq!(table.mask, FANOUT - 1, "the table split into sub-tables");
-        assert!(
-            max_staged >= STAGE_MIN / 2,
-            "records were staged: {max_staged}"
-        );
-        table.settle(&Collect, &hasher);
-        assert_eq!(table.keys(), expected.len());
-        let mut got: HashMap<u64, Vec<u32>> = HashMap::new();
-        for (k, c) in table.take_entries() {
-            assert!(got.insert(k, c).is_none(), "key {k} held twice");
-        }
-        assert_eq!(got, expected);
-        assert_eq!(table.keys(), 0);
-    }
-
-    #[test]
-    fn float_sums_are_bit_identical_to_a_left_fold_in_record_order() {
-        let hasher = FixedState::default();
-        let keys = PARTITION_AT * 2;
-        let recs = records(keys * 5, keys, 11);
-        let mut table: AggTable<u64, f64, f64> = AggTable::new();
-        let mut expected: HashMap<u64, f64> = HashMap::new();
-        for (i, (k, v)) in recs.iter().enumerate() {
-            let x = (v.len() as f64) / 3.0 + (i % 97) as f64 * 1e-7;
-            table.upsert(&SumF, &hasher, hasher.hash_one(k), *k, Pending::Value(x));
-            expected.entry(*k).and_modify(|c| *c += x).or_insert(x);
-        }
-        table.settle(&SumF, &hasher);
-        let got: HashMap<u64, u64> = table
-            .take_entries()
-            .map(|(k, c)| (k, c.to_bits()))
-            .collect();
-        let want: HashMap<u64, u64> = expected
-            .into_iter()
-            .map(|(k, c)| (k, c.to_bits()))
-            .collect();
-        assert_eq!(got, want);
-    }
-
-    /// Every table's anchor puts each entry where hashbrown really keeps it, through
-    /// growth, the split into sub-tables and a spill's emptying (a hashbrown that moved
-    /// its layout would make the prefetches useless; this says so).
-    #[test]
-    fn anchors_locate_every_entry_where_hashbrown_keeps_it() {
-        fn check(table: &AggTable<u64, u32, Vec<u32>>) -> usize {
-            let size = std::mem::size_of::<(u64, Vec<u32>)>();
-            let mut checked = 0;
-            for (t, a) in table.tables.iter().zip(&table.anchors) {
-                if t.is_empty() {
-                    continue;
-                }
-                assert_eq!(a.mask + 1, t.num_buckets());
-                for i in t.iter_buckets() {
-                    let e = t.get_bucket(i).expect("a full bucket") as *const _ as usize;
-                    assert_eq!(a.ctrl - (i + 1) * size, e, "bucket {i}");
-                    checked += 1;
-                }
-            }
-            checked
-        }
-        let hasher = FixedState::default();
-        let mut table: AggTable<u64, u32, Vec<u32>> = AggTable::new();
-        let mut k = 0u64;
-        for until in [
-            1,
-            3,
-            100,
-            5000,
-            PARTITION_AT - 1,
-            PARTITION_AT,
-            3 * PARTITION_AT,
-        ] {
-            while (k as usize) < until {
-                table.upsert_ref(&Collect, &hasher, hasher.hash_one(k), &k, 1, |k| *k);
-                k += 1;
-            }
-            assert_eq!(check(&table), until);
-        }
-        assert_eq!(table.mask, FANOUT - 1);
-        table.take_entries().for_each(drop);
-        assert!(table.anchors.iter().all(|a| a.ctrl == 0));
-        for k in 0..1000u64 {
-            table.upsert_ref(&Collect, &hasher, hasher.hash_one(k), &k, 1, |k| *k);
-        }
-        assert_eq!(check(&table), 1000);
-    }
-
-    #[test]
-    fn staged_records_are_charged_and_released() {
-        let hasher = FixedState::default();
-        let mut table: AggTable<u64, u32, Vec<u32>> = AggTable::new();
-        for k in 0..PARTITION_AT as u64 {
-            table.upsert(&Collect, &hasher, hasher.hash_one(k), k, Pending::Value(1));
-        }
-        assert_eq!(table.mask, FANOUT - 1);
-        // The buckets are sized for a full batch as the table splits, and charged from then.
-        let slot = std::mem::size_of::<Staged<u64, u32, Vec<u32>>>() as u64;
-        let slots = |t: &AggTable<u64, u32, Vec<u32>>| -> u64 {
-            t.buckets.iter().map(|b| b.capacity() as u64).sum()
-        };
-        assert!(slots(&table) >= STAGE_MIN as u64, "{}", slots(&table));
-        for i in 0..10_000u64 {
-            let k = i % 1000;
-            table.upsert(&Collect, &hasher, hasher.hash_one(k), k, Pending::Value(2));
-        }
-        assert_eq!(table.staged(), 10_000);
-        let staged = table.estimated_bytes();
-        table.settle(&Collect, &hasher);
-        assert_eq!(table.staged(), 0);
-        assert!(slots(&table) >= STAGE_MIN as u64, "kept for the next batch");
-        table.release_staging();
-        assert_eq!(slots(&table), 0);
-        let released = table.estimated_bytes();
-        assert!(
-            staged >= released + STAGE_MIN as u64 * slot,
-            "staging slots were charged and are no longer: {staged} -> {released}"
-        );
-    }
-}
+#[path = "table_tests.rs"]
+mod tests;
