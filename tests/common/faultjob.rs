@@ -239,7 +239,8 @@ impl GateRun {
         (out, parsed)
     }
 
-    /// Kills executor `victim` (SIGKILL), opens the gate, and checks the job's output and
+    /// Kills executor `victim` (SIGKILL), waits for the driver to log the loss, opens the
+    /// gate, and checks the job's output and
     /// records count against `want` (a fault-free run's); what the client printed on
     /// stderr.
     pub fn kill_and_finish(
@@ -248,7 +249,20 @@ impl GateRun {
         victim: usize,
         want: &(String, u64),
     ) -> String {
+        let told = cluster.driver_log().matches("executor lost").count();
         cluster.signal_executor(victim, "KILL");
+        // The driver hears of the loss (its connection to the executor closes) before the
+        // gate opens: otherwise a reducer's fetch failure may reach it first, and the
+        // rerun this scenario checks would be one for a fetch failure instead.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cluster.driver_log().matches("executor lost").count() == told {
+            assert!(
+                Instant::now() < deadline,
+                "the driver did not notice the killed executor {victim} within 30 s:\n{}",
+                cluster.logs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let (out, records, console) = self.open_and_finish_with_console(cluster);
         assert_eq!(
             &(out, records),
