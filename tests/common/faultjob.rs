@@ -240,9 +240,8 @@ impl GateRun {
     }
 
     /// Kills executor `victim` (SIGKILL), waits for the driver to log the loss, opens the
-    /// gate, and checks the job's output and
-    /// records count against `want` (a fault-free run's); what the client printed on
-    /// stderr.
+    /// gate, and checks the job's output and records count against `want` (a fault-free
+    /// run's); what the client printed on stderr.
     pub fn kill_and_finish(
         self,
         cluster: &mut Cluster,
