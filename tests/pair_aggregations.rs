@@ -486,6 +486,18 @@ fn partition_counts_of_shuffle_operators() {
     }
 }
 
+/// A word count by `flat_map_reduce_by_key`, the words borrowed from each line.
+fn word_counts(lines: &ember::Rdd<String>) -> ember::Rdd<(String, u64)> {
+    lines.flat_map_reduce_by_key(
+        |line: &String, out: &mut ember::Emit<str, u64>| {
+            for w in line.split_whitespace() {
+                out.emit(w, 1)
+            }
+        },
+        |a, b| a + b,
+    )
+}
+
 #[test]
 fn flat_map_reduce_by_key_equals_flat_map_then_reduce_by_key() {
     let ctx = common::ctx(2);
@@ -498,17 +510,7 @@ fn flat_map_reduce_by_key_equals_flat_map_then_reduce_by_key() {
         })
         .collect();
     let rdd = ctx.parallelize(lines.clone(), 5);
-    let fast = rdd
-        .flat_map_reduce_by_key(
-            |line: &String, out: &mut ember::Emit<str, u64>| {
-                for w in line.split_whitespace() {
-                    out.emit(w, 1)
-                }
-            },
-            |a, b| a + b,
-        )
-        .collect()
-        .unwrap();
+    let fast = word_counts(&rdd).collect().unwrap();
     let mut expected: HashMap<String, u64> = HashMap::new();
     for l in &lines {
         for w in l.split_whitespace() {
@@ -685,16 +687,7 @@ fn map_side_combine_is_skipped_when_keys_do_not_repeat_and_results_stay_exact() 
     // Words borrowed from the records themselves (lines, which the map side queues)
     // reach the probe too.
     let lines: Vec<String> = (0..n).map(|i| format!("word{}", i % 100_000)).collect();
-    let counts = ctx
-        .parallelize(lines, 1)
-        .flat_map_reduce_by_key(
-            |line: &String, out: &mut ember::Emit<str, u64>| {
-                for w in line.split_whitespace() {
-                    out.emit(w, 1)
-                }
-            },
-            |a, b| a + b,
-        )
+    let counts = word_counts(&ctx.parallelize(lines, 1))
         .collect_as_map()
         .unwrap();
     assert_combining_was_skipped(&ctx);
