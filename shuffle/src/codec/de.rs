@@ -129,7 +129,7 @@ impl<'de> Decoder<'de> {
     #[inline]
     fn str(&mut self) -> Result<&'de str> {
         let n = self.usize()?;
-        std::str::from_utf8(self.take(n)?).map_err(|_| CodecError::DeserializeBadUtf8)
+        utf8(self.take(n)?).ok_or(CodecError::DeserializeBadUtf8)
     }
 
     #[inline]
@@ -137,6 +137,20 @@ impl<'de> Decoder<'de> {
         let s = self.take(N)?;
         Ok(s.try_into().expect("took N bytes"))
     }
+}
+
+/// `bytes` as a `str` exactly when `std::str::from_utf8` accepts it, ASCII first: a
+/// record's strings are short and mostly ASCII, and `is_ascii` is a few word tests where
+/// the full validation costs a call and its setup per string (sort's profile, 50 M
+/// records of a 16-byte line each: `from_utf8` at 4.9 % of the job; a microbenchmark of
+/// 10-25-byte ASCII strings, 26-27 ns each with `from_utf8` alone, 18 ns with this).
+#[inline(always)]
+fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: every ASCII byte sequence is valid UTF-8.
+        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).ok()
 }
 
 impl<'de> de::Deserializer<'de> for &mut Decoder<'de> {

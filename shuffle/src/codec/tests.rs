@@ -134,6 +134,40 @@ fn strings_and_bytes_of_every_short_length_match_postcard() {
     }
 }
 
+/// A string with a byte that breaks UTF-8 anywhere (in ASCII text, which the decoder
+/// checks first, and in text with multi-byte characters) fails as in postcard, with
+/// nothing decoded; the same bytes unbroken decode to the same string.
+#[test]
+fn strings_that_are_not_utf8_fail_as_in_postcard() {
+    for text in [
+        "",
+        "abcdefghijklmnopqrstuvwxyz0123456789,.",
+        "aé日😀 mixed ü",
+    ] {
+        let valid = |payload: &[u8]| {
+            let mut bytes = vec![payload.len() as u8]; // a one-byte varint: under 128
+            bytes.extend_from_slice(payload);
+            bytes
+        };
+        assert_eq!(
+            same_decode::<String>(&valid(text.as_bytes())).as_deref(),
+            Some(text)
+        );
+        for at in 0..text.len() {
+            for bad in [0x80u8, 0xBF, 0xC3, 0xE6, 0xF0, 0xFF] {
+                let mut payload = text.as_bytes().to_vec();
+                payload[at] = bad;
+                let decoded = same_decode::<String>(&valid(&payload));
+                assert_eq!(
+                    decoded.is_some(),
+                    std::str::from_utf8(&payload).is_ok(),
+                    "byte {bad:#x} at {at} of {text:?}"
+                );
+            }
+        }
+    }
+}
+
 /// A value serialised with `serialize_bytes` (as `serde_bytes` would).
 fn serde_bytes_like(b: &[u8]) -> impl Serialize + Debug + '_ {
     #[derive(Debug)]
