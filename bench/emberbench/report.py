@@ -41,6 +41,8 @@ def summarize(runs, rows_order):
                "in_job_s": med([float(r["anchors"]["in_job_s"]) for r in rs if "in_job_s" in r["anchors"]]),
                "failures": [f"run {r['round'] + 1}: " + "; ".join(r["check"]) for r in rs if not r["ok"]],
                "note": next((r["check"][0] for r in rs if r["ok"] and r["check"]), "")}
+        walls = [r["wall_s"] for r in rs if r["wall_s"] is not None]
+        row["wall_range_s"] = [min(walls), max(walls)] if len(walls) > 1 else None
         is_latency = job == "latency" or engine == CLUSTER_LATENCY
         lat = [r["anchors"].get("trivial_job_median_ms", r["anchors"].get("median_ms")) for r in rs]
         lat = [float(x) for x in lat if x is not None]
@@ -271,12 +273,13 @@ def render(meta, rows, notes):
     out.append("")
     out.append("Medians. wall = whole process; in-job = the engine's own timer (Spark: after the "
                "context is up; DuckDB/Polars: the query, without interpreter start and import); "
+               "wall range = the fastest and the slowest run (how much the machine moved them); "
                "CPU = user+sys of the process and its children; RSS = peak resident set. "
                "ember/ref = ember's median wall / the reference's (below 1: ember faster); for "
                "references with an in-job time the ratio to that is in brackets.")
     out.append("")
-    out.append("| job | engine | runs | wall | in-job | CPU | CPU/wall | peak RSS | ember/ref | check |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| job | engine | runs | wall | wall range | in-job | CPU | CPU/wall | peak RSS | ember/ref | check |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     by_job = {}
     for r in rows:
         by_job.setdefault(r["job"], []).append(r)
@@ -289,8 +292,10 @@ def render(meta, rows, notes):
                 if r["latency_p90_ms"] is not None and job == "cluster":
                     wall += f" (p90 {r['latency_p90_ms']:.2f} ms)"
             cpuw = f"{r['cpu_s'] / r['wall_s']:.2f}" if r["wall_s"] else ""
+            spread = r.get("wall_range_s")
+            spread = f"{fmt_s(spread[0])} – {fmt_s(spread[1])}" if spread else "—"
             chk = "ok" if r["ok"] else "**FAILED**"
-            out.append(f"| {job} | {engine_label(job, r['engine'])} | {r['runs']} | {wall} | "
+            out.append(f"| {job} | {engine_label(job, r['engine'])} | {r['runs']} | {wall} | {spread} | "
                        f"{fmt_s(r['in_job_s'])} | {fmt_s(r['cpu_s'])} | {cpuw} | {r['maxrss_mib']:.0f} MiB | "
                        f"{ratio} | {chk} |")
     sc = {r["engine"]: r for r in by_job.get("scaling", [])}
